@@ -1,0 +1,48 @@
+"""The `moecal` command line: argument parsing only; every command's work lives in harness/commands/<name>.py.
+
+Errors in user input are printed as one line (`error: <file>: <field>: <problem>`) with exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from harness.errors import InputError
+
+app = typer.Typer(
+    name="moecal",
+    help="Calibrate the fused decode-MoE Dff cap: sweep, summarize, find the crossover, recommend, report, check.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# --- command registration: each command module defines `register(app)` --------------------------------------
+from harness.commands import doctor, plan, sweep  # noqa: E402
+
+for _module in (sweep, plan, doctor):
+    _module.register(app)
+# --- end of command registration -------------------------------------------------------------------------------
+
+
+def main() -> None:
+    """Entry point: run the app and turn InputError into a one-line message with exit code 2."""
+    try:
+        app(standalone_mode=False)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # click usage errors carry their own exit code and message
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
