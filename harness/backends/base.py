@@ -64,3 +64,7 @@ class Backend(ABC):
     @abstractmethod
     def to_numpy(self, array: Any) -> np.ndarray:
         """Device array -> float64 numpy (for comparing with the reference)."""
+
+    @abstractmethod
+    def copy_bandwidth(self, nbytes: int = 1 << 30) -> float:
+        """Measured bytes/s (read + written) of a large device-to-device copy: the memory ceiling GB/s is judged by."""
