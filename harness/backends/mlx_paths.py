@@ -38,10 +38,6 @@ class MlxLayer:
     group_size: int
     dtype: str
 
-    @property
-    def mx_dtype(self) -> mx.Dtype:
-        return MX_DTYPES[self.dtype]
-
 
 def mx_dtype(dtype: str) -> mx.Dtype:
     """The MLX dtype for a shape's dtype name; a clear error instead of a KeyError for a typo."""
