@@ -88,8 +88,13 @@ def read_provenance(path: Path) -> dict[str, str]:
 
 
 def read_csv_with_header(path: Path) -> pd.DataFrame:
-    """A CSV with optional `#` provenance lines, as a DataFrame (strings kept as strings, NA kept as NaN)."""
-    return pd.read_csv(path, comment=None, skiprows=_header_line_count(path), keep_default_na=True)
+    """A CSV with optional `#` provenance lines, as a DataFrame (strings kept as strings, NA kept as NaN).
+
+    Only empty cells and `NA` read as missing: pandas' default list also swallows `null`, which is an arm name.
+    """
+    return pd.read_csv(
+        path, comment=None, skiprows=_header_line_count(path), keep_default_na=False, na_values=["", "NA"]
+    )
 
 
 def _header_line_count(path: Path) -> int:
