@@ -60,6 +60,13 @@ def to_numpy(array: mx.array) -> np.ndarray:
     return np.array(array.astype(mx.float32), dtype=np.float64)
 
 
+def enqueue(array: mx.array) -> mx.array:
+    """Start computing `array` without waiting, like a kernel launch: a path returns after enqueueing its work
+    and the backend's `synchronize` waits, so a host timer around both measures the device work."""
+    mx.async_eval(array)
+    return array
+
+
 def _upload_matrix(matrix: QuantMatrix, dtype: str) -> MlxMatrix:
     # Host scales/biases are float32 values representable in the activation dtype, so the cast is exact.
     scales, biases = to_mx(matrix.scales, dtype), to_mx(matrix.biases, dtype)
