@@ -28,21 +28,9 @@ for _module in (sweep, plan, doctor):
 
 
 def main() -> None:
-    """Entry point: run the app and turn InputError into a one-line message with exit code 2."""
+    """Entry point: typer handles usage errors itself (exit 2); InputError becomes one line with exit code 2."""
     try:
-        app(standalone_mode=False)
+        app()
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        print("aborted", file=sys.stderr)
-        sys.exit(130)
-    except Exception as exc:  # click usage errors carry their own exit code and message
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise

@@ -48,8 +48,7 @@ class MoeShape:
 
     def label(self) -> str:
         return (
-            f"d{self.d_model}-f{self.dff}-e{self.n_experts}-k{self.top_k}"
-            f"-q{self.bits}g{self.group_size}-{self.dtype}"
+            f"d{self.d_model}-f{self.dff}-e{self.n_experts}-k{self.top_k}-q{self.bits}g{self.group_size}-{self.dtype}"
         )
 
     def as_dict(self) -> dict:

@@ -1,0 +1,78 @@
+"""`moecal sweep CONFIG`: run interleaved fused/fallback measurements into results/<run-id>/ (resumable)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from harness import sweep as sweeps
+from harness.commands.plan import print_plan
+
+console = Console(stderr=True)
+
+
+def quick_table_view(run_dir: Path) -> Table:
+    table = Table(title=f"{run_dir} (medians; `moecal summarize` adds CIs and verdicts)")
+    for column in ("model", "d_model", "dff", "fallback", "fused", "ratio", "ok", "fail", "skip"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for row in sweeps.quick_table(run_dir).to_dict("records"):
+        table.add_row(
+            str(row["model"]),
+            str(int(row["d_model"])) if row["d_model"] else "",
+            str(int(row["dff"])),
+            *(f"{row[arm]:.4g}" if row[arm] == row[arm] else "-" for arm in ("fallback", "fused")),
+            f"{row['ratio']:.4f}" if row["ratio"] == row["ratio"] else "-",
+            *(str(int(row.get(s, 0) if row.get(s, 0) == row.get(s, 0) else 0)) for s in ("ok", "fail", "skip")),
+        )
+    return table
+
+
+def sweep(
+    config: Path = typer.Argument(..., help="Sweep config (YAML); see README 'Config reference'."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Run directory (default results/<date>-<backend>-<host>-<name>)."
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Validate config, backend and binaries; print the plan; run nothing."
+    ),
+    rounds: int | None = typer.Option(None, "--rounds", min=1, help="Override measure.rounds."),
+    only: list[str] = typer.Option([], "--only", help="Measure only this model (repeatable)."),
+    backend: str | None = typer.Option(None, "--backend", help="Override the config's backend (metal|cuda|cpu|auto)."),
+) -> None:
+    """Run the sweep: per point, warm-up, then rounds in which every arm runs once in rotating order.
+
+    Every run is appended to samples.csv as soon as it finishes; re-running the same command resumes where a
+    killed sweep stopped (completed (point, arm, round) rows are not repeated).
+    """
+    plan = sweeps.prepare(config, out=out, backend=backend, only=only, rounds=rounds)
+    if dry_run:
+        print_plan(plan)
+        console.print(f"dry run: config, backend and commands are usable; would write {plan.run_dir}")
+        return
+    todo = sweeps.pending(plan)
+    console.print(f"run directory: {plan.run_dir}  ({todo} runs to do)")
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("sweep", total=todo)
+
+        def on_run(message: str) -> None:
+            progress.update(task, advance=1, description=message[:60])
+
+        sweeps.execute(plan, on_run)
+    Console().print(quick_table_view(plan.run_dir))
+    console.print(f"samples: {plan.run_dir / 'samples.csv'}\nmeta:    {plan.run_dir / 'meta.json'}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep)

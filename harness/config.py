@@ -1,0 +1,270 @@
+"""Sweep configuration: YAML → validated pydantic model.
+
+The schema is a contract with users' config files: keys may be added, never renamed. Any problem is reported as
+`InputError(<file>, <field path>, <problem>)`, which the CLI prints as one line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.errors import InputError
+from harness.shapes import BITS, GROUP_SIZES
+
+DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
+DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors: a typo in a config must not silently fall back to a default."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+
+
+def _check_regex(pattern: str, min_groups: int) -> str:
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+    if compiled.groups < min_groups:
+        raise ValueError(f"regular expression {pattern!r} needs a capture group (group 1 = the metric)")
+    return pattern
+
+
+class DispatchProbe(Strict):
+    """A regex that must match the fused arm's output; if it never does, the point is a null point."""
+
+    regex: str
+
+    @field_validator("regex")
+    @classmethod
+    def _valid(cls, value: str) -> str:
+        return _check_regex(value, 0)
+
+
+class CommandWorkload(Strict):
+    """An external decode benchmark; each arm is forced through an environment variable (`cap_env`)."""
+
+    kind: Literal["command"]
+    command: list[str] = Field(min_length=1)
+    cap_env: str = DEFAULT_CAP_ENV
+    fused_cap: int = Field(20000, ge=0)
+    fallback_cap: int = Field(1, ge=0)
+    metric_regex: str = DEFAULT_METRIC_REGEX
+    timeout_s: float = Field(600, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    dispatch_probe: DispatchProbe | None = None
+
+    @field_validator("metric_regex")
+    @classmethod
+    def _valid(cls, value: str) -> str:
+        return _check_regex(value, 1)
+
+    @field_validator("command")
+    @classmethod
+    def _placeholders_parse(cls, value: list[str]) -> list[str]:
+        for index, arg in enumerate(value):
+            try:
+                list(string.Formatter().parse(arg))
+            except ValueError as exc:
+                raise ValueError(f"item {index} {arg!r}: bad placeholder: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _distinct_caps(self) -> CommandWorkload:
+        if self.fused_cap == self.fallback_cap:
+            raise ValueError("fused_cap and fallback_cap are equal: both arms would run the same code")
+        return self
+
+
+class QuantSettings(Strict):
+    """Quantization and activation dtype shared by the built-in workloads."""
+
+    bits: int = 4
+    group_size: int = 64
+    dtype: Literal["float32", "float16", "bfloat16", "auto"] = "auto"
+    seed: int = 0
+
+    @field_validator("bits")
+    @classmethod
+    def _bits(cls, value: int) -> int:
+        if value not in BITS:
+            raise ValueError(f"must be one of {BITS}")
+        return value
+
+    @field_validator("group_size")
+    @classmethod
+    def _group(cls, value: int) -> int:
+        if value not in GROUP_SIZES:
+            raise ValueError(f"must be one of {GROUP_SIZES}")
+        return value
+
+
+class LayerWorkload(QuantSettings):
+    """One MoE layer decode step per call, at each model shape × dff in `dff_grid` (the model's own dff if empty)."""
+
+    kind: Literal["layer"]
+    dff_grid: list[Annotated[int, Field(gt=0)]] = Field(default_factory=list)
+    min_run_s: float = Field(0.25, gt=0, description="each timed run repeats steps until it lasts this long")
+    copies: int | None = Field(None, ge=1, description="layer copies to rotate over; default sized from the cache")
+
+
+class DecodeWorkload(QuantSettings):
+    """Synthetic model decode at a catalog model's shapes with random weights; metric decode tok/s."""
+
+    kind: Literal["decode"]
+    tokens: int = Field(16, ge=1)
+    warmup_tokens: int = Field(2, ge=0)
+    context: int = Field(256, ge=1)
+
+
+Workload = Annotated[CommandWorkload | LayerWorkload | DecodeWorkload, Field(discriminator="kind")]
+WORKLOAD_KINDS = ("command", "layer", "decode")
+
+
+class ModelEntry(Strict):
+    """A model to measure. Command workloads fill `{placeholders}` from these fields (and `args`); built-in
+    workloads look `name` up in configs/models.yaml and let any shape field override the catalog."""
+
+    name: str = Field(min_length=1)
+    dff: int | None = Field(None, gt=0)
+    model_path: str | None = None
+    quant_mode: str = "affine"
+    d_model: int | None = Field(None, gt=0)
+    n_experts: int | None = Field(None, gt=0)
+    top_k: int | None = Field(None, gt=0)
+    layers: int | None = Field(None, gt=0)
+    shared_dff: int | None = Field(None, ge=0)
+    n_heads: int | None = Field(None, gt=0)
+    n_kv_heads: int | None = Field(None, gt=0)
+    head_dim: int | None = Field(None, gt=0)
+    vocab: int | None = Field(None, gt=0)
+    args: dict[str, str] = Field(default_factory=dict)
+
+    def placeholders(self) -> dict[str, object]:
+        values = {k: v for k, v in self.model_dump().items() if k != "args" and v is not None}
+        values.update(self.args)
+        return values
+
+
+class Measure(Strict):
+    warmup_runs: int = Field(1, ge=0)
+    rounds: int = Field(5, ge=1)
+    order: Literal["rotate", "fixed", "random"] = "rotate"
+    seed: int = 0
+    null_arm: bool = False
+
+
+class SweepConfig(Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    backend: Literal["metal", "cuda", "cpu", "auto"] = "auto"
+    current_default: int | None = Field(None, gt=0)
+    library_pin: str | None = Field(None, description="what the arms run under, e.g. 'mlxcel 0.4 / MLX 0.32.1'")
+    workload: Workload
+    models: list[ModelEntry] = Field(min_length=1)
+    measure: Measure = Field(default_factory=Measure)
+
+    @model_validator(mode="after")
+    def _models_fit_workload(self) -> SweepConfig:
+        names = [m.name for m in self.models]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate and self.workload.kind != "layer":
+            raise ValueError(f"model name {duplicate!r} appears twice")
+        if isinstance(self.workload, CommandWorkload):
+            for index, model in enumerate(self.models):
+                if model.dff is None:
+                    raise _FieldError(("models", index, "dff"), "required for command workloads")
+                _check_placeholders(self.workload.command, model, index)
+        return self
+
+
+class _FieldError(ValueError):
+    """A cross-field problem that knows the exact field path it belongs to."""
+
+    def __init__(self, loc: tuple, problem: str):
+        super().__init__(problem)
+        self.loc = loc
+
+
+def _check_placeholders(command: list[str], model: ModelEntry, index: int) -> None:
+    known = model.placeholders()
+    for arg in command:
+        for _, field_name, _, _ in string.Formatter().parse(arg):
+            if field_name and field_name not in known:
+                raise _FieldError(
+                    ("models", index), f"command uses {{{field_name}}} but this model has no {field_name!r} field"
+                )
+
+
+def field_path(loc: tuple) -> str:
+    """('models', 0, 'dff') → 'models[0].dff'."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _error_location(error: dict) -> tuple:
+    loc = tuple(error["loc"])
+    # pydantic puts the discriminator tag into the location of tagged-union members: drop it for users
+    if len(loc) >= 2 and loc[0] == "workload" and loc[1] in WORKLOAD_KINDS:
+        loc = (loc[0], *loc[2:])
+    ctx_error = (error.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, _FieldError):
+        loc = ctx_error.loc
+    return loc
+
+
+def _error_message(error: dict) -> str:
+    ctx_error = (error.get("ctx") or {}).get("error")
+    if ctx_error is not None:
+        return str(ctx_error)
+    message = error["msg"]
+    if error["type"] == "extra_forbidden":
+        return "unknown key (check the spelling; see README 'Config reference')"
+    if error["type"] == "missing":
+        return "required field is missing"
+    if error["type"] == "union_tag_invalid":
+        return f"unknown kind {error.get('input', {}).get('kind')!r}; expected one of {', '.join(WORKLOAD_KINDS)}"
+    return message.removeprefix("Value error, ")
+
+
+def parse_config(data: object, source: str) -> SweepConfig:
+    """Validate an already-loaded YAML document; the first problem becomes an InputError."""
+    if not isinstance(data, dict):
+        raise InputError(source, "(top level)", "expected a mapping of keys (name, backend, workload, models, ...)")
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise InputError(source, field_path(_error_location(first)), _error_message(first)) from None
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Read and validate a sweep config file; every failure is an InputError naming the file and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(str(path), "(file)", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "(file)"
+        raise InputError(str(path), where, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    return parse_config(data, str(path))
+
+
+def resolved_dtype(dtype: str, backend: str) -> str:
+    """`auto` activation dtype: bfloat16 on GPUs (what engines run), float32 on CPU (MLX CPU low-precision
+    quantized matmuls are inaccurate, and the CPU kernels accumulate in f32 anyway)."""
+    if dtype != "auto":
+        return dtype
+    return "float32" if backend == "cpu" else "bfloat16"

@@ -1,0 +1,188 @@
+"""The measurement protocol (DESIGN §5): warm-up, interleaved rounds with rotating arm order, durable rows.
+
+Workloads only know how to run one arm once at one point; this module owns ordering, warm-up, failures, resume
+and progress, so every workload gets the same protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from harness.results import POINT_COLUMNS, SampleWriter, run_key
+
+# The A/A noise-floor arm runs the fallback path a second time under its own label.
+ARM_PATH = {"fused": "fused", "fallback": "fallback", "null": "fallback"}
+
+
+@dataclass
+class Point:
+    """One measured configuration: the POINT_COLUMNS values plus the cap each arm is forced with."""
+
+    key: dict[str, object]
+    caps: dict[str, object]  # arm -> cap written to the `cap` column ('' when the workload has no cap)
+    label: str
+    skip_reason: str = ""
+    memory_bytes: int | None = None
+    run_seconds_estimate: float | None = None
+    extra: dict[str, object] = field(default_factory=dict)  # workload-private data (model entry, shape, ...)
+
+    @property
+    def arms(self) -> list[str]:
+        return list(self.caps)
+
+
+@dataclass
+class RunOutcome:
+    """What one timed run measured."""
+
+    tokens: float | None
+    seconds: float
+    tok_s: float
+    rel_rms: float | None = None
+    tokens_agree: int | None = None
+    dispatch_ok: bool | None = None
+
+
+class RunFailed(Exception):
+    """One run failed (crash, timeout, unparsable output); recorded as a `fail` row and the sweep goes on."""
+
+
+class PointRunner(Protocol):
+    def run(self, path: str) -> RunOutcome: ...
+
+    def close(self) -> None: ...
+
+
+class Workload(Protocol):
+    kind: str
+
+    def points(self) -> list[Point]: ...
+
+    def preflight(self) -> None:
+        """Raise InputError for problems that doom every run (missing binary), before anything runs."""
+
+    def open(self, point: Point) -> PointRunner: ...
+
+
+def arm_order(arms: Sequence[str], round_index: int, order: str, seed: int, point_label: str) -> list[str]:
+    """Arm order for one round: rotate shifts by one each round (A B, B A, ...) so drift cannot favour an arm."""
+    arms = list(arms)
+    if order == "fixed":
+        return arms
+    if order == "random":
+        rng = random.Random(f"{seed}:{point_label}:{round_index}")
+        rng.shuffle(arms)
+        return arms
+    shift = round_index % len(arms)
+    return arms[shift:] + arms[:shift]
+
+
+@dataclass
+class SweepPlan:
+    rounds: int
+    warmup_runs: int
+    order: str
+    seed: int
+
+
+ProgressHook = Callable[[str], None]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def row_for(run_id: str, point: Point, arm: str, round_index: int, position: int) -> dict[str, object]:
+    row: dict[str, object] = {"run_id": run_id, **{c: point.key.get(c, "") for c in POINT_COLUMNS}}
+    row.update(arm=arm, cap=point.caps[arm], round=round_index, position=position, timestamp=_now())
+    return row
+
+
+def outcome_fields(outcome: RunOutcome) -> dict[str, object]:
+    return {
+        "tokens": "" if outcome.tokens is None else outcome.tokens,
+        "seconds": f"{outcome.seconds:.6g}",
+        "tok_s": f"{outcome.tok_s:.6g}",
+        "rel_rms": "" if outcome.rel_rms is None else f"{outcome.rel_rms:.3e}",
+        "tokens_agree": "" if outcome.tokens_agree is None else outcome.tokens_agree,
+        "dispatch_ok": "" if outcome.dispatch_ok is None else int(outcome.dispatch_ok),
+        "status": "ok",
+    }
+
+
+def measure_point(
+    workload: Workload,
+    point: Point,
+    plan: SweepPlan,
+    writer: SampleWriter,
+    run_id: str,
+    done: set[tuple],
+    on_run: ProgressHook,
+) -> int:
+    """Run every pending (arm, round) of one point; returns how many rows were written. Warm-up runs are not
+    written; they run only when the point still has timed work to do (a resumed point re-warms, since JIT caches
+    and clocks did not survive the restart)."""
+    if point.skip_reason:
+        return _write_skips(point, writer, run_id, done, on_run)
+    pending = [(r, arm_order(point.arms, r, plan.order, plan.seed, point.label)) for r in range(plan.rounds)]
+    todo = [(r, arms) for r, arms in pending if any(_key(run_id, point, a, r) not in done for a in arms)]
+    if not todo:
+        return 0
+    written = 0
+    runner = workload.open(point)
+    try:
+        for _ in range(plan.warmup_runs):
+            for arm in point.arms:
+                # a failing warm-up will fail again when timed, and is recorded there
+                with contextlib.suppress(RunFailed):
+                    runner.run(ARM_PATH[arm])
+        for round_index, arms in todo:
+            for position, arm in enumerate(arms):
+                if _key(run_id, point, arm, round_index) in done:
+                    continue
+                row = row_for(run_id, point, arm, round_index, position)
+                try:
+                    row.update(outcome_fields(runner.run(ARM_PATH[arm])))
+                except RunFailed as exc:
+                    row.update(status="fail", error=str(exc))
+                writer.append(row)
+                written += 1
+                on_run(f"{point.label} {arm} r{round_index}: {row['status']}")
+    finally:
+        runner.close()
+    return written
+
+
+def _write_skips(point: Point, writer: SampleWriter, run_id: str, done: set[tuple], on_run: ProgressHook) -> int:
+    written = 0
+    for arm in point.arms:
+        if _key(run_id, point, arm, 0) in done:
+            continue
+        row = row_for(run_id, point, arm, 0, 0)
+        row.update(status="skip", error=point.skip_reason)
+        writer.append(row)
+        written += 1
+        on_run(f"{point.label} {arm}: skip")
+    return written
+
+
+def _key(run_id: str, point: Point, arm: str, round_index: int) -> tuple:
+    return run_key({**point.key, "arm": arm, "round": round_index, "run_id": run_id})
+
+
+def runs_in_plan(points: Sequence[Point], plan: SweepPlan) -> int:
+    """Timed runs the plan asks for (a skipped point counts one row per arm)."""
+    return sum(len(p.arms) * (1 if p.skip_reason else plan.rounds) for p in points)
+
+
+def pending_runs(points: Sequence[Point], plan: SweepPlan, run_id: str, done: set[tuple]) -> int:
+    total = 0
+    for point in points:
+        rounds = 1 if point.skip_reason else plan.rounds
+        total += sum(_key(run_id, point, a, r) not in done for a in point.arms for r in range(rounds))
+    return total

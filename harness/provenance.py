@@ -1,0 +1,140 @@
+"""Machine and software provenance for meta.json and CSV headers (asv keeps machine metadata in its own module too).
+
+Everything here is best effort: a field that cannot be detected is left out rather than guessed.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import importlib.metadata
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("moecal", "numpy", "scipy", "pandas", "numba", "mlx", "cupy-cuda13x", "cupy-cuda12x", "cupy")
+
+
+def _run(argv: list[str], timeout: float = 5.0) -> str:
+    """stdout of a small probe command, or '' if it is missing or fails (provenance must never break a sweep)."""
+    if not shutil.which(argv[0]):
+        return ""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def cpu_name() -> str:
+    if sys.platform == "darwin":
+        return _run(["sysctl", "-n", "machdep.cpu.brand_string"]) or platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def nvidia_gpu() -> dict[str, str]:
+    """GPU name and driver from nvidia-smi (present on CUDA machines even when CuPy is not installed)."""
+    out = _run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"])
+    if not out:
+        return {}
+    name, driver, memory = (part.strip() for part in (out.splitlines()[0].split(",") + ["", ""])[:3])
+    info = {"gpu": name, "driver": driver, "gpu_memory": memory}
+    header = _run(["nvidia-smi"])
+    for token in header.split("|"):
+        if "CUDA Version" in token:
+            info["cuda_driver_api"] = token.split("CUDA Version:")[1].strip()
+    return info
+
+
+def platform_backend() -> str:
+    """The backend an external command most likely runs on here: cuda with an NVIDIA GPU, metal on Apple silicon."""
+    if nvidia_gpu():
+        return "cuda"
+    if sys.platform == "darwin" and platform.machine() == "arm64":
+        return "metal"
+    return "cpu"
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def git_state() -> tuple[str, bool]:
+    """(commit, dirty) of the harness checkout; ('unknown', False) outside a git checkout."""
+    commit = _run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"])
+    if not commit:
+        return "unknown", False
+    status = _run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"])
+    return commit, bool(status)
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def kernel_source_hash() -> str:
+    """One hash over every kernel source, so a result can be tied to the exact kernels that produced it."""
+    digest = hashlib.sha256()
+    for path in sorted((REPO_ROOT / "kernels").rglob("*")):
+        if path.is_file() and path.suffix in (".cu", ".cuh", ".metal", ".h"):
+            digest.update(path.relative_to(REPO_ROOT).as_posix().encode())
+            digest.update(path.read_bytes())
+    for module in ("cpu.py",):
+        path = REPO_ROOT / "harness" / "backends" / module
+        if path.exists():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def library_pin(backend: str, packages: dict[str, str], device_info: dict[str, str]) -> str:
+    """The short 'under <library pin>' phrase of an addendum heading."""
+    if backend == "cuda":
+        cupy = next((packages[p] for p in ("cupy-cuda13x", "cupy-cuda12x", "cupy") if p in packages), "")
+        cuda = device_info.get("cuda") or device_info.get("cuda_runtime") or ""
+        return " / ".join(p for p in (f"CuPy {cupy}" if cupy else "", f"CUDA {cuda}" if cuda else "") if p) or "CUDA"
+    if "mlx" in packages and backend == "metal":
+        return f"MLX {packages['mlx']}"
+    if backend == "cpu":
+        return f"numba {packages['numba']}" if "numba" in packages else f"numpy {packages.get('numpy', '')}"
+    return backend
+
+
+def collect(backend: str, device_info: dict[str, str] | None = None) -> dict[str, object]:
+    """Provenance of this machine for a run on `backend` (device_info comes from the backend when one is live)."""
+    device_info = dict(device_info or {})
+    commit, dirty = git_state()
+    packages = package_versions()
+    meta: dict[str, object] = {
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "host": socket.gethostname(),
+        "os": f"{platform.system()} {platform.release()} ({platform.machine()})",
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count() or 0,
+        "backend": backend,
+    }
+    meta.update({k: v for k, v in nvidia_gpu().items() if k not in device_info})
+    meta.update(device_info)
+    meta["device"] = str(device_info.get("device") or meta.get("gpu") or meta["cpu"])
+    meta["packages"] = packages
+    meta["library_pin"] = library_pin(backend, packages, device_info)
+    meta["harness_commit"] = commit
+    meta["harness_dirty"] = dirty
+    meta["kernel_source_hash"] = kernel_source_hash()
+    return meta

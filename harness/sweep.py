@@ -1,0 +1,167 @@
+"""Sweep orchestration: config → workload → points → run directory, then the measurement loop.
+
+`prepare` does everything that can fail on bad input (config, backend, binaries, resume compatibility) before any
+run starts, so `--dry-run` and `moecal plan` exercise exactly the checks a real sweep would hit.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import shlex
+import socket
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness import provenance
+from harness.backends import BackendUnavailable, resolve_name
+from harness.config import SweepConfig, load_config
+from harness.errors import InputError
+from harness.measure import Point, ProgressHook, SweepPlan, Workload, measure_point, pending_runs
+from harness.results import SampleWriter, read_meta, read_samples
+from harness.workloads import build_workload
+
+DEFAULT_RESULTS = Path("results")
+
+
+@dataclass
+class Sweep:
+    config: SweepConfig
+    config_path: Path
+    workload: Workload
+    points: list[Point]
+    plan: SweepPlan
+    run_id: str
+    run_dir: Path
+    meta: dict[str, object]
+
+
+def backend_for(config: SweepConfig, override: str | None) -> str:
+    """The backend label of a run. For external commands `auto` means the platform's GPU (the binary picks its own
+    device); for built-in workloads it is the first usable of metal → cuda → cpu."""
+    name = override or config.backend
+    if name != "auto":
+        return name
+    if config.workload.kind == "command":
+        return provenance.platform_backend()
+    return resolve_name("auto")
+
+
+def default_run_id(config: SweepConfig, backend: str) -> str:
+    """date + backend + host + config name: re-running the same sweep the same day resumes it."""
+    host = socket.gethostname().split(".")[0] or "host"
+    return f"{_dt.date.today():%Y%m%d}-{backend}-{host}-{config.name}"
+
+
+def prepare(
+    config_path: str | Path,
+    out: Path | None = None,
+    backend: str | None = None,
+    only: Sequence[str] = (),
+    rounds: int | None = None,
+) -> Sweep:
+    config_path = Path(config_path)
+    config = load_config(config_path)
+    source = str(config_path)
+    try:
+        backend_name = backend_for(config, backend)
+        device_info: dict[str, str] = {}
+        device = ""
+        if config.workload.kind == "command":
+            device = str(provenance.nvidia_gpu().get("gpu") or provenance.cpu_name())
+        workload = build_workload(config, source, backend_name, device)
+    except BackendUnavailable as exc:
+        raise InputError(source, "backend", str(exc)) from None
+    live_backend = getattr(workload, "backend", None)
+    if live_backend is not None:
+        device_info = {"device": live_backend.device_name(), **live_backend.device_info()}
+    workload.preflight()
+    points = workload.points()
+    if only:
+        names = {p.key["model"] for p in points}
+        unknown = [n for n in only if n not in names]
+        if unknown:
+            raise InputError(source, "models", f"--only {unknown[0]!r} is not a model of this config ({sorted(names)})")
+        points = [p for p in points if p.key["model"] in only]
+    plan = SweepPlan(
+        rounds=rounds or config.measure.rounds,
+        warmup_runs=config.measure.warmup_runs,
+        order=config.measure.order,
+        seed=config.measure.seed,
+    )
+    run_id = out.name if out else default_run_id(config, backend_name)
+    run_dir = out or DEFAULT_RESULTS / run_id
+    meta = provenance.collect(backend_name, device_info)
+    if device:
+        meta["device"] = device
+    if config.library_pin:
+        meta["library_pin"] = config.library_pin
+    elif config.workload.kind == "command":
+        meta["library_pin"] = f"the command's own build ({config.workload.command[0]})"
+    meta.update(
+        run_id=run_id,
+        config_path=source,
+        config_sha256=provenance.file_sha256(config_path),
+        config_name=config.name,
+        command=shlex.join(["moecal", *sys.argv[1:]]),
+        workload=config.workload.kind,
+        current_default=config.current_default if config.current_default is not None else "",
+        cap_env=getattr(config.workload, "cap_env", ""),
+        arms=workload.describe_arms(),
+        rounds=plan.rounds,
+        warmup_runs=plan.warmup_runs,
+        order=plan.order,
+    )
+    _check_resumable(run_dir, meta, source)
+    return Sweep(config, config_path, workload, points, plan, run_id, run_dir, meta)
+
+
+def _check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> None:
+    """Refuse to mix two different configs (or backends) in one run directory: the samples would not be comparable."""
+    previous = read_meta(run_dir)
+    if not previous:
+        return
+    for key in ("config_sha256", "backend"):
+        if previous.get(key) not in (None, meta[key]):
+            raise InputError(
+                source,
+                "(file)",
+                f"{run_dir} holds a run with a different {key} ({previous.get(key)!s:.16}); "
+                "use --out to start a new run directory",
+            )
+
+
+def execute(sweep: Sweep, on_run: ProgressHook) -> int:
+    """Run every pending run; returns the number of rows written. Safe to interrupt and re-run (resumes)."""
+    written = 0
+    with SampleWriter(sweep.run_dir, sweep.meta) as writer:
+        done = writer.done_keys()
+        for point in sweep.points:
+            written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
+    return written
+
+
+def pending(sweep: Sweep) -> int:
+    done: set[tuple] = set()
+    if (sweep.run_dir / "samples.csv").exists():
+        with SampleWriter(sweep.run_dir, sweep.meta) as writer:
+            done = writer.done_keys()
+    return pending_runs(sweep.points, sweep.plan, sweep.run_id, done)
+
+
+def quick_table(run_dir: Path) -> pd.DataFrame:
+    """Per point: median tok/s of each arm and the ratio of medians (the full statistics are `moecal summarize`)."""
+    samples = read_samples(run_dir).fillna({"d_model": 0})
+    keys = ["model", "d_model", "dff"]
+    ok = samples[samples["status"] == "ok"]
+    table = ok.pivot_table(index=keys, columns="arm", values="tok_s", aggfunc="median").reset_index()
+    for arm in ("fallback", "fused"):
+        if arm not in table.columns:
+            table[arm] = float("nan")
+    table["ratio"] = table["fused"] / table["fallback"]
+    counts = samples.groupby(keys)["status"].value_counts().unstack(fill_value=0)
+    table = table.merge(counts.reset_index(), on=keys, how="outer")
+    return table.sort_values(["d_model", "dff"])

@@ -1,0 +1,158 @@
+"""The `command` workload: an external decode benchmark (e.g. mlxcel-bench-decode), one fresh process per run.
+
+Each arm is forced through an environment variable (`cap_env`): the fused arm sets it above every Dff, the fallback
+arm below every Dff. tok/s is parsed from the output with `metric_regex` (group 1, last match wins, so a benchmark
+that prints per-phase lines reports its final figure). An optional dispatch probe must match the fused arm's output;
+a point where it never does ran the same code in both arms and is a null point (see harness.stats).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from harness.config import CommandWorkload as CommandSettings
+from harness.config import ModelEntry, SweepConfig
+from harness.errors import InputError
+from harness.measure import Point, RunFailed, RunOutcome
+
+TAIL_CHARS = 400
+
+
+def _tail(text: str) -> str:
+    text = text.strip().replace("\r", "")
+    return text[-TAIL_CHARS:].replace("\n", " | ")
+
+
+def argv_for(settings: CommandSettings, model: ModelEntry) -> list[str]:
+    """The command line for one model, `{placeholders}` filled from the model entry (validated by the config)."""
+    values = model.placeholders()
+    return [arg.format_map(values) for arg in settings.command]
+
+
+class CommandRunner:
+    """Runs one model's command; `run(path)` forces the path through the cap environment variable."""
+
+    def __init__(self, settings: CommandSettings, argv: list[str]):
+        self.settings = settings
+        self.argv = argv
+        self.metric = re.compile(settings.metric_regex)
+        self.probe = re.compile(settings.dispatch_probe.regex) if settings.dispatch_probe else None
+
+    def environment(self, path: str) -> dict[str, str]:
+        cap = self.settings.fused_cap if path == "fused" else self.settings.fallback_cap
+        return {**os.environ, **self.settings.env, self.settings.cap_env: str(cap)}
+
+    def run(self, path: str) -> RunOutcome:
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(
+                self.argv,
+                env=self.environment(path),
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=self.settings.timeout_s,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired as exc:
+            out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+            raise RunFailed(f"timed out after {self.settings.timeout_s:g}s; stdout tail: {_tail(out)}") from None
+        except OSError as exc:
+            raise RunFailed(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
+        seconds = time.perf_counter() - started
+        output = done.stdout + "\n" + done.stderr
+        if done.returncode != 0:
+            raise RunFailed(
+                f"exit code {done.returncode}; stderr tail: {_tail(done.stderr)}; stdout tail: {_tail(done.stdout)}"
+            )
+        matches = self.metric.findall(output)
+        if not matches:
+            raise RunFailed(f"metric_regex did not match; stdout tail: {_tail(done.stdout)}")
+        last = matches[-1]
+        try:
+            tok_s = float(last[0] if isinstance(last, tuple) else last)
+        except ValueError:
+            raise RunFailed(f"metric_regex group 1 is not a number: {last!r}") from None
+        dispatch_ok = None
+        if self.probe is not None and path == "fused":
+            dispatch_ok = bool(self.probe.search(output))
+        return RunOutcome(tokens=None, seconds=seconds, tok_s=tok_s, dispatch_ok=dispatch_ok)
+
+    def close(self) -> None:
+        """Nothing to release: every run is its own process."""
+
+
+def _resolve_executable(program: str) -> str | None:
+    if os.sep in program or (os.altsep and os.altsep in program):
+        path = Path(program)
+        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    return shutil.which(program)
+
+
+class CommandWorkloadRunner:
+    """Builds points (one per model) for an external benchmark."""
+
+    kind = "command"
+
+    def __init__(self, config: SweepConfig, config_path: str, backend: str, device: str):
+        assert isinstance(config.workload, CommandSettings)
+        self.config = config
+        self.settings = config.workload
+        self.config_path = config_path
+        self.backend_name = backend
+        self.device = device
+
+    def caps(self) -> dict[str, object]:
+        caps: dict[str, object] = {"fused": self.settings.fused_cap, "fallback": self.settings.fallback_cap}
+        if self.config.measure.null_arm:
+            caps["null"] = self.settings.fallback_cap
+        return caps
+
+    def points(self) -> list[Point]:
+        out = []
+        for model in self.config.models:
+            key = {
+                "backend": self.backend_name,
+                "device": self.device,
+                "workload": "command",
+                "model": model.name,
+                "quant_mode": model.quant_mode,
+                "d_model": model.d_model or "",
+                "dff": model.dff,
+                "n_experts": model.n_experts or "",
+                "top_k": model.top_k or "",
+                "bits": "",
+                "group_size": "",
+                "dtype": "",
+            }
+            out.append(Point(key=key, caps=self.caps(), label=model.name, extra={"model": model}))
+        return out
+
+    def preflight(self) -> None:
+        """Fail before the sweep starts if a model's command cannot be started at all."""
+        for index, model in enumerate(self.config.models):
+            program = argv_for(self.settings, model)[0]
+            if _resolve_executable(program) is None:
+                raise InputError(
+                    self.config_path,
+                    "workload.command[0]" if program == self.settings.command[0] else f"models[{index}]",
+                    f"cannot run {program!r} for model {model.name!r}: not found or not executable "
+                    "(install it, put it on PATH, or give an absolute path)",
+                )
+
+    def open(self, point: Point) -> CommandRunner:
+        return CommandRunner(self.settings, argv_for(self.settings, point.extra["model"]))
+
+    def describe_arms(self) -> dict[str, str]:
+        """How each arm is forced, for the report."""
+        env = self.settings.cap_env
+        return {arm: f"{env}={cap}" for arm, cap in self.caps().items()}
+
+    def command_text(self, model: ModelEntry) -> str:
+        return subprocess.list2cmdline(argv_for(self.settings, model))

@@ -1,0 +1,175 @@
+"""End-to-end sweeps of the command workload against the SYNTHETIC fake benchmark fixture (tests/fixtures)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+
+from harness.results import read_provenance, read_samples
+from tests.helpers import FAKE_BENCH, REPO, fake_config, run_cli
+
+
+def _ok_rows(run_dir) -> pd.DataFrame:
+    samples = read_samples(run_dir)
+    return samples[samples["status"] == "ok"]
+
+
+def test_sweep_writes_rotated_rounds_and_provenance(tmp_path):
+    config = fake_config(tmp_path, measure={"rounds": 4, "warmup_runs": 1, "null_arm": True})
+    out = tmp_path / "run"
+    done = run_cli("sweep", config, "--out", out)
+    assert done.returncode == 0, done.stderr
+    samples = read_samples(out)
+    assert len(samples) == 2 * 3 * 4  # points × arms (fused, fallback, null) × rounds; warm-ups not written
+    assert set(samples["status"]) == {"ok"}
+    for (_, round_index), rows in samples.groupby(["model", "round"]):
+        order = list(rows.sort_values("position")["arm"])
+        arms = ["fused", "fallback", "null"]
+        shift = round_index % 3
+        assert order == arms[shift:] + arms[:shift]
+    fused = samples[samples["arm"] == "fused"]
+    assert set(fused["cap"]) == {20000} and set(samples[samples["arm"] != "fused"]["cap"]) == {1}
+    # the fake's synthetic fused path is faster at small dff and slower at large dff
+    medians = samples.groupby(["dff", "arm"])["tok_s"].median()
+    assert medians[(1792, "fused")] > medians[(1792, "fallback")]
+    assert medians[(14336, "fused")] < medians[(14336, "fallback")]
+    header = read_provenance(out / "samples.csv")
+    for key in ("date", "host", "os", "cpu", "harness_commit", "harness_dirty", "config_sha256", "command"):
+        assert header.get(key), key
+    assert header["config_path"] == str(config)
+    assert (out / "meta.json").exists()
+
+
+def test_rerun_resumes_without_redoing_work(tmp_path):
+    config = fake_config(tmp_path)
+    out = tmp_path / "run"
+    assert run_cli("sweep", config, "--out", out).returncode == 0
+    first = read_samples(out)
+    again = run_cli("sweep", config, "--out", out)
+    assert again.returncode == 0
+    assert "(0 runs to do)" in again.stderr
+    assert read_samples(out).equals(first)
+    more = run_cli("sweep", config, "--out", out, "--rounds", "4")
+    assert more.returncode == 0 and "(4 runs to do)" in more.stderr
+    assert len(read_samples(out)) == len(first) + 4
+
+
+def test_sigkill_mid_sweep_then_resume_gives_one_ok_row_per_run(tmp_path):
+    config = fake_config(
+        tmp_path,
+        workload={"command": [str(FAKE_BENCH), "--dff", "{dff}", "--sleep", "0.15"]},
+        measure={"rounds": 6, "warmup_runs": 0},
+    )
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "sweep", str(config), "--out", str(out)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if (out / "samples.csv").exists() and len(read_samples(out)) >= 5:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    partial = read_samples(out)
+    assert 5 <= len(partial) < 24, "the kill must land mid-sweep"
+    assert (out / "samples.csv").read_bytes().endswith(b"\n")
+    done = run_cli("sweep", config, "--out", out)
+    assert done.returncode == 0, done.stderr
+    ok = _ok_rows(out)
+    counts = ok.groupby(["model", "arm", "round"]).size()
+    assert len(counts) == 2 * 2 * 6 and set(counts) == {1}
+
+
+def test_torn_tail_is_truncated_on_resume(tmp_path):
+    config = fake_config(tmp_path, measure={"rounds": 2})
+    out = tmp_path / "run"
+    assert run_cli("sweep", config, "--out", out).returncode == 0
+    path = out / "samples.csv"
+    intact = path.read_bytes()
+    path.write_bytes(intact + b"fake,half,a,li")  # what a crash in the middle of a write would leave
+    assert run_cli("sweep", config, "--out", out).returncode == 0
+    assert path.read_bytes() == intact
+
+
+def test_timeouts_and_crashes_become_fail_rows_and_the_sweep_goes_on(tmp_path):
+    counter = tmp_path / "count"
+    config = fake_config(
+        tmp_path,
+        workload={
+            "command": [str(FAKE_BENCH), "--dff", "{dff}", "{extra}", "--counter", str(counter)],
+            "timeout_s": 1.5,
+        },
+        models=[
+            {"name": "hangs", "dff": 2048, "args": {"extra": "--hang"}},
+            {"name": "crashes", "dff": 4096, "args": {"extra": "--crash-every=3"}},
+            {"name": "garbage", "dff": 8192, "args": {"extra": "--garbage"}},
+        ],
+        measure={"rounds": 2, "warmup_runs": 0},
+    )
+    out = tmp_path / "run"
+    done = run_cli("sweep", config, "--out", out)
+    assert done.returncode == 0, done.stderr
+    samples = read_samples(out)
+    hangs = samples[samples["model"] == "hangs"]
+    assert set(hangs["status"]) == {"fail"} and hangs["error"].str.contains("timed out after 1.5s").all()
+    crashes = samples[samples["model"] == "crashes"]
+    assert "fail" in set(crashes["status"]) and "ok" in set(crashes["status"])
+    assert crashes[crashes["status"] == "fail"]["error"].str.contains("exit code 3.*out of memory").all()
+    garbage = samples[samples["model"] == "garbage"]
+    assert garbage["error"].str.contains("metric_regex did not match").all()
+
+
+def test_missing_binary_fails_fast_before_any_run(tmp_path):
+    config = fake_config(tmp_path, workload={"command": ["definitely-not-a-bench-binary", "{dff}"]})
+    for args in (("sweep", config, "--out", tmp_path / "run"), ("sweep", config, "--dry-run")):
+        done = run_cli(*args)
+        assert done.returncode == 2
+        assert "workload.command[0]: cannot run 'definitely-not-a-bench-binary'" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_dispatch_probe_records_when_the_fused_path_never_ran(tmp_path):
+    config = fake_config(
+        tmp_path,
+        workload={"command": [str(FAKE_BENCH), "--dff", "{dff}", "{extra}"]},
+        models=[
+            {"name": "has-fused", "dff": 2048, "args": {"extra": "--noise=0.01"}},
+            {"name": "no-fused-path", "dff": 4096, "args": {"extra": "--no-fused-path"}},
+        ],
+    )
+    out = tmp_path / "run"
+    assert run_cli("sweep", config, "--out", out).returncode == 0
+    fused = read_samples(out).query("arm == 'fused'")
+    assert set(fused[fused["model"] == "has-fused"]["dispatch_ok"]) == {1}
+    assert set(fused[fused["model"] == "no-fused-path"]["dispatch_ok"]) == {0}
+
+
+def test_resume_refuses_a_different_config(tmp_path):
+    config = fake_config(tmp_path, measure={"rounds": 1})
+    out = tmp_path / "run"
+    assert run_cli("sweep", config, "--out", out).returncode == 0
+    config.write_text(config.read_text().replace("rounds: 1", "rounds: 2"))
+    done = run_cli("sweep", config, "--out", out)
+    assert done.returncode == 2 and "different config_sha256" in done.stderr
+
+
+def test_plan_and_only(tmp_path):
+    config = fake_config(tmp_path)
+    done = run_cli("plan", config)
+    assert done.returncode == 0 and "12 timed runs" in done.stdout
+    out = tmp_path / "run"
+    assert run_cli("sweep", config, "--out", out, "--only", "big").returncode == 0
+    assert set(read_samples(out)["model"]) == {"big"}
+    bad = run_cli("sweep", config, "--only", "nope", "--dry-run")
+    assert bad.returncode == 2 and "--only 'nope'" in bad.stderr
