@@ -25,6 +25,19 @@ from harness.results import SampleWriter, read_meta, read_samples
 from harness.workloads import build_workload
 
 DEFAULT_RESULTS = Path("results")
+CONFIG_DIR = provenance.REPO_ROOT / "configs"
+
+
+def default_config() -> Path:
+    """The shipped config for the backend `auto` finds here: m-series on Apple GPUs, gb10 or h200 on NVIDIA,
+    cpu-smoke on a plain machine — so `make sweep` does real work anywhere."""
+    backend = resolve_name("auto")
+    if backend == "metal":
+        return CONFIG_DIR / "m-series.yaml"
+    if backend == "cuda":
+        gpu = str(provenance.nvidia_gpu().get("gpu", ""))
+        return CONFIG_DIR / ("gb10.yaml" if "GB10" in gpu.upper() else "h200.yaml")
+    return CONFIG_DIR / "cpu-smoke.yaml"
 
 
 @dataclass

@@ -10,7 +10,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from harness import sweep as sweeps
+from harness.backends import BackendUnavailable
 from harness.commands.plan import print_plan
+from harness.errors import InputError
 
 console = Console(stderr=True)
 
@@ -32,7 +34,9 @@ def quick_table_view(run_dir: Path) -> Table:
 
 
 def sweep(
-    config: Path = typer.Argument(..., help="Sweep config (YAML); see README 'Config reference'."),
+    config: Path | None = typer.Argument(
+        None, help="Sweep config (YAML; see README 'Config reference'). Default: the shipped config for this machine."
+    ),
     out: Path | None = typer.Option(
         None, "--out", help="Run directory (default results/<date>-<backend>-<host>-<name>)."
     ),
@@ -48,6 +52,12 @@ def sweep(
     Every run is appended to samples.csv as soon as it finishes; re-running the same command resumes where a
     killed sweep stopped (completed (point, arm, round) rows are not repeated).
     """
+    if config is None:
+        try:
+            config = sweeps.default_config()
+        except BackendUnavailable as exc:
+            raise InputError("(no config given)", "backend", str(exc)) from None
+        console.print(f"config: {config} (the default for this machine)")
     plan = sweeps.prepare(config, out=out, backend=backend, only=only, rounds=rounds)
     if dry_run:
         print_plan(plan)

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The one prepared GPU session (issue 6): provenance, copy bandwidth, cuda tests, verify, kernel bench, sweep,
+# summarize → crossover → report. Every stage runs even if an earlier one failed; a summary lists each stage's exit
+# code. Everything lands in $OUT (or ./gpu-check-out) as at most 8 files: the device tool returns no more.
+#
+#   make gpu-check                 # BACKEND=cuda, CONFIG=configs/h200.yaml
+#   make gpu-check BACKEND=cpu     # rehearsal on a CPU box (CONFIG defaults to configs/cpu-smoke.yaml)
+#   DRY_RUN=1 bash scripts/gpu_check.sh   # only checks that every stage's command and config are usable
+#
+# It installs nothing from the network. On a machine without the venv it uses python3 with PYTHONPATH=repo and, if
+# present, wheels carried in .whl/ (pydantic and friends for the H200 image) installed to /tmp/site with --no-index.
+set -u
+cd "$(dirname "$0")/.."
+BACKEND=${BACKEND:-cuda}
+case "$BACKEND" in
+  cuda) DEFAULT_CONFIG=configs/h200.yaml ;;
+  metal) DEFAULT_CONFIG=configs/m-series.yaml ;;
+  *) DEFAULT_CONFIG=configs/cpu-smoke.yaml ;;
+esac
+CONFIG=${CONFIG:-$DEFAULT_CONFIG}
+OUT=${OUT:-gpu-check-out}
+DRY_RUN=${DRY_RUN:-0}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+LOG="$OUT/gpu_check.log"
+: >"$LOG"
+RUN_DIR=${RUN_DIR:-results/_scratch/gpu-check-$BACKEND}
+
+if [ -x .venv/bin/python ]; then
+  PY=.venv/bin/python
+else
+  PY=python3
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+      && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+MOECAL="$PY -m harness"
+
+declare -a SUMMARY=()
+log() { printf '%s\n' "$*" | tee -a "$LOG"; }
+
+# stage NAME TIMEOUT_S COMMAND...: run one stage, keep going whatever happens, remember its exit code.
+stage() {
+  local name=$1 limit=$2
+  shift 2
+  log ""
+  log "=== $name: $*"
+  if [ "$DRY_RUN" = 1 ]; then
+    SUMMARY+=("$name: planned")
+    return 0
+  fi
+  local started=$SECONDS
+  timeout "$limit" "$@" 2>&1 | tee -a "$LOG"
+  local rc=${PIPESTATUS[0]}
+  SUMMARY+=("$name: exit $rc in $((SECONDS - started)) s")
+  log "--- $name: exit $rc in $((SECONDS - started)) s"
+}
+
+log "moecal gpu-check: backend=$BACKEND config=$CONFIG out=$OUT python=$($PY --version 2>&1) $(date -u +%FT%TZ)"
+if [ "$DRY_RUN" = 1 ]; then
+  # rehearsal: every command must parse its arguments and the config must validate, or we stop here (exit 1)
+  for sub in doctor verify bench-kernels sweep summarize crossover report; do
+    $MOECAL "$sub" --help >/dev/null 2>&1 || { log "dry run: 'moecal $sub --help' failed"; exit 1; }
+  done
+  $MOECAL sweep "$CONFIG" --backend "$BACKEND" --dry-run >>"$LOG" 2>&1 || { log "dry run: config check failed"; exit 1; }
+fi
+
+stage provenance 60 bash -c "nvidia-smi 2>/dev/null || true; $PY -c 'import platform; print(platform.platform())'; $MOECAL doctor"
+stage copy-bandwidth 120 $MOECAL doctor --backend "$BACKEND" --bandwidth
+case "$BACKEND" in
+  cuda) MARK=cuda ;;
+  metal) MARK=metal ;;
+  *) MARK="not cuda and not metal and not slow" ;;
+esac
+stage "pytest-$BACKEND" 240 $PY -m pytest -q -m "$MARK" -p no:cacheprovider tests
+stage verify 180 bash -c "$MOECAL verify --backend $BACKEND --json > '$OUT/verify.json'"
+stage bench-kernels 240 $MOECAL bench-kernels --backend "$BACKEND" --out "$OUT/bench_kernels.csv"
+stage sweep 420 $MOECAL sweep "$CONFIG" --backend "$BACKEND" --out "$RUN_DIR" --no-report
+stage summarize 60 $MOECAL summarize "$RUN_DIR"
+stage crossover 60 bash -c "$MOECAL crossover '$RUN_DIR' --json > '$OUT/crossover.json'"
+stage report 120 $MOECAL report "$RUN_DIR" --out "$OUT"
+stage pack 60 tar -czf "$OUT/run.tar.gz" -C "$(dirname "$RUN_DIR")" "$(basename "$RUN_DIR")"
+
+log ""
+log "=== summary"
+for line in "${SUMMARY[@]}"; do log "  $line"; done
+log "files in $OUT:"
+ls -la "$OUT" | tee -a "$LOG"
