@@ -7,7 +7,7 @@ CONFIG ?=
 BACKEND ?= auto
 OUT    ?=
 
-.PHONY: setup test lint sweep bench bench-kernels verify gpu-check clean help
+.PHONY: setup test lint sweep bench bench-kernels verify gpu-check device-wheels clean help
 
 help:
 	@echo "make setup          create .venv with the CPU backend, NVRTC compile checks and dev tools"
@@ -16,6 +16,7 @@ help:
 	@echo "make bench-kernels  µs/step and GB/s of fused vs fallback kernels (BACKEND=auto|cpu|cuda|metal)"
 	@echo "make verify         every kernel path vs the float64 reference (BACKEND=...)"
 	@echo "make gpu-check      the one prepared GPU script (BACKEND=cuda by default; BACKEND=cpu rehearses it)"
+	@echo "make device-wheels  fetch cp312 wheels the H200 image lacks into .whl/ (carry them to the device)"
 	@echo "make lint | clean"
 
 $(STAMP): pyproject.toml
@@ -47,6 +48,9 @@ bench-kernels: $(STAMP)
 
 gpu-check:
 	BACKEND=$(if $(filter auto,$(BACKEND)),cuda,$(BACKEND)) CONFIG=$(CONFIG) bash scripts/gpu_check.sh
+
+device-wheels: $(STAMP)
+	PY=$(BIN)/python bash scripts/fetch_device_wheels.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache reports/_scratch results/_scratch
