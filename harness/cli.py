@@ -20,9 +20,9 @@ app = typer.Typer(
 )
 
 # --- command registration: each command module defines `register(app)` --------------------------------------
-from harness.commands import doctor, plan, sweep  # noqa: E402
+from harness.commands import check, crossover, doctor, import_mlxcel, plan, report, summarize, sweep  # noqa: E402
 
-for _module in (sweep, plan, doctor):
+for _module in (sweep, plan, doctor, summarize, crossover, report, check, import_mlxcel):
     _module.register(app)
 # --- end of command registration -------------------------------------------------------------------------------
 

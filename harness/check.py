@@ -1,0 +1,154 @@
+"""Regression check: a current sweep against a stored baseline, for CI.
+
+Only comparable points are joined: same backend, device, workload, model, quantization and shape (all of
+POINT_COLUMNS); every other row is listed as dropped with the columns that differ. Per joined point, each arm's
+median tok/s change is tested with a bootstrap CI of median(current)/median(baseline) (unpaired: the two runs share
+no rounds). An arm regresses when it drops by more than `max_regression` *and* that CI lies below 1; with a
+summary-only input there are no runs to resample, so a drop beyond the threshold counts on its own.
+
+The decision is compared on the joined points only (a point that exists on one side cannot move the other side's
+crossover), and against one current default for both sides — the current input's, else the baseline's — so
+updating the default between the two runs is not reported as a change. Exit codes: 0 ok, 1 regression or changed
+decision (verdict of a point, recommended cap or action), 2 unusable or incomparable input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis import Analysis
+from harness.crossover import DecisionResult, decide
+from harness.results import POINT_COLUMNS
+from harness.stats import bootstrap_ratio, percentile_ci, point_keys, rank_test
+
+MAX_REGRESSION = 0.05
+ARMS = ("fallback", "fused")
+
+
+@dataclass
+class CheckResult:
+    status: str  # ok | regression | changed | incomparable
+    points: list[dict[str, object]] = field(default_factory=list)
+    dropped: list[dict[str, object]] = field(default_factory=list)
+    decisions: dict[str, dict[str, object]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)  # why the status is not ok, one line each
+
+    @property
+    def exit_code(self) -> int:
+        return {"ok": 0, "regression": 1, "changed": 1}.get(self.status, 2)
+
+    def as_json(self) -> dict[str, object]:
+        return {"status": self.status, "exit_code": self.exit_code, "problems": self.problems,
+                "points": self.points, "dropped": self.dropped, "decisions": self.decisions}  # fmt: skip
+
+
+def join_points(baseline: pd.DataFrame, current: pd.DataFrame) -> tuple[list[tuple[int, int]], list[dict[str, object]]]:
+    """Row-position pairs of comparable points, and the rows dropped from either side with the reason."""
+    base_keys, cur_keys = list(point_keys(baseline)), list(point_keys(current))
+    cur_index = {key: i for i, key in enumerate(cur_keys)}
+    pairs = [(i, cur_index[key]) for i, key in enumerate(base_keys) if key in cur_index]
+    dropped = []
+    for side, keys, other in (("baseline", base_keys, cur_keys), ("current", cur_keys, base_keys)):
+        other_set = set(other)
+        for key in keys:
+            if key not in other_set:
+                record = dict(zip(POINT_COLUMNS, key, strict=True))
+                dropped.append({"side": side, "model": record["model"], "dff": record["dff"],
+                                "reason": _why_unmatched(key, other, side)})  # fmt: skip
+    return pairs, dropped
+
+
+def _why_unmatched(key: tuple[str, ...], others: list[tuple[str, ...]], side: str) -> str:
+    """Name the differing columns of the closest point on the other side (same model and Dff if there is one)."""
+    other_side = "current" if side == "baseline" else "baseline"
+    model, dff = POINT_COLUMNS.index("model"), POINT_COLUMNS.index("dff")
+    same = [o for o in others if o[model] == key[model] and o[dff] == key[dff]]
+    if not same:
+        return f"no point with this model and Dff in the {other_side} input"
+    differing = [
+        f"{column} {a or '(empty)'} vs {b or '(empty)'}"
+        for column, a, b in zip(POINT_COLUMNS, key, same[0], strict=True)
+        if a != b
+    ]
+    return "not comparable: " + "; ".join(differing)
+
+
+def _arm_runs(analysis: Analysis, key: tuple[str, ...], arm: str) -> np.ndarray | None:
+    if analysis.samples is None:
+        return None
+    samples = analysis.samples
+    mine = samples[(samples["arm"] == arm) & (samples["status"] == "ok")]
+    return mine["tok_s"].to_numpy(float)[np.array([k == key for k in point_keys(mine)], dtype=bool)]
+
+
+def _arm_change(
+    baseline: Analysis, current: Analysis, positions: tuple[int, int], arm: str, max_regression: float, seed: int
+) -> dict[str, object]:
+    before = float(baseline.summary[f"{arm}_tok_s"].iloc[positions[0]])
+    after = float(current.summary[f"{arm}_tok_s"].iloc[positions[1]])
+    change = after / before - 1.0 if before > 0 and np.isfinite(after) else float("nan")
+    key = point_keys(current.summary.iloc[[positions[1]]]).iloc[0]
+    runs_before, runs_after = _arm_runs(baseline, key, arm), _arm_runs(current, key, arm)
+    out: dict[str, object] = {"before": before, "after": after, "change": change, "ci": None, "p_value": None}
+    significant = None  # unknown without runs on both sides
+    if runs_before is not None and runs_after is not None and len(runs_before) >= 2 and len(runs_after) >= 2:
+        rng = np.random.default_rng([seed, positions[1]])
+        replicates = bootstrap_ratio(runs_after, runs_before, False, baseline.options.n_resamples, rng)
+        low, high = percentile_ci(replicates, baseline.options.confidence)
+        out["ci"] = [low - 1.0, high - 1.0]
+        out["p_value"] = rank_test(runs_after, runs_before)
+        significant = high < 1.0 or low > 1.0
+    out["significant"] = significant
+    out["regressed"] = bool(change < -max_regression and significant is not False)
+    return out
+
+
+def _subset_decision(analysis: Analysis, rows: list[int], current_default: int | None) -> DecisionResult:
+    replicates = [analysis.replicates[i] for i in rows] if analysis.replicates is not None else None
+    options = analysis.options
+    summary = analysis.summary.iloc[rows].reset_index(drop=True)
+    return decide(
+        summary, replicates, current_default, options.grid, options.interpolation, options.confidence, analysis.cap_env
+    )
+
+
+def compare(baseline: Analysis, current: Analysis, max_regression: float = MAX_REGRESSION) -> CheckResult:
+    pairs, dropped = join_points(baseline.summary, current.summary)
+    if not pairs:
+        return CheckResult("incomparable", dropped=dropped, problems=["no comparable points between the inputs"])
+    result = CheckResult("ok", dropped=dropped)
+    regressions, changes = [], []
+    for base_row, cur_row in pairs:
+        point = current.summary.iloc[cur_row]
+        arms = {arm: _arm_change(baseline, current, (base_row, cur_row), arm, max_regression, current.options.seed)
+                for arm in ARMS}  # fmt: skip
+        verdicts = (str(baseline.summary["verdict"].iloc[base_row]), str(point["verdict"]))
+        result.points.append({
+            "model": str(point["model"]), "dff": int(point["dff"]), **{arm: arms[arm] for arm in ARMS},
+            "ratio_before": float(baseline.summary["ratio"].iloc[base_row]), "ratio_after": float(point["ratio"]),
+            "verdict_before": verdicts[0], "verdict_after": verdicts[1],
+        })  # fmt: skip
+        for arm in ARMS:
+            if arms[arm]["regressed"]:
+                regressions.append(
+                    f"{point['model']} dff {int(point['dff'])}: {arm} tok/s {arms[arm]['change']:+.1%} "
+                    f"(threshold -{max_regression:.0%})"
+                )
+        if verdicts[0] != verdicts[1]:
+            changes.append(f"{point['model']} dff {int(point['dff'])}: verdict {verdicts[0]} → {verdicts[1]}")
+    default = current.current_default if current.current_default is not None else baseline.current_default
+    before = _subset_decision(baseline, [b for b, _ in pairs], default).decision
+    after = _subset_decision(current, [c for _, c in pairs], default).decision
+    result.decisions = {
+        side: {"recommended_cap": d.recommended_cap, "action": d.action, "reason": d.reason}
+        for side, d in (("baseline", before), ("current", after))
+    }
+    for name in ("recommended_cap", "action"):
+        if getattr(before, name) != getattr(after, name):
+            changes.append(f"decision {name}: {getattr(before, name)} → {getattr(after, name)}")
+    result.problems = regressions + changes
+    result.status = "regression" if regressions else ("changed" if changes else "ok")
+    return result

@@ -1,0 +1,93 @@
+"""`moecal check --baseline A --current B` (regression gate) and `moecal check-reports [DIR...]`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from harness.analysis import analyse_path
+from harness.check import MAX_REGRESSION, CheckResult, compare
+from harness.commands.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, SeedOpt, build_options
+from harness.report import verify_report
+
+
+def _change(arm: dict[str, object]) -> str:
+    text = f"{arm['change']:+.1%}"
+    if arm["significant"]:
+        text += " *"
+    return f"[red]{text}[/red]" if arm["regressed"] else text
+
+
+def print_check(result: CheckResult, console: Console) -> None:
+    table = Table(title="baseline → current (* = CI of the change excludes 0)")
+    for column in ("Dff", "model", "fallback", "fused", "ratio", "verdict"):
+        table.add_column(column, justify="left" if column in ("model", "verdict") else "right")
+    for p in result.points:
+        verdict = p["verdict_before"] + (
+            "" if p["verdict_before"] == p["verdict_after"] else f" → {p['verdict_after']}"
+        )
+        ratio = f"{p['ratio_before']:.4f} → {p['ratio_after']:.4f}"
+        table.add_row(str(p["dff"]), p["model"], _change(p["fallback"]), _change(p["fused"]), ratio, verdict)
+    console.print(table)
+    for row in result.dropped:
+        console.print(f"dropped ({row['side']}) {row['model']} dff {row['dff']}: {row['reason']}", highlight=False)
+    for side, d in result.decisions.items():
+        console.print(f"{side} decision: {d['action']} → {d['recommended_cap']}", highlight=False)
+    for problem in result.problems:
+        console.print(f"[red]{problem}[/red]", highlight=False)
+    console.print(f"check: {result.status} (exit {result.exit_code})")
+
+
+def check(
+    baseline: Annotated[Path, typer.Option(help="the stored sweep to compare against (any input form)")],
+    current: Annotated[Path, typer.Option(help="the new sweep (any input form)")],
+    max_regression: Annotated[float, typer.Option(help="tolerated drop of an arm's tok/s")] = MAX_REGRESSION,
+    exclude: ExcludeOpt = None,
+    confidence: ConfidenceOpt = 0.95,
+    seed: SeedOpt = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Exit 0 no regression, 1 significant regression beyond the threshold or changed decision, 2 unusable input."""
+    options = build_options(exclude, confidence, seed)
+    result = compare(analyse_path(baseline, options), analyse_path(current, options), max_regression)
+    if as_json:
+        typer.echo(json.dumps(result.as_json(), indent=1))
+    else:
+        print_check(result, Console())
+    raise typer.Exit(result.exit_code)
+
+
+def check_reports(
+    folders: Annotated[list[Path] | None, typer.Argument(help="folders of addenda (default: reports/)")] = None,
+) -> None:
+    """Re-derive every stored addendum's numbers from its raw data; exit 1 when any disagree."""
+    files = sorted(p for folder in folders or [Path("reports")] if folder.is_dir() for p in folder.rglob("*.md"))
+    checked = failed = 0
+    for path in files:
+        problems = verify_report(path)
+        if problems is None:
+            continue
+        checked += 1
+        if problems:
+            failed += 1
+            typer.echo(f"FAIL {path}:")
+            for problem in problems:
+                typer.echo(f"  {problem}")
+        else:
+            typer.echo(f"ok   {path}")
+    if not checked:
+        typer.echo("check-reports: no moecal addendum found; nothing to check")
+        return
+    typer.echo(f"check-reports: {checked - failed}/{checked} addenda re-derive from their raw data")
+    if failed:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("check")(check)
+    app.command("check-reports")(check_reports)

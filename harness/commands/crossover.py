@@ -1,0 +1,79 @@
+"""`moecal crossover INPUT` (table + decision, or `--json`) and `moecal recommend INPUT` (the decision only)."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+
+from harness.analysis import Analysis, analyse_path
+from harness.commands.analysis_options import (
+    ConfidenceOpt,
+    CurrentDefaultOpt,
+    ExcludeOpt,
+    GridOpt,
+    InputArg,
+    InterpolationOpt,
+    JsonOpt,
+    SeedOpt,
+    build_options,
+    print_summary,
+)
+from harness.crossover import format_ci
+
+
+def print_decision(analysis: Analysis, console: Console) -> None:
+    """The crossover line(s), every crossing, and the decision with the line that applies it."""
+    result = analysis.result
+    conf = f"{analysis.options.confidence:.0%}"
+    for family in result.families:
+        c = family.crossover
+        where = f"Dff ≈ {c.dff:.0f}" if c.dff is not None else c.outcome.replace("_", " ")
+        crossings = ", ".join(f"{x.dff:.0f} ({x.direction}, between {x.between[0]} and {x.between[1]})"
+                              for x in c.crossings) or "none"  # fmt: skip
+        label = f"[{family.family}] " if len(result.families) > 1 else ""
+        console.print(f"{label}crossover: {where}, {conf} CI {format_ci(c)} ({c.ci_method}); crossings: {crossings}")
+    d = result.decision
+    console.print(f"decision: [bold]{d.action}[/bold] — {d.reason}", highlight=False)
+    if d.apply:
+        console.print(f"apply: {d.apply}", highlight=False)
+
+
+def crossover(
+    input_path: InputArg,
+    exclude: ExcludeOpt = None,
+    current_default: CurrentDefaultOpt = None,
+    grid: GridOpt = 256,
+    interpolation: InterpolationOpt = "linear",
+    confidence: ConfidenceOpt = 0.95,
+    seed: SeedOpt = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Where fused stops beating the fallback (with a bootstrap CI), and the keep/raise/lower decision."""
+    analysis = analyse_path(input_path, build_options(exclude, confidence, seed, current_default, grid, interpolation))
+    if as_json:
+        typer.echo(json.dumps(analysis.as_json(), indent=1))
+        return
+    console = Console()
+    print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console)
+    print_decision(analysis, console)
+
+
+def recommend(
+    input_path: InputArg,
+    exclude: ExcludeOpt = None,
+    current_default: CurrentDefaultOpt = None,
+    grid: GridOpt = 256,
+    interpolation: InterpolationOpt = "linear",
+    confidence: ConfidenceOpt = 0.95,
+    seed: SeedOpt = 0,
+) -> None:
+    """Only the decision: the crossover line, keep/raise/lower with its reason, and the line to apply."""
+    analysis = analyse_path(input_path, build_options(exclude, confidence, seed, current_default, grid, interpolation))
+    print_decision(analysis, Console())
+
+
+def register(app: typer.Typer) -> None:
+    app.command("crossover")(crossover)
+    app.command("recommend")(recommend)

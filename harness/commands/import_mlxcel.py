@@ -1,0 +1,36 @@
+"""`moecal import-mlxcel CSV`: an mlxcel sweep CSV as a run directory (samples.csv + meta.json)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.mlxcel import import_run_dir
+
+DEFAULT_RESULTS = Path("results")
+
+
+def import_mlxcel(
+    csv_path: Annotated[Path, typer.Argument(help="the mlxcel sweep CSV", show_default=False)],
+    out: Annotated[Path | None, typer.Option(help="run directory to write (default: results/mlxcel-<name>)")] = None,
+    host: Annotated[str | None, typer.Option(help="provenance the CSV lacks: host name")] = None,
+    backend: Annotated[str | None, typer.Option(help="provenance: backend label, e.g. metal or cuda")] = None,
+    device: Annotated[str | None, typer.Option(help="provenance: device name")] = None,
+    library_pin: Annotated[str | None, typer.Option(help="provenance: e.g. 'MLX 0.32.1'")] = None,
+    current_default: Annotated[int | None, typer.Option(help="provenance: the cap in force when measured")] = None,
+) -> None:
+    """Each run becomes a sample row (round = run index); NA runs become skip rows with the reason."""
+    extra = {"host": host, "backend": backend, "device": device, "library_pin": library_pin,
+             "current_default": current_default}  # fmt: skip
+    run_dir = out or DEFAULT_RESULTS / f"mlxcel-{csv_path.stem}"
+    imported = import_run_dir(csv_path, run_dir, {k: str(v) for k, v in extra.items() if v is not None})
+    ok = int((imported.samples["status"] == "ok").sum())
+    typer.echo(f"{ok} runs imported from {csv_path} → {run_dir}")
+    for line in imported.skipped:
+        typer.echo(f"skipped: {line}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("import-mlxcel")(import_mlxcel)

@@ -1,0 +1,46 @@
+"""`moecal summarize INPUT`: per-point statistics, written to summary.csv (and optionally an mlxcel CSV)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from harness.analysis import analyse, save_summary
+from harness.commands.analysis_options import ConfidenceOpt, ExcludeOpt, InputArg, SeedOpt, build_options, print_summary
+from harness.errors import InputError
+from harness.inputs import load_input
+from harness.mlxcel import to_mlxcel_csv
+
+
+def summarize(
+    input_path: InputArg,
+    exclude: ExcludeOpt = None,
+    confidence: ConfidenceOpt = 0.95,
+    seed: SeedOpt = 0,
+    out: Annotated[
+        Path | None, typer.Option(help="summary.csv to write (default: INPUT/summary.csv for a run directory)")
+    ] = None,
+    mlxcel: Annotated[Path | None, typer.Option(help="also write the summary as an mlxcel sweep CSV here")] = None,
+) -> None:
+    """Medians, ratio with bootstrap CI, Mann-Whitney p, spread and verdict per point."""
+    options = build_options(exclude, confidence, seed)
+    loaded = load_input(input_path)
+    analysis = analyse(loaded, options)
+    console = Console()
+    print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console)
+    if out is None and input_path.is_dir():
+        out = input_path / "summary.csv"
+    if out is not None:
+        console.print(f"summary → {save_summary(analysis, out)}")
+    if mlxcel is not None:
+        if loaded.samples is None:
+            raise InputError(str(input_path), "--mlxcel", "the mlxcel format needs per-run samples, not a summary")
+        mlxcel.write_text(to_mlxcel_csv(loaded.samples, analysis.summary, analysis.provenance), encoding="utf-8")
+        console.print(f"mlxcel CSV → {mlxcel}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("summarize")(summarize)
