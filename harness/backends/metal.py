@@ -74,12 +74,12 @@ def split_metal_source(text: str) -> tuple[str, dict[str, MetalKernelSource]]:
     return header, kernels
 
 
-def kernel_template(dtype: str, bits: int, group_size: int) -> list[tuple[str, Any]]:
-    """metal_kernel's `template=` for one layer format. T keys MLX's pipeline cache per activation dtype
-    (the parameter types themselves come from the arrays); BITS and GROUP_SIZE are compile-time constants."""
+def kernel_template(dtype: str, bits: int, group_size: int, rows: int = 1) -> list[tuple[str, Any]]:
+    """metal_kernel's `template=` for one layer format: T (the activation dtype; it also keys MLX's pipeline
+    cache, since the parameter types come from the arrays), BITS, GROUP_SIZE and ROWS (rows per simdgroup)."""
     from harness.backends.mlx_paths import mx_dtype
 
-    return [("T", mx_dtype(dtype)), ("BITS", bits), ("GROUP_SIZE", group_size)]
+    return [("T", mx_dtype(dtype)), ("BITS", bits), ("GROUP_SIZE", group_size), ("ROWS", rows)]
 
 
 @cache
@@ -108,16 +108,20 @@ class MetalBackend(Backend):
 
     `poison=True` (verify, tests) fills every kernel output with NaN before the kernel runs, so an element a
     kernel forgets to write fails the comparison instead of passing with stale memory. `sgy` is the number of
-    output rows (simdgroups) per threadgroup.
+    simdgroups per threadgroup, `rows` the output rows each simdgroup computes (1, 2 or 4; it divides 32, and
+    so every d_model and dff, which are multiples of the group size).
     """
 
     name = "metal"
 
-    def __init__(self, poison: bool = False, sgy: int = 8):
+    def __init__(self, poison: bool = False, sgy: int = 8, rows: int = 1):
         if not 1 <= sgy <= 1024 // SIMD_WIDTH:
             raise ValueError(f"sgy={sgy} must be in 1..{1024 // SIMD_WIDTH} (at most 1024 threads per threadgroup)")
+        if rows not in (1, 2, 4):
+            raise ValueError(f"rows={rows} must be 1, 2 or 4")
         self.poison = poison
         self.sgy = sgy
+        self.rows = rows
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -202,15 +206,16 @@ class MetalBackend(Backend):
         return enqueue(partial.sum(axis=0).astype(mx_dtype(layer.dtype)))
 
     def _launch(self, name: str, arrays: dict[str, Any], layer: Any, rows: int, top_k: int) -> Any:
-        """One launch over (top_k, rows) outputs: a simdgroup per (slot, row), `sgy` rows per threadgroup,
-        one f32 output (NaN-filled first when poisoning). Inputs are passed in the order the source declares."""
+        """One launch over (top_k, rows) f32 outputs (NaN-filled first when poisoning): a simdgroup per slot and
+        `self.rows` consecutive rows, `sgy` simdgroups per threadgroup. Inputs go in the order the source
+        declares them."""
         import mlx.core as mx
 
         spec, kernel = _metal_kernels()[name]
         (out,) = kernel(
             inputs=[arrays[input_name] for input_name in spec.input_names],
-            template=kernel_template(layer.dtype, layer.bits, layer.group_size),
-            grid=(SIMD_WIDTH, rows, top_k),
+            template=kernel_template(layer.dtype, layer.bits, layer.group_size, self.rows),
+            grid=(SIMD_WIDTH, rows // self.rows, top_k),
             threadgroup=(SIMD_WIDTH, self.sgy, 1),
             output_shapes=[(top_k, rows)],
             output_dtypes=[mx.float32],
