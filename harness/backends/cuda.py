@@ -1,0 +1,374 @@
+"""CUDA backend: CuPy RawModule kernels from kernels/cuda/ on an NVIDIA GPU.
+
+fused    = moe_gate_up_swiglu + moe_down_scale (two launches; the sum over slots is folded into the second)
+fallback = qmv_gather (gate) + qmv_gather (up) + moe_swiglu + qmv_gather (down) + moe_weighted_sum (five
+           launches, intermediates in the activation dtype, like MLX's gather_qmm decode path)
+Both paths share one GEMV core (kernels/cuda/moe_common.cuh), so the comparison measures fusion alone.
+
+Importing this module never imports CuPy: availability() must answer on every machine. CuPy is imported inside
+the methods. Device arrays in the activation dtype are float32, float16, or uint16 holding bfloat16 bit
+patterns (CuPy has no bfloat16); `to_numpy` reads uint16 arrays as bfloat16.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.backends.base import Backend
+from harness.backends.base import Path as StepPath
+from harness.backends.cuda_compile import nvrtc_status
+from harness.backends.cuda_source import DEFAULT_ROWS, DEFAULT_SGY, KERNEL_NAMES, KernelVariant
+from harness.layer import QuantLayer, QuantMatrix, round_to_dtype
+from harness.shapes import MoeShape
+
+WARP = 32
+ELEMENTWISE_BLOCK = 256  # threads per block of the fallback's elementwise kernels
+_BF16_NAN = 0x7FC0
+_NVIDIA_DRIVER_FILE = Path("/proc/driver/nvidia/version")
+
+
+@dataclass(frozen=True)
+class CudaMatrix:
+    """One stacked expert matrix on the device: packed words (E, out, in*bits/32) uint32, scales and biases
+    (E, out, in/group_size) in the activation dtype's storage type."""
+
+    w: Any
+    scales: Any
+    biases: Any
+
+
+@dataclass(frozen=True)
+class CudaLayer:
+    shape: MoeShape
+    gate: CudaMatrix
+    up: CudaMatrix
+    down: CudaMatrix
+
+
+def storage_dtype(dtype: str) -> np.dtype:
+    """The device array dtype holding activation-dtype values (bfloat16 as raw uint16 bits)."""
+    return np.dtype({"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}[dtype])
+
+
+def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Host float array -> the storage dtype, rounding to nearest even (exact for values already representable)."""
+    rounded = round_to_dtype(values, dtype)
+    if dtype == "bfloat16":
+        return (rounded.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+    return rounded.astype(storage_dtype(dtype))
+
+
+def bfloat16_bits_to_float32(bits: np.ndarray) -> np.ndarray:
+    """uint16 bfloat16 patterns -> float32 (exact: bf16 is the top half of an f32)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+@dataclass(frozen=True)
+class _Kernels:
+    gate_up_swiglu: Any
+    down_scale: Any
+    qmv_gather: Any
+    swiglu: Any
+    weighted_sum: Any
+
+
+@cache
+def _kernels(variant: KernelVariant) -> _Kernels:
+    """Compile (or load from CuPy's on-disk cache) one variant's module; every kernel of both paths is in it."""
+    import cupy
+
+    module = cupy.RawModule(code=variant.source(), options=variant.options())
+    return _Kernels(*(module.get_function(name) for name in KERNEL_NAMES))
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _driver_version() -> str:
+    """The kernel driver's version string (e.g. '580.82.07'); CUDA APIs only report the CUDA level it supports."""
+    try:
+        words = _NVIDIA_DRIVER_FILE.read_text().split()
+    except OSError:
+        return "unknown"
+    return next((w for w in words if w[:1].isdigit() and w.count(".") >= 1), "unknown")
+
+
+def _cuda_version(code: int) -> str:
+    return f"{code // 1000}.{code % 1000 // 10}"
+
+
+class CudaBackend(Backend):
+    """NVIDIA GPU through CuPy.
+
+    `poison=True` (verify, tests) fills every buffer a path writes (the output and each intermediate) with NaN
+    before the launches, so an element a kernel forgets to write fails the comparison instead of passing with
+    stale memory. `sgy` is warps per block; `rows` is output rows per warp (1 = the reference design; 2 or 4
+    let a warp reuse each input it loads).
+
+    Buffers are allocated once per (path, shape) and reused: a path's returned array is overwritten by the
+    next call of the same path at the same shape (copy it, e.g. with to_numpy, to keep it). This keeps
+    allocation out of the timed step and makes `graph` capture safe.
+    """
+
+    name = "cuda"
+
+    def __init__(self, poison: bool = False, sgy: int = DEFAULT_SGY, rows: int = DEFAULT_ROWS):
+        KernelVariant(4, 64, "float32", sgy, rows)  # validates sgy and rows now, not at the first launch
+        self.poison = poison
+        self.sgy = sgy
+        self.rows = rows
+        self._buffers: dict[tuple, Any] = {}
+        self._arrivals: Any = None
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        try:
+            import cupy
+        except ImportError as exc:
+            return False, f"CuPy is not installed ({exc}); install it with `pip install 'moecal[cuda]'`"
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:  # CUDARuntimeError: no driver, insufficient driver, no device
+            return False, f"CuPy {cupy.__version__} finds no usable CUDA device ({type(exc).__name__}: {exc})"
+        if count == 0:
+            return False, f"CuPy {cupy.__version__} sees no CUDA device"
+        ok, nvrtc = nvrtc_status()
+        if not ok:
+            return False, nvrtc
+        return True, f"CuPy {cupy.__version__}, {count} CUDA device(s), {nvrtc}"
+
+    # ---- device facts ---------------------------------------------------------------------------------------
+    @staticmethod
+    def _properties() -> dict[str, Any]:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+
+    def device_name(self) -> str:
+        import cupy
+
+        name = self._properties()["name"].decode()
+        runtime = _cuda_version(cupy.cuda.runtime.runtimeGetVersion())
+        return f"{name} (driver {_driver_version()}, CUDA {runtime})"
+
+    def device_info(self) -> dict[str, str]:
+        import cupy
+
+        props = self._properties()
+        ok, nvrtc = nvrtc_status()
+        return {
+            "gpu": props["name"].decode(),
+            "driver": _driver_version(),
+            "cuda_driver_api": _cuda_version(cupy.cuda.runtime.driverGetVersion()),
+            "cuda_runtime": _cuda_version(cupy.cuda.runtime.runtimeGetVersion()),
+            "cupy": cupy.__version__,
+            "nvrtc": nvrtc if ok else "unavailable",
+            "compute_capability": f"{props['major']}.{props['minor']}",
+            "sm_count": str(props["multiProcessorCount"]),
+            "l2_bytes": str(props["l2CacheSize"]),
+            "memory_bytes": str(props["totalGlobalMem"]),
+        }
+
+    def memory_info(self) -> tuple[int, int]:
+        import cupy
+
+        free, total = cupy.cuda.runtime.memGetInfo()
+        return int(free), int(total)
+
+    def cache_bytes(self) -> int:
+        return int(self._properties()["l2CacheSize"])
+
+    # ---- data -----------------------------------------------------------------------------------------------
+    def upload(self, layer: QuantLayer) -> CudaLayer:
+        shape = layer.shape
+        return CudaLayer(
+            shape=shape,
+            gate=self._upload_matrix(layer.gate, shape, shape.dff, shape.d_model, "gate"),
+            up=self._upload_matrix(layer.up, shape, shape.dff, shape.d_model, "up"),
+            down=self._upload_matrix(layer.down, shape, shape.d_model, shape.dff, "down"),
+        )
+
+    @staticmethod
+    def _upload_matrix(matrix: QuantMatrix, shape: MoeShape, n_out: int, n_in: int, name: str) -> CudaMatrix:
+        import cupy
+
+        # The kernels trust these shapes (they index with them), so a mismatch must stop here, not corrupt memory.
+        words = (shape.n_experts, n_out, n_in * shape.bits // 32)
+        groups = (shape.n_experts, n_out, n_in // shape.group_size)
+        for field, array, expected in (("w", matrix.w, words), ("scales", matrix.scales, groups)):
+            if array.shape != expected:
+                raise ValueError(f"{name}.{field} has shape {array.shape}, expected {expected} for {shape.label()}")
+        if matrix.biases.shape != groups:
+            raise ValueError(f"{name}.biases has shape {matrix.biases.shape}, expected {groups}")
+        return CudaMatrix(
+            w=cupy.asarray(np.ascontiguousarray(matrix.w, dtype=np.uint32)),
+            scales=cupy.asarray(to_storage(matrix.scales, shape.dtype)),
+            biases=cupy.asarray(to_storage(matrix.biases, shape.dtype)),
+        )
+
+    def upload_inputs(self, x: np.ndarray, indices: np.ndarray, scores: np.ndarray, dtype: str) -> tuple:
+        import cupy
+
+        if np.asarray(indices).shape != np.asarray(scores).shape:
+            raise ValueError(f"indices {np.shape(indices)} and scores {np.shape(scores)} must have one entry per slot")
+        return (
+            cupy.asarray(to_storage(np.asarray(x).ravel(), dtype)),
+            cupy.asarray(np.asarray(indices, dtype=np.int32)),
+            cupy.asarray(np.asarray(scores, dtype=np.float32)),
+        )
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        import cupy
+
+        host = cupy.asnumpy(array)
+        if host.dtype == np.uint16:
+            host = bfloat16_bits_to_float32(host)
+        return host.astype(np.float64)
+
+    # ---- paths ----------------------------------------------------------------------------------------------
+    def paths(self) -> dict[str, StepPath]:
+        return {"fused": self.fused, "fallback": self.fallback}
+
+    def _variant(self, shape: MoeShape) -> KernelVariant:
+        return KernelVariant(shape.bits, shape.group_size, shape.dtype, self.sgy, self.rows)
+
+    def _buffer(self, path: str, name: str, shape: MoeShape, dims: tuple[int, ...], dtype: np.dtype) -> Any:
+        """The reused device buffer `name` of `path` at `shape`; NaN-filled first when poisoning."""
+        import cupy
+
+        key = (path, name, shape.d_model, shape.dff, shape.top_k, shape.dtype, dims, np.dtype(dtype).str)
+        buffer = self._buffers.get(key)
+        if buffer is None:
+            buffer = self._buffers[key] = cupy.empty(dims, dtype=dtype)
+        if self.poison:
+            buffer.fill(_BF16_NAN if buffer.dtype == np.uint16 else np.nan)
+        return buffer
+
+    def _tile_arrivals(self, tiles: int) -> Any:
+        """kernel B's per-tile arrival counters: zeroed once, and every launch leaves them at zero again."""
+        import cupy
+
+        if self._arrivals is None or self._arrivals.size < tiles:
+            self._arrivals = cupy.zeros(max(tiles, 1024), dtype=np.uint32)
+        return self._arrivals
+
+    @staticmethod
+    def _check_inputs(x: Any, indices: Any, scores: Any, layer: CudaLayer) -> None:
+        """Metadata checks only (no device sync): a wrong dtype or length would be read as garbage, silently."""
+        shape = layer.shape
+        if x.dtype != storage_dtype(shape.dtype) or x.size != shape.d_model:
+            raise ValueError(
+                f"x must be {shape.d_model} values of {storage_dtype(shape.dtype)} (upload_inputs makes it), "
+                f"got {x.size} of {x.dtype}"
+            )
+        if indices.dtype != np.int32 or scores.dtype != np.float32 or indices.size != scores.size:
+            raise ValueError("indices must be int32 and scores float32, one of each per slot (use upload_inputs)")
+
+    def fused(self, x: Any, indices: Any, scores: Any, layer: CudaLayer) -> Any:
+        """Kernel A (gate+up GEMVs, SwiGLU -> f32 act) then kernel B (down GEMV x score, folded sum) -> out."""
+        self._check_inputs(x, indices, scores, layer)
+        shape, top_k = layer.shape, int(indices.size)
+        kernels = _kernels(self._variant(shape))
+        act = self._buffer("fused", "act", shape, (top_k, shape.dff), np.float32)
+        partial = self._buffer("fused", "partial", shape, (top_k, shape.d_model), np.float32)
+        out = self._buffer("fused", "out", shape, (shape.d_model,), storage_dtype(shape.dtype))
+        tile, block = self.sgy * self.rows, (WARP * self.sgy,)
+        gate, up, down = layer.gate, layer.up, layer.down
+        d_model, dff = np.int32(shape.d_model), np.int32(shape.dff)
+        kernels.gate_up_swiglu(
+            (_ceil_div(shape.dff, tile), top_k),
+            block,
+            (x, indices, gate.w, gate.scales, gate.biases, up.w, up.scales, up.biases, act, d_model, dff),
+        )
+        tiles = _ceil_div(shape.d_model, tile)
+        arrivals = self._tile_arrivals(tiles)
+        args = (act, indices, scores, down.w, down.scales, down.biases, partial, arrivals, out, d_model, dff)
+        kernels.down_scale((tiles, top_k), block, (*args, np.int32(top_k)))
+        return out
+
+    def fallback(self, x: Any, indices: Any, scores: Any, layer: CudaLayer) -> Any:
+        """qmv_gather for gate and for up, SwiGLU, qmv_gather for down, weighted sum: five launches."""
+        self._check_inputs(x, indices, scores, layer)
+        shape, top_k = layer.shape, int(indices.size)
+        kernels = _kernels(self._variant(shape))
+        act_dtype = storage_dtype(shape.dtype)
+        gate_out = self._buffer("fallback", "gate", shape, (top_k, shape.dff), act_dtype)
+        up_out = self._buffer("fallback", "up", shape, (top_k, shape.dff), act_dtype)
+        act = self._buffer("fallback", "act", shape, (top_k, shape.dff), act_dtype)
+        down_out = self._buffer("fallback", "down", shape, (top_k, shape.d_model), act_dtype)
+        out = self._buffer("fallback", "out", shape, (shape.d_model,), act_dtype)
+        tile, block = self.sgy * self.rows, (WARP * self.sgy,)
+        d_model, dff = np.int32(shape.d_model), np.int32(shape.dff)
+
+        def gemv(vec: Any, slot_stride: int, m: CudaMatrix, y: Any, n_out: np.int32, n_in: np.int32) -> None:
+            grid = (_ceil_div(int(n_out), tile), top_k)
+            args = (vec, np.int32(slot_stride), indices, m.w, m.scales, m.biases, y, n_out, n_in)
+            kernels.qmv_gather(grid, block, args)
+
+        gemv(x, 0, layer.gate, gate_out, dff, d_model)
+        gemv(x, 0, layer.up, up_out, dff, d_model)
+        count = top_k * shape.dff
+        elementwise = (ELEMENTWISE_BLOCK,)
+        kernels.swiglu((_ceil_div(count, ELEMENTWISE_BLOCK),), elementwise, (gate_out, up_out, act, np.int32(count)))
+        gemv(act, shape.dff, layer.down, down_out, d_model, dff)
+        sum_args = (down_out, scores, out, d_model, np.int32(top_k))
+        kernels.weighted_sum((_ceil_div(shape.d_model, ELEMENTWISE_BLOCK),), elementwise, sum_args)
+        return out
+
+    def graph(self, path: str, x: Any, indices: Any, scores: Any, layer: CudaLayer) -> Callable[[], Any]:
+        """Capture one step of `path` into a CUDA graph; calling the result replays it with one host call.
+
+        Without it a CuPy step costs a few microseconds of Python per launch, which at small shapes exceeds the
+        GPU time and would favour the path with fewer launches for a reason that is not the kernels. The step
+        runs once uncaptured first (compiles the module, allocates the reused buffers), so nothing is allocated
+        during capture. The replay launches on the current stream and returns the path's output array.
+        """
+        import cupy
+
+        step = self.paths()[path]
+        step(x, indices, scores, layer)
+        capture_stream = cupy.cuda.Stream(non_blocking=True)
+        with capture_stream:
+            capture_stream.begin_capture()
+            out = step(x, indices, scores, layer)
+            captured = capture_stream.end_capture()
+
+        def replay() -> Any:
+            captured.launch()  # on the current stream
+            return out
+
+        return replay
+
+    # ---- timing support ---------------------------------------------------------------------------------------
+    def synchronize(self) -> None:
+        import cupy
+
+        cupy.cuda.get_current_stream().synchronize()
+
+    def copy_bandwidth(self, nbytes: int = 1 << 30) -> float:
+        """Best of 10 device-to-device copies of `nbytes`, timed with CUDA events: 2*nbytes (read + write) / s."""
+        import cupy
+
+        src = cupy.empty(nbytes, dtype=np.uint8)
+        dst = cupy.empty_like(src)
+        stream = cupy.cuda.get_current_stream()
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        dst.data.copy_from_device_async(src.data, nbytes, stream)  # warm-up
+        best = float("inf")
+        for _ in range(10):
+            start.record(stream)
+            dst.data.copy_from_device_async(src.data, nbytes, stream)
+            stop.record(stream)
+            stop.synchronize()
+            best = min(best, cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+        return 2 * nbytes / best
+
+
+BACKEND = CudaBackend

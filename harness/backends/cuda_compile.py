@@ -1,0 +1,113 @@
+"""Compile every CUDA kernel variant with NVRTC, without a GPU, so a syntax or template error never lands.
+
+NVRTC is a compiler library, not a driver call: `cupy.cuda.nvrtc` loads it from the `nvidia-cuda-nvrtc`
+wheel (pinned to 13.0 so the cubins stay loadable by a CUDA 13.0 driver) and works on a machine with no
+device. The source and options are `KernelVariant.source()` / `.options()`, the same strings the runtime
+hands CuPy; the check adds only the target architecture and ptxas' verbose flag (for the register report).
+"""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from harness.backends.cuda_source import KernelVariant, all_variants
+
+# Ampere (A100, RTX 30), Ada (RTX 40, L4), Hopper (H100/H200), Blackwell (B200; RTX 50; GB10 = sm_121).
+SUPPORTED_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121")
+_PTXAS_VERBOSE = "--ptxas-options=-v"
+_ENTRY = re.compile(r"Compiling entry function '(\w+)'")
+_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+_REGISTERS = re.compile(r"Used (\d+) registers")
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What ptxas reported for one kernel: registers per thread and bytes spilled to local memory."""
+
+    registers: int
+    spill_bytes: int
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """One variant compiled for one architecture. `log` is NVRTC's full log (errors, or ptxas' report)."""
+
+    variant: str
+    arch: str
+    ok: bool
+    log: str
+    kernels: dict[str, KernelResources] = field(default_factory=dict)
+
+
+def nvrtc_status() -> tuple[bool, str]:
+    """(loadable, reason): whether NVRTC can be used here, and its version or why not. Never raises."""
+    try:
+        from cupy.cuda import nvrtc
+
+        major, minor = nvrtc.getVersion()
+    except Exception as exc:  # ImportError without cupy, RuntimeError/OSError when libnvrtc is missing
+        return False, (
+            f"NVRTC cannot be loaded ({type(exc).__name__}: {exc}); "
+            "install the extra: pip install -e '.[nvrtc]' (cupy-cuda13x + nvidia-cuda-nvrtc==13.0.*)"
+        )
+    return True, f"NVRTC {major}.{minor}"
+
+
+def supported_archs() -> tuple[str, ...]:
+    """The real architectures (sm_XX) the loaded NVRTC can generate code for."""
+    from cupy.cuda import nvrtc
+
+    return tuple(f"sm_{cc}" for cc in nvrtc.getSupportedArchs())
+
+
+def compile_variant(variant: KernelVariant, arch: str) -> CompileResult:
+    """Compile one variant to a cubin for `arch` (e.g. 'sm_90'); never raises for a compile error."""
+    from cupy.cuda import nvrtc
+
+    label = variant.label()
+    if arch not in supported_archs():
+        major, minor = nvrtc.getVersion()
+        return CompileResult(label, arch, False, f"NVRTC {major}.{minor} cannot target {arch}")
+    prog = nvrtc.createProgram(variant.source(), "moe_kernels.cu", [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, (*variant.options(), _PTXAS_VERBOSE, f"--gpu-architecture={arch}"))
+        except nvrtc.NVRTCError as exc:
+            return CompileResult(label, arch, False, f"{exc}\n{nvrtc.getProgramLog(prog)}")
+        nvrtc.getCUBIN(prog)  # a compile that produced no binary would fail here
+        log = nvrtc.getProgramLog(prog)
+        return CompileResult(label, arch, True, log, parse_resources(log))
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def parse_resources(log: str) -> dict[str, KernelResources]:
+    """Registers and spill bytes per kernel from ptxas' verbose report (entries appear in that order)."""
+    out: dict[str, KernelResources] = {}
+    parts = _ENTRY.split(log)  # [preamble, name, report, name, report, ...]
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        spills = _SPILLS.search(body)
+        registers = _REGISTERS.search(body)
+        if spills and registers:
+            out[name] = KernelResources(int(registers.group(1)), int(spills.group(1)) + int(spills.group(2)))
+    return out
+
+
+def compile_all(
+    archs: tuple[str, ...] = SUPPORTED_ARCHS, variants: list[KernelVariant] | None = None, jobs: int = 2
+) -> list[CompileResult]:
+    """Compile every variant (default: all bits x group sizes x dtypes) for every arch.
+
+    NVRTC releases the GIL while compiling, so `jobs` threads compile in parallel. The first compile runs
+    alone: NVRTC loads its builtins library on first use, and two threads racing there can fail with
+    "failed to open libnvrtc-builtins".
+    """
+    variants = all_variants() if variants is None else variants
+    pairs = [(v, a) for v in variants for a in archs]
+    if not pairs:
+        return []
+    first = compile_variant(*pairs[0])
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return [first, *pool.map(lambda pair: compile_variant(*pair), pairs[1:])]

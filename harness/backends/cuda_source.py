@@ -1,0 +1,106 @@
+"""The CUDA kernel sources and compile options, shared by the runtime (CuPy) and the offline NVRTC check.
+
+Both `harness.backends.cuda` and `harness.backends.cuda_compile` build what they compile from
+`KernelVariant.source()` and `KernelVariant.options()`, so the compile check covers exactly what runs.
+No CuPy here: this module only reads files and builds strings.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from harness.shapes import BITS, DTYPES, GROUP_SIZES
+
+KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels" / "cuda"
+# One translation unit per variant holds every kernel of both paths (one NVRTC compile, one module).
+SOURCE_FILES = ("moe_fused.cu", "qmv_gather.cu", "moe_elementwise.cu")
+KERNEL_NAMES = ("moe_gate_up_swiglu", "moe_down_scale", "qmv_gather", "moe_swiglu", "moe_weighted_sum")
+DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2}
+DEFAULT_SGY = 8
+DEFAULT_ROWS = 1  # one warp per output row: the reference design of DESIGN.md section 3
+ROWS_CHOICES = (1, 2, 4)
+
+_INCLUDE = re.compile(r'^#include "([^"]+)"[ \t]*$', re.MULTILINE)
+
+
+@cache
+def translation_unit() -> str:
+    """All kernel files as one source string, local `#include "..."` lines replaced by the file's text.
+
+    Inlined rather than left to NVRTC's include path because CuPy's kernel cache is keyed on the source
+    string: an edited header must change the key. `#line` directives keep NVRTC messages pointing at the
+    real file and line. Each file is pasted once (the header's include guard would drop repeats anyway).
+    """
+    pasted: set[str] = set()
+    return "".join(_paste(name, pasted) for name in SOURCE_FILES)
+
+
+def _paste(name: str, pasted: set[str]) -> str:
+    if name in pasted:
+        return ""
+    pasted.add(name)
+    path = KERNEL_DIR / name
+    if not path.is_file():
+        raise FileNotFoundError(f"CUDA kernel source {path} is missing; is the checkout complete?")
+    text = path.read_text()
+    out, last = [f'#line 1 "{name}"\n'], 0
+    for match in _INCLUDE.finditer(text):
+        out.append(text[last : match.start()])
+        out.append(_paste(match.group(1), pasted))
+        next_line = text.count("\n", 0, match.start()) + 2  # the line after the include, 1-based
+        out.append(f'#line {next_line} "{name}"\n')
+        last = match.end() + 1  # skip the include line's newline
+    out.append(text[last:])
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class KernelVariant:
+    """One compile-time configuration of the kernels (see the header of kernels/cuda/moe_common.cuh)."""
+
+    bits: int
+    group_size: int
+    dtype: str
+    sgy: int = DEFAULT_SGY
+    rows: int = DEFAULT_ROWS
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.bits not in BITS:
+            problems.append(f"bits must be one of {BITS}")
+        if self.group_size not in GROUP_SIZES:
+            problems.append(f"group_size must be one of {GROUP_SIZES}")
+        if self.dtype not in DTYPE_CODES:
+            problems.append(f"dtype must be one of {tuple(DTYPE_CODES)}")
+        if not 1 <= self.sgy <= 32:
+            problems.append("sgy (warps per block) must be in 1..32")
+        if self.rows not in ROWS_CHOICES:
+            problems.append(f"rows (per warp) must be one of {ROWS_CHOICES}")
+        if problems:
+            raise ValueError(f"invalid CUDA kernel variant {self}: {'; '.join(problems)}")
+
+    def label(self) -> str:
+        return f"q{self.bits}g{self.group_size}-{self.dtype}-sgy{self.sgy}-rows{self.rows}"
+
+    def source(self) -> str:
+        return translation_unit()
+
+    def options(self) -> tuple[str, ...]:
+        """NVRTC options for this variant, without the target architecture (CuPy adds the device's)."""
+        return (
+            "--std=c++17",
+            f"-DMOE_BITS={self.bits}",
+            f"-DMOE_GROUP_SIZE={self.group_size}",
+            f"-DMOE_DTYPE={DTYPE_CODES[self.dtype]}",
+            f"-DMOE_SGY={self.sgy}",
+            f"-DMOE_ROWS={self.rows}",
+        )
+
+
+def all_variants(sgy: int = DEFAULT_SGY, rows: int = DEFAULT_ROWS) -> list[KernelVariant]:
+    """Every (bits, group_size, dtype) the harness can ask for, at one block configuration."""
+    return [KernelVariant(b, g, d, sgy, rows) for b, g, d in itertools.product(BITS, GROUP_SIZES, DTYPES)]
