@@ -30,7 +30,6 @@ from harness.backends.metal import (
     METAL_SOURCE,
     MetalBackend,
     MetalKernelSource,
-    _metal_kernels,
     kernel_template,
     split_metal_source,
 )
@@ -195,32 +194,40 @@ def kernel_source(spec: MetalKernelSource, instance: Instance) -> str:
 
 
 def _driver(spec: MetalKernelSource, instance: Instance) -> str:
-    """`run_<name>(buffers, grid_y, grid_z)`: one emulated simdgroup per (y, z) of the grid, in order."""
-    name = instance.function_name()
+    """Per-lane entry and the grid walk: one emulated simdgroup per (y, z) of the grid, in order."""
     call_args = ", ".join(p.argument for p in instance.params(spec))
     return f"""
-static void** buffers_{name};
-static int y_{name}, z_{name};
-static void lane_{name}() {{
-  void** buffers = buffers_{name};
-  const uint lane = uint(group.running), y = uint(y_{name}), z = uint(z_{name});
-  {name}<{instance.template_args()}>({call_args});
+static void** launch_buffers;
+static int launch_y, launch_z;
+static void lane_entry() {{
+  void** buffers = launch_buffers;
+  const uint lane = uint(group.running), y = uint(launch_y), z = uint(launch_z);
+  {instance.function_name()}<{instance.template_args()}>({call_args});
   group.done[lane] = true;
 }}
-extern "C" void run_{name}(void** buffers, int grid_y, int grid_z) {{
-  buffers_{name} = buffers;
-  for (z_{name} = 0; z_{name} < grid_z; ++z_{name})
-    for (y_{name} = 0; y_{name} < grid_y; ++y_{name}) run_simdgroup(lane_{name});
+static void run(void** buffers, int grid_y, int grid_z) {{
+  launch_buffers = buffers;
+  for (launch_z = 0; launch_z < grid_z; ++launch_z)
+    for (launch_y = 0; launch_y < grid_y; ++launch_y) run_simdgroup(lane_entry);
 }}
 """
 
 
-def translation_unit(instances: tuple[Instance, ...]) -> str:
-    """One C++ file: the shim, the .metal header once, then every instance with its driver."""
-    header, kernels = split_metal_source(METAL_SOURCE.read_text())
+def translation_unit(source: str, instances: tuple[Instance, ...]) -> str:
+    """One C++ file: the shim, the .metal header once, then instance i (kernel + driver) in namespace
+    `instance_i` with entry point `run_i`. Namespaces because MLX names a kernel by its template only: one
+    template with differently typed or placed inputs (e.g. top_k 2 and 8) is two instances of one name."""
+    header, kernels = split_metal_source(source)
     parts = [SHIM, header]
-    for instance in instances:
-        parts += [kernel_source(kernels[instance.kernel], instance), _driver(kernels[instance.kernel], instance)]
+    for i, instance in enumerate(instances):
+        spec = kernels[instance.kernel]
+        parts += [
+            f"namespace instance_{i} {{",
+            kernel_source(spec, instance),
+            _driver(spec, instance),
+            "}",
+            f'extern "C" void run_{i}(void** buffers, int y, int z) {{ instance_{i}::run(buffers, y, z); }}',
+        ]
     return "\n".join(parts)
 
 
@@ -229,9 +236,9 @@ def compiler() -> str | None:
 
 
 @cache
-def build(instances: tuple[Instance, ...]) -> ctypes.CDLL:
-    """Compile the instances into one shared library (once per process per set of instances)."""
-    source = translation_unit(instances)
+def build(metal_source: str, instances: tuple[Instance, ...]) -> ctypes.CDLL:
+    """Compile the instances into one shared library (once per process per source and set of instances)."""
+    source = translation_unit(metal_source, instances)
     workdir = Path(tempfile.mkdtemp(prefix="moecal-metal-emu-"))
     (workdir / "metal_stdlib").write_text("// the shim stands in for <metal_stdlib>\n")
     cpp = workdir / f"{hashlib.sha256(source.encode()).hexdigest()[:16]}.cpp"
@@ -257,19 +264,24 @@ class EmulatedMetalBackend(MetalBackend):
     threadgroups would do), so the kernels' early exits are exercised too.
 
     Two passes, because compiling is the slow part: with `library` unset, `fused` only records the instances
-    it would launch (returning zeros); `compile()` builds them all in one translation unit.
+    it would launch (returning zeros); `compile()` builds them all in one translation unit. `source` replaces
+    the .metal text (tests that prove a broken kernel is caught).
     """
 
-    def __init__(self, sgy: int = 8, rows: int = 1):
+    def __init__(self, sgy: int = 8, rows: int = 1, source: str | None = None):
         super().__init__(poison=True, sgy=sgy, rows=rows)
+        self.source = METAL_SOURCE.read_text() if source is None else source
+        self.kernels = split_metal_source(self.source)[1]
         self.planned: list[Instance] = []
+        self.instances: tuple[Instance, ...] = ()
         self.library: ctypes.CDLL | None = None
 
     def compile(self) -> None:
-        self.library = build(tuple(dict.fromkeys(self.planned)))
+        self.instances = tuple(dict.fromkeys(self.planned))
+        self.library = build(self.source, self.instances)
 
     def _launch(self, name: str, arrays: dict[str, Any], layer: Any, rows: int, top_k: int) -> Any:
-        spec, _ = _metal_kernels()[name]
+        spec = self.kernels[name]
         template = kernel_template(layer.dtype, layer.bits, layer.group_size, self.rows)
         instance = instance_for(spec, template, arrays)
         if self.library is None:
@@ -285,7 +297,7 @@ class EmulatedMetalBackend(MetalBackend):
         keep.append(out)
         pointers = (ctypes.c_void_p * len(keep))(*[a.ctypes.data for a in keep])
         grid_y = -(-(rows // self.rows) // self.sgy) * self.sgy
-        getattr(self.library, f"run_{instance.function_name()}")(pointers, grid_y, top_k)
+        getattr(self.library, f"run_{self.instances.index(instance)}")(pointers, grid_y, top_k)
         if not np.all(out[top_k * rows :] == CANARY):
             raise AssertionError(f"{name} wrote past the end of its output")
         return mx.array(out[: top_k * rows].reshape(top_k, rows))
