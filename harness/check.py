@@ -41,8 +41,14 @@ class CheckResult:
         return {"ok": 0, "regression": 1, "changed": 1}.get(self.status, 2)
 
     def as_json(self) -> dict[str, object]:
-        return {"status": self.status, "exit_code": self.exit_code, "problems": self.problems,
-                "points": self.points, "dropped": self.dropped, "decisions": self.decisions}  # fmt: skip
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "problems": self.problems,
+            "points": self.points,
+            "dropped": self.dropped,
+            "decisions": self.decisions,
+        }
 
 
 def join_points(baseline: pd.DataFrame, current: pd.DataFrame) -> tuple[list[tuple[int, int]], list[dict[str, object]]]:
@@ -56,8 +62,14 @@ def join_points(baseline: pd.DataFrame, current: pd.DataFrame) -> tuple[list[tup
         for key in keys:
             if key not in other_set:
                 record = dict(zip(POINT_COLUMNS, key, strict=True))
-                dropped.append({"side": side, "model": record["model"], "dff": record["dff"],
-                                "reason": _why_unmatched(key, other, side)})  # fmt: skip
+                dropped.append(
+                    {
+                        "side": side,
+                        "model": record["model"],
+                        "dff": record["dff"],
+                        "reason": _why_unmatched(key, other, side),
+                    }
+                )
     return pairs, dropped
 
 
@@ -123,14 +135,22 @@ def compare(baseline: Analysis, current: Analysis, max_regression: float = MAX_R
     regressions, changes = [], []
     for base_row, cur_row in pairs:
         point = current.summary.iloc[cur_row]
-        arms = {arm: _arm_change(baseline, current, (base_row, cur_row), arm, max_regression, current.options.seed)
-                for arm in ARMS}  # fmt: skip
+        arms = {
+            arm: _arm_change(baseline, current, (base_row, cur_row), arm, max_regression, current.options.seed)
+            for arm in ARMS
+        }
         verdicts = (str(baseline.summary["verdict"].iloc[base_row]), str(point["verdict"]))
-        result.points.append({
-            "model": str(point["model"]), "dff": int(point["dff"]), **{arm: arms[arm] for arm in ARMS},
-            "ratio_before": float(baseline.summary["ratio"].iloc[base_row]), "ratio_after": float(point["ratio"]),
-            "verdict_before": verdicts[0], "verdict_after": verdicts[1],
-        })  # fmt: skip
+        result.points.append(
+            {
+                "model": str(point["model"]),
+                "dff": int(point["dff"]),
+                **{arm: arms[arm] for arm in ARMS},
+                "ratio_before": float(baseline.summary["ratio"].iloc[base_row]),
+                "ratio_after": float(point["ratio"]),
+                "verdict_before": verdicts[0],
+                "verdict_after": verdicts[1],
+            }
+        )
         for arm in ARMS:
             if arms[arm]["regressed"]:
                 regressions.append(

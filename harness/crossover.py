@@ -102,7 +102,8 @@ def decision_points(dffs: np.ndarray, ratios: np.ndarray, interpolation: str = "
     first = np.argmax(loses, axis=1)
     rows = np.arange(len(ratios))
     prev = np.maximum(first - 1, 0)
-    crossing = _interpolate(x[prev], x[first], ratios[rows, prev], ratios[rows, first], interpolation)
+    with np.errstate(divide="ignore", invalid="ignore"):  # rows without a crossing are overwritten below
+        crossing = _interpolate(x[prev], x[first], ratios[rows, prev], ratios[rows, first], interpolation)
     out = np.where(first == 0, -np.inf, crossing)
     return np.where(loses.any(axis=1), out, np.inf)
 
@@ -187,8 +188,12 @@ def recommend(
     finding = _finding(c, confidence)
     line = f"{cap_env}={recommended}"
     if current_default is None:
-        return Decision("set", recommended, f"{finding}; with no current default given, set {recommended}, "
-                        f"the largest multiple of {grid} {bound}.", line)  # fmt: skip
+        return Decision(
+            "set",
+            recommended,
+            f"{finding}; with no current default given, set {recommended}, the largest multiple of {grid} {bound}.",
+            line,
+        )
     if c.ci_low <= current_default <= c.ci_high:
         reason = f"{finding}; the current default {current_default} lies inside it, so the data cannot tell it from "
         return Decision("keep", current_default, reason + "break-even.", keep_line)
@@ -342,7 +347,7 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
                 "recommended_cap": f.decision.recommended_cap,
                 "action": f.decision.action,
                 "reason": f.decision.reason,
-            }  # fmt: skip
+            }
             for f in result.families
         ]
     return out

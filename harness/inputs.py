@@ -128,10 +128,15 @@ def _data_line(path: Path, position: int) -> int:
     return _header_line_count(path) + 2 + position
 
 
+def _text(column: pd.Series) -> pd.Series:
+    """A text column with missing cells as "" (an all-empty column is read as floats)."""
+    return column.map(lambda value: "" if pd.isna(value) else str(value)).astype(object)
+
+
 def _read_samples(path: Path) -> pd.DataFrame:
     frame = _read_frame(path)
     for column in TEXT_COLUMNS:
-        frame[column] = frame[column].fillna("").astype(str)
+        frame[column] = _text(frame[column])
     for column, allowed in (("arm", ARMS), ("status", STATUSES)):
         bad = ~frame[column].isin(allowed)
         if bad.any():
@@ -153,7 +158,7 @@ def _read_samples(path: Path) -> pd.DataFrame:
 def _read_summary(path: Path) -> pd.DataFrame:
     frame = _read_frame(path)
     for column in ("backend", "device", "workload", "model", "quant_mode", "dtype", "verdict", "reason"):
-        frame[column] = frame[column].fillna("").astype(str)
+        frame[column] = _text(frame[column])
     valid = frame["verdict"] != "null"
     for column in ("dff", "ratio", "fallback_tok_s", "fused_tok_s"):
         _numeric(frame, path, column, valid if column != "dff" else pd.Series(True, frame.index))

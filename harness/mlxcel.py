@@ -102,8 +102,16 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
                 if tok_s is None:
                     missing.append(column)
                 status = "ok" if tok_s is not None else "skip"
-                rows.append({**point, "arm": arm, "round": index, "tok_s": tok_s, "status": status,
-                             "error": "" if tok_s is not None else NA_REASON})  # fmt: skip
+                rows.append(
+                    {
+                        **point,
+                        "arm": arm,
+                        "round": index,
+                        "tok_s": tok_s,
+                        "status": status,
+                        "error": "" if tok_s is not None else NA_REASON,
+                    }
+                )
         if missing:
             runs_text = "all runs" if len(missing) == sum(map(len, runs.values())) else ", ".join(missing)
             skipped.append(f"{model} (dff {int(dff)}): {runs_text} NA (did not run), skipped")

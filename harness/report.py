@@ -48,8 +48,23 @@ def _report_date(provenance: dict[str, object]) -> str:
     return text[:10] if re.match(r"\d{4}-\d{2}-\d{2}", text) else _dt.date.today().isoformat()
 
 
-CONTEXT_KEYS = ("run_id", "workload", "device", "os", "cpu", "gpu", "driver", "cuda", "harness_commit",
-                "harness_dirty", "config_path", "config_sha256", "command", "source_format", "notes")  # fmt: skip
+CONTEXT_KEYS = (
+    "run_id",
+    "workload",
+    "device",
+    "os",
+    "cpu",
+    "gpu",
+    "driver",
+    "cuda",
+    "harness_commit",
+    "harness_dirty",
+    "config_path",
+    "config_sha256",
+    "command",
+    "source_format",
+    "notes",
+)
 
 
 def _context(provenance: dict[str, object]) -> dict[str, object]:
@@ -80,7 +95,7 @@ def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path:
                 "verdict_now": str(analysis.summary["verdict"].iloc[c]),
             }
             for b, c in pairs
-        ],  # fmt: skip
+        ],
         "not_compared": len(dropped),
     }
 
@@ -124,6 +139,12 @@ def _fmt(value: float | None, digits: int) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def _name(point: dict[str, object], several_families: bool) -> str:
+    """`model (Dff 4096)`, with the shape family when there are several (layer sweeps share one model name)."""
+    family = f", {point['family']}" if several_families else ""
+    return f"{point['model']} (Dff {point['dff']}{family})"
+
+
 def _table(points: list[dict], several_families: bool) -> list[str]:
     head = "| Dff | model | fallback tok/s | fused tok/s | fused/fallback (CI) | verdict |"
     rule = "|--:|---|--:|--:|---|---|"
@@ -148,17 +169,28 @@ def _table(points: list[dict], several_families: bool) -> list[str]:
 
 
 def _hardware(context: dict[str, object]) -> str:
-    parts = [f"{label} {context[key]}" for key, label in (
-        ("device", "device"), ("gpu", "GPU"), ("driver", "driver"), ("cuda", "CUDA"), ("cpu", "CPU"), ("os", "OS"),
-    ) if key in context]  # fmt: skip
+    parts = [
+        f"{label} {context[key]}"
+        for key, label in (
+            ("device", "device"),
+            ("gpu", "GPU"),
+            ("driver", "driver"),
+            ("cuda", "CUDA"),
+            ("cpu", "CPU"),
+            ("os", "OS"),
+        )
+        if key in context
+    ]
     if "packages" in context:
         parts.append("packages " + ", ".join(f"{k} {v}" for k, v in sorted(context["packages"].items())))
     if "harness_commit" in context:
         dirty = " (uncommitted changes)" if context.get("harness_dirty") == "True" else ""
         parts.append(f"harness {context['harness_commit']}{dirty}")
     if "config_path" in context:
-        parts.append(f"config {context['config_path']}" + (f" (sha256 {context['config_sha256'][:12]})"
-                                                            if "config_sha256" in context else ""))  # fmt: skip
+        parts.append(
+            f"config {context['config_path']}"
+            + (f" (sha256 {context['config_sha256'][:12]})" if "config_sha256" in context else "")
+        )
     if "notes" in context:
         parts.append(f"source notes: {context['notes']}")
     return " · ".join(parts) if parts else "not recorded in the input"
@@ -174,8 +206,10 @@ def _findings(data: dict[str, object]) -> list[str]:
     ci = d["ci_text"]
     out = []
     if d["outcome"] == "crossing":
-        out.append(f"- Crossover at Dff ≈ {d['crossover_dff']:.0f}, {conf} CI {ci} ({d['ci_method']}, "
-                   f"{d['interpolation']} interpolation).")  # fmt: skip
+        out.append(
+            f"- Crossover at Dff ≈ {d['crossover_dff']:.0f}, {conf} CI {ci} ({d['ci_method']}, "
+            f"{d['interpolation']} interpolation)."
+        )
     elif d["outcome"] == "fused_everywhere":
         out.append(f"- Fused wins at every measured Dff (up to {highest}); crossover above it, {conf} CI {ci}.")
     elif d["outcome"] == "fused_never":
@@ -191,18 +225,22 @@ def _findings(data: dict[str, object]) -> list[str]:
     if noise:
         spread = max(abs(r - 1.0) for r in noise)
         out.append(f"- A/A noise floor (null arm / fallback): within ±{spread:.2%} of 1.0 over {len(noise)} points.")
-    unstable = [f"{p['model']} ({p['dff']})" for p in d["points"] if p["unstable"]]
+    unstable = [_name(p, "families" in d) for p in d["points"] if p["unstable"]]
     if unstable:
         out.append(f"- Unstable (per-arm spread > 5%): {', '.join(unstable)}.")
     rounds = [min(p["n_fused"], p["n_fallback"]) for p in valid]
     if rounds and min(rounds) < FEW_ROUNDS:
-        out.append(f"- Only {min(rounds)} runs per arm at some points: bootstrap CIs from so few runs understate "
-                   "the uncertainty; treat verdicts near 1.0 with care.")  # fmt: skip
+        out.append(
+            f"- Only {min(rounds)} runs per arm at some points: bootstrap CIs from so few runs understate "
+            "the uncertainty; treat verdicts near 1.0 with care."
+        )
     prev = data["previous"]
     if prev:
         then = f"Dff ≈ {prev['crossover_dff']:.0f}" if prev["crossover_dff"] is not None else prev["outcome"]
-        out.append(f"- Previous sweep ({prev['date']}, {prev['library_pin']}, `{prev['raw_data']}`): crossover {then}, "
-                   f"recommended cap {prev['recommended_cap']} ({prev['action']}).")  # fmt: skip
+        out.append(
+            f"- Previous sweep ({prev['date']}, {prev['library_pin']}, `{prev['raw_data']}`): crossover {then}, "
+            f"recommended cap {prev['recommended_cap']} ({prev['action']})."
+        )
         for p in prev["points"]:
             ratios = f"ratio {_fmt(p['ratio_before'], 4)} → {_fmt(p['ratio_now'], 4)}"
             verdicts = f"verdict {p['verdict_before']} → {p['verdict_now']}"
@@ -243,7 +281,7 @@ def render_markdown(data: dict[str, object]) -> str:
     ]
     if nulls:
         lines += ["Null points (both arms ran the same code, or excluded; not used for the crossover):", ""]
-        lines += [f"- {p['model']} (Dff {p['dff']}): {p['reason']}" for p in nulls] + [""]
+        lines += [f"- {_name(p, 'families' in d)}: {p['reason']}" for p in nulls] + [""]
     lines += ["Findings:", "", *_findings(data), ""]
     lines += [f"Decision: **{d['action']}** — {d['reason']}", ""]
     if d["apply"]:
@@ -279,21 +317,38 @@ def write_plot(data: dict[str, object], path: Path) -> Path:
     d = data["decision"]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
     colors = {"fused": "tab:green", "fallback": "tab:red", "tie": "tab:blue"}
-    for verdict, color in colors.items():
-        pts = [p for p in d["points"] if p["verdict"] == verdict and p["ratio"] is not None]
-        if not pts:
-            continue
-        x = [p["dff"] for p in pts]
-        y = [p["ratio"] for p in pts]
-        err = [
-            [p["ratio"] - (p["ci_low"] or p["ratio"]) for p in pts],
-            [(p["ci_high"] or p["ratio"]) - p["ratio"] for p in pts],
-        ]
-        ax.errorbar(x, y, yerr=err, fmt="o", color=color, capsize=3, label=f"{verdict} (CI bars)")
+    families = list(dict.fromkeys(p["family"] for p in d["points"]))
+    markers = dict(zip(families, "osD^v<>ph*", strict=False))  # one marker per shape family (10 are plenty)
+    for family in families:
+        for verdict, color in colors.items():
+            pts = [
+                p for p in d["points"] if (p["family"], p["verdict"]) == (family, verdict) and p["ratio"] is not None
+            ]
+            if not pts:
+                continue
+            err = [
+                [p["ratio"] - (p["ci_low"] or p["ratio"]) for p in pts],
+                [(p["ci_high"] or p["ratio"]) - p["ratio"] for p in pts],
+            ]
+            label = verdict + (f" · {family}" if len(families) > 1 else "")
+            ax.errorbar(
+                [p["dff"] for p in pts],
+                [p["ratio"] for p in pts],
+                yerr=err,
+                fmt=markers.get(family, "o"),
+                color=color,
+                capsize=3,
+                label=label,
+            )
     nulls = [p for p in d["points"] if p["verdict"] == "null"]
     if nulls:
-        ax.scatter([p["dff"] for p in nulls], [p["ratio"] if p["ratio"] is not None else 1.0 for p in nulls],
-                   marker="x", color="grey", label="null point (not used)")  # fmt: skip
+        ax.scatter(
+            [p["dff"] for p in nulls],
+            [p["ratio"] if p["ratio"] is not None else 1.0 for p in nulls],
+            marker="x",
+            color="grey",
+            label="null point (not used)",
+        )
     ax.axhline(1.0, color="black", linewidth=0.8)
     dffs = [p["dff"] for p in d["points"]] or [0, 1]
     left, right = min(dffs), max(dffs)
@@ -353,10 +408,14 @@ def verify_report(md_path: Path) -> list[str] | None:
         raw = root / stored["raw_data"]
         previous = root / stored["previous"]["raw_data"] if stored.get("previous") else None
         fresh = build_report_data(raw, root, Options(**stored["options"]), previous, stored["date"])
-        problems = [] if text == _block(stored) + render_markdown(stored) else [
-            "the text differs from what its own block renders to (edited by hand, or written by another version): "
-            "regenerate it with `moecal report`"
-        ]  # fmt: skip
+        problems = (
+            []
+            if text == _block(stored) + render_markdown(stored)
+            else [
+                "the text differs from what its own block renders to (edited by hand, or written by another version): "
+                "regenerate it with `moecal report`"
+            ]
+        )
     except InputError as exc:
         return [f"cannot re-derive from the raw data: {exc}"]
     except (KeyError, TypeError) as exc:

@@ -30,8 +30,10 @@ def print_decision(analysis: Analysis, console: Console) -> None:
     for family in result.families:
         c = family.crossover
         where = f"Dff ≈ {c.dff:.0f}" if c.dff is not None else c.outcome.replace("_", " ")
-        crossings = ", ".join(f"{x.dff:.0f} ({x.direction}, between {x.between[0]} and {x.between[1]})"
-                              for x in c.crossings) or "none"  # fmt: skip
+        crossings = (
+            ", ".join(f"{x.dff:.0f} ({x.direction}, between {x.between[0]} and {x.between[1]})" for x in c.crossings)
+            or "none"
+        )
         label = f"[{family.family}] " if len(result.families) > 1 else ""
         console.print(f"{label}crossover: {where}, {conf} CI {format_ci(c)} ({c.ci_method}); crossings: {crossings}")
     d = result.decision

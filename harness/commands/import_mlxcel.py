@@ -22,8 +22,13 @@ def import_mlxcel(
     current_default: Annotated[int | None, typer.Option(help="provenance: the cap in force when measured")] = None,
 ) -> None:
     """Each run becomes a sample row (round = run index); NA runs become skip rows with the reason."""
-    extra = {"host": host, "backend": backend, "device": device, "library_pin": library_pin,
-             "current_default": current_default}  # fmt: skip
+    extra = {
+        "host": host,
+        "backend": backend,
+        "device": device,
+        "library_pin": library_pin,
+        "current_default": current_default,
+    }
     run_dir = out or DEFAULT_RESULTS / f"mlxcel-{csv_path.stem}"
     imported = import_run_dir(csv_path, run_dir, {k: str(v) for k, v in extra.items() if v is not None})
     ok = int((imported.samples["status"] == "ok").sum())

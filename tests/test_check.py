@@ -1,0 +1,87 @@
+"""`moecal check` exit codes on SYNTHETIC baseline/current sweeps: ok, improved, regressed, changed, incomparable,
+corrupt."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.analysis import analyse_path
+from harness.check import compare
+from harness.results import SAMPLE_COLUMNS
+from tests.helpers import run_cli
+from tests.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
+
+CURVE = linear_curve([1024, 2048, 4096, 6144, 8192], 5000)
+
+
+def _run(tmp_path, name, fused_scale=1.0, fallback_scale=1.0, seed=0, curve=CURVE, **kwargs):
+    samples = synthetic_samples(curve, rounds=8, noise=0.01, seed=seed, **kwargs)
+    samples.loc[samples["arm"] == "fused", "tok_s"] *= fused_scale
+    samples.loc[samples["arm"] == "fallback", "tok_s"] *= fallback_scale
+    return write_run(tmp_path / name, samples, {**SYNTHETIC_META, "current_default": 4096})
+
+
+def _check(baseline, current, *extra):
+    done = run_cli("check", "--baseline", baseline, "--current", current, "--json", *extra)
+    return done.returncode, (json.loads(done.stdout) if done.stdout.strip() else None), done.stderr
+
+
+def test_same_sweep_again_passes_and_a_uniform_improvement_passes(tmp_path):
+    baseline = _run(tmp_path, "base", seed=1)
+    assert compare(analyse_path(baseline), analyse_path(_run(tmp_path, "again", seed=1))).exit_code == 0
+    code, result, _ = _check(baseline, _run(tmp_path, "faster", 1.1, 1.1, seed=1))
+    assert code == 0 and result["status"] == "ok"
+    assert all(p["fused"]["change"] == pytest.approx(0.1) for p in result["points"])
+    assert all(p["fused"]["significant"] for p in result["points"])
+
+
+def test_a_significant_drop_beyond_the_threshold_fails(tmp_path):
+    baseline = _run(tmp_path, "base", seed=2)
+    code, result, _ = _check(baseline, _run(tmp_path, "slower", 0.85, 0.85, seed=2))
+    assert code == 1 and result["status"] == "regression"
+    assert any("fused tok/s -15.0%" in p for p in result["problems"])
+    code, result, _ = _check(baseline, _run(tmp_path, "slower", 0.85, 0.85, seed=2), "--max-regression", "0.2")
+    assert code == 0
+
+
+def test_a_changed_decision_fails(tmp_path):
+    baseline = _run(tmp_path, "base", seed=3)
+    moved = _run(tmp_path, "moved", seed=3, curve=linear_curve([1024, 2048, 4096, 6144, 8192], 7000))
+    result = compare(analyse_path(baseline), analyse_path(moved))
+    assert result.status == "changed" and result.exit_code == 1
+    assert any("verdict" in p for p in result.problems)
+    assert any(p.startswith("decision recommended_cap") for p in result.problems)
+
+
+def test_incomparable_inputs_exit_2_and_list_dropped_rows(tmp_path):
+    code, result, _ = _check(_run(tmp_path, "cpu", seed=4), _run(tmp_path, "cuda", seed=4, backend="cuda"))
+    assert code == 2 and result["status"] == "incomparable"
+    assert len(result["dropped"]) == 10
+    assert all(
+        "backend cpu vs cuda" in row["reason"] or "backend cuda vs cpu" in row["reason"] for row in result["dropped"]
+    )
+
+
+def test_partly_comparable_inputs_join_what_matches(tmp_path):
+    baseline = _run(tmp_path, "base", seed=5)
+    wider = _run(tmp_path, "wider", seed=5, curve={**CURVE, 12288: 0.8})
+    result = compare(analyse_path(baseline), analyse_path(wider))
+    assert len(result.points) == 5
+    assert [(row["side"], row["dff"]) for row in result.dropped] == [("current", "12288")]
+    assert "no point with this model and Dff in the baseline input" in result.dropped[0]["reason"]
+
+
+def test_corrupt_input_exits_2_with_file_field_and_problem(tmp_path):
+    baseline = _run(tmp_path, "base", seed=6)
+    corrupt = _run(tmp_path, "corrupt", seed=6)
+    text = (corrupt / "samples.csv").read_text().splitlines()
+    fields = text[-1].split(",")
+    fields[SAMPLE_COLUMNS.index("tok_s")] = "fast"
+    text[-1] = ",".join(fields)
+    (corrupt / "samples.csv").write_text("\n".join(text) + "\n")
+    code, result, stderr = _check(baseline, corrupt)
+    assert code == 2 and result is None
+    assert stderr.startswith(f"error: {corrupt / 'samples.csv'}: tok_s: line ")
+    assert "'fast' is not a number" in stderr

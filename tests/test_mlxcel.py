@@ -1,0 +1,96 @@
+"""mlxcel sweep CSV import/export and input sniffing, on the DESIGN §6 example and SYNTHETIC edits of it."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.analysis import analyse
+from harness.errors import InputError
+from harness.inputs import load_input
+from harness.mlxcel import import_run_dir, read_mlxcel, to_mlxcel_csv
+from tests.helpers import run_cli
+from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV, design_example
+
+EXTRA_ROWS = (
+    "gpt-oss-20b-mxfp4,2880,mxfp4,90.10,90.30,90.20,90.20,90.00,90.40,90.10,90.10,0.9989\n"
+    "deepseek-v2-lite-4bit,1408,affine,NA,NA,NA,NA,NA,NA,NA,NA,NA\n"
+    "qwen3-30b-a3b-4bit,768,affine,80.1,NA,80.3,80.2,95.2,95.0,NA,95.1,1.1858\n"
+)
+
+
+def test_import_pairs_runs_by_index_and_keeps_the_header(tmp_path):
+    imported = read_mlxcel(design_example(tmp_path))
+    samples = imported.samples
+    assert len(samples) == 4 * 2 * 3 and (samples["status"] == "ok").all()
+    assert sorted(samples["round"].unique()) == [0, 1, 2]
+    llama = samples[(samples["model"] == "llama-4-scout-17b-4bit") & (samples["round"] == 1)]
+    assert dict(zip(llama["arm"], llama["tok_s"], strict=True)) == {"fallback": 21.64, "fused": 21.37}
+    assert imported.provenance["host"] == "gb10"
+    assert "MLX 0.32.1" in imported.provenance["notes"]
+    assert imported.skipped == []
+
+
+def test_na_rows_are_skipped_with_a_reason_and_non_affine_rows_are_null(tmp_path):
+    path = tmp_path / "sweep.csv"
+    path.write_text(DESIGN_EXAMPLE_CSV + EXTRA_ROWS)
+    imported = read_mlxcel(path)
+    assert any("deepseek-v2-lite-4bit (dff 1408): all runs NA" in line for line in imported.skipped)
+    assert any("fallback_run2, fused_run3 NA" in line for line in imported.skipped)
+    summary = analyse(load_input(path)).summary.set_index("model")
+    assert summary.loc["deepseek-v2-lite-4bit", "verdict"] == "null"
+    assert summary.loc["deepseek-v2-lite-4bit", "n_skipped"] == 6
+    assert summary.loc["gpt-oss-20b-mxfp4", "verdict"] == "null"
+    assert "mxfp4 is not affine" in summary.loc["gpt-oss-20b-mxfp4", "reason"]
+    qwen = summary.loc["qwen3-30b-a3b-4bit"]
+    assert (qwen["n_fallback"], qwen["n_fused"], qwen["paired"]) == (2, 2, False)
+    assert qwen["verdict"] == "fused"
+
+
+def test_export_reproduces_the_mlxcel_rows(tmp_path):
+    path = design_example(tmp_path)
+    loaded = load_input(path)
+    exported = to_mlxcel_csv(loaded.samples, analyse(loaded).summary, {})
+    data_lines = [line for line in DESIGN_EXAMPLE_CSV.splitlines() if not line.startswith("#")]
+    by_dff = lambda lines: sorted(lines[1:], key=lambda line: int(line.split(",")[1]))  # noqa: E731
+    assert exported.splitlines()[0] == data_lines[0]
+    assert by_dff(exported.splitlines()) == by_dff(data_lines)
+
+
+@pytest.mark.parametrize(
+    ("row", "field", "problem"),
+    [
+        ("bad,1792,affine,1,2,x,2,3,3,3,3,1.5", "fallback_run3", "line 4: 'x' is neither a number nor NA"),
+        ("bad,-5,affine,1,2,3,2,3,3,3,3,1.5", "dff", "line 4: -5 is not a positive integer"),
+        ("bad,1792,affine,1,2,0,2,3,3,3,3,1.5", "fallback_run3", "throughput must be > 0"),
+    ],
+)
+def test_corrupt_values_name_file_field_and_line(tmp_path, row, field, problem):
+    path = tmp_path / "bad.csv"
+    path.write_text(DESIGN_EXAMPLE_CSV.splitlines(keepends=True)[2] + row + "\n")
+    path.write_text("# h\n# host: x\n" + path.read_text())
+    with pytest.raises(InputError) as caught:
+        read_mlxcel(path)
+    assert (caught.value.source, caught.value.field) == (str(path), field)
+    assert problem in caught.value.problem
+
+
+def test_unknown_or_missing_inputs_are_input_errors(tmp_path):
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="not a samples.csv, summary.csv or mlxcel"):
+        load_input(other)
+    with pytest.raises(InputError, match="neither is there"):
+        load_input(tmp_path)
+    with pytest.raises(InputError, match="no such file"):
+        load_input(tmp_path / "missing.csv")
+
+
+def test_import_command_writes_a_run_directory_and_refuses_to_overwrite(tmp_path):
+    csv_path, run_dir = design_example(tmp_path), tmp_path / "run"
+    done = run_cli("import-mlxcel", csv_path, "--out", run_dir, "--backend", "metal", "--library-pin", "MLX 0.32.1")
+    assert done.returncode == 0, done.stderr
+    loaded = load_input(run_dir)
+    assert loaded.provenance["backend"] == "metal" and loaded.provenance["library_pin"] == "MLX 0.32.1"
+    assert set(loaded.samples["backend"]) == {"metal"}
+    with pytest.raises(InputError, match="already holds a samples.csv"):
+        import_run_dir(csv_path, run_dir)

@@ -1,0 +1,84 @@
+"""Addendum + plot, and `moecal check-reports`, on the DESIGN §6 example and SYNTHETIC sweeps (all in tmp_path)."""
+
+from __future__ import annotations
+
+import matplotlib.image
+import pytest
+
+from harness.analysis import Options
+from harness.mlxcel import import_run_dir
+from harness.report import read_block, write_report
+from tests.helpers import run_cli
+from tests.synthetic_sweeps import SYNTHETIC_META, design_example, linear_curve, synthetic_samples, write_run
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A project root (pyproject.toml marker) holding results/ and reports/, like the repository."""
+    (tmp_path / "pyproject.toml").write_text("")
+    return tmp_path
+
+
+def test_report_on_an_imported_mlxcel_csv(project):
+    run_dir = project / "results" / "gb10"
+    import_run_dir(design_example(project), run_dir, {"host": "gb10", "backend": "cuda", "library_pin": "MLX 0.32.1"})
+    md_path, png_path, decision = write_report(run_dir, project / "reports", options=Options(current_default=8192))
+    text = md_path.read_text()
+    block = read_block(text)
+    assert block["raw_data"] == "results/gb10"
+    assert block["decision"]["crossover_dff"] == pytest.approx(7672, rel=0.01)
+    body = text.split("-->\n", 1)[1]
+    assert body.startswith("### ") and " addendum: gb10 cuda fused-MoE Dff crossover under MLX 0.32.1\n" in body
+    assert "| 1792 | lfm2-8b-a1b-4bit | 140.68 | **160.63** | **1.1418** [" in body
+    assert "Crossover at Dff ≈ 7672" in body
+    assert f"Decision: **{decision.action}**" in body and f"`{decision.apply}`" in body
+    assert "Raw data: `results/gb10`" in body
+    assert png_path.read_bytes()[:8] == PNG_MAGIC
+    assert matplotlib.image.imread(png_path).shape[2] in (3, 4)
+
+
+def test_report_lists_null_points_noise_floor_and_the_previous_sweep(project):
+    curve = linear_curve([1024, 2048, 4096, 6144, 8192], 5000)
+    old = write_run(project / "results" / "old", synthetic_samples(curve, seed=1, with_null_arm=True))
+    new_samples = synthetic_samples(curve, seed=2, with_null_arm=True)
+    new_samples.loc[new_samples["dff"] == 1024, "quant_mode"] = "mxfp4"
+    new = write_run(project / "results" / "new", new_samples, {**SYNTHETIC_META, "current_default": 4096})
+    md_path, _, _ = write_report(new, project / "reports", previous=old)
+    body = md_path.read_text().split("-->\n", 1)[1]
+    assert "### 2026-01-02 addendum: synthetic-host cpu fused-MoE Dff crossover under synthetic 1.0" in body
+    assert "- synthetic-layer (Dff 1024): quant_mode mxfp4 is not affine" in body
+    assert "A/A noise floor (null arm / fallback)" in body
+    assert "Previous sweep (2026-01-02, synthetic 1.0, `results/old`)" in body
+    assert "How each arm was forced: fused: `fused kernel`; fallback: `unfused path`." in body
+    assert "Harness command: `moecal sweep configs/synthetic.yaml --out results/x`" in body
+
+
+def test_check_reports_passes_fresh_and_fails_on_edited_numbers(project):
+    run_dir = write_run(project / "results" / "run", synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=3))
+    reports = project / "reports"
+    md_path, _, _ = write_report(run_dir, reports, options=Options(current_default=4096))
+    done = run_cli("check-reports", reports, cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1/1 addenda re-derive" in done.stdout
+
+    original = md_path.read_text()
+    cap = read_block(original)["decision"]["recommended_cap"]
+    md_path.write_text(original.replace(f'"recommended_cap": {cap}', f'"recommended_cap": {cap + 256}', 1))
+    done = run_cli("check-reports", reports, cwd=project)
+    assert done.returncode == 1 and "decision.recommended_cap: stored" in done.stdout
+
+    block_end = original.index("-->\n")
+    body = original[block_end:]
+    edited = body.replace("| 4096 | synthetic-layer | ", "| 4097 | synthetic-layer | ", 1)
+    assert edited != body
+    md_path.write_text(original[:block_end] + edited)
+    done = run_cli("check-reports", reports, cwd=project)
+    assert done.returncode == 1 and "the text differs from what its own block renders to" in done.stdout
+
+
+def test_check_reports_with_nothing_to_check(tmp_path):
+    (tmp_path / "notes.md").write_text("# not an addendum\n")
+    done = run_cli("check-reports", tmp_path)
+    assert done.returncode == 0 and "nothing to check" in done.stdout
