@@ -66,7 +66,7 @@ def join_points(baseline: pd.DataFrame, current: pd.DataFrame) -> tuple[list[tup
                     {
                         "side": side,
                         "model": record["model"],
-                        "dff": record["dff"],
+                        "dff": int(record["dff"]),
                         "reason": _why_unmatched(key, other, side),
                     }
                 )

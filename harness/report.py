@@ -185,7 +185,7 @@ def _hardware(context: dict[str, object]) -> str:
         parts.append("packages " + ", ".join(f"{k} {v}" for k, v in sorted(context["packages"].items())))
     if "harness_commit" in context:
         dirty = " (uncommitted changes)" if context.get("harness_dirty") == "True" else ""
-        parts.append(f"harness {context['harness_commit']}{dirty}")
+        parts.append(f"harness {context['harness_commit'][:12]}{dirty}")
     if "config_path" in context:
         parts.append(
             f"config {context['config_path']}"

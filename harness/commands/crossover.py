@@ -43,6 +43,7 @@ def print_decision(analysis: Analysis, console: Console) -> None:
 
 
 def crossover(
+    ctx: typer.Context,
     input_path: InputArg,
     exclude: ExcludeOpt = None,
     current_default: CurrentDefaultOpt = None,
@@ -52,30 +53,22 @@ def crossover(
     seed: SeedOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Where fused stops beating the fallback (with a bootstrap CI), and the keep/raise/lower decision."""
+    """Where fused stops beating the fallback (with a bootstrap CI), and the keep/raise/lower decision.
+
+    Run as `recommend`, it prints only the decision part (no per-point table).
+    """
     analysis = analyse_path(input_path, build_options(exclude, confidence, seed, current_default, grid, interpolation))
     if as_json:
         typer.echo(json.dumps(analysis.as_json(), indent=1))
         return
     console = Console()
-    print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console)
+    if ctx.info_name != "recommend":
+        print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console)
     print_decision(analysis, console)
-
-
-def recommend(
-    input_path: InputArg,
-    exclude: ExcludeOpt = None,
-    current_default: CurrentDefaultOpt = None,
-    grid: GridOpt = 256,
-    interpolation: InterpolationOpt = "linear",
-    confidence: ConfidenceOpt = 0.95,
-    seed: SeedOpt = 0,
-) -> None:
-    """Only the decision: the crossover line, keep/raise/lower with its reason, and the line to apply."""
-    analysis = analyse_path(input_path, build_options(exclude, confidence, seed, current_default, grid, interpolation))
-    print_decision(analysis, Console())
 
 
 def register(app: typer.Typer) -> None:
     app.command("crossover")(crossover)
-    app.command("recommend")(recommend)
+    app.command("recommend", help="The decision only: crossover line, keep/raise/lower with its reason, the line.")(
+        crossover
+    )
