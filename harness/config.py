@@ -159,6 +159,15 @@ class Measure(Strict):
     order: Literal["rotate", "fixed", "random"] = "rotate"
     seed: int = 0
     null_arm: bool = False
+    adaptive: bool = False
+    max_rounds: int = Field(20, ge=1)
+    target_ci_width: float = Field(0.02, gt=0)
+
+    @model_validator(mode="after")
+    def _max_rounds(self) -> Measure:
+        if self.adaptive and self.max_rounds < self.rounds:
+            raise _FieldError(("measure", "max_rounds"), f"must be >= rounds ({self.rounds}) in adaptive mode")
+        return self
 
 
 class SweepConfig(Strict):

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from harness.results import POINT_COLUMNS, SampleWriter, run_key
+from harness.results import POINT_COLUMNS, SampleWriter, read_samples, run_key
 
 # The A/A noise-floor arm runs the fallback path a second time under its own label.
 ARM_PATH = {"fused": "fused", "fallback": "fallback", "null": "fallback"}
@@ -88,6 +88,9 @@ class SweepPlan:
     warmup_runs: int
     order: str
     seed: int
+    adaptive: bool = False
+    max_rounds: int = 0
+    target_ci_width: float = 0.0
 
 
 ProgressHook = Callable[[str], None]
@@ -124,27 +127,27 @@ def measure_point(
     done: set[tuple],
     on_run: ProgressHook,
 ) -> int:
-    """Run every pending (arm, round) of one point; returns how many rows were written. Warm-up runs are not
-    written; they run only when the point still has timed work to do (a resumed point re-warms, since JIT caches
-    and clocks did not survive the restart)."""
+    """Run every pending (arm, round) of one point; returns how many rows were written.
+
+    Warm-up runs are not written; they run only when the point still has timed work to do (a resumed point re-warms,
+    since JIT caches and clocks did not survive the restart). In adaptive mode, rounds past `plan.rounds` are added
+    one at a time while the ratio's CI still straddles 1.0 and is wider than the target, up to `max_rounds`.
+    """
     if point.skip_reason:
         return _write_skips(point, writer, run_id, done, on_run)
-    pending = [(r, arm_order(point.arms, r, plan.order, plan.seed, point.label)) for r in range(plan.rounds)]
-    todo = [(r, arms) for r, arms in pending if any(_key(run_id, point, a, r) not in done for a in arms)]
-    if not todo:
-        return 0
     written = 0
-    runner = workload.open(point)
+    runner: PointRunner | None = None
     try:
-        for _ in range(plan.warmup_runs):
-            for arm in point.arms:
-                # a failing warm-up will fail again when timed, and is recorded there
-                with contextlib.suppress(RunFailed):
-                    runner.run(ARM_PATH[arm])
-        for round_index, arms in todo:
+        round_index = 0
+        while round_index < plan.rounds or (
+            plan.adaptive and round_index < plan.max_rounds and not _settled(point, writer, plan)
+        ):
+            arms = arm_order(point.arms, round_index, plan.order, plan.seed, point.label)
             for position, arm in enumerate(arms):
                 if _key(run_id, point, arm, round_index) in done:
                     continue
+                if runner is None:
+                    runner = _open_warm(workload, point, plan)
                 row = row_for(run_id, point, arm, round_index, position)
                 try:
                     row.update(outcome_fields(runner.run(ARM_PATH[arm])))
@@ -153,9 +156,42 @@ def measure_point(
                 writer.append(row)
                 written += 1
                 on_run(f"{point.label} {arm} r{round_index}: {row['status']}")
+            round_index += 1
     finally:
-        runner.close()
+        if runner is not None:
+            runner.close()
     return written
+
+
+def _open_warm(workload: Workload, point: Point, plan: SweepPlan) -> PointRunner:
+    runner = workload.open(point)
+    for _ in range(plan.warmup_runs):
+        for arm in point.arms:
+            # a failing warm-up will fail again when timed, and is recorded there
+            with contextlib.suppress(RunFailed):
+                runner.run(ARM_PATH[arm])
+    return runner
+
+
+def _settled(point: Point, writer: SampleWriter, plan: SweepPlan) -> bool:
+    """Adaptive stop rule: the ratio CI excludes 1.0, or it is already narrower than the target (relative width)."""
+    from harness.stats import analyse_points  # statistics are only needed in adaptive mode
+
+    samples = read_samples(writer.path)
+    mine = point_key(point.key)
+    rows = samples[[point_key(r) == mine for r in samples[POINT_COLUMNS].to_dict("records")]]
+    if (rows["status"] == "ok").sum() < 2 * len(point.arms):
+        return False
+    stats = analyse_points(rows, seed=plan.seed)[0].row
+    low, high, ratio = (float(stats[c]) for c in ("ci_low", "ci_high", "ratio"))
+    if not (low == low and high == high and ratio > 0):
+        return False
+    return low > 1.0 or high < 1.0 or (high - low) / ratio <= plan.target_ci_width
+
+
+def point_key(values: dict) -> tuple:
+    """A point's identity as strings (CSV-read and fresh values compare equal)."""
+    return run_key({**values, "arm": "", "round": ""})[:-2]
 
 
 def _write_skips(point: Point, writer: SampleWriter, run_id: str, done: set[tuple], on_run: ProgressHook) -> int:

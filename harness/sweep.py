@@ -104,6 +104,9 @@ def prepare(
         warmup_runs=config.measure.warmup_runs,
         order=config.measure.order,
         seed=config.measure.seed,
+        adaptive=config.measure.adaptive,
+        max_rounds=max(config.measure.max_rounds, rounds or 0),
+        target_ci_width=config.measure.target_ci_width,
     )
     run_id = out.name if out else default_run_id(config, backend_name)
     run_dir = out or DEFAULT_RESULTS / run_id

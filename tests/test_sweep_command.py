@@ -173,3 +173,19 @@ def test_plan_and_only(tmp_path):
     assert set(read_samples(out)["model"]) == {"big"}
     bad = run_cli("sweep", config, "--only", "nope", "--dry-run")
     assert bad.returncode == 2 and "--only 'nope'" in bad.stderr
+
+
+def test_adaptive_rounds_only_where_the_ci_straddles_one(tmp_path):
+    config = fake_config(
+        tmp_path,
+        models=[{"name": "clear-win", "dff": 1024}, {"name": "at-crossover", "dff": 8000}],
+        measure={"rounds": 3, "adaptive": True, "max_rounds": 6, "target_ci_width": 0.001},
+    )
+    out = tmp_path / "run"
+    done = run_cli("sweep", config, "--out", out)
+    assert done.returncode == 0, done.stderr
+    rounds = read_samples(out).groupby("model")["round"].max()
+    assert rounds["clear-win"] == 2  # 3 fixed rounds; the ~11% synthetic win is decided
+    assert rounds["at-crossover"] == 5  # the synthetic ratio is 1.0 here: extra rounds up to max_rounds
+    again = run_cli("sweep", config, "--out", out)
+    assert again.returncode == 0 and len(read_samples(out)) == 2 * (3 + 6)
