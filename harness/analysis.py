@@ -75,6 +75,16 @@ def _current_default(options: Options, provenance: Mapping[str, object]) -> int 
         raise InputError("provenance", "current_default", f"{value!r} is not an integer") from None
 
 
+def _check_summary_confidence(provenance: Mapping[str, object], confidence: float) -> None:
+    """A summary.csv carries CIs at the level it was written with; they cannot be re-levelled without samples."""
+    settings = provenance.get("summary")
+    stored = settings.get("confidence") if isinstance(settings, dict) else None
+    if stored is not None and abs(float(stored) - confidence) > 1e-9:
+        raise InputError(
+            "--confidence", str(confidence), f"this summary.csv holds {float(stored):.0%} CIs; use the run's samples"
+        )
+
+
 def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
     if options.interpolation not in INTERPOLATIONS:
         raise InputError("--interpolation", options.interpolation, f"must be one of {', '.join(INTERPOLATIONS)}")
@@ -84,6 +94,7 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
         points = analyse_points(loaded.samples, options.confidence, options.seed, options.n_resamples)
         summary, replicates = summary_frame(points), [p.replicates for p in points]
     else:
+        _check_summary_confidence(loaded.provenance, options.confidence)
         summary, replicates = loaded.summary.reset_index(drop=True), None
     summary = apply_excludes(summary, options.excludes)
     current = _current_default(options, loaded.provenance)

@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis import Options, analyse
+from harness.analysis import Options, analyse, analyse_path, write_summary
 from harness.crossover import Crossover, all_crossings, decision_points, find_crossover, recommend
 from harness.inputs import LoadedInput
+from harness.results import read_provenance
 from tests.helpers import run_cli
-from tests.synthetic_sweeps import design_example, linear_curve, synthetic_samples
+from tests.synthetic_sweeps import design_example, linear_curve, synthetic_samples, write_run
 
 
 def _analyse(samples: pd.DataFrame, **options: object):
@@ -131,3 +132,17 @@ def test_ci_covers_the_true_crossover_in_most_simulations():
         widths.append(c.ci_high - c.ci_low)
     assert hits / 60 >= 0.85
     assert np.median(widths) < 2500  # and the interval is informative, not trivially wide
+
+
+def test_summary_csv_round_trip_and_its_pointwise_decision(tmp_path):
+    run_dir = write_run(tmp_path / "run", synthetic_samples(linear_curve([1024, 2048, 4096, 6144, 8192], 5000), seed=6))
+    path = write_summary(run_dir)
+    assert path == run_dir / "summary.csv"
+    assert read_provenance(path)["summary.n_resamples"] == "2000"
+    from_samples = analyse_path(run_dir)
+    from_summary = analyse_path(path)
+    numbers = ["dff", "ratio", "ci_low", "ci_high"]
+    assert np.allclose(from_summary.summary[numbers].to_numpy(float), from_samples.summary[numbers].to_numpy(float))
+    assert list(from_summary.summary["verdict"]) == list(from_samples.summary["verdict"])
+    assert from_summary.result.crossover.ci_method == "pointwise"
+    assert from_summary.result.crossover.dff == pytest.approx(from_samples.result.crossover.dff)
