@@ -13,7 +13,6 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from harness import mlxcel
 from harness.errors import InputError
 from harness.results import (
     SAMPLE_COLUMNS,
@@ -22,7 +21,7 @@ from harness.results import (
     read_csv_with_header,
     read_provenance,
 )
-from harness.stats import SUMMARY_COLUMNS
+from harness.stats import SUMMARY_COLUMNS, VERDICTS
 
 TEXT_COLUMNS = ["run_id", "backend", "device", "workload", "model", "quant_mode", "dtype", "arm", "status", "error"]
 NUMBER_COLUMNS = ["d_model", "dff", "n_experts", "top_k", "bits", "group_size", "round", "tok_s"]
@@ -43,6 +42,8 @@ def load_input(path: str | Path) -> LoadedInput:
         return _load_run_dir(path)
     if not path.is_file():
         raise InputError(str(path), "", "no such file or directory (expected a run directory or a CSV)")
+    from harness import mlxcel  # mlxcel reads its CSV with read_frame from here
+
     columns = _columns(path)
     if mlxcel.is_mlxcel(columns):
         imported = mlxcel.read_mlxcel(path)
@@ -105,11 +106,18 @@ def _provenance(path: Path) -> dict[str, object]:
     return out
 
 
-def _read_frame(path: Path) -> pd.DataFrame:
+def read_frame(path: Path) -> pd.DataFrame:
+    """A CSV with its `#` header skipped; unparseable text is an InputError, not a traceback.
+
+    pandas silently turns leading fields into an index when rows are longer than the header; that is refused.
+    """
     try:
-        return read_csv_with_header(path)
+        frame = read_csv_with_header(path)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise InputError(str(path), "", f"cannot parse as CSV: {exc}") from None
+    if not isinstance(frame.index, pd.RangeIndex):
+        raise InputError(str(path), "", "some rows have more fields than the header row")
+    return frame
 
 
 def _numeric(frame: pd.DataFrame, path: Path, column: str, required: pd.Series) -> None:
@@ -134,7 +142,7 @@ def _text(column: pd.Series) -> pd.Series:
 
 
 def _read_samples(path: Path) -> pd.DataFrame:
-    frame = _read_frame(path)
+    frame = read_frame(path)
     for column in TEXT_COLUMNS:
         frame[column] = _text(frame[column])
     for column, allowed in (("arm", ARMS), ("status", STATUSES)):
@@ -156,7 +164,7 @@ def _read_samples(path: Path) -> pd.DataFrame:
 
 
 def _read_summary(path: Path) -> pd.DataFrame:
-    frame = _read_frame(path)
+    frame = read_frame(path)
     for column in ("backend", "device", "workload", "model", "quant_mode", "dtype", "verdict", "reason"):
         frame[column] = _text(frame[column])
     valid = frame["verdict"] != "null"
@@ -164,7 +172,7 @@ def _read_summary(path: Path) -> pd.DataFrame:
         _numeric(frame, path, column, valid if column != "dff" else pd.Series(True, frame.index))
     for column in ("d_model", "n_experts", "top_k", "bits", "group_size", "ci_low", "ci_high"):
         _numeric(frame, path, column, pd.Series(False, frame.index))
-    bad = ~frame["verdict"].isin(("fused", "fallback", "tie", "null"))
+    bad = ~frame["verdict"].isin(VERDICTS)
     if bad.any():
         first = bad.to_numpy().argmax()
         raise InputError(str(path), "verdict", f"line {_data_line(path, first)}: unknown verdict")

@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import InputError
+from harness.inputs import read_frame
 from harness.results import (
     SAMPLE_COLUMNS,
     _header_line_count,
     format_provenance,
-    read_csv_with_header,
     write_meta,
 )
 from harness.stats import point_keys
@@ -78,7 +78,7 @@ def _run_columns(path: Path, columns: Sequence[str]) -> dict[str, list[str]]:
 
 def read_mlxcel(path: str | Path) -> MlxcelImport:
     path = Path(path)
-    frame = read_csv_with_header(path)
+    frame = read_frame(path)
     provenance, notes = _header(path)
     runs = _run_columns(path, list(frame.columns))
     first_line = _header_line_count(path) + 2

@@ -83,6 +83,14 @@ def test_unknown_or_missing_inputs_are_input_errors(tmp_path):
         load_input(tmp_path)
     with pytest.raises(InputError, match="no such file"):
         load_input(tmp_path / "missing.csv")
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text(DESIGN_EXAMPLE_CSV + "extra-model,1024,affine,1,2,3,2,4,5,6,5,2.5,surplus,fields\n")
+    with pytest.raises(InputError, match="cannot parse as CSV: .* Expected 12 fields"):
+        load_input(ragged)
+    header = "model,dff,quant_mode,fallback_run1,fallback_median,fused_run1,fused_median,fused_over_fallback\n"
+    ragged.write_text(header + "a,1024,affine,1,1,2,2,2,surplus,fields\n")  # pandas would index by the extras
+    with pytest.raises(InputError, match="more fields than the header"):
+        load_input(ragged)
 
 
 def test_import_command_writes_a_run_directory_and_refuses_to_overwrite(tmp_path):

@@ -29,6 +29,9 @@ def print_decision(analysis: Analysis, console: Console) -> None:
     conf = f"{analysis.options.confidence:.0%}"
     for family in result.families:
         c = family.crossover
+        if c.outcome == "no_points":
+            console.print("crossover: no valid (non-null) point")
+            continue
         where = f"Dff ≈ {c.dff:.0f}" if c.dff is not None else c.outcome.replace("_", " ")
         crossings = (
             ", ".join(f"{x.dff:.0f} ({x.direction}, between {x.between[0]} and {x.between[1]})" for x in c.crossings)
