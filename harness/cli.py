@@ -20,9 +20,20 @@ app = typer.Typer(
 )
 
 # --- command registration: each command module defines `register(app)` --------------------------------------
-from harness.commands import check, crossover, doctor, import_mlxcel, plan, report, summarize, sweep  # noqa: E402
+from harness.commands import (  # noqa: E402
+    bench_kernels,
+    check,
+    crossover,
+    doctor,
+    import_mlxcel,
+    plan,
+    report,
+    summarize,
+    sweep,
+    verify,
+)
 
-for _module in (sweep, plan, doctor, summarize, crossover, report, check, import_mlxcel):
+for _module in (sweep, plan, doctor, summarize, crossover, report, check, import_mlxcel, verify, bench_kernels):
     _module.register(app)
 # --- end of command registration -------------------------------------------------------------------------------
 

@@ -1,0 +1,457 @@
+"""CPU backend: the fused two-kernel decode-MoE step and its unfused fallback, compiled with numba.
+
+fused    = kernel A (gate+up row pairs, SwiGLU -> f32 act) + kernel B (down row pairs × score, summed over the
+           top-k slots in f32): two parallel passes
+fallback = GEMV(gate) + GEMV(up) + SwiGLU + GEMV(down) + weighted sum: five passes, f32 intermediates in memory
+library  = `mx.gather_qmm` on MLX's CPU device in float32 (offered only when mlx imports; never the default
+           fallback: it runs single-threaded, ~20x slower, so a crossover against it would say nothing)
+
+Both numba paths spend their time in the same row-pair dot product (`_row_pair`), so a fused/fallback ratio
+measures fusion (fewer passes, gate and up sharing each input load), not two GEMVs of different quality.
+
+How the dot product vectorises (numba 0.68, AVX2; measured, see kernels/README.md):
+- The input is prepared once per pass (`_prepare`): reordered so that for each group the 8-wide SIMD lanes map
+  to consecutive packed words (lane l of field n holds the input that word l's n-th field multiplies), plus the
+  group sums Σv. Then Σ(q·s+b)·v = s·Σq·v + b·Σv per group and the inner loop is: load words, mask one field,
+  convert, FMA, with no shuffles.
+- Field n of a word is masked in place (not shifted down): `w & (mask << bits·n)` is q·2^(bits·n) exactly, and
+  the prepared input is pre-scaled by 2^-(bits·n) (exact: a power of two), saving a shift per value. The top
+  field is shifted instead, because masking it in place would set the sign bit of the int32 conversion.
+- numba promotes uint32 shifts and masks to 64 bits, which AVX2 cannot convert to float; `_field` is a tiny
+  LLVM intrinsic that keeps them 32-bit. bits and group_size reach the inner loop as compile-time literals
+  (`numba.literally`), so its loops are fully unrolled; `_row_pair` picks the literal variant per call.
+- numba ships with LLVM's SLP vectoriser off; `numba.config.SLP_VECTORIZE` is forced on below, before any
+  kernel here compiles (pass managers read it at each compile). Because every compile of these functions
+  happens with it on, numba's on-disk cache (whose key ignores that setting) can only hold vectorised builds.
+
+Accumulation is f32 throughout. float16/bfloat16 shapes are emulated: their numbers (x, scales, biases) are
+already representable in the dtype and stored as float32, and each path's output is rounded once to the dtype
+at the end. The CPU therefore reads 4-byte scales where a GPU reads 2-byte ones.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")  # in case numba is first imported right here
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+from numba import literally, njit, prange  # noqa: E402
+from numba.core import types  # noqa: E402
+from numba.extending import intrinsic  # noqa: E402
+
+from harness.backends.base import Backend  # noqa: E402
+from harness.backends.base import Path as StepPath  # noqa: E402
+from harness.layer import QuantLayer, round_to_dtype  # noqa: E402
+from harness.provenance import cpu_name  # noqa: E402
+
+numba.config.SLP_VECTORIZE = 1  # numba may have been imported earlier without the variable
+
+# 'reassoc' lets LLVM vectorise the f32 reductions; no 'nnan'/'ninf', so NaN (poison) and inf still propagate.
+_FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
+_DEFAULT_CACHE_BYTES = 32 << 20  # used only when neither /sys nor sysconf reports a last-level cache
+_SYS_CPU = Path("/sys/devices/system/cpu")
+
+
+# ---- the dot-product core --------------------------------------------------------------------------------------
+@intrinsic
+def _field(typingctx, word, shift, mask):  # noqa: ARG001 - numba's intrinsic signature
+    """float32(int32((word >> shift) & mask)) in 32-bit integer ops (vpsrld/vpand/vcvtdq2ps on AVX2)."""
+    sig = types.float32(types.uint32, types.uint32, types.uint32)
+
+    def codegen(context, builder, signature, args):
+        value = builder.and_(builder.lshr(args[0], args[1]), args[2])
+        return builder.sitofp(value, context.get_value_type(types.float32))
+
+    return sig, codegen
+
+
+@njit(cache=True, fastmath=_FASTMATH, inline="never")
+def _row_pair_const(wa, sa, ba, wb, sb, bb, xr, xsum, bits, group_size):
+    """(row a · v, row b · v) for two packed rows against one prepared input; bits/group_size are literals.
+
+    Two rows per call give two independent accumulation chains sharing every input load (gate and up rows in
+    kernel A, neighbouring rows elsewhere). Indices are uint64 so numba emits no negative-index wraparound.
+    """
+    literally(bits)
+    literally(group_size)
+    per_word = 32 // bits
+    words = group_size // per_word
+    low = np.uint32((1 << bits) - 1)
+    top_shift = np.uint32(bits * (per_word - 1))
+    acc_a = np.float32(0.0)
+    acc_b = np.float32(0.0)
+    for g in range(sa.shape[0]):
+        qa = np.float32(0.0)
+        qb = np.float32(0.0)
+        for lane in range(words):
+            word_a = wa[np.uint64(g * words + lane)]
+            word_b = wb[np.uint64(g * words + lane)]
+            for n in range(per_word):
+                v = xr[np.uint64((g * per_word + n) * words + lane)]
+                if n < per_word - 1:
+                    shift, mask = np.uint32(0), np.uint32(low << np.uint32(bits * n))
+                else:
+                    shift, mask = top_shift, low
+                qa += _field(word_a, shift, mask) * v
+                qb += _field(word_b, shift, mask) * v
+        acc_a += sa[g] * qa + ba[g] * xsum[g]
+        acc_b += sb[g] * qb + bb[g] * xsum[g]
+    return acc_a, acc_b
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _row_pair(wa, sa, ba, wb, sb, bb, xr, xsum, bits, group_size):
+    """Dispatch to the literal (bits, group_size) variant; a branch per row pair costs nothing measurable."""
+    if bits == 4:
+        if group_size == 32:
+            return _row_pair_const(wa, sa, ba, wb, sb, bb, xr, xsum, 4, 32)
+        if group_size == 64:
+            return _row_pair_const(wa, sa, ba, wb, sb, bb, xr, xsum, 4, 64)
+        return _row_pair_const(wa, sa, ba, wb, sb, bb, xr, xsum, 4, 128)
+    if group_size == 32:
+        return _row_pair_const(wa, sa, ba, wb, sb, bb, xr, xsum, 8, 32)
+    if group_size == 64:
+        return _row_pair_const(wa, sa, ba, wb, sb, bb, xr, xsum, 8, 64)
+    return _row_pair_const(wa, sa, ba, wb, sb, bb, xr, xsum, 8, 128)
+
+
+@njit(cache=True)
+def _prepare(v, xr, xsum, bits, group_size):
+    """Lay out each row of v (rows, n) for `_row_pair_const`: xr[(g·per_word + n)·words + lane] holds the value
+    that field n of word `lane` in group g multiplies, pre-scaled by 2^-(bits·n) except for the top field;
+    xsum[row, g] = Σ of the group's values (unscaled)."""
+    per_word = 32 // bits
+    words = group_size // per_word
+    for row in range(v.shape[0]):
+        for g in range(v.shape[1] // group_size):
+            total = np.float32(0.0)
+            for lane in range(words):
+                for n in range(per_word):
+                    value = v[row, g * group_size + lane * per_word + n]
+                    total += value
+                    scale = np.float32(1.0) if n == per_word - 1 else np.float32(1.0) / np.float32(1 << (bits * n))
+                    xr[row, (g * per_word + n) * words + lane] = value * scale
+            xsum[row, g] = total
+
+
+# ---- passes -------------------------------------------------------------------------------------------------------
+@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+def _gate_up_swiglu(gate_w, gate_s, gate_b, up_w, up_s, up_b, indices, xr, xsum, act, bits, group_size):
+    """Kernel A: act[k, f] = silu(Wg[e_k, f]·x) · (Wu[e_k, f]·x), one (slot, row) per task."""
+    top_k, dff = act.shape
+    for task in prange(top_k * dff):
+        slot = task // dff
+        f = task - slot * dff
+        e = indices[slot]
+        g, u = _row_pair(
+            gate_w[e, f],
+            gate_s[e, f],
+            gate_b[e, f],
+            up_w[e, f],
+            up_s[e, f],
+            up_b[e, f],
+            xr[0],
+            xsum[0],
+            bits,
+            group_size,
+        )
+        act[slot, f] = g / (np.float32(1.0) + np.exp(-g)) * u
+
+
+@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+def _down_scale_sum(w, s, b, indices, scores, xr, xsum, out, bits, group_size):
+    """Kernel B: out[h] = Σ_k score_k · (Wd[e_k, h]·act_k), a pair of output rows per task, summed in f32."""
+    half = out.shape[0] // 2
+    for task in prange(half):
+        h = 2 * task
+        acc_a = np.float32(0.0)
+        acc_b = np.float32(0.0)
+        for slot in range(indices.shape[0]):
+            e = indices[slot]
+            da, db = _row_pair(
+                w[e, h],
+                s[e, h],
+                b[e, h],
+                w[e, h + 1],
+                s[e, h + 1],
+                b[e, h + 1],
+                xr[slot],
+                xsum[slot],
+                bits,
+                group_size,
+            )
+            acc_a += scores[slot] * da
+            acc_b += scores[slot] * db
+        out[h] = acc_a
+        out[h + 1] = acc_b
+
+
+@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+def _gathered_gemv(w, s, b, indices, xr, xsum, out, bits, group_size):
+    """Fallback GEMV: out[k, r] = (W[e_k] · v_k)[r] with v_k = row k of the prepared input, or row 0 when all
+    slots share one input (gate, up); a pair of output rows per task."""
+    top_k, n_out = out.shape
+    half = n_out // 2
+    for task in prange(top_k * half):
+        slot = task // half
+        r = 2 * (task - slot * half)
+        e = indices[slot]
+        v = 0 if xr.shape[0] == 1 else slot
+        out[slot, r], out[slot, r + 1] = _row_pair(
+            w[e, r], s[e, r], b[e, r], w[e, r + 1], s[e, r + 1], b[e, r + 1], xr[v], xsum[v], bits, group_size
+        )
+
+
+@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+def _swiglu(gate, up, act):
+    """Fallback activation pass: act = silu(gate) · up, elementwise over (top_k, dff)."""
+    flat_gate, flat_up, flat_act = gate.reshape(-1), up.reshape(-1), act.reshape(-1)
+    for i in prange(flat_act.shape[0]):
+        g = flat_gate[i]
+        flat_act[i] = g / (np.float32(1.0) + np.exp(-g)) * flat_up[i]
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _weighted_sum(y, scores, out):
+    """Fallback reduction: out[h] = Σ_k score_k · y[k, h] (d_model × top_k values: a serial loop is fastest)."""
+    for h in range(out.shape[0]):
+        acc = np.float32(0.0)
+        for slot in range(y.shape[0]):
+            acc += scores[slot] * y[slot, h]
+        out[h] = acc
+
+
+@njit(cache=True, parallel=True)
+def _copy(src, dst):
+    for i in prange(src.shape[0]):
+        dst[i] = src[i]
+
+
+# ---- the backend --------------------------------------------------------------------------------------------------
+@dataclass
+class CpuLayer:
+    """A layer as the CPU paths use it: the host arrays themselves (C-contiguous), plus an MLX copy made on the
+    first `library` call (so layers that never run `library` never pay for it)."""
+
+    host: QuantLayer
+    mlx: Any = field(default=None, repr=False)
+
+
+@cache
+def _mlx_importable() -> bool:
+    try:
+        import mlx.core  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _contiguous(layer: QuantLayer) -> QuantLayer:
+    for matrix in (layer.gate, layer.up, layer.down):
+        matrix.w = np.ascontiguousarray(matrix.w, dtype=np.uint32)
+        matrix.scales = np.ascontiguousarray(matrix.scales, dtype=np.float32)
+        matrix.biases = np.ascontiguousarray(matrix.biases, dtype=np.float32)
+    return layer
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
+
+
+def last_level_cache_bytes() -> int:
+    """Total last-level cache: each distinct instance of the highest cache level in /sys counted once (a
+    2-socket machine has two L3s), else sysconf's L3/L2 figure, else 32 MiB."""
+    instances: dict[tuple[int, str], int] = {}
+    for index in _SYS_CPU.glob("cpu[0-9]*/cache/index[0-9]*"):
+        level, size = _read_int(index / "level"), _read_int(index / "size")
+        kind = (index / "type").read_text().strip() if (index / "type").exists() else ""
+        if level and size and kind in ("Unified", "Data"):
+            shared = (index / "shared_cpu_list").read_text().strip() if (index / "shared_cpu_list").exists() else ""
+            instances[(level, shared or str(index))] = size
+    if instances:
+        top = max(level for level, _ in instances)
+        return sum(size for (level, _), size in instances.items() if level == top)
+    for name in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
+        size = os.sysconf(name) if name in os.sysconf_names else 0
+        if size > 0:
+            return size
+    return _DEFAULT_CACHE_BYTES
+
+
+class CpuBackend(Backend):
+    """The host CPU through numba (all cores via numba's threading layer; NUMBA_NUM_THREADS limits them).
+
+    `poison=True` (verify, tests) fills every buffer a path writes with NaN before the path runs. Buffers are
+    allocated once per (path, shape) and reused, so the returned array is overwritten by the next call of the
+    same path at the same shape (copy it, e.g. with to_numpy, to keep it) and allocation stays out of timings.
+    """
+
+    name = "cpu"
+
+    def __init__(self, poison: bool = False):
+        self.poison = poison
+        self._buffers: dict[tuple, np.ndarray] = {}
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        return True, f"numba {numba.__version__}, {numba.get_num_threads()} threads, SLP vectoriser on"
+
+    # ---- device facts -------------------------------------------------------------------------------------------
+    def device_name(self) -> str:
+        return f"{cpu_name()} ({numba.get_num_threads()} threads)"
+
+    def device_info(self) -> dict[str, str]:
+        return {
+            "device": self.device_name(),
+            "cpu": cpu_name(),
+            "threads": str(numba.get_num_threads()),
+            "numba": numba.__version__,
+            "numba_slp_vectorize": str(numba.config.SLP_VECTORIZE),
+            "llc_bytes": str(self.cache_bytes()),
+        }
+
+    def memory_info(self) -> tuple[int, int]:
+        """(MemAvailable, MemTotal) from /proc/meminfo; sysconf pages where that file does not exist."""
+        try:
+            fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+            return int(fields["MemAvailable"].split()[0]) << 10, int(fields["MemTotal"].split()[0]) << 10
+        except (OSError, KeyError, ValueError):
+            page = os.sysconf("SC_PAGE_SIZE")
+            return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+
+    def cache_bytes(self) -> int:
+        return last_level_cache_bytes()
+
+    # ---- data ---------------------------------------------------------------------------------------------------
+    def upload(self, layer: QuantLayer) -> CpuLayer:
+        return CpuLayer(host=_contiguous(layer))
+
+    def upload_inputs(self, x: np.ndarray, indices: np.ndarray, scores: np.ndarray, dtype: str) -> tuple:
+        if np.shape(indices) != np.shape(scores):
+            raise ValueError(f"indices {np.shape(indices)} and scores {np.shape(scores)} must have one entry per slot")
+        return (
+            round_to_dtype(np.ravel(x), dtype),
+            np.ascontiguousarray(np.ravel(indices), dtype=np.int32),
+            np.ascontiguousarray(np.ravel(scores), dtype=np.float32),
+        )
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        return np.array(array, dtype=np.float64)
+
+    def _buffer(self, path: str, name: str, dims: tuple[int, ...]) -> np.ndarray:
+        """The reused f32 buffer `name` of `path`; NaN-filled first when poisoning."""
+        key = (path, name, dims)
+        buffer = self._buffers.get(key)
+        if buffer is None:
+            buffer = self._buffers[key] = np.empty(dims, dtype=np.float32)
+        if self.poison:
+            buffer.fill(np.nan)
+        return buffer
+
+    @staticmethod
+    def _check_inputs(x: np.ndarray, indices: np.ndarray, scores: np.ndarray, layer: CpuLayer) -> None:
+        """The kernels index memory with these, unchecked: a bad expert index must stop here, not read garbage."""
+        shape = layer.host.shape
+        if x.dtype != np.float32 or x.shape != (shape.d_model,):
+            raise ValueError(f"x must be ({shape.d_model},) float32 (upload_inputs makes it), got {x.shape} {x.dtype}")
+        if indices.dtype != np.int32 or scores.dtype != np.float32 or indices.shape != scores.shape:
+            raise ValueError("indices must be int32 and scores float32, one of each per slot (use upload_inputs)")
+        if indices.size and (indices.min() < 0 or indices.max() >= shape.n_experts):
+            raise ValueError(f"expert indices {indices.tolist()} out of range 0..{shape.n_experts - 1}")
+
+    def _prepared(self, path: str, name: str, v: np.ndarray, bits: int, group_size: int) -> tuple:
+        xr = self._buffer(path, name, v.shape)
+        xsum = self._buffer(path, name + "_sums", (v.shape[0], v.shape[1] // group_size))
+        _prepare(v, xr, xsum, bits, group_size)
+        return xr, xsum
+
+    # ---- paths --------------------------------------------------------------------------------------------------
+    def paths(self) -> dict[str, StepPath]:
+        paths = {"fused": self.fused, "fallback": self.fallback}
+        if _mlx_importable():
+            paths["library"] = self.library
+        return paths
+
+    def fused(self, x: np.ndarray, indices: np.ndarray, scores: np.ndarray, layer: CpuLayer) -> np.ndarray:
+        """Kernel A (gate+up, SwiGLU -> f32 act) then kernel B (down × score, f32 sum over slots) -> out."""
+        self._check_inputs(x, indices, scores, layer)
+        q, shape = layer.host, layer.host.shape
+        bits, group_size = shape.bits, shape.group_size
+        act = self._buffer("fused", "act", (indices.size, shape.dff))
+        out = self._buffer("fused", "out", (shape.d_model,))
+        xr, xsum = self._prepared("fused", "x", x.reshape(1, -1), bits, group_size)
+        g, u, d = q.gate, q.up, q.down
+        _gate_up_swiglu(g.w, g.scales, g.biases, u.w, u.scales, u.biases, indices, xr, xsum, act, bits, group_size)
+        act_r, act_sum = self._prepared("fused", "act_in", act, bits, group_size)
+        _down_scale_sum(d.w, d.scales, d.biases, indices, scores, act_r, act_sum, out, bits, group_size)
+        return self._rounded(out, shape.dtype)
+
+    def fallback(self, x: np.ndarray, indices: np.ndarray, scores: np.ndarray, layer: CpuLayer) -> np.ndarray:
+        """GEMV(gate), GEMV(up), SwiGLU, GEMV(down), weighted sum: the unfused sequence, same GEMV core."""
+        self._check_inputs(x, indices, scores, layer)
+        q, shape, top_k = layer.host, layer.host.shape, indices.size
+        bits, group_size = shape.bits, shape.group_size
+        gate = self._buffer("fallback", "gate", (top_k, shape.dff))
+        up = self._buffer("fallback", "up", (top_k, shape.dff))
+        act = self._buffer("fallback", "act", (top_k, shape.dff))
+        down = self._buffer("fallback", "down", (top_k, shape.d_model))
+        out = self._buffer("fallback", "out", (shape.d_model,))
+        xr, xsum = self._prepared("fallback", "x", x.reshape(1, -1), bits, group_size)
+        _gathered_gemv(q.gate.w, q.gate.scales, q.gate.biases, indices, xr, xsum, gate, bits, group_size)
+        _gathered_gemv(q.up.w, q.up.scales, q.up.biases, indices, xr, xsum, up, bits, group_size)
+        _swiglu(gate, up, act)
+        act_r, act_sum = self._prepared("fallback", "act_in", act, bits, group_size)
+        _gathered_gemv(q.down.w, q.down.scales, q.down.biases, indices, act_r, act_sum, down, bits, group_size)
+        _weighted_sum(down, scores, out)
+        return self._rounded(out, shape.dtype)
+
+    def library(self, x: np.ndarray, indices: np.ndarray, scores: np.ndarray, layer: CpuLayer) -> np.ndarray:
+        """`mx.gather_qmm` (the mlx-lm call sequence) on MLX's CPU device, in float32 whatever the shape's dtype:
+        MLX's CPU float16/bfloat16 quantized matmul is inaccurate. Evaluated before returning (no async CPU)."""
+        import mlx.core as mx
+
+        from harness.backends.mlx_paths import gather_qmm_step, upload_mlx, upload_mlx_inputs
+
+        self._check_inputs(x, indices, scores, layer)
+        with mx.stream(mx.cpu):
+            if layer.mlx is None:
+                layer.mlx = upload_mlx(layer.host, dtype="float32")
+            result = gather_qmm_step(*upload_mlx_inputs(x, indices, scores, "float32"), layer.mlx)
+            mx.eval(result)
+        return self._rounded(np.array(result, dtype=np.float32), layer.host.shape.dtype)
+
+    @staticmethod
+    def _rounded(out: np.ndarray, dtype: str) -> np.ndarray:
+        """The one rounding of a path's f32 result to the activation dtype (a no-op for float32)."""
+        return out if dtype == "float32" else round_to_dtype(out, dtype)
+
+    # ---- timing support -----------------------------------------------------------------------------------------
+    def synchronize(self) -> None:
+        """Nothing to wait for: every CPU path returns after its work is done."""
+
+    def copy_bandwidth(self, nbytes: int = 1 << 30) -> float:
+        """Best of 5 parallel numba copies of `nbytes` (after a warm-up that faults the pages in): 2·nbytes / s."""
+        src = np.ones(nbytes // 4, dtype=np.float32)
+        dst = np.empty_like(src)
+        _copy(src, dst)
+        best = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            _copy(src, dst)
+            best = min(best, time.perf_counter() - start)
+        return 2 * src.nbytes / best
+
+
+BACKEND = CpuBackend

@@ -1,0 +1,150 @@
+"""`moecal verify`: every kernel path a backend offers against the float64 reference, on fresh random inputs.
+
+Each (shape, path) gets a new random layer and token (seeded, and the seed is printed so a failure can be
+replayed with --seed), outputs NaN-poisoned before the path runs where the backend supports it, and passes when
+||out - ref|| / ||ref|| is within the dtype's tolerance (kernel_cases.TOLERANCE). A NaN (an element no kernel
+wrote) or an exception in a path fails that row and the run goes on to the next.
+
+Exit codes: 0 all ok, 1 something failed, 2 the backend cannot run here (the reason is printed).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import sys
+from dataclasses import asdict, dataclass
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from harness.backends import BackendUnavailable, availability, backend_class, resolve_name
+from harness.backends.base import Backend
+from harness.errors import InputError
+from harness.kernel_cases import TOLERANCE, VERIFY_SHAPES, parse_shapes
+from harness.layer import make_inputs, make_layer
+from harness.reference import moe_reference, rel_err
+from harness.shapes import MoeShape
+
+_NOT_FINITE = "output has NaN/inf (an element no kernel wrote stays NaN-poisoned)"
+
+
+@dataclass(frozen=True)
+class PathCheck:
+    """One row of the verify report."""
+
+    shape: str
+    path: str
+    rel_err: float | None  # None when the path raised
+    ok: bool
+    tolerance: float
+    seed: int
+    error: str = ""
+
+
+def open_backend(name: str) -> Backend:
+    """The backend by name (or auto) with output poisoning on; InputError (exit 2) when it cannot run here."""
+    try:
+        resolved = resolve_name(name)
+        usable, reason = availability(resolved)
+    except BackendUnavailable as exc:
+        raise InputError("--backend", name, str(exc)) from None
+    if not usable:
+        raise InputError("--backend", resolved, f"not usable here: {reason}")
+    return backend_class(resolved)(poison=True)
+
+
+def check_shape(backend: Backend, shape: MoeShape, seed: int) -> list[PathCheck]:
+    """Every path of `backend` at `shape` on one random layer and token, each against the float64 reference."""
+    layer = make_layer(shape, seed)
+    x, indices, scores = make_inputs(shape, seed)
+    reference = moe_reference(layer, x, indices, scores)
+    device_layer = backend.upload(layer)
+    inputs = backend.upload_inputs(x, indices, scores, shape.dtype)
+    tolerance = TOLERANCE[shape.dtype]
+    rows = []
+    for path, step in backend.paths().items():
+        try:
+            out = step(*inputs, device_layer)
+            backend.synchronize()
+            error = rel_err(backend.to_numpy(out), reference)
+        except Exception as exc:  # a crashing path is a failed row, not a crashed report
+            rows.append(PathCheck(shape.label(), path, None, False, tolerance, seed, f"{type(exc).__name__}: {exc}"))
+            continue
+        if not math.isfinite(error):  # JSON has no NaN; say what it means instead
+            rows.append(PathCheck(shape.label(), path, None, False, tolerance, seed, _NOT_FINITE))
+            continue
+        rows.append(PathCheck(shape.label(), path, error, error <= tolerance, tolerance, seed))
+    return rows
+
+
+def _table(title: str, rows: list[PathCheck]) -> Table:
+    table = Table(title=title)
+    for column in ("shape", "path", "rel_err", "tolerance", "ok"):
+        table.add_column(column, justify="right" if column in ("rel_err", "tolerance") else "left")
+    for row in rows:
+        error = "—" if row.rel_err is None else f"{row.rel_err:.2e}"
+        verdict = "[green]ok[/]" if row.ok else f"[red]FAIL[/] {row.error}"
+        table.add_row(row.shape, row.path, error, f"{row.tolerance:.0e}", verdict)
+    return table
+
+
+def _compile_only(backend: str, as_json: bool) -> int:
+    """Compile every CUDA kernel variant with NVRTC (no GPU needed) and report; returns the exit code."""
+    if backend not in ("cuda", "auto"):
+        raise InputError("--compile-only", backend, "only the cuda backend compiles kernels ahead of time")
+    from harness.backends.cuda_compile import compile_all, nvrtc_status
+
+    usable, reason = nvrtc_status()
+    if not usable:
+        raise InputError("--compile-only", "nvrtc", reason)
+    results = compile_all()
+    if as_json:
+        rows = [{"variant": r.variant, "arch": r.arch, "ok": r.ok, **({} if r.ok else {"log": r.log})} for r in results]
+        print(json.dumps(rows, indent=1))
+    else:
+        table = Table(title=f"NVRTC compile check ({reason})")
+        for column in ("variant", "arch", "ok", "kernels (registers / spill bytes)"):
+            table.add_column(column)
+        for r in results:
+            usage = ", ".join(f"{name} {k.registers}/{k.spill_bytes}" for name, k in r.kernels.items())
+            table.add_row(r.variant, r.arch, "[green]ok[/]" if r.ok else "[red]FAIL[/]", usage)
+        Console().print(table)
+        for r in results:
+            if not r.ok:
+                print(f"--- {r.variant} {r.arch}\n{r.log}", file=sys.stderr)
+    return 0 if all(r.ok for r in results) else 1
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("verify")
+    def verify(
+        backend: str = typer.Option("auto", "--backend", "-b", help="metal, cuda, cpu or auto."),
+        shapes: str = typer.Option(
+            "",
+            "--shapes",
+            help="Comma-separated shapes, e.g. d2048-f768-e8-k2-q4g64-float32 (default: the built-in set).",
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON list of {shape, path, rel_err, ok}."),
+        compile_only: bool = typer.Option(False, "--compile-only", help="cuda: compile every kernel with NVRTC."),
+        seed: int | None = typer.Option(None, "--seed", help="Seed of the random layers/inputs (default: fresh)."),
+    ) -> None:
+        """Check every kernel path of a backend against the float64 reference (exit 1 on any failure)."""
+        if compile_only:
+            raise typer.Exit(_compile_only(backend, as_json))
+        cases = parse_shapes(shapes) if shapes else list(VERIFY_SHAPES)
+        device = open_backend(backend)
+        seed = secrets.randbelow(2**31) if seed is None else seed
+        console = Console(stderr=True)
+        rows: list[PathCheck] = []
+        for shape in cases:
+            if not as_json:
+                console.print(f"verify {device.name} {shape.label()} (seed {seed})", highlight=False)
+            rows.extend(check_shape(device, shape, seed))
+        if as_json:
+            print(json.dumps([asdict(row) for row in rows], indent=1))
+        else:
+            Console().print(_table(f"{device.name}: {device.device_name()} — seed {seed}", rows))
+        raise typer.Exit(0 if rows and all(row.ok for row in rows) else 1)
