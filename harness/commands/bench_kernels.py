@@ -212,6 +212,7 @@ def register(app: typer.Typer) -> None:
         library: bool = typer.Option(False, "--library", help="Also time the backend's `library` path."),
         rounds: int = typer.Option(5, "--rounds", min=1, help="Timed samples per path and point (median)."),
         seed: int = typer.Option(0, "--seed"),
+        copy_mib: int = typer.Option(1024, "--copy-mib", min=1, help="Size of the copy-bandwidth measurement."),
     ) -> None:
         """µs per layer step, fused vs fallback, over a Dff grid at two d_model values."""
         try:
@@ -229,7 +230,7 @@ def register(app: typer.Typer) -> None:
         if missing:
             raise InputError("--library", device.name, f"this backend offers no {', '.join(missing)} path here")
         console = Console(stderr=True)
-        copy_gb_s = device.copy_bandwidth() / 1e9
+        copy_gb_s = device.copy_bandwidth(copy_mib << 20) / 1e9
         console.print(f"{device.device_name()}: copy bandwidth {copy_gb_s:.1f} GB/s (read + write)", highlight=False)
         rows: list[BenchRow] = []
         for shape in shapes:

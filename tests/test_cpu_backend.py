@@ -1,0 +1,85 @@
+"""CPU backend: every path vs the float64 reference (NaN-poisoned buffers), input checks, device facts."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+from harness.backends import get_backend
+from harness.backends.cpu import CpuBackend, last_level_cache_bytes
+from harness.kernel_cases import TOLERANCE
+from harness.layer import make_inputs, make_layer, round_to_dtype
+from harness.reference import moe_reference, rel_err
+from harness.shapes import MoeShape
+
+SHAPES = [
+    MoeShape(2048, 768, n_experts=8, top_k=8, bits=4, group_size=64),
+    MoeShape(2080, 512, n_experts=4, top_k=2, bits=4, group_size=32),  # 65 groups: odd count, not a multiple of 256
+    MoeShape(1024, 1024, n_experts=4, top_k=1, bits=4, group_size=128),
+    MoeShape(1088, 512, n_experts=3, top_k=2, bits=8, group_size=32),
+    MoeShape(1024, 768, n_experts=4, top_k=3, bits=8, group_size=64),
+    MoeShape(1536, 512, n_experts=4, top_k=4, bits=8, group_size=128),
+    MoeShape(1024, 512, n_experts=4, top_k=2, bits=4, group_size=64, dtype="float16"),
+    MoeShape(1024, 512, n_experts=4, top_k=2, bits=8, group_size=64, dtype="bfloat16"),
+]
+
+
+@pytest.fixture(scope="module")
+def backend() -> CpuBackend:
+    return CpuBackend(poison=True)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.label())
+def test_every_path_matches_the_reference(backend: CpuBackend, shape: MoeShape) -> None:
+    layer = make_layer(shape, seed=11)
+    x, indices, scores = make_inputs(shape, seed=12)
+    reference = moe_reference(layer, x, indices, scores)
+    device_layer = backend.upload(layer)
+    inputs = backend.upload_inputs(x, indices, scores, shape.dtype)
+    paths = backend.paths()
+    assert {"fused", "fallback"} <= set(paths)
+    for name, step in paths.items():
+        out = backend.to_numpy(step(*inputs, device_layer))
+        assert out.shape == (shape.d_model,)
+        assert np.isfinite(out).all(), f"{name}: unwritten (NaN-poisoned) elements"
+        assert rel_err(out, reference) <= TOLERANCE[shape.dtype], name
+        assert np.array_equal(round_to_dtype(out, shape.dtype), out), f"{name}: output not rounded to {shape.dtype}"
+
+
+def test_poisoning_fills_reused_buffers_with_nan_before_each_run(backend: CpuBackend) -> None:
+    shape = SHAPES[1]
+    device_layer = backend.upload(make_layer(shape, seed=1))
+    inputs = backend.upload_inputs(*make_inputs(shape, seed=1), shape.dtype)
+    backend.fused(*inputs, device_layer)
+    act = backend._buffers[("fused", "act", (shape.top_k, shape.dff))]
+    assert np.isfinite(act).all()
+    assert backend._buffer("fused", "act", act.shape) is act and np.isnan(act).all()
+
+
+def test_paths_reject_inputs_that_would_read_out_of_bounds(backend: CpuBackend) -> None:
+    shape = SHAPES[1]
+    device_layer = backend.upload(make_layer(shape, seed=1))
+    x, indices, scores = backend.upload_inputs(*make_inputs(shape, seed=1), shape.dtype)
+    with pytest.raises(ValueError, match="out of range"):
+        backend.fused(x, np.array([0, shape.n_experts], dtype=np.int32), scores, device_layer)
+    with pytest.raises(ValueError, match="float32"):
+        backend.fallback(x[:-1], indices, scores, device_layer)
+    with pytest.raises(ValueError, match="one entry per slot"):
+        backend.upload_inputs(x, indices, scores[:1], shape.dtype)
+
+
+def test_the_slp_vectoriser_is_on_for_every_kernel_compile() -> None:
+    assert numba.config.SLP_VECTORIZE == 1
+
+
+def test_device_facts() -> None:
+    backend = get_backend("cpu")
+    assert isinstance(backend, CpuBackend) and backend.availability()[0]
+    assert f"{numba.get_num_threads()} threads" in backend.device_name()
+    info = backend.device_info()
+    assert info["numba"] == numba.__version__ and int(info["llc_bytes"]) == backend.cache_bytes()
+    assert backend.cache_bytes() == last_level_cache_bytes() >= 256 << 10
+    free, total = backend.memory_info()
+    assert 0 < free <= total
+    assert backend.copy_bandwidth(16 << 20) > 1e8  # 16 MiB both ways: any machine copies faster than 100 MB/s

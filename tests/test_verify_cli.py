@@ -1,0 +1,60 @@
+"""`moecal verify`: the real CLI on the CPU backend, its JSON, and its exit codes (1 failure, 2 unusable input)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from harness.backends.cpu import CpuBackend
+from harness.cli import app
+from tests.helpers import run_cli
+
+SHAPES = "d1024-f512-e4-k2-q8g32,d2080-f512-k1-q4g32-bf16"
+
+
+def test_verify_cpu_json_reports_every_path_within_tolerance() -> None:
+    done = run_cli("verify", "--backend", "cpu", "--json", "--shapes", SHAPES, "--seed", "5")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    shapes = {row["shape"] for row in rows}
+    assert shapes == {"d1024-f512-e4-k2-q8g32-float32", "d2080-f512-e8-k1-q4g32-bfloat16"}
+    for shape in shapes:
+        assert {"fused", "fallback"} <= {row["path"] for row in rows if row["shape"] == shape}
+    for row in rows:
+        assert row["ok"] is True and 0 < row["rel_err"] <= row["tolerance"] and row["seed"] == 5
+
+
+def test_verify_fails_with_exit_1_when_a_path_is_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path that returns plausible but wrong numbers must fail its row and the run, not pass quietly."""
+    real_paths = CpuBackend.paths
+
+    def paths_with_a_bad_one(self: CpuBackend) -> dict:
+        def off_by_a_bit(x, indices, scores, layer) -> np.ndarray:
+            return self.fused(x, indices, scores, layer) * np.float32(1.001)
+
+        return {**real_paths(self), "scaled": off_by_a_bit}
+
+    monkeypatch.setattr(CpuBackend, "paths", paths_with_a_bad_one)
+    result = CliRunner().invoke(app, ["verify", "--backend", "cpu", "--json", "--shapes", "d512-f256-e4-k2"])
+    assert result.exit_code == 1
+    verdicts = {row["path"]: row["ok"] for row in json.loads(result.stdout)}
+    assert verdicts["scaled"] is False and verdicts["fused"] is True and verdicts["fallback"] is True
+
+
+def test_verify_rejects_bad_shapes_and_unusable_backends_with_exit_2() -> None:
+    bad_shape = run_cli("verify", "--backend", "cpu", "--shapes", "d2048-x3")
+    assert bad_shape.returncode == 2 and "error: --shapes: d2048-x3: cannot read token 'x3'" in bad_shape.stderr
+    compile_cpu = run_cli("verify", "--backend", "cpu", "--compile-only")
+    assert compile_cpu.returncode == 2 and "only the cuda backend" in compile_cpu.stderr
+
+
+def test_verify_says_why_a_backend_is_unavailable() -> None:
+    from harness.backends import availability
+
+    if availability("cuda")[0]:
+        pytest.skip("a CUDA device is present, so the cuda backend is available here")
+    done = run_cli("verify", "--backend", "cuda", "--shapes", "d512-f256")
+    assert done.returncode == 2 and done.stderr.startswith("error: --backend: cuda: not usable here:")
