@@ -70,7 +70,7 @@ def bfloat16_bits_to_float32(bits: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _Kernels:
+class KernelSet:
     gate_up_swiglu: Any
     down_scale: Any
     qmv_gather: Any
@@ -79,12 +79,12 @@ class _Kernels:
 
 
 @cache
-def _kernels(variant: KernelVariant) -> _Kernels:
+def _kernels(variant: KernelVariant) -> KernelSet:
     """Compile (or load from CuPy's on-disk cache) one variant's module; every kernel of both paths is in it."""
     import cupy
 
     module = cupy.RawModule(code=variant.source(), options=variant.options())
-    return _Kernels(*(module.get_function(name) for name in KERNEL_NAMES))
+    return KernelSet(*(module.get_function(name) for name in KERNEL_NAMES))
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -186,6 +186,16 @@ class CudaBackend(Backend):
         return int(self._properties()["l2CacheSize"])
 
     # ---- data -----------------------------------------------------------------------------------------------
+    def _xp(self) -> Any:
+        """The array module device arrays come from: CuPy (tests/cuda_emulation.py swaps in host arrays)."""
+        import cupy
+
+        return cupy
+
+    def _module(self, variant: KernelVariant) -> KernelSet:
+        """The launchable kernels of one variant (tests/cuda_emulation.py swaps in CPU-compiled ones)."""
+        return _kernels(variant)
+
     def upload(self, layer: QuantLayer) -> CudaLayer:
         shape = layer.shape
         return CudaLayer(
@@ -195,10 +205,7 @@ class CudaBackend(Backend):
             down=self._upload_matrix(layer.down, shape, shape.d_model, shape.dff, "down"),
         )
 
-    @staticmethod
-    def _upload_matrix(matrix: QuantMatrix, shape: MoeShape, n_out: int, n_in: int, name: str) -> CudaMatrix:
-        import cupy
-
+    def _upload_matrix(self, matrix: QuantMatrix, shape: MoeShape, n_out: int, n_in: int, name: str) -> CudaMatrix:
         # The kernels trust these shapes (they index with them), so a mismatch must stop here, not corrupt memory.
         words = (shape.n_experts, n_out, n_in * shape.bits // 32)
         groups = (shape.n_experts, n_out, n_in // shape.group_size)
@@ -207,27 +214,25 @@ class CudaBackend(Backend):
                 raise ValueError(f"{name}.{field} has shape {array.shape}, expected {expected} for {shape.label()}")
         if matrix.biases.shape != groups:
             raise ValueError(f"{name}.biases has shape {matrix.biases.shape}, expected {groups}")
+        xp = self._xp()
         return CudaMatrix(
-            w=cupy.asarray(np.ascontiguousarray(matrix.w, dtype=np.uint32)),
-            scales=cupy.asarray(to_storage(matrix.scales, shape.dtype)),
-            biases=cupy.asarray(to_storage(matrix.biases, shape.dtype)),
+            w=xp.asarray(np.ascontiguousarray(matrix.w, dtype=np.uint32)),
+            scales=xp.asarray(to_storage(matrix.scales, shape.dtype)),
+            biases=xp.asarray(to_storage(matrix.biases, shape.dtype)),
         )
 
     def upload_inputs(self, x: np.ndarray, indices: np.ndarray, scores: np.ndarray, dtype: str) -> tuple:
-        import cupy
-
         if np.asarray(indices).shape != np.asarray(scores).shape:
             raise ValueError(f"indices {np.shape(indices)} and scores {np.shape(scores)} must have one entry per slot")
+        xp = self._xp()
         return (
-            cupy.asarray(to_storage(np.asarray(x).ravel(), dtype)),
-            cupy.asarray(np.asarray(indices, dtype=np.int32)),
-            cupy.asarray(np.asarray(scores, dtype=np.float32)),
+            xp.asarray(to_storage(np.asarray(x).ravel(), dtype)),
+            xp.asarray(np.asarray(indices, dtype=np.int32)),
+            xp.asarray(np.asarray(scores, dtype=np.float32)),
         )
 
     def to_numpy(self, array: Any) -> np.ndarray:
-        import cupy
-
-        host = cupy.asnumpy(array)
+        host = self._xp().asnumpy(array)
         if host.dtype == np.uint16:
             host = bfloat16_bits_to_float32(host)
         return host.astype(np.float64)
@@ -241,22 +246,18 @@ class CudaBackend(Backend):
 
     def _buffer(self, path: str, name: str, shape: MoeShape, dims: tuple[int, ...], dtype: np.dtype) -> Any:
         """The reused device buffer `name` of `path` at `shape`; NaN-filled first when poisoning."""
-        import cupy
-
         key = (path, name, shape.d_model, shape.dff, shape.top_k, shape.dtype, dims, np.dtype(dtype).str)
         buffer = self._buffers.get(key)
         if buffer is None:
-            buffer = self._buffers[key] = cupy.empty(dims, dtype=dtype)
+            buffer = self._buffers[key] = self._xp().empty(dims, dtype=dtype)
         if self.poison:
             buffer.fill(_BF16_NAN if buffer.dtype == np.uint16 else np.nan)
         return buffer
 
     def _tile_arrivals(self, tiles: int) -> Any:
         """kernel B's per-tile arrival counters: zeroed once, and every launch leaves them at zero again."""
-        import cupy
-
         if self._arrivals is None or self._arrivals.size < tiles:
-            self._arrivals = cupy.zeros(max(tiles, 1024), dtype=np.uint32)
+            self._arrivals = self._xp().zeros(max(tiles, 1024), dtype=np.uint32)
         return self._arrivals
 
     @staticmethod
@@ -275,7 +276,7 @@ class CudaBackend(Backend):
         """Kernel A (gate+up GEMVs, SwiGLU -> f32 act) then kernel B (down GEMV x score, folded sum) -> out."""
         self._check_inputs(x, indices, scores, layer)
         shape, top_k = layer.shape, int(indices.size)
-        kernels = _kernels(self._variant(shape))
+        kernels = self._module(self._variant(shape))
         act = self._buffer("fused", "act", shape, (top_k, shape.dff), np.float32)
         partial = self._buffer("fused", "partial", shape, (top_k, shape.d_model), np.float32)
         out = self._buffer("fused", "out", shape, (shape.d_model,), storage_dtype(shape.dtype))
@@ -297,7 +298,7 @@ class CudaBackend(Backend):
         """qmv_gather for gate and for up, SwiGLU, qmv_gather for down, weighted sum: five launches."""
         self._check_inputs(x, indices, scores, layer)
         shape, top_k = layer.shape, int(indices.size)
-        kernels = _kernels(self._variant(shape))
+        kernels = self._module(self._variant(shape))
         act_dtype = storage_dtype(shape.dtype)
         gate_out = self._buffer("fallback", "gate", shape, (top_k, shape.dff), act_dtype)
         up_out = self._buffer("fallback", "up", shape, (top_k, shape.dff), act_dtype)

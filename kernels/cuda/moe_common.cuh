@@ -3,6 +3,8 @@
 //
 // No standard headers on purpose: NVRTC compiles this without include paths (CuPy's cache key covers only
 // the source string, so harness/backends/cuda_source.py pastes this file into each translation unit).
+// MOE_HOST_EMULATION is defined only by tests/cuda_emulation.py, which compiles these kernels with g++ to
+// check them on a CPU: g++ cannot run PTX, so the three inline-PTX helpers have plain C++ twins there.
 //
 // Compile-time configuration (-D options, built by harness/backends/cuda_source.py):
 //   MOE_BITS        4 or 8: bits per quantized weight
@@ -62,6 +64,10 @@ typedef unsigned short act_t;
 __device__ __forceinline__ float moe_to_float(act_t v) {
 #if MOE_DTYPE == 0
   return v;
+#elif MOE_DTYPE == 1 && defined(MOE_HOST_EMULATION)
+  _Float16 h;
+  __builtin_memcpy(&h, &v, sizeof h);
+  return static_cast<float>(h);
 #elif MOE_DTYPE == 1
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v));
@@ -75,6 +81,11 @@ __device__ __forceinline__ float moe_to_float(act_t v) {
 __device__ __forceinline__ act_t moe_from_float(float f) {
 #if MOE_DTYPE == 0
   return f;
+#elif MOE_DTYPE == 1 && defined(MOE_HOST_EMULATION)
+  const _Float16 rounded = static_cast<_Float16>(f);  // IEEE round to nearest even, as cvt.rn
+  unsigned short h;
+  __builtin_memcpy(&h, &rounded, sizeof h);
+  return h;
 #elif MOE_DTYPE == 1
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
@@ -140,9 +151,13 @@ __device__ __forceinline__ constexpr float moe_prescale(int i) {
 // (a & mask) | magic in one LOP3. Written as PTX because the compiler otherwise emits two LOP3s, one per
 // 32-bit immediate, doubling the integer work per weight.
 __device__ __forceinline__ unsigned int moe_and_or(unsigned int a, unsigned int mask, unsigned int magic) {
+#ifdef MOE_HOST_EMULATION
+  return (a & mask) | magic;
+#else
   unsigned int d;
   asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(magic));  // 0xEA: (a & b) | c
   return d;
+#endif
 }
 
 // sum_i q_i * x_i over one chunk (4 words = VALS values, LSB first) with prescaled inputs; four independent
