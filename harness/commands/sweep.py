@@ -10,9 +10,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from harness import sweep as sweeps
+from harness.analysis import write_summary
 from harness.backends import BackendUnavailable
 from harness.commands.plan import print_plan
 from harness.errors import InputError
+from harness.report import write_report
 
 console = Console(stderr=True)
 
@@ -46,6 +48,10 @@ def sweep(
     rounds: int | None = typer.Option(None, "--rounds", min=1, help="Override measure.rounds."),
     only: list[str] = typer.Option([], "--only", help="Measure only this model (repeatable)."),
     backend: str | None = typer.Option(None, "--backend", help="Override the config's backend (metal|cuda|cpu|auto)."),
+    report: bool = typer.Option(
+        True, "--report/--no-report", help="After the sweep: summarize → crossover → addendum + plot."
+    ),
+    reports_dir: Path = typer.Option(Path("reports"), "--reports-dir", help="Where the addendum and plot go."),
 ) -> None:
     """Run the sweep: per point, warm-up, then rounds in which every arm runs once in rotating order.
 
@@ -81,7 +87,12 @@ def sweep(
 
         sweeps.execute(plan, on_run)
     Console().print(quick_table_view(plan.run_dir))
-    console.print(f"samples: {plan.run_dir / 'samples.csv'}\nmeta:    {plan.run_dir / 'meta.json'}")
+    console.print(f"samples:  {plan.run_dir / 'samples.csv'}\nmeta:     {plan.run_dir / 'meta.json'}")
+    if report:
+        summary = write_summary(plan.run_dir)
+        md_path, png_path, decision = write_report(plan.run_dir, reports_dir)
+        console.print(f"summary:  {summary}\naddendum: {md_path}\nplot:     {png_path}")
+        console.print(f"decision: {decision.action} — {decision.reason}\napply:    {decision.apply}")
 
 
 def register(app: typer.Typer) -> None:
