@@ -19,10 +19,10 @@ def _ok_rows(run_dir) -> pd.DataFrame:
     return samples[samples["status"] == "ok"]
 
 
-def test_sweep_writes_rotated_rounds_and_provenance(tmp_path):
+def test_sweep_writes_rotated_rounds_provenance_and_report(tmp_path):
     config = fake_config(tmp_path, measure={"rounds": 4, "warmup_runs": 1, "null_arm": True})
     out = tmp_path / "run"
-    done = run_cli("sweep", config, "--out", out)
+    done = run_cli("sweep", config, "--out", out, "--reports-dir", tmp_path / "reports")
     assert done.returncode == 0, done.stderr
     samples = read_samples(out)
     assert len(samples) == 2 * 3 * 4  # points × arms (fused, fallback, null) × rounds; warm-ups not written
@@ -43,18 +43,21 @@ def test_sweep_writes_rotated_rounds_and_provenance(tmp_path):
         assert header.get(key), key
     assert header["config_path"] == str(config)
     assert (out / "meta.json").exists()
+    assert (out / "summary.csv").exists()
+    assert len(list((tmp_path / "reports").glob("*.md"))) == 1 and len(list((tmp_path / "reports").glob("*.png"))) == 1
+    assert "MLXCEL_FUSED_MOE_MAX_DFF=" in done.stderr  # the decision's line to apply
 
 
 def test_rerun_resumes_without_redoing_work(tmp_path):
     config = fake_config(tmp_path)
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out).returncode == 0
+    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
     first = read_samples(out)
-    again = run_cli("sweep", config, "--out", out)
+    again = run_cli("sweep", config, "--out", out, "--no-report")
     assert again.returncode == 0
     assert "(0 runs to do)" in again.stderr
     assert read_samples(out).equals(first)
-    more = run_cli("sweep", config, "--out", out, "--rounds", "4")
+    more = run_cli("sweep", config, "--out", out, "--rounds", "4", "--no-report")
     assert more.returncode == 0 and "(4 runs to do)" in more.stderr
     assert len(read_samples(out)) == len(first) + 4
 
@@ -67,7 +70,7 @@ def test_sigkill_mid_sweep_then_resume_gives_one_ok_row_per_run(tmp_path):
     )
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", "sweep", str(config), "--out", str(out)],
+        [sys.executable, "-m", "harness", "sweep", str(config), "--out", str(out), "--no-report"],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -83,7 +86,7 @@ def test_sigkill_mid_sweep_then_resume_gives_one_ok_row_per_run(tmp_path):
     partial = read_samples(out)
     assert 5 <= len(partial) < 24, "the kill must land mid-sweep"
     assert (out / "samples.csv").read_bytes().endswith(b"\n")
-    done = run_cli("sweep", config, "--out", out)
+    done = run_cli("sweep", config, "--out", out, "--no-report")
     assert done.returncode == 0, done.stderr
     ok = _ok_rows(out)
     counts = ok.groupby(["model", "arm", "round"]).size()
@@ -93,11 +96,11 @@ def test_sigkill_mid_sweep_then_resume_gives_one_ok_row_per_run(tmp_path):
 def test_torn_tail_is_truncated_on_resume(tmp_path):
     config = fake_config(tmp_path, measure={"rounds": 2})
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out).returncode == 0
+    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
     path = out / "samples.csv"
     intact = path.read_bytes()
     path.write_bytes(intact + b"fake,half,a,li")  # what a crash in the middle of a write would leave
-    assert run_cli("sweep", config, "--out", out).returncode == 0
+    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
     assert path.read_bytes() == intact
 
 
@@ -117,7 +120,7 @@ def test_timeouts_and_crashes_become_fail_rows_and_the_sweep_goes_on(tmp_path):
         measure={"rounds": 2, "warmup_runs": 0},
     )
     out = tmp_path / "run"
-    done = run_cli("sweep", config, "--out", out)
+    done = run_cli("sweep", config, "--out", out, "--no-report")
     assert done.returncode == 0, done.stderr
     samples = read_samples(out)
     hangs = samples[samples["model"] == "hangs"]
@@ -149,7 +152,7 @@ def test_dispatch_probe_records_when_the_fused_path_never_ran(tmp_path):
         ],
     )
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out).returncode == 0
+    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
     fused = read_samples(out).query("arm == 'fused'")
     assert set(fused[fused["model"] == "has-fused"]["dispatch_ok"]) == {1}
     assert set(fused[fused["model"] == "no-fused-path"]["dispatch_ok"]) == {0}
@@ -158,9 +161,9 @@ def test_dispatch_probe_records_when_the_fused_path_never_ran(tmp_path):
 def test_resume_refuses_a_different_config(tmp_path):
     config = fake_config(tmp_path, measure={"rounds": 1})
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out).returncode == 0
+    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
     config.write_text(config.read_text().replace("rounds: 1", "rounds: 2"))
-    done = run_cli("sweep", config, "--out", out)
+    done = run_cli("sweep", config, "--out", out, "--no-report")
     assert done.returncode == 2 and "different config_sha256" in done.stderr
 
 
@@ -169,7 +172,7 @@ def test_plan_and_only(tmp_path):
     done = run_cli("plan", config)
     assert done.returncode == 0 and "12 timed runs" in done.stdout
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out, "--only", "big").returncode == 0
+    assert run_cli("sweep", config, "--out", out, "--only", "big", "--no-report").returncode == 0
     assert set(read_samples(out)["model"]) == {"big"}
     bad = run_cli("sweep", config, "--only", "nope", "--dry-run")
     assert bad.returncode == 2 and "--only 'nope'" in bad.stderr
@@ -182,10 +185,10 @@ def test_adaptive_rounds_only_where_the_ci_straddles_one(tmp_path):
         measure={"rounds": 3, "adaptive": True, "max_rounds": 6, "target_ci_width": 0.001},
     )
     out = tmp_path / "run"
-    done = run_cli("sweep", config, "--out", out)
+    done = run_cli("sweep", config, "--out", out, "--no-report")
     assert done.returncode == 0, done.stderr
     rounds = read_samples(out).groupby("model")["round"].max()
     assert rounds["clear-win"] == 2  # 3 fixed rounds; the ~11% synthetic win is decided
     assert rounds["at-crossover"] == 5  # the synthetic ratio is 1.0 here: extra rounds up to max_rounds
-    again = run_cli("sweep", config, "--out", out)
+    again = run_cli("sweep", config, "--out", out, "--no-report")
     assert again.returncode == 0 and len(read_samples(out)) == 2 * (3 + 6)
