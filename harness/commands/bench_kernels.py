@@ -22,7 +22,7 @@ import math
 import statistics
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import typer
@@ -40,27 +40,6 @@ from harness.shapes import MoeShape
 from harness.timing import time_calls
 
 MIN_SAMPLE_SECONDS = 0.02  # long enough that timer and thread wake-up jitter stay below ~1%
-COLUMNS = [
-    "backend",
-    "device",
-    "d_model",
-    "dff",
-    "n_experts",
-    "top_k",
-    "bits",
-    "group_size",
-    "dtype",
-    "path",
-    "us_per_step",
-    "us_min",
-    "us_max",
-    "gb_s",
-    "copy_gb_s",
-    "frac_of_copy",
-    "copies",
-    "steps_per_sample",
-    "rounds",
-]
 
 
 @dataclass(frozen=True)
@@ -84,6 +63,9 @@ class BenchRow:
     copies: int
     steps_per_sample: int
     rounds: int
+
+
+COLUMNS = [f.name for f in fields(BenchRow)]
 
 
 def rotation_copies(shape: MoeShape, cache_bytes: int) -> int:
