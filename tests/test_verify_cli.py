@@ -58,3 +58,21 @@ def test_verify_says_why_a_backend_is_unavailable() -> None:
         pytest.skip("a CUDA device is present, so the cuda backend is available here")
     done = run_cli("verify", "--backend", "cuda", "--shapes", "d512-f256")
     assert done.returncode == 2 and done.stderr.startswith("error: --backend: cuda: not usable here:")
+
+
+def test_compile_only_reports_each_variant_and_fails_on_any_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The NVRTC report path, with the compiler replaced so the test is fast: one bad variant means exit 1."""
+    from harness.backends import cuda_compile
+
+    results = [
+        cuda_compile.CompileResult("q4g64-float32", "sm_90", True, "ptxas info"),
+        cuda_compile.CompileResult("q8g32-bfloat16", "sm_90", False, "error: expected a ';'"),
+    ]
+    monkeypatch.setattr(cuda_compile, "nvrtc_status", lambda: (True, "NVRTC 13.0"))
+    monkeypatch.setattr(cuda_compile, "compile_all", lambda: results)
+    result = CliRunner().invoke(app, ["verify", "--backend", "cuda", "--compile-only", "--json"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == [
+        {"variant": "q4g64-float32", "arch": "sm_90", "ok": True},
+        {"variant": "q8g32-bfloat16", "arch": "sm_90", "ok": False, "log": "error: expected a ';'"},
+    ]
