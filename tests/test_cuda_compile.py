@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from harness.backends.cuda_compile import SUPPORTED_ARCHS, CompileResult, compile_all, compile_variant, nvrtc_status
-from harness.backends.cuda_source import KERNEL_NAMES, KernelVariant, all_variants, translation_unit
+from harness.backends.cuda_source import DTYPE_CODES, KERNEL_NAMES, KernelVariant, all_variants, translation_unit
+from harness.shapes import DTYPES
 
 NVRTC_OK, NVRTC_REASON = nvrtc_status()
 needs_nvrtc = pytest.mark.skipif(not NVRTC_OK, reason=NVRTC_REASON)
@@ -87,6 +88,7 @@ def test_variant_options_and_validation() -> None:
     options = KernelVariant(8, 128, "bfloat16", sgy=4, rows=2).options()
     for define in ("-DMOE_BITS=8", "-DMOE_GROUP_SIZE=128", "-DMOE_DTYPE=2", "-DMOE_SGY=4", "-DMOE_ROWS=2"):
         assert define in options
+    assert set(DTYPE_CODES) == set(DTYPES)  # every activation dtype a shape can name has a kernel code
     assert len(all_variants()) == len({v.label() for v in all_variants()}) == 18
     for bad in ({"bits": 3}, {"group_size": 16}, {"dtype": "int8"}, {"sgy": 33}, {"rows": 3}):
         with pytest.raises(ValueError):

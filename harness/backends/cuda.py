@@ -12,6 +12,7 @@ patterns (CuPy has no bfloat16); `to_numpy` reads uint16 arrays as bfloat16.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -100,6 +101,16 @@ def _driver_version() -> str:
     return next((w for w in words if w[:1].isdigit() and w.count(".") >= 1), "unknown")
 
 
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} must be an integer") from None
+
+
 def _cuda_version(code: int) -> str:
     return f"{code // 1000}.{code % 1000 // 10}"
 
@@ -110,7 +121,8 @@ class CudaBackend(Backend):
     `poison=True` (verify, tests) fills every buffer a path writes (the output and each intermediate) with NaN
     before the launches, so an element a kernel forgets to write fails the comparison instead of passing with
     stale memory. `sgy` is warps per block; `rows` is output rows per warp (1 = the reference design; 2 or 4
-    let a warp reuse each input it loads).
+    let a warp reuse each input it loads). Left unset they come from MOECAL_CUDA_SGY / MOECAL_CUDA_ROWS, else 8
+    and 1, so `verify` and `bench-kernels` can try block shapes without code changes.
 
     Buffers are allocated once per (path, shape) and reused: a path's returned array is overwritten by the
     next call of the same path at the same shape (copy it, e.g. with to_numpy, to keep it). This keeps
@@ -119,7 +131,9 @@ class CudaBackend(Backend):
 
     name = "cuda"
 
-    def __init__(self, poison: bool = False, sgy: int = DEFAULT_SGY, rows: int = DEFAULT_ROWS):
+    def __init__(self, poison: bool = False, sgy: int | None = None, rows: int | None = None):
+        sgy = _env_int("MOECAL_CUDA_SGY", DEFAULT_SGY) if sgy is None else sgy
+        rows = _env_int("MOECAL_CUDA_ROWS", DEFAULT_ROWS) if rows is None else rows
         KernelVariant(4, 64, "float32", sgy, rows)  # validates sgy and rows now, not at the first launch
         self.poison = poison
         self.sgy = sgy

@@ -3,7 +3,8 @@
 NVRTC is a compiler library, not a driver call: `cupy.cuda.nvrtc` loads it from the `nvidia-cuda-nvrtc`
 wheel (pinned to 13.0 so the cubins stay loadable by a CUDA 13.0 driver) and works on a machine with no
 device. The source and options are `KernelVariant.source()` / `.options()`, the same strings the runtime
-hands CuPy; the check adds only the target architecture and ptxas' verbose flag (for the register report).
+hands CuPy; the check adds the options CuPy itself appends, the target architecture and ptxas' verbose flag
+(for the register report).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from harness.backends.cuda_source import KernelVariant, all_variants
 
 # Ampere (A100, RTX 30), Ada (RTX 40, L4), Hopper (H100/H200), Blackwell (B200; RTX 50; GB10 = sm_121).
 SUPPORTED_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121")
+# What cupy.RawModule appends to every NVRTC compile besides the architecture (cupy/cuda/compiler.py, CuPy 14):
+# the check compiles with them too, so it sees the flags the runtime really uses.
+CUPY_ADDED_OPTIONS = ("-ftz=true", "--device-as-default-execution-space")
 _PTXAS_VERBOSE = "--ptxas-options=-v"
 _ENTRY = re.compile(r"Compiling entry function '(\w+)'")
 _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -73,7 +77,8 @@ def compile_variant(variant: KernelVariant, arch: str) -> CompileResult:
     prog = nvrtc.createProgram(variant.source(), "moe_kernels.cu", [], [])
     try:
         try:
-            nvrtc.compileProgram(prog, (*variant.options(), _PTXAS_VERBOSE, f"--gpu-architecture={arch}"))
+            options = (*variant.options(), *CUPY_ADDED_OPTIONS, _PTXAS_VERBOSE, f"--gpu-architecture={arch}")
+            nvrtc.compileProgram(prog, options)
         except nvrtc.NVRTCError as exc:
             return CompileResult(label, arch, False, f"{exc}\n{nvrtc.getProgramLog(prog)}")
         nvrtc.getCUBIN(prog)  # a compile that produced no binary would fail here

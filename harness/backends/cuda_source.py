@@ -69,17 +69,10 @@ class KernelVariant:
     rows: int = DEFAULT_ROWS
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.bits not in BITS:
-            problems.append(f"bits must be one of {BITS}")
-        if self.group_size not in GROUP_SIZES:
-            problems.append(f"group_size must be one of {GROUP_SIZES}")
-        if self.dtype not in DTYPE_CODES:
-            problems.append(f"dtype must be one of {tuple(DTYPE_CODES)}")
+        choices = {"bits": BITS, "group_size": GROUP_SIZES, "dtype": DTYPES, "rows": ROWS_CHOICES}
+        problems = [f"{k} must be one of {v}" for k, v in choices.items() if getattr(self, k) not in v]
         if not 1 <= self.sgy <= 32:
             problems.append("sgy (warps per block) must be in 1..32")
-        if self.rows not in ROWS_CHOICES:
-            problems.append(f"rows (per warp) must be one of {ROWS_CHOICES}")
         if problems:
             raise ValueError(f"invalid CUDA kernel variant {self}: {'; '.join(problems)}")
 
