@@ -96,13 +96,14 @@ def load_catalog(path: Path = CATALOG_PATH) -> dict[str, ModelShape]:
             where, problem = _first_error(exc)
             raise InputError(str(path), f"models[{index}].{where}", problem) from None
         if model.name in models:
-            raise InputError(str(path), f"models[{index}].name", f"model {model.name!r} is listed twice")
+            raise InputError(str(path), f"{where}.name", f"model {model.name!r} is listed twice")
         models[model.name] = model
     return models
 
 
-def resolve_model(entry: ModelEntry, index: int, config_path: str, catalog: dict[str, ModelShape]) -> ModelShape:
-    """The catalog shape named by a config's model entry with the entry's shape fields applied on top."""
+def resolve_model(entry: ModelEntry, where: str, config_path: str, catalog: dict[str, ModelShape]) -> ModelShape:
+    """The catalog shape named by a config's model entry with the entry's shape fields applied on top; `where` is
+    the entry's field path in the config (e.g. 'models[0]'), for error messages."""
     overrides = {f: getattr(entry, f) for f in SHAPE_FIELDS if getattr(entry, f) is not None}
     base = catalog.get(entry.name)
     if base is None:
@@ -111,7 +112,7 @@ def resolve_model(entry: ModelEntry, index: int, config_path: str, catalog: dict
             known = ", ".join(sorted(catalog))
             raise InputError(
                 config_path,
-                f"models[{index}].name",
+                f"{where}.name",
                 f"unknown model {entry.name!r}; known: {known} (or define it inline with {', '.join(missing)})",
             )
         data = {"name": entry.name, **overrides}
@@ -120,6 +121,6 @@ def resolve_model(entry: ModelEntry, index: int, config_path: str, catalog: dict
     try:
         return ModelShape.model_validate(data)
     except ValidationError as exc:
-        where, problem = _first_error(exc)
-        field = where if where in SHAPE_FIELDS else ""
-        raise InputError(config_path, f"models[{index}]" + (f".{field}" if field else ""), problem) from None
+        location, problem = _first_error(exc)
+        field = f".{location}" if location in SHAPE_FIELDS else ""
+        raise InputError(config_path, where + field, problem) from None

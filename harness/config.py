@@ -106,6 +106,29 @@ class QuantSettings(Strict):
         return value
 
 
+class DecodeRun(Strict):
+    """The decode-specific keys, shared by the `decode` workload and a `layer` workload's `decode:` block."""
+
+    tokens: int = Field(16, ge=1)
+    warmup_tokens: int = Field(2, ge=0)
+    context: int = Field(256, ge=1)
+
+
+class LayerDecode(DecodeRun):
+    """A `layer` workload's optional `decode:` block: also decode these models (as the `decode` workload does) in
+    the same run, with the layer workload's bits, group_size, dtype and seed — one config, one run directory."""
+
+    models: list[ModelEntry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> LayerDecode:
+        names = [m.name for m in self.models]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate:
+            raise ValueError(f"model name {duplicate!r} appears twice")
+        return self
+
+
 class LayerWorkload(QuantSettings):
     """One MoE layer decode step per call, at each model shape × dff in `dff_grid` (the model's own dff if empty)."""
 
@@ -113,15 +136,13 @@ class LayerWorkload(QuantSettings):
     dff_grid: list[Annotated[int, Field(gt=0)]] = Field(default_factory=list)
     min_run_s: float = Field(0.25, gt=0, description="each timed run repeats steps until it lasts this long")
     copies: int | None = Field(None, ge=1, description="layer copies to rotate over; default sized from the cache")
+    decode: LayerDecode | None = None
 
 
-class DecodeWorkload(QuantSettings):
+class DecodeWorkload(QuantSettings, DecodeRun):
     """Synthetic model decode at a catalog model's shapes with random weights; metric decode tok/s."""
 
     kind: Literal["decode"]
-    tokens: int = Field(16, ge=1)
-    warmup_tokens: int = Field(2, ge=0)
-    context: int = Field(256, ge=1)
 
 
 Workload = Annotated[CommandWorkload | LayerWorkload | DecodeWorkload, Field(discriminator="kind")]

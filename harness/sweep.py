@@ -171,7 +171,7 @@ def pending(sweep: Sweep) -> int:
 def quick_table(run_dir: Path) -> pd.DataFrame:
     """Per point: median tok/s of each arm and the ratio of medians (the full statistics are `moecal summarize`)."""
     samples = read_samples(run_dir).fillna({"d_model": 0})
-    keys = ["model", "d_model", "dff"]
+    keys = ["workload", "model", "d_model", "dff"]  # a layer config's decode block shares model names and dffs
     ok = samples[samples["status"] == "ok"]
     table = ok.pivot_table(index=keys, columns="arm", values="tok_s", aggfunc="median").reset_index()
     for arm in ("fallback", "fused"):
@@ -180,4 +180,4 @@ def quick_table(run_dir: Path) -> pd.DataFrame:
     table["ratio"] = table["fused"] / table["fallback"]
     counts = samples.groupby(keys)["status"].value_counts().unstack(fill_value=0)
     table = table.merge(counts.reset_index(), on=keys, how="outer")
-    return table.sort_values(["d_model", "dff"])
+    return table.sort_values(["workload", "d_model", "dff"])

@@ -56,14 +56,18 @@ def sweep(tmp_path: Path, config: Path):
     return read_samples(out)
 
 
-def test_layer_sweep_over_a_dff_grid_at_a_fixed_shape(tmp_path):
-    workload = {"kind": "layer", "dff_grid": [128, 384], "min_run_s": 0.02, "copies": 3}
-    samples = sweep(tmp_path, write_config(tmp_path, workload, [TINY], null_arm=True))
-    assert set(samples["status"]) == {"ok"}
+def test_layer_sweep_over_a_dff_grid_at_a_fixed_shape_then_its_decode_block(tmp_path):
+    decode_block = {"tokens": 3, "warmup_tokens": 0, "context": 8, "models": [{**TINY, "layers": 1}]}
+    workload = {"kind": "layer", "dff_grid": [128, 384], "min_run_s": 0.02, "copies": 3, "decode": decode_block}
+    everything = sweep(tmp_path, write_config(tmp_path, workload, [TINY], null_arm=True))
+    assert set(everything["status"]) == {"ok"}
+    decode = everything[everything["workload"] == "decode"]
+    assert len(decode) == 3 * 2 and set(decode["dff"]) == {256} and (decode["tokens_agree"] == 3).all()
+    samples = everything[everything["workload"] == "layer"]
     assert len(samples) == 2 * 3 * 2  # dff values × arms (fused, fallback, null) × rounds
     assert sorted(set(samples["dff"])) == [128, 384]  # from the grid, not the model's own dff
     assert set(samples["d_model"]) == {256} and set(samples["n_experts"]) == {8} and set(samples["top_k"]) == {2}
-    assert set(samples["workload"]) == {"layer"} and set(samples["dtype"]) == {"float32"}
+    assert set(samples["dtype"]) == {"float32"}
     assert (samples["bits"] == 4).all() and (samples["group_size"] == 64).all()
     assert samples["cap"].isna().all()  # built-in arms have no environment cap
     assert (samples["rel_rms"] > 0).all() and (samples["rel_rms"] < 1e-5).all()
@@ -120,13 +124,13 @@ def test_config_errors_name_the_field(tmp_path):
 def test_catalog_overrides_and_inline_models():
     catalog = load_catalog()
     assert {"qwen3-30b-a3b", "mixtral-8x7b", "llama-4-scout-17b-16e", "lfm2-8b-a1b", "phi-3.5-moe"} <= set(catalog)
-    scout = resolve_model(ModelEntry(name="llama-4-scout-17b-16e", layers=4, dff=2048), 0, "c.yaml", catalog)
+    scout = resolve_model(ModelEntry(name="llama-4-scout-17b-16e", layers=4, dff=2048), "models[0]", "c.yaml", catalog)
     assert (scout.layers, scout.dff, scout.d_model, scout.shared_dff) == (4, 2048, 5120, 8192)
-    assert resolve_model(ModelEntry(**TINY), 0, "c.yaml", catalog).d_model == 256
+    assert resolve_model(ModelEntry(**TINY), "models[0]", "c.yaml", catalog).d_model == 256
     with pytest.raises(
         InputError, match=r"models\[3\].name: unknown model 'nope'.*define it inline with dff, n_experts"
     ):
-        resolve_model(ModelEntry(name="nope", d_model=64), 3, "c.yaml", catalog)
+        resolve_model(ModelEntry(name="nope", d_model=64), "models[3]", "c.yaml", catalog)
 
 
 def test_copies_rule_streams_twice_the_cache_between_visits():
@@ -149,7 +153,7 @@ def test_decoder_math_agrees_between_numpy_and_mlx():
     from harness.backends.cpu import CpuBackend
     from harness.backends.metal import MetalBackend
 
-    model = resolve_model(ModelEntry(**TINY), 0, "test", load_catalog())
+    model = resolve_model(ModelEntry(**TINY), "models[0]", "test", load_catalog())
     shapes = DecoderShapes(model, model.moe_shape(4, 64, "float32"), None, dense_bytes=4, context=32, new_tokens=8)
     runs = {}
     for backend in (CpuBackend(), MetalBackend()):

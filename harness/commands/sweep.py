@@ -25,7 +25,7 @@ def quick_table_view(run_dir: Path) -> Table:
         table.add_column(column, justify="left" if column == "model" else "right")
     for row in sweeps.quick_table(run_dir).to_dict("records"):
         table.add_row(
-            str(row["model"]),
+            str(row["model"]) + (" (decode)" if row["workload"] == "decode" else ""),
             str(int(row["d_model"])) if row["d_model"] else "",
             str(int(row["dff"])),
             *(f"{row[arm]:.4g}" if row[arm] == row[arm] else "-" for arm in ("fallback", "fused")),

@@ -13,7 +13,7 @@ from functools import cached_property
 
 from harness.backends.base import Backend
 from harness.catalog import ModelShape, load_catalog, resolve_model
-from harness.config import DecodeWorkload, LayerWorkload, SweepConfig, resolved_dtype
+from harness.config import DecodeWorkload, LayerWorkload, ModelEntry, SweepConfig, resolved_dtype
 from harness.errors import InputError
 from harness.shapes import MoeShape
 
@@ -39,19 +39,37 @@ def gib(nbytes: float) -> str:
 
 class BuiltinWorkload:
     """Base of LayerWorkloadRunner and DecodeWorkloadRunner: holds the live backend (`.backend`, which the sweep
-    asks for device provenance) and the resolved model shapes."""
+    asks for device provenance) and the resolved model shapes.
+
+    `settings` and `entries` default to the config's workload and models; a layer workload's `decode:` block
+    passes its own (with `entries_field` naming where they sit in the config, for error messages).
+    """
 
     kind = ""
 
-    def __init__(self, config: SweepConfig, config_path: str, backend: Backend):
-        assert isinstance(config.workload, LayerWorkload | DecodeWorkload)
+    def __init__(
+        self,
+        config: SweepConfig,
+        config_path: str,
+        backend: Backend,
+        settings: LayerWorkload | DecodeWorkload | None = None,
+        entries: list[ModelEntry] | None = None,
+        entries_field: str = "models",
+    ):
         self.config = config
-        self.settings = config.workload
+        self.settings = settings or config.workload
+        assert isinstance(self.settings, LayerWorkload | DecodeWorkload)
         self.config_path = config_path
         self.backend = backend
         self.dtype = resolved_dtype(self.settings.dtype, backend.name)
+        self.entries_field = entries_field
         catalog = load_catalog()
-        self.models = [resolve_model(m, i, config_path, catalog) for i, m in enumerate(config.models)]
+        entries = config.models if entries is None else entries
+        self.models = [resolve_model(m, self.field(i), config_path, catalog) for i, m in enumerate(entries)]
+
+    def field(self, index: int) -> str:
+        """The config field path of model entry `index` (e.g. 'models[0]')."""
+        return f"{self.entries_field}[{index}]"
 
     def caps(self) -> dict[str, object]:
         """Built-in arms call a path directly: there is no environment cap, so the `cap` column stays empty."""

@@ -20,7 +20,7 @@ import gc
 import numpy as np
 
 from harness.backends.base import Backend
-from harness.config import DecodeWorkload
+from harness.config import DecodeWorkload, LayerWorkload
 from harness.measure import Point, RunFailed, RunOutcome
 from harness.reference import moe_reference, rel_err
 from harness.timing import time_calls
@@ -78,10 +78,20 @@ class DecodeWorkloadRunner(BuiltinWorkload):
 
     kind = "decode"
 
+    @classmethod
+    def follow_up(cls, layer: BuiltinWorkload) -> DecodeWorkloadRunner:
+        """The decode run a layer workload's `decode:` block asks for, in the layer workload's format."""
+        assert isinstance(layer.settings, LayerWorkload) and layer.settings.decode is not None
+        block = layer.settings.decode
+        quant = layer.settings.model_dump(include={"bits", "group_size", "dtype", "seed"})
+        runs = block.model_dump(include={"tokens", "warmup_tokens", "context"})
+        settings = DecodeWorkload(kind="decode", **quant, **runs)
+        return cls(layer.config, layer.config_path, layer.backend, settings, block.models, "workload.decode.models")
+
     def shapes(self, index: int) -> DecoderShapes:
         assert isinstance(self.settings, DecodeWorkload)
         model = self.models[index]
-        moe = self.moe_shape(model, f"models[{index}]")
+        moe = self.moe_shape(model, self.field(index))
         shared = (
             model.shared_shape(self.settings.bits, self.settings.group_size, self.dtype) if model.shared_dff else None
         )
@@ -106,7 +116,9 @@ class DecodeWorkloadRunner(BuiltinWorkload):
                     key=self.point_key(model, shapes.moe),
                     caps=self.caps(),
                     label=f"{model.name} L{model.layers}",
-                    skip_reason=self.skip_reason(memory, f"models[{index}].layers ({model.layers}), context or vocab"),
+                    skip_reason=self.skip_reason(
+                        memory, f"{self.field(index)}.layers ({model.layers}), context or vocab"
+                    ),
                     memory_bytes=memory,
                     run_seconds_estimate=seconds,
                     extra={"shapes": shapes},

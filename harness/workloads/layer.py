@@ -32,7 +32,7 @@ from typing import Any
 
 from harness.backends.base import Backend
 from harness.catalog import ModelShape
-from harness.config import LayerWorkload
+from harness.config import LayerWorkload, SweepConfig
 from harness.errors import InputError
 from harness.layer import make_inputs, make_layer
 from harness.measure import Point, RunFailed, RunOutcome
@@ -40,6 +40,7 @@ from harness.reference import moe_reference, rel_err
 from harness.shapes import MoeShape
 from harness.timing import time_calls
 from harness.workloads.builtin import BuiltinWorkload
+from harness.workloads.decode import DecodeRunner, DecodeWorkloadRunner
 
 # Calibration times this many rotations per path (after one untimed rotation that compiles and faults pages in).
 CALIBRATION_ROTATIONS = 1
@@ -118,18 +119,27 @@ class LayerRunner:
 
 
 class LayerWorkloadRunner(BuiltinWorkload):
-    """Points = each model shape × each dff of `dff_grid` (the model's own dff when the grid is empty)."""
+    """Points = each model shape × each dff of `dff_grid` (the model's own dff when the grid is empty), then the
+    points of the optional `decode:` block (a synthetic decode of its models, run by DecodeWorkloadRunner)."""
 
     kind = "layer"
+
+    def __init__(self, config: SweepConfig, config_path: str, backend: Backend):
+        super().__init__(config, config_path, backend)
+        assert isinstance(self.settings, LayerWorkload)
+        self.decode = DecodeWorkloadRunner.follow_up(self) if self.settings.decode else None
 
     def _grid(self, model: ModelShape, index: int) -> list[tuple[int, str]]:
         """(dff, config field it came from) for one model entry."""
         assert isinstance(self.settings, LayerWorkload)
         if not self.settings.dff_grid:
-            return [(model.dff, f"models[{index}]")]
+            return [(model.dff, self.field(index))]
         return [(dff, f"workload.dff_grid[{j}]") for j, dff in enumerate(self.settings.dff_grid)]
 
     def points(self) -> list[Point]:
+        return self.layer_points() + (self.decode.points() if self.decode else [])
+
+    def layer_points(self) -> list[Point]:
         assert isinstance(self.settings, LayerWorkload)
         cache = self.backend.cache_bytes()
         out: list[Point] = []
@@ -142,7 +152,7 @@ class LayerWorkloadRunner(BuiltinWorkload):
                 identity = tuple(key.values())
                 if identity in seen:
                     raise InputError(
-                        self.config_path, f"models[{index}]", f"repeats the point of models[{seen[identity]}]"
+                        self.config_path, self.field(index), f"repeats the point of {self.field(seen[identity])}"
                     )
                 seen[identity] = index
                 step_bytes = shape.weight_bytes_per_step()
@@ -161,8 +171,10 @@ class LayerWorkloadRunner(BuiltinWorkload):
                 )
         return out
 
-    def open(self, point: Point) -> LayerRunner:
+    def open(self, point: Point) -> LayerRunner | DecodeRunner:
         assert isinstance(self.settings, LayerWorkload)
+        if point.key["workload"] == "decode" and self.decode:
+            return self.decode.open(point)
         return LayerRunner(
             self.backend, point.extra["shape"], point.extra["copies"], self.settings.seed, self.settings.min_run_s
         )
