@@ -111,6 +111,11 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"{name}={value!r} must be an integer") from None
 
 
+def _gpu_name(props: dict[str, Any]) -> str:
+    name = props["name"]  # bytes in CuPy's property dict
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
 def _cuda_version(code: int) -> str:
     return f"{code // 1000}.{code % 1000 // 10}"
 
@@ -168,7 +173,7 @@ class CudaBackend(Backend):
     def device_name(self) -> str:
         import cupy
 
-        name = self._properties()["name"].decode()
+        name = _gpu_name(self._properties())
         runtime = _cuda_version(cupy.cuda.runtime.runtimeGetVersion())
         return f"{name} (driver {_driver_version()}, CUDA {runtime})"
 
@@ -178,10 +183,10 @@ class CudaBackend(Backend):
         props = self._properties()
         ok, nvrtc = nvrtc_status()
         return {
-            "gpu": props["name"].decode(),
+            "gpu": _gpu_name(props),
             "driver": _driver_version(),
-            "cuda_driver_api": _cuda_version(cupy.cuda.runtime.driverGetVersion()),
-            "cuda_runtime": _cuda_version(cupy.cuda.runtime.runtimeGetVersion()),
+            "cuda": _cuda_version(cupy.cuda.runtime.runtimeGetVersion()),  # the runtime CuPy runs on
+            "cuda_driver_api": _cuda_version(cupy.cuda.runtime.driverGetVersion()),  # newest the driver supports
             "cupy": cupy.__version__,
             "nvrtc": nvrtc if ok else "unavailable",
             "compute_capability": f"{props['major']}.{props['minor']}",
