@@ -72,6 +72,8 @@ def bfloat16_bits_to_float32(bits: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class KernelSet:
+    """The launchable kernels of one variant, each called as kernel(grid, block, args) like a CuPy RawKernel."""
+
     gate_up_swiglu: Any
     down_scale: Any
     qmv_gather: Any
