@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
 import numba
 import numpy as np
 import pytest
@@ -69,8 +76,36 @@ def test_paths_reject_inputs_that_would_read_out_of_bounds(backend: CpuBackend) 
         backend.upload_inputs(x, indices, scores[:1], shape.dtype)
 
 
-def test_the_slp_vectoriser_is_on_for_every_kernel_compile() -> None:
-    assert numba.config.SLP_VECTORIZE == 1
+_HAS_AVX2 = platform.machine() == "x86_64" and "avx2" in Path("/proc/cpuinfo").read_text(errors="ignore")
+_ASM_PROBE = """
+import json, re, sys
+import numpy as np
+from harness.backends import cpu
+
+counts = {}
+for bits, group_size in [(4, 32), (4, 64), (4, 128), (8, 32), (8, 64), (8, 128)]:
+    words = 8 * group_size * bits // 32
+    w, s, x = np.zeros(words, np.uint32), np.zeros(8, np.float32), np.zeros(8 * group_size, np.float32)
+    cpu._row_pair_const(w, s, s, w, s, s, x, s, bits, group_size)  # compiles this literal variant
+    literals = {(sig[-2].literal_value, sig[-1].literal_value): sig for sig in cpu._row_pair_const.signatures}
+    sig = literals[(bits, group_size)]
+    asm = cpu._row_pair_const.inspect_asm(sig)
+    counts[f"q{bits}g{group_size}"] = [len(re.findall(p, asm)) for p in (r"vcvtdq2ps\\s+%ymm", r"vpsrlq|vpmovzxdq")]
+print(json.dumps(counts))
+"""
+
+
+@pytest.mark.skipif(not _HAS_AVX2, reason="the instruction check is written for x86-64 AVX2 code")
+def test_every_variant_converts_eight_fields_per_instruction(tmp_path: Path) -> None:
+    """Speed guard: a change that lets numba widen the field arithmetic to 64 bits (or scalarise it) still passes
+    the numerical tests but runs 3-5x slower (a scalar remainder loop after the vector one is fine). Compiled
+    fresh (numba can't disassemble cached code), with the SLP vectoriser off (numba's default): the design does
+    not depend on it."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_SLP_VECTORIZE": "0"}
+    done = subprocess.run([sys.executable, "-c", _ASM_PROBE], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for variant, (vector_converts, widened_to_64_bits) in json.loads(done.stdout).items():
+        assert vector_converts >= 8 and widened_to_64_bits == 0, variant
 
 
 def test_device_facts() -> None:

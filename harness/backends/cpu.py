@@ -20,9 +20,9 @@ How the dot product vectorises (numba 0.68, AVX2; measured, see kernels/README.m
 - numba promotes uint32 shifts and masks to 64 bits, which AVX2 cannot convert to float; `_field` is a tiny
   LLVM intrinsic that keeps them 32-bit. bits and group_size reach the inner loop as compile-time literals
   (`numba.literally`), so its loops are fully unrolled; `_row_pair` picks the literal variant per call.
-- numba ships with LLVM's SLP vectoriser off; `numba.config.SLP_VECTORIZE` is forced on below, before any
-  kernel here compiles (pass managers read it at each compile). Because every compile of these functions
-  happens with it on, numba's on-disk cache (whose key ignores that setting) can only hold vectorised builds.
+- LLVM's loop vectoriser does this; its SLP vectoriser (off in numba unless NUMBA_SLP_VECTORIZE=1, and not part
+  of numba's cache key) plays no part: measured the same speed with it on and off, so a cache built either way is
+  the same fast code. tests/test_cpu_backend.py checks the compiled variants really convert 8 fields at a time.
 
 Accumulation is f32 throughout. float16/bfloat16 shapes are emulated: their numbers (x, scales, biases) are
 already representable in the dtype and stored as float32, and each path's output is rounded once to the dtype
@@ -38,20 +38,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")  # in case numba is first imported right here
+import numba
+import numpy as np
+from numba import literally, njit, prange
+from numba.core import types
+from numba.extending import intrinsic
 
-import numba  # noqa: E402
-import numpy as np  # noqa: E402
-from numba import literally, njit, prange  # noqa: E402
-from numba.core import types  # noqa: E402
-from numba.extending import intrinsic  # noqa: E402
-
-from harness.backends.base import Backend  # noqa: E402
-from harness.backends.base import Path as StepPath  # noqa: E402
-from harness.layer import QuantLayer, round_to_dtype  # noqa: E402
-from harness.provenance import cpu_name  # noqa: E402
-
-numba.config.SLP_VECTORIZE = 1  # numba may have been imported earlier without the variable
+from harness.backends.base import Backend
+from harness.backends.base import Path as StepPath
+from harness.layer import QuantLayer, round_to_dtype
+from harness.provenance import cpu_name
 
 # 'reassoc' lets LLVM vectorise the f32 reductions; no 'nnan'/'ninf', so NaN (poison) and inf still propagate.
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
@@ -76,8 +72,10 @@ def _field(typingctx, word, shift, mask):  # noqa: ARG001 - numba's intrinsic si
 def _row_pair_const(wa, sa, ba, wb, sb, bb, xr, xsum, bits, group_size):
     """(row a · v, row b · v) for two packed rows against one prepared input; bits/group_size are literals.
 
-    Two rows per call give two independent accumulation chains sharing every input load (gate and up rows in
-    kernel A, neighbouring rows elsewhere). Indices are uint64 so numba emits no negative-index wraparound.
+    Two rows per call give two independent accumulation chains sharing every input load: gate and up rows in
+    kernel A, rows r and r + n_out/2 elsewhere, so every pass streams two separate regions of memory per task
+    (more loads in flight than one stream of adjacent rows). Indices are uint64, so numba emits no
+    negative-index wraparound.
     """
     literally(bits)
     literally(group_size)
@@ -167,10 +165,10 @@ def _gate_up_swiglu(gate_w, gate_s, gate_b, up_w, up_s, up_b, indices, xr, xsum,
 
 @njit(cache=True, parallel=True, fastmath=_FASTMATH)
 def _down_scale_sum(w, s, b, indices, scores, xr, xsum, out, bits, group_size):
-    """Kernel B: out[h] = Σ_k score_k · (Wd[e_k, h]·act_k), a pair of output rows per task, summed in f32."""
+    """Kernel B: out[h] = Σ_k score_k · (Wd[e_k, h]·act_k) summed over slots in f32; rows h and h + d_model/2
+    per task."""
     half = out.shape[0] // 2
-    for task in prange(half):
-        h = 2 * task
+    for h in prange(half):
         acc_a = np.float32(0.0)
         acc_b = np.float32(0.0)
         for slot in range(indices.shape[0]):
@@ -179,9 +177,9 @@ def _down_scale_sum(w, s, b, indices, scores, xr, xsum, out, bits, group_size):
                 w[e, h],
                 s[e, h],
                 b[e, h],
-                w[e, h + 1],
-                s[e, h + 1],
-                b[e, h + 1],
+                w[e, h + half],
+                s[e, h + half],
+                b[e, h + half],
                 xr[slot],
                 xsum[slot],
                 bits,
@@ -190,22 +188,22 @@ def _down_scale_sum(w, s, b, indices, scores, xr, xsum, out, bits, group_size):
             acc_a += scores[slot] * da
             acc_b += scores[slot] * db
         out[h] = acc_a
-        out[h + 1] = acc_b
+        out[h + half] = acc_b
 
 
 @njit(cache=True, parallel=True, fastmath=_FASTMATH)
 def _gathered_gemv(w, s, b, indices, xr, xsum, out, bits, group_size):
     """Fallback GEMV: out[k, r] = (W[e_k] · v_k)[r] with v_k = row k of the prepared input, or row 0 when all
-    slots share one input (gate, up); a pair of output rows per task."""
+    slots share one input (gate, up); rows r and r + n_out/2 per task."""
     top_k, n_out = out.shape
     half = n_out // 2
     for task in prange(top_k * half):
         slot = task // half
-        r = 2 * (task - slot * half)
+        r = task - slot * half
         e = indices[slot]
         v = 0 if xr.shape[0] == 1 else slot
-        out[slot, r], out[slot, r + 1] = _row_pair(
-            w[e, r], s[e, r], b[e, r], w[e, r + 1], s[e, r + 1], b[e, r + 1], xr[v], xsum[v], bits, group_size
+        out[slot, r], out[slot, r + half] = _row_pair(
+            w[e, r], s[e, r], b[e, r], w[e, r + half], s[e, r + half], b[e, r + half], xr[v], xsum[v], bits, group_size
         )
 
 
@@ -306,7 +304,7 @@ class CpuBackend(Backend):
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
-        return True, f"numba {numba.__version__}, {numba.get_num_threads()} threads, SLP vectoriser on"
+        return True, f"numba {numba.__version__}, {numba.get_num_threads()} threads"
 
     # ---- device facts -------------------------------------------------------------------------------------------
     def device_name(self) -> str:
@@ -318,7 +316,6 @@ class CpuBackend(Backend):
             "cpu": cpu_name(),
             "threads": str(numba.get_num_threads()),
             "numba": numba.__version__,
-            "numba_slp_vectorize": str(numba.config.SLP_VECTORIZE),
             "llc_bytes": str(self.cache_bytes()),
         }
 
