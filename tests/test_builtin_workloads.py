@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from harness.catalog import load_catalog, resolve_model
-from harness.config import ModelEntry
+from harness.config import ModelEntry, load_config, resolved_dtype
 from harness.errors import InputError
 from harness.layer import round_to_dtype
 from harness.reference import rel_err
@@ -18,7 +18,7 @@ from harness.sweep import prepare
 from harness.workloads.arrays import array_ops, bfloat16_bits_to_float32, float32_to_bfloat16_bits
 from harness.workloads.decoder import DecoderShapes, SyntheticDecoder
 from harness.workloads.layer import copies_for_cache
-from tests.helpers import run_cli
+from tests.helpers import REPO, run_cli
 
 # A tiny model defined inline (every shape field given), small enough for a sweep in seconds.
 TINY = {
@@ -164,3 +164,33 @@ def test_decoder_math_agrees_between_numpy_and_mlx():
     assert runs["cpu"][0] == runs["metal"][0]
     assert len(set(runs["cpu"][0])) > 1  # a decode that repeats one token would agree trivially
     assert rel_err(runs["metal"][1], runs["cpu"][1]) < 1e-5
+
+
+@pytest.mark.parametrize("name", ["cpu-smoke", "h200", "gb10", "m-series"])
+def test_shipped_configs_resolve_against_the_catalog(name):
+    """Every shipped config validates, names catalog models, and every shape fits the quantized format (the GPU
+    configs cannot be planned without their device, so this checks what can be checked anywhere)."""
+    config = load_config(REPO / "configs" / f"{name}.yaml")
+    catalog = load_catalog()
+    blocks = [(config.workload, config.models, "models")]
+    if config.workload.kind == "layer" and config.workload.decode:
+        blocks.append((config.workload, config.workload.decode.models, "workload.decode.models"))
+    for settings, entries, field in blocks:
+        for index, entry in enumerate(entries):
+            model = resolve_model(entry, f"{field}[{index}]", str(name), catalog)
+            dtype = resolved_dtype(settings.dtype, config.backend)
+            dffs = settings.dff_grid if field == "models" and settings.kind == "layer" else [model.dff]
+            for dff in dffs:
+                model.model_copy(update={"dff": dff}).moe_shape(settings.bits, settings.group_size, dtype)
+    assert config.current_default
+
+
+def test_host_matvec_matches_float64():
+    from harness.workloads.host_gemv import matvec
+
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((301, 517), dtype=np.float32)
+    x = rng.standard_normal(517, dtype=np.float32)
+    out = matvec(w, x)
+    assert out.dtype == np.float32 and out.shape == (301,)
+    assert rel_err(out, w.astype(np.float64) @ x.astype(np.float64)) < 1e-6

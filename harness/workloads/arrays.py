@@ -6,8 +6,10 @@ share) plus the few operations where the libraries differ, collected here:
 
 - cpu   → numpy, float32. The CPU paths are numba kernels that take numpy arrays, so numpy costs no conversion at
           the MoE boundary; MLX-on-CPU would add an MLX↔numpy copy around every MoE call (and MLX's CPU
-          low-precision matmuls are inaccurate), distorting what the decode measures. float16/bfloat16 are
-          emulated as the CPU backend does: float32 math, MoE inputs rounded to the dtype.
+          low-precision matmuls are inaccurate), distorting what the decode measures. The large matrix-vector
+          products run in numba's thread pool (harness.workloads.host_gemv), not OpenBLAS's, so one pool serves
+          the whole token. float16/bfloat16 are emulated as the CPU backend does: float32 math, MoE inputs rounded
+          to the dtype.
 - cuda  → CuPy. CuPy has no bfloat16, so for bfloat16 the dense math runs in float16 (same bytes per weight,
           which is what decode time depends on) and the MoE input/output is converted to/from the backend's
           bfloat16 storage (uint16 bit patterns) with the generic bit operations below.
@@ -48,6 +50,12 @@ class ArrayOps:
     def device(self, host: np.ndarray) -> Any:
         """A host float array as a device array of the compute dtype."""
         return np.ascontiguousarray(host, dtype=self.compute)
+
+    def matvec(self, w: Any, x: Any) -> Any:
+        """w @ x for the dense projections and the LM head (the CPU's runs in numba's pool: host_gemv)."""
+        from harness.workloads.host_gemv import matvec
+
+        return matvec(w, x)
 
     def moe_input(self, x: Any) -> Any:
         """The normed hidden state as the MoE paths take it (activation dtype, contiguous)."""
@@ -90,6 +98,9 @@ class CupyOps(ArrayOps):
     def device(self, host: np.ndarray) -> Any:
         return self.xp.asarray(np.asarray(host, dtype=self.compute))
 
+    def matvec(self, w: Any, x: Any) -> Any:
+        return w @ x
+
     def moe_input(self, x: Any) -> Any:
         if self.dtype == "bfloat16":
             return float32_to_bfloat16_bits(self.xp, x)
@@ -124,6 +135,9 @@ class MlxOps(ArrayOps):
         array = self.xp.array(np.asarray(host, dtype=np.float32)).astype(self.compute)
         self.xp.eval(array)
         return array
+
+    def matvec(self, w: Any, x: Any) -> Any:
+        return w @ x
 
     def moe_input(self, x: Any) -> Any:
         return x.astype(self.compute)

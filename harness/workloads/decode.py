@@ -115,7 +115,7 @@ class DecodeWorkloadRunner(BuiltinWorkload):
                 Point(
                     key=self.point_key(model, shapes.moe),
                     caps=self.caps(),
-                    label=f"{model.name} L{model.layers}",
+                    label=f"{model.name} decode L{model.layers}",
                     skip_reason=self.skip_reason(
                         memory, f"{self.field(index)}.layers ({model.layers}), context or vocab"
                     ),

@@ -179,20 +179,20 @@ class SyntheticDecoder:
     def _attention(self, layer: _Layer, x: Any, position: int) -> Any:
         m, ops = self.shapes.model, self.ops
         group = m.n_heads // m.n_kv_heads
-        q = (layer.wq @ x).reshape(m.n_kv_heads, group, m.head_dim)
-        layer.keys[:, position, :] = (layer.wk @ x).reshape(m.n_kv_heads, m.head_dim)
-        layer.values[:, position, :] = (layer.wv @ x).reshape(m.n_kv_heads, m.head_dim)
+        q = ops.matvec(layer.wq, x).reshape(m.n_kv_heads, group, m.head_dim)
+        layer.keys[:, position, :] = ops.matvec(layer.wk, x).reshape(m.n_kv_heads, m.head_dim)
+        layer.values[:, position, :] = ops.matvec(layer.wv, x).reshape(m.n_kv_heads, m.head_dim)
         keys = layer.keys[:, : position + 1, :]
         values = layer.values[:, : position + 1, :]
         scores = (q @ keys.transpose(0, 2, 1)).astype(ops.float32) * (1.0 / math.sqrt(m.head_dim))
         weights = self._softmax(scores).astype(ops.compute)
-        return layer.wo @ (weights @ values).reshape(-1)
+        return ops.matvec(layer.wo, (weights @ values).reshape(-1))
 
     def _route(self, layer: _Layer, x: Any) -> tuple[Any, Any]:
         """Softmax over the top-k router logits (Mixtral / Qwen3 norm_topk_prob style): (indices, f32 scores)."""
         xp, ops = self.ops.xp, self.ops
         k, n = self.shapes.moe.top_k, self.shapes.moe.n_experts
-        logits = (layer.router @ x).astype(ops.float32)
+        logits = ops.matvec(layer.router, x).astype(ops.float32)
         top = xp.argpartition(logits, n - k)[n - k :]
         return ops.moe_indices(top), ops.representable(self._softmax(xp.take(logits, top)))
 
@@ -221,7 +221,7 @@ class SyntheticDecoder:
             for layer in self.layers:
                 h = h + self._attention(layer, self._rms_norm(h, layer.attn_norm), position)
                 h = h + self._moe(layer, self._rms_norm(h, layer.moe_norm), path, capture)
-            logits = self.lm_head @ self._rms_norm(h, self.final_norm)
+            logits = ops.matvec(self.lm_head, self._rms_norm(h, self.final_norm))
             token = xp.argmax(logits.astype(ops.float32))
             ops.submitted(token)
             out.append(token)

@@ -162,7 +162,7 @@ class LayerWorkloadRunner(BuiltinWorkload):
                     Point(
                         key=key,
                         caps=self.caps(),
-                        label=f"{model.name} {shape.label()}",
+                        label=f"{model.name} d{shape.d_model}/f{shape.dff}",
                         skip_reason=self.skip_reason(memory, f"workload.copies ({copies}) or n_experts"),
                         memory_bytes=memory,
                         run_seconds_estimate=max(self.settings.min_run_s, 2 * step_bytes / self.bandwidth),
