@@ -14,7 +14,7 @@ from harness.errors import InputError
 from harness.layer import round_to_dtype
 from harness.reference import rel_err
 from harness.results import read_samples
-from harness.sweep import prepare
+from harness.sweep import execute, prepare
 from harness.workloads.arrays import array_ops, bfloat16_bits_to_float32, float32_to_bfloat16_bits
 from harness.workloads.decoder import DecoderShapes, SyntheticDecoder
 from harness.workloads.layer import copies_for_cache
@@ -194,3 +194,24 @@ def test_host_matvec_matches_float64():
     out = matvec(w, x)
     assert out.dtype == np.float32 and out.shape == (301,)
     assert rel_err(out, w.astype(np.float64) @ x.astype(np.float64)) < 1e-6
+
+
+def test_a_point_whose_setup_fails_becomes_fail_rows_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    from harness.workloads import layer as layer_workload
+
+    workload = {"kind": "layer", "dff_grid": [128, 256], "min_run_s": 0.01, "copies": 2}
+    run = prepare(write_config(tmp_path, workload, [TINY], rounds=1, warmup_runs=0), out=tmp_path / "run")
+    real_make_layer = layer_workload.make_layer
+
+    def make_layer(shape, seed):
+        if shape.dff == 128:
+            raise MemoryError("out of device memory")
+        return real_make_layer(shape, seed)
+
+    monkeypatch.setattr(layer_workload, "make_layer", make_layer)
+    execute(run, lambda message: None)
+    samples = read_samples(tmp_path / "run")
+    failed = samples[samples["dff"] == 128]
+    assert set(failed["status"]) == {"fail"} and len(failed) == 2
+    assert failed["error"].str.contains("point setup failed: MemoryError: out of device memory").all()
+    assert set(samples[samples["dff"] == 256]["status"]) == {"ok"}

@@ -9,12 +9,14 @@ reason, never an out-of-memory crash halfway through a sweep.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 
 from harness.backends.base import Backend
 from harness.catalog import ModelShape, load_catalog, resolve_model
 from harness.config import DecodeWorkload, LayerWorkload, ModelEntry, SweepConfig, resolved_dtype
 from harness.errors import InputError
+from harness.measure import PointRunner, RunFailed, RunOutcome
 from harness.shapes import MoeShape
 
 # Fraction of the reported free memory a point may plan to use: the rest covers allocator pools and fragmentation,
@@ -35,6 +37,28 @@ def activation_bytes(dtype: str) -> int:
 
 def gib(nbytes: float) -> str:
     return f"{nbytes / 2**30:.2f} GiB"
+
+
+class SetupFailed:
+    """Stands in for a point whose setup raised (device out of memory, kernel compile error): every run of it
+    becomes a `fail` row with the reason, and the sweep goes on to the next point (a re-run retries it)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def run(self, path: str) -> RunOutcome:
+        raise RunFailed(self.reason)
+
+    def close(self) -> None:
+        """Nothing was built."""
+
+
+def open_or_fail(build: Callable[[], PointRunner]) -> PointRunner:
+    """The point's runner, or a SetupFailed carrying why it could not be built."""
+    try:
+        return build()
+    except Exception as exc:  # one point's setup failure must not end the sweep
+        return SetupFailed(f"point setup failed: {type(exc).__name__}: {exc}")
 
 
 class BuiltinWorkload:

@@ -21,11 +21,11 @@ import numpy as np
 
 from harness.backends.base import Backend
 from harness.config import DecodeWorkload, LayerWorkload
-from harness.measure import Point, RunFailed, RunOutcome
+from harness.measure import Point, PointRunner, RunFailed, RunOutcome
 from harness.reference import moe_reference, rel_err
 from harness.timing import time_calls
 from harness.workloads.arrays import array_ops
-from harness.workloads.builtin import BuiltinWorkload
+from harness.workloads.builtin import BuiltinWorkload, open_or_fail
 from harness.workloads.decoder import Capture, DecoderShapes, SyntheticDecoder
 
 
@@ -126,6 +126,7 @@ class DecodeWorkloadRunner(BuiltinWorkload):
             )
         return out
 
-    def open(self, point: Point) -> DecodeRunner:
-        assert isinstance(self.settings, DecodeWorkload)
-        return DecodeRunner(self.backend, point.extra["shapes"], self.settings)
+    def open(self, point: Point) -> PointRunner:
+        settings = self.settings
+        assert isinstance(settings, DecodeWorkload)
+        return open_or_fail(lambda: DecodeRunner(self.backend, point.extra["shapes"], settings))

@@ -35,12 +35,12 @@ from harness.catalog import ModelShape
 from harness.config import LayerWorkload, SweepConfig
 from harness.errors import InputError
 from harness.layer import make_inputs, make_layer
-from harness.measure import Point, RunFailed, RunOutcome
+from harness.measure import Point, PointRunner, RunFailed, RunOutcome
 from harness.reference import moe_reference, rel_err
 from harness.shapes import MoeShape
 from harness.timing import time_calls
-from harness.workloads.builtin import BuiltinWorkload
-from harness.workloads.decode import DecodeRunner, DecodeWorkloadRunner
+from harness.workloads.builtin import BuiltinWorkload, open_or_fail
+from harness.workloads.decode import DecodeWorkloadRunner
 
 # Calibration times this many rotations per path (after one untimed rotation that compiles and faults pages in).
 CALIBRATION_ROTATIONS = 1
@@ -171,10 +171,10 @@ class LayerWorkloadRunner(BuiltinWorkload):
                 )
         return out
 
-    def open(self, point: Point) -> LayerRunner | DecodeRunner:
-        assert isinstance(self.settings, LayerWorkload)
+    def open(self, point: Point) -> PointRunner:
+        settings = self.settings
+        assert isinstance(settings, LayerWorkload)
         if point.key["workload"] == "decode" and self.decode:
             return self.decode.open(point)
-        return LayerRunner(
-            self.backend, point.extra["shape"], point.extra["copies"], self.settings.seed, self.settings.min_run_s
-        )
+        shape, copies = point.extra["shape"], point.extra["copies"]
+        return open_or_fail(lambda: LayerRunner(self.backend, shape, copies, settings.seed, settings.min_run_s))
