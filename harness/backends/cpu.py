@@ -53,6 +53,7 @@ from harness.provenance import cpu_name
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 _DEFAULT_CACHE_BYTES = 32 << 20  # used only when neither /sys nor sysconf reports a last-level cache
 _SYS_CPU = Path("/sys/devices/system/cpu")
+_ROW_BLOCK = 32  # row pairs per kernel-B task: 16-64 tasks at d_model 2048-4096, plenty to balance the threads
 
 
 # ---- the dot-product core --------------------------------------------------------------------------------------
@@ -142,53 +143,84 @@ def _prepare(v, xr, xsum, bits, group_size):
 # ---- passes -------------------------------------------------------------------------------------------------------
 @njit(cache=True, parallel=True, fastmath=_FASTMATH)
 def _gate_up_swiglu(gate_w, gate_s, gate_b, up_w, up_s, up_b, indices, xr, xsum, act, bits, group_size):
-    """Kernel A: act[k, f] = silu(Wg[e_k, f]·x) · (Wu[e_k, f]·x), one (slot, row) per task."""
+    """Kernel A: act[k, f] = silu(Wg[e_k, f]·x) · (Wu[e_k, f]·x).
+
+    A task owns a block of row pairs (f, f + dff/2) of one slot: it dots the block's gate rows first, parking
+    the results in `act`, then the up rows, finishing act in place. Each phase streams one matrix like the
+    fallback's GEMV does (interleaving gate and up row by row measured ~20% slower on 8-bit weights).
+    """
     top_k, dff = act.shape
-    for task in prange(top_k * dff):
-        slot = task // dff
-        f = task - slot * dff
+    half = dff // 2
+    blocks = (half + _ROW_BLOCK - 1) // _ROW_BLOCK
+    for task in prange(top_k * blocks):
+        slot = task // blocks
+        start = (task - slot * blocks) * _ROW_BLOCK
+        stop = min(half, start + _ROW_BLOCK)
         e = indices[slot]
-        g, u = _row_pair(
-            gate_w[e, f],
-            gate_s[e, f],
-            gate_b[e, f],
-            up_w[e, f],
-            up_s[e, f],
-            up_b[e, f],
-            xr[0],
-            xsum[0],
-            bits,
-            group_size,
-        )
-        act[slot, f] = g / (np.float32(1.0) + np.exp(-g)) * u
+        for f in range(start, stop):
+            act[slot, f], act[slot, f + half] = _row_pair(
+                gate_w[e, f],
+                gate_s[e, f],
+                gate_b[e, f],
+                gate_w[e, f + half],
+                gate_s[e, f + half],
+                gate_b[e, f + half],
+                xr[0],
+                xsum[0],
+                bits,
+                group_size,
+            )
+        for f in range(start, stop):
+            u0, u1 = _row_pair(
+                up_w[e, f],
+                up_s[e, f],
+                up_b[e, f],
+                up_w[e, f + half],
+                up_s[e, f + half],
+                up_b[e, f + half],
+                xr[0],
+                xsum[0],
+                bits,
+                group_size,
+            )
+            g0, g1 = act[slot, f], act[slot, f + half]
+            act[slot, f] = g0 / (np.float32(1.0) + np.exp(-g0)) * u0
+            act[slot, f + half] = g1 / (np.float32(1.0) + np.exp(-g1)) * u1
 
 
 @njit(cache=True, parallel=True, fastmath=_FASTMATH)
 def _down_scale_sum(w, s, b, indices, scores, xr, xsum, out, bits, group_size):
-    """Kernel B: out[h] = Σ_k score_k · (Wd[e_k, h]·act_k) summed over slots in f32; rows h and h + d_model/2
-    per task."""
+    """Kernel B: out[h] = Σ_k score_k · (Wd[e_k, h]·act_k), summed over slots in f32 in slot order.
+
+    A task owns a block of row pairs (h, h + d_model/2) and runs the slots one after the other over the whole
+    block, so one slot's input stays hot in L1/L2 while the block's rows stream past it (looping over the slots
+    inside each row would alternate between top_k inputs, which at large Dff do not fit in L1 together).
+    """
     half = out.shape[0] // 2
-    for h in prange(half):
-        acc_a = np.float32(0.0)
-        acc_b = np.float32(0.0)
+    for block in prange((half + _ROW_BLOCK - 1) // _ROW_BLOCK):
+        stop = min(half, (block + 1) * _ROW_BLOCK)
         for slot in range(indices.shape[0]):
             e = indices[slot]
-            da, db = _row_pair(
-                w[e, h],
-                s[e, h],
-                b[e, h],
-                w[e, h + half],
-                s[e, h + half],
-                b[e, h + half],
-                xr[slot],
-                xsum[slot],
-                bits,
-                group_size,
-            )
-            acc_a += scores[slot] * da
-            acc_b += scores[slot] * db
-        out[h] = acc_a
-        out[h + half] = acc_b
+            score = scores[slot]
+            for h in range(block * _ROW_BLOCK, stop):
+                da, db = _row_pair(
+                    w[e, h],
+                    s[e, h],
+                    b[e, h],
+                    w[e, h + half],
+                    s[e, h + half],
+                    b[e, h + half],
+                    xr[slot],
+                    xsum[slot],
+                    bits,
+                    group_size,
+                )
+                if slot == 0:
+                    out[h] = score * da
+                    out[h + half] = score * db
+                else:
+                    out[h] += score * da
+                    out[h + half] += score * db
 
 
 @njit(cache=True, parallel=True, fastmath=_FASTMATH)
