@@ -1,13 +1,15 @@
 """CPU backend: the fused two-kernel decode-MoE step and its unfused fallback, compiled with numba.
 
-fused    = kernel A (gate+up row pairs, SwiGLU -> f32 act) + kernel B (down row pairs × score, summed over the
+fused    = kernel A (gate and up GEMVs + SwiGLU -> f32 act) + kernel B (down GEMV × score, summed over the
            top-k slots in f32): two parallel passes
 fallback = GEMV(gate) + GEMV(up) + SwiGLU + GEMV(down) + weighted sum: five passes, f32 intermediates in memory
 library  = `mx.gather_qmm` on MLX's CPU device in float32 (offered only when mlx imports; never the default
            fallback: it runs single-threaded, ~20x slower, so a crossover against it would say nothing)
 
-Both numba paths spend their time in the same row-pair dot product (`_row_pair`), so a fused/fallback ratio
-measures fusion (fewer passes, gate and up sharing each input load), not two GEMVs of different quality.
+Every pass of both paths spends its time in the same row-pair dot product (`_row_pair`) over the same memory
+streams (rows r and r + n/2 of one matrix, one matrix at a time), so a fused/fallback ratio measures fusion —
+two parallel passes instead of four plus a serial sum, no gate/up/down intermediates written and re-read —
+not two GEMVs of different quality.
 
 How the dot product vectorises (numba 0.68, AVX2; measured, see kernels/README.md):
 - The input is prepared once per pass (`_prepare`): reordered so that for each group the 8-wide SIMD lanes map
@@ -73,10 +75,9 @@ def _field(typingctx, word, shift, mask):  # noqa: ARG001 - numba's intrinsic si
 def _row_pair_const(wa, sa, ba, wb, sb, bb, xr, xsum, bits, group_size):
     """(row a · v, row b · v) for two packed rows against one prepared input; bits/group_size are literals.
 
-    Two rows per call give two independent accumulation chains sharing every input load: gate and up rows in
-    kernel A, rows r and r + n_out/2 elsewhere, so every pass streams two separate regions of memory per task
-    (more loads in flight than one stream of adjacent rows). Indices are uint64, so numba emits no
-    negative-index wraparound.
+    Two rows per call give two independent accumulation chains sharing every input load. Callers pass rows r
+    and r + n_out/2 of one matrix: two long sequential streams per thread kept more loads in flight than one
+    stream of adjacent rows. Indices are uint64, so numba emits no negative-index wraparound.
     """
     literally(bits)
     literally(group_size)
