@@ -213,15 +213,19 @@ def register(app: typer.Typer) -> None:
             raise InputError("--library", device.name, f"this backend offers no {', '.join(missing)} path here")
         console = Console(stderr=True)
         copy_gb_s = device.copy_bandwidth(copy_mib << 20) / 1e9
-        console.print(f"{device.device_name()}: copy bandwidth {copy_gb_s:.1f} GB/s (read + write)", highlight=False)
+        console.print(
+            f"{device.device_name()}: copy bandwidth {copy_gb_s:.1f} GB/s (read + write)",
+            highlight=False,
+            soft_wrap=True,
+        )
         rows: list[BenchRow] = []
         for shape in shapes:
             rows.extend(bench_shape(device, shape, paths, rounds, seed, copy_gb_s))
             done = ", ".join(f"{r.path} {r.us_per_step:.0f} µs" for r in rows[-len(paths) :])
-            console.print(f"{shape.label()}: {done}", highlight=False)
+            console.print(f"{shape.label()}: {done}", highlight=False, soft_wrap=True)
         Console().print(_table(rows, f"{device.name}: {device.device_name()}"))
         if out is not None:
             meta = collect(device.name, device.device_info())
             meta |= {"command": " ".join(["moecal", *sys.argv[1:]]), "copy_gb_s": f"{copy_gb_s:.2f}"}
             write_csv(out, rows, meta)
-            console.print(f"wrote {out}", highlight=False)
+            console.print(f"wrote {out}", highlight=False, soft_wrap=True)

@@ -141,7 +141,7 @@ def register(app: typer.Typer) -> None:
         rows: list[PathCheck] = []
         for shape in cases:
             if not as_json:
-                console.print(f"verify {device.name} {shape.label()} (seed {seed})", highlight=False)
+                console.print(f"verify {device.name} {shape.label()} (seed {seed})", highlight=False, soft_wrap=True)
             rows.extend(check_shape(device, shape, seed))
         if as_json:
             print(json.dumps([asdict(row) for row in rows], indent=1))
