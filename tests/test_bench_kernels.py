@@ -59,10 +59,8 @@ def test_bench_shape_times_each_path() -> None:
 
 def test_bench_kernels_cli_writes_csv_with_provenance(tmp_path: Path) -> None:
     out = tmp_path / "sub" / "bench.csv"
-    done = run_cli(
-        "bench-kernels", "--backend", "cpu", "--d-model", "2048", "--dff", "768,1024", "--n-experts", "2", "--rounds", "2",
-        "--copy-mib", "16", "--out", out,
-    )  # fmt: skip
+    options = ["--d-model", "2048", "--dff", "768,1024", "--n-experts", "2", "--rounds", "2", "--copy-mib", "16"]
+    done = run_cli("bench-kernels", "--backend", "cpu", *options, "--out", out)
     assert done.returncode == 0, done.stderr
     frame = read_csv_with_header(out)
     assert list(frame.columns) == COLUMNS

@@ -107,8 +107,10 @@ def _row_pair_const(wa, sa, ba, wb, sb, bb, xr, xsum, bits, group_size):
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _row_pair(wa, sa, ba, wb, sb, bb, xr, xsum, bits, group_size):
-    """Dispatch to the literal (bits, group_size) variant; a branch per row pair costs nothing measurable."""
+def _row_pair(w, s, b, e, ra, rb, xr, xsum, bits, group_size):
+    """Rows ra and rb of expert e of a stacked matrix (w, s, b) dotted with a prepared input, by the literal
+    (bits, group_size) variant of `_row_pair_const` (a branch per row pair costs nothing measurable)."""
+    wa, sa, ba, wb, sb, bb = w[e, ra], s[e, ra], b[e, ra], w[e, rb], s[e, rb], b[e, rb]
     if bits == 4:
         if group_size == 32:
             return _row_pair_const(wa, sa, ba, wb, sb, bb, xr, xsum, 4, 32)
@@ -160,30 +162,10 @@ def _gate_up_swiglu(gate_w, gate_s, gate_b, up_w, up_s, up_b, indices, xr, xsum,
         e = indices[slot]
         for f in range(start, stop):
             act[slot, f], act[slot, f + half] = _row_pair(
-                gate_w[e, f],
-                gate_s[e, f],
-                gate_b[e, f],
-                gate_w[e, f + half],
-                gate_s[e, f + half],
-                gate_b[e, f + half],
-                xr[0],
-                xsum[0],
-                bits,
-                group_size,
+                gate_w, gate_s, gate_b, e, f, f + half, xr[0], xsum[0], bits, group_size
             )
         for f in range(start, stop):
-            u0, u1 = _row_pair(
-                up_w[e, f],
-                up_s[e, f],
-                up_b[e, f],
-                up_w[e, f + half],
-                up_s[e, f + half],
-                up_b[e, f + half],
-                xr[0],
-                xsum[0],
-                bits,
-                group_size,
-            )
+            u0, u1 = _row_pair(up_w, up_s, up_b, e, f, f + half, xr[0], xsum[0], bits, group_size)
             g0, g1 = act[slot, f], act[slot, f + half]
             act[slot, f] = g0 / (np.float32(1.0) + np.exp(-g0)) * u0
             act[slot, f + half] = g1 / (np.float32(1.0) + np.exp(-g1)) * u1
@@ -204,18 +186,7 @@ def _down_scale_sum(w, s, b, indices, scores, xr, xsum, out, bits, group_size):
             e = indices[slot]
             score = scores[slot]
             for h in range(block * _ROW_BLOCK, stop):
-                da, db = _row_pair(
-                    w[e, h],
-                    s[e, h],
-                    b[e, h],
-                    w[e, h + half],
-                    s[e, h + half],
-                    b[e, h + half],
-                    xr[slot],
-                    xsum[slot],
-                    bits,
-                    group_size,
-                )
+                da, db = _row_pair(w, s, b, e, h, h + half, xr[slot], xsum[slot], bits, group_size)
                 if slot == 0:
                     out[h] = score * da
                     out[h + half] = score * db
@@ -235,9 +206,7 @@ def _gathered_gemv(w, s, b, indices, xr, xsum, out, bits, group_size):
         r = task - slot * half
         e = indices[slot]
         v = 0 if xr.shape[0] == 1 else slot
-        out[slot, r], out[slot, r + half] = _row_pair(
-            w[e, r], s[e, r], b[e, r], w[e, r + half], s[e, r + half], b[e, r + half], xr[v], xsum[v], bits, group_size
-        )
+        out[slot, r], out[slot, r + half] = _row_pair(w, s, b, e, r, r + half, xr[v], xsum[v], bits, group_size)
 
 
 @njit(cache=True, parallel=True, fastmath=_FASTMATH)
