@@ -71,6 +71,19 @@ class FamilyDecision:
     rows: tuple[int, ...]  # positions in the summary
     crossover: Crossover
     decision: Decision
+    valid_points: int = 0  # non-null points the crossover was located from
+
+
+def deciding_families(families: Sequence[FamilyDecision]) -> list[FamilyDecision]:
+    """The families allowed to set the overall cap.
+
+    A `layer` family measures the kernels at a fixed shape, so when a run has any, they decide; whole-model
+    `decode` (or `command`) points then only show the effect on tok/s. A family also needs two valid points to locate a
+    crossover: a single point says which path won there, not where the paths cross. If no family qualifies, all do.
+    """
+    kernel = [f for f in families if f.family.startswith("layer")] or list(families)
+    located = [f for f in kernel if f.valid_points >= 2]
+    return located or kernel
 
 
 @dataclass(frozen=True)
@@ -261,18 +274,19 @@ def decide(
         )
         decision = recommend(crossover, current_default, grid, cap_env, confidence)
         all_rows = tuple(int(i) for i in np.flatnonzero(labels == family))
-        families.append(FamilyDecision(family, all_rows, crossover, decision))
+        families.append(FamilyDecision(family, all_rows, crossover, decision, len(positions)))
     if not families:
         empty = find_crossover(np.array([]), np.array([]))
         return DecisionResult((), empty, recommend(empty, current_default, grid, cap_env, confidence))
+    candidates = deciding_families(families)
     binding = min(
-        families, key=lambda f: math.inf if f.decision.recommended_cap is None else f.decision.recommended_cap
+        candidates, key=lambda f: math.inf if f.decision.recommended_cap is None else f.decision.recommended_cap
     )
-    return DecisionResult(tuple(families), binding.crossover, _overall(binding, len(families), current_default))
+    return DecisionResult(tuple(families), binding.crossover, _overall(binding, len(candidates), current_default))
 
 
 def _overall(binding: FamilyDecision, n_families: int, current_default: int | None) -> Decision:
-    """With several families one cap must serve them all, so the smallest family cap wins."""
+    """With several deciding families one cap must serve them all, so the smallest family cap wins."""
     decision = binding.decision
     if n_families == 1 or decision.recommended_cap is None:
         return decision

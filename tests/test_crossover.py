@@ -122,6 +122,19 @@ def test_shape_families_are_decided_separately_and_the_smallest_cap_binds():
     assert len(analysis.as_json()["families"]) == 2
 
 
+def test_kernel_families_decide_and_a_single_decode_point_does_not():
+    layer = synthetic_samples(linear_curve([2048, 4096, 6144, 8192], 5000), d_model=2048, seed=6)
+    # one whole-model decode point at a small Dff where fused clearly loses: alone it would say "fused never wins"
+    decode = synthetic_samples({768: 0.9}, workload="decode", d_model=2048, seed=7)
+    analysis = _analyse(pd.concat([layer, decode], ignore_index=True), current_default=8192)
+    assert len(analysis.result.families) == 2
+    layer_family = next(f for f in analysis.result.families if f.family.startswith("layer"))
+    assert analysis.result.decision == layer_family.decision
+    assert 4000 < analysis.result.crossover.dff < 6000
+    only_decode = _analyse(decode, current_default=8192)
+    assert only_decode.result.crossover.outcome == "fused_never"
+
+
 def test_ci_covers_the_true_crossover_in_most_simulations():
     """SYNTHETIC: 60 seeded sweeps of a known linear ratio curve crossing 1.0 at Dff 6000 (1% noise, 6 rounds)."""
     true, hits, widths = 6000.0, 0, []
