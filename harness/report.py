@@ -43,6 +43,12 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower() or "unknown"
 
 
+def _report_stem(date: str, host: str, backend: str, config_name: str) -> str:
+    """<date>-<host>-<backend>[-<config>]-dff-crossover: the config name keeps two sweeps of one day and host
+    (say a layer sweep and an mlxcel command sweep) from overwriting each other's addendum."""
+    return "-".join(_slug(p) for p in (date, host, backend, config_name, "dff-crossover") if p)
+
+
 def _report_date(provenance: dict[str, object]) -> str:
     text = str(provenance.get("date") or "")
     return text[:10] if re.match(r"\d{4}-\d{2}-\d{2}", text) else _dt.date.today().isoformat()
@@ -125,7 +131,7 @@ def build_report_data(
         "library_pin": str(provenance.get("library_pin") or "unknown library"),
         "raw_data": _relative(Path(input_path), root),
         "options": {**options.settings(), "current_default": options.current_default},
-        "plot": f"{date}-{_slug(host)}-{_slug(backend)}-dff-crossover.png",
+        "plot": _report_stem(date, host, backend, str(provenance.get("config_name") or "")) + ".png",
         "context": _context(provenance),
         "decision": analysis.as_json(),
         "previous": (_previous(analysis, analyse_path(previous, options), root, Path(previous)) if previous else None),

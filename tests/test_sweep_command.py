@@ -179,8 +179,10 @@ def test_plan_and_only(tmp_path):
 
 
 def test_adaptive_rounds_only_where_the_ci_straddles_one(tmp_path):
+    # seeded synthetic noise, so whether a CI happens to exclude 1.0 is the same on every run of the test
     config = fake_config(
         tmp_path,
+        workload={"command": [str(FAKE_BENCH), "--dff", "{dff}", "--seed", "0", "--counter", str(tmp_path / "n")]},
         models=[{"name": "clear-win", "dff": 1024}, {"name": "at-crossover", "dff": 8000}],
         measure={"rounds": 3, "adaptive": True, "max_rounds": 6, "target_ci_width": 0.001},
     )
