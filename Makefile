@@ -7,7 +7,7 @@ CONFIG ?=
 BACKEND ?= auto
 OUT    ?=
 
-.PHONY: setup test lint sweep bench bench-kernels verify gpu-check device-wheels clean help
+.PHONY: check setup test lint sweep bench bench-kernels verify gpu-check device-wheels clean help
 
 help:
 	@echo "make setup          create .venv with the CPU backend, NVRTC compile checks and dev tools"
@@ -17,6 +17,7 @@ help:
 	@echo "make verify         every kernel path vs the float64 reference (BACKEND=...)"
 	@echo "make gpu-check      the one prepared GPU script (BACKEND=cuda by default; BACKEND=cpu rehearses it)"
 	@echo "make device-wheels  fetch cp312 wheels the H200 image lacks into .whl/ (carry them to the device)"
+	@echo "make check          regression gate: BASELINE=results/<stored> CURRENT=results/<new>"
 	@echo "make lint | clean"
 
 $(STAMP): pyproject.toml
@@ -37,6 +38,9 @@ test: $(STAMP) lint
 
 sweep: $(STAMP)
 	$(BIN)/moecal sweep $(CONFIG) $(if $(OUT),--out $(OUT),)
+
+check: $(STAMP)
+	$(BIN)/moecal check --baseline $(BASELINE) --current $(CURRENT)
 
 verify: $(STAMP)
 	$(BIN)/moecal verify --backend $(BACKEND)
