@@ -71,11 +71,11 @@ fi
 stage provenance 60 bash -c "nvidia-smi 2>/dev/null || true; $PY -c 'import platform; print(platform.platform())'; $MOECAL doctor"
 stage copy-bandwidth 120 $MOECAL doctor --backend "$BACKEND" --bandwidth
 case "$BACKEND" in
-  cuda) MARK=cuda ;;
-  metal) MARK=metal ;;
-  *) MARK="not cuda and not metal and not slow" ;;
+  cuda) TESTS=(-m cuda tests) ;;
+  metal) TESTS=(-m metal tests) ;;
+  *) TESTS=(tests/test_cpu_backend.py tests/test_verify_cli.py) ;;  # the CPU backend's own tests
 esac
-stage "pytest-$BACKEND" 240 $PY -m pytest -q -m "$MARK" -p no:cacheprovider tests
+stage "pytest-$BACKEND" 240 $PY -m pytest -q -p no:cacheprovider "${TESTS[@]}"
 stage verify 180 bash -c "$MOECAL verify --backend $BACKEND --json > '$OUT/verify.json'"
 stage bench-kernels 240 $MOECAL bench-kernels --backend "$BACKEND" --out "$OUT/bench_kernels.csv"
 stage sweep 420 $MOECAL sweep "$CONFIG" --backend "$BACKEND" --out "$RUN_DIR" --no-report
