@@ -157,7 +157,9 @@ class CudaBackend(Backend):
         try:
             count = cupy.cuda.runtime.getDeviceCount()
         except Exception as exc:  # CUDARuntimeError: no driver, insufficient driver, no device
-            return False, f"CuPy {cupy.__version__} finds no usable CUDA device ({type(exc).__name__}: {exc})"
+            # without a kernel driver CuPy reports "insufficient driver": say the plain fact first
+            driver = "" if _driver_version() != "unknown" else "no NVIDIA driver on this machine; "
+            return False, f"{driver}CuPy {cupy.__version__} finds no usable CUDA device ({type(exc).__name__}: {exc})"
         if count == 0:
             return False, f"CuPy {cupy.__version__} sees no CUDA device"
         ok, nvrtc = nvrtc_status()
