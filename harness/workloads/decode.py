@@ -41,7 +41,7 @@ class DecodeRunner:
         self.reference_tokens = self.decoder.host_tokens(generated[self.warmup :])
         first = capture[0]
         self.reference = moe_reference(
-            self.decoder.routed_layer(0),
+            self.decoder.routed_layer,
             backend.to_numpy(first.x),
             backend.to_numpy(first.indices).astype(np.int64),
             backend.to_numpy(first.scores),

@@ -5,7 +5,8 @@ top-k router, routed MoE through the path under test [+ shared expert]) → fina
 
 What is real and what is simplified (so nobody reads more into the numbers than is there):
 - The routed MoE layers are real MLX-affine quantized layers (harness.layer) run by the backend's own paths; that
-  is the part the fused/fallback comparison is about.
+  is the part the fused/fallback comparison is about. Every layer holds its own device copy of one random host
+  layer (see `routed_layer`), so each layer still streams its own weights from memory.
 - The shared expert, when the model has one, is a one-expert quantized layer that always runs the *fallback* path
   (score 1, no gate): it is a dense MLP in real engines, outside what the Dff cap switches, so it is a constant cost
   in both arms.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -138,9 +140,21 @@ class SyntheticDecoder:
         self.shared_routing = one[1:]
         self.start_token = ops.token(seed % m.vocab)
 
-    def routed_layer(self, index: int):
-        """The host (numpy) routed-expert layer `index`, regenerated deterministically (for the reference)."""
-        return make_layer(self.shapes.moe, self.seed + index)
+    @cached_property
+    def routed_layer(self):
+        """The host (numpy) routed-expert layer every decoder layer uploads its own device copy of.
+
+        One random layer serves all layers: distinct device memory is what makes each layer stream its weights,
+        and each layer's own router still selects its own experts. Generating random packed words is slow on the
+        host (~0.2-0.8 GB/s), and a model's worth of them would dominate a GPU sweep's wall time.
+        """
+        return make_layer(self.shapes.moe, self.seed)
+
+    @cached_property
+    def shared_layer(self):
+        """The host shared-expert layer (one for all layers, like `routed_layer`), or None."""
+        shared = self.shapes.shared
+        return None if shared is None else make_layer(shared, self.seed + _SHARED_SEED_OFFSET)
 
     def _layer(self, index: int) -> _Layer:
         m, shapes, ops = self.shapes.model, self.shapes, self.ops
@@ -148,9 +162,7 @@ class SyntheticDecoder:
         q_dim, kv_dim = m.n_heads * m.head_dim, shapes.kv_dim
         positions = shapes.context + shapes.new_tokens
         cache = rng.standard_normal((2, m.n_kv_heads, positions, m.head_dim), dtype=np.float32)
-        shared = None
-        if shapes.shared is not None:
-            shared = self.backend.upload(make_layer(shapes.shared, self.seed + _SHARED_SEED_OFFSET + index))
+        shared = None if self.shared_layer is None else self.backend.upload(self.shared_layer)
         return _Layer(
             attn_norm=ops.device(np.ones(m.d_model, np.float32)),
             wq=ops.device(_uniform(rng, (q_dim, m.d_model), m.d_model)),
@@ -159,7 +171,7 @@ class SyntheticDecoder:
             wo=ops.device(_uniform(rng, (m.d_model, q_dim), q_dim)),
             moe_norm=ops.device(np.ones(m.d_model, np.float32)),
             router=ops.device(_uniform(rng, (m.n_experts, m.d_model), m.d_model)),
-            moe=self.backend.upload(self.routed_layer(index)),
+            moe=self.backend.upload(self.routed_layer),
             shared=shared,
             keys=ops.device(cache[0]),
             values=ops.device(cache[1]),

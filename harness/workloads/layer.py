@@ -61,16 +61,18 @@ class LayerRunner:
 
     def __init__(self, backend: Backend, shape: MoeShape, copies: int, seed: int, min_run_s: float):
         self.backend = backend
-        self.layers: list[Any] = []
+        # One random host layer, uploaded `copies` times: what defeats the cache is distinct device memory, not
+        # distinct values, and generating random packed words (~0.2-0.8 GB/s on one core) would otherwise dominate
+        # a GPU sweep's wall time. Each copy gets its own input, so each step selects its own experts.
+        host = make_layer(shape, seed)
+        self.layers: list[Any] = [backend.upload(host) for _ in range(copies)]
         self.inputs: list[tuple] = []
         for copy in range(copies):
-            host = make_layer(shape, seed + copy)
             x, indices, scores = make_inputs(shape, seed + copy)
             if copy == 0:
                 self.reference = moe_reference(host, x, indices, scores)
-            self.layers.append(backend.upload(host))
             self.inputs.append(backend.upload_inputs(x, indices, scores, shape.dtype))
-            del host
+        del host
         self.steps_by_path = {name: self._step_calls(name) for name in ("fused", "fallback")}
         self.steps = self._calibrate(min_run_s)
 
