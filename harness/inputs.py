@@ -48,11 +48,12 @@ def load_input(path: str | Path) -> LoadedInput:
     if mlxcel.is_mlxcel(columns):
         imported = mlxcel.read_mlxcel(path)
         return LoadedInput(imported.samples, None, imported.provenance)
+    # a run directory's meta.json beside its CSV is the fuller provenance
+    meta = _read_meta(path.parent) if path.name in ("samples.csv", "summary.csv") else {}
     if set(SAMPLE_COLUMNS) <= set(columns):
-        meta = _read_meta(path.parent) if path.name == "samples.csv" else {}
         return LoadedInput(_read_samples(path), None, {**_provenance(path), **meta})
     if set(SUMMARY_COLUMNS) <= set(columns):
-        return LoadedInput(None, _read_summary(path), _provenance(path))
+        return LoadedInput(None, _read_summary(path), {**_provenance(path), **meta})
     raise InputError(
         str(path), "columns", "not a samples.csv, summary.csv or mlxcel sweep CSV (header: " + ",".join(columns) + ")"
     )
@@ -62,10 +63,8 @@ def _load_run_dir(path: Path) -> LoadedInput:
     samples_path, summary_path = path / "samples.csv", path / "summary.csv"
     if not samples_path.exists() and not summary_path.exists():
         raise InputError(str(path), "", "a run directory needs samples.csv or summary.csv; neither is there")
-    meta = _read_meta(path)
-    if samples_path.exists():
-        return LoadedInput(_read_samples(samples_path), None, {**_provenance(samples_path), **meta})
-    return LoadedInput(None, _read_summary(summary_path), {**_provenance(summary_path), **meta})
+    # the same sniffing as for a CSV given directly, so a foreign samples.csv is an InputError, not a KeyError
+    return load_input(samples_path if samples_path.exists() else summary_path)
 
 
 def _columns(path: Path) -> list[str]:

@@ -124,7 +124,7 @@ def measure_point(
     plan: SweepPlan,
     writer: SampleWriter,
     run_id: str,
-    done: set[tuple],
+    done: dict[tuple, str],
     on_run: ProgressHook,
 ) -> int:
     """Run every pending (arm, round) of one point; returns how many rows were written.
@@ -144,7 +144,7 @@ def measure_point(
         ):
             arms = arm_order(point.arms, round_index, plan.order, plan.seed, point.label)
             for position, arm in enumerate(arms):
-                if _key(run_id, point, arm, round_index) in done:
+                if done.get(_key(run_id, point, arm, round_index)) == "ok":
                     continue
                 if runner is None:
                     runner = _open_warm(workload, point, plan)
@@ -194,7 +194,7 @@ def point_key(values: dict) -> tuple:
     return run_key({**values, "arm": "", "round": ""})[:-2]
 
 
-def _write_skips(point: Point, writer: SampleWriter, run_id: str, done: set[tuple], on_run: ProgressHook) -> int:
+def _write_skips(point: Point, writer: SampleWriter, run_id: str, done: dict[tuple, str], on_run: ProgressHook) -> int:
     written = 0
     for arm in point.arms:
         if _key(run_id, point, arm, 0) in done:
@@ -216,9 +216,10 @@ def runs_in_plan(points: Sequence[Point], plan: SweepPlan) -> int:
     return sum(len(p.arms) * (1 if p.skip_reason else plan.rounds) for p in points)
 
 
-def pending_runs(points: Sequence[Point], plan: SweepPlan, run_id: str, done: set[tuple]) -> int:
+def pending_runs(points: Sequence[Point], plan: SweepPlan, run_id: str, done: dict[tuple, str]) -> int:
     total = 0
     for point in points:
         rounds = 1 if point.skip_reason else plan.rounds
-        total += sum(_key(run_id, point, a, r) not in done for a in point.arms for r in range(rounds))
+        settled = ("ok", "skip") if point.skip_reason else ("ok",)
+        total += sum(done.get(_key(run_id, point, a, r)) not in settled for a in point.arms for r in range(rounds))
     return total

@@ -149,11 +149,17 @@ class SampleWriter:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
 
-    def done_keys(self) -> set[tuple]:
-        """Keys (RUN_KEY values as strings) of runs already recorded as ok or skip."""
+    def done_keys(self) -> dict[tuple, str]:
+        """Runs already recorded as ok or skip: RUN_KEY values (as strings) → status. A `skip` row only settles
+        a point that is still skipped; once the point fits (more free memory), its runs are measured."""
         frame = read_samples(self.path)
         frame = frame[frame["status"].isin(DONE_STATUSES)]
-        return {run_key(row) for row in frame.to_dict("records")}
+        done: dict[tuple, str] = {}
+        for row in frame.to_dict("records"):
+            key = run_key(row)
+            if done.get(key) != "ok":
+                done[key] = row["status"]
+        return done
 
     def append(self, row: Mapping[str, object]) -> None:
         unknown = set(row) - set(SAMPLE_COLUMNS)

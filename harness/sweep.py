@@ -7,6 +7,7 @@ run starts, so `--dry-run` and `moecal plan` exercise exactly the checks a real 
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import shlex
 import socket
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import provenance
-from harness.backends import BackendUnavailable, resolve_name
+from harness.backends import BACKEND_NAMES, BackendUnavailable, resolve_name
 from harness.config import SweepConfig, load_config
 from harness.errors import InputError
 from harness.measure import Point, ProgressHook, SweepPlan, Workload, measure_point, pending_runs
@@ -56,6 +57,8 @@ def backend_for(config: SweepConfig, override: str | None) -> str:
     """The backend label of a run. For external commands `auto` means the platform's GPU (the binary picks its own
     device); for built-in workloads it is the first usable of metal → cuda → cpu."""
     name = override or config.backend
+    if name not in (*BACKEND_NAMES, "auto"):
+        raise BackendUnavailable(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)} or auto")
     if name != "auto":
         return name
     if config.workload.kind == "command":
@@ -136,12 +139,22 @@ def prepare(
 
 
 def _check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> None:
-    """Refuse to mix two different configs (or backends) in one run directory: the samples would not be comparable."""
-    previous = read_meta(run_dir)
-    if not previous:
-        return
-    for key in ("config_sha256", "backend"):
-        if previous.get(key) not in (None, meta[key]):
+    """The run directory must be usable, and hold (if anything) a run of the same config on the same backend and
+    device: mixing them would make the samples incomparable, and resume would count another device's rows as done."""
+    where = str(run_dir)
+    existing = next((p for p in (run_dir, *run_dir.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise InputError(where, "--out", f"{existing} exists and is not a directory")
+    if not os.access(existing, os.W_OK):
+        raise InputError(where, "--out", f"{existing} is not writable")
+    try:
+        previous = read_meta(run_dir)
+        if (run_dir / "samples.csv").exists():
+            read_samples(run_dir)
+    except (ValueError, OSError) as exc:  # JSONDecodeError is a ValueError
+        raise InputError(where, "(file)", f"not a moecal run directory ({exc}); use --out for a new one") from None
+    for key in ("config_sha256", "backend", "device"):
+        if previous.get(key) not in (None, meta.get(key)):
             raise InputError(
                 source,
                 "(file)",
@@ -161,7 +174,7 @@ def execute(sweep: Sweep, on_run: ProgressHook) -> int:
 
 
 def pending(sweep: Sweep) -> int:
-    done: set[tuple] = set()
+    done: dict[tuple, str] = {}
     if (sweep.run_dir / "samples.csv").exists():
         with SampleWriter(sweep.run_dir, sweep.meta) as writer:
             done = writer.done_keys()

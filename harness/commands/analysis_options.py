@@ -28,9 +28,10 @@ ExcludeOpt = Annotated[
 ConfidenceOpt = Annotated[float, typer.Option(help="confidence level of every interval")]
 SeedOpt = Annotated[int, typer.Option(help="seed of the bootstrap resampling")]
 CurrentDefaultOpt = Annotated[
-    int | None, typer.Option(help="the cap in force now (default: the run's current_default)", show_default=False)
+    int | None,
+    typer.Option(min=1, help="the cap in force now (default: the run's current_default)", show_default=False),
 ]
-GridOpt = Annotated[int, typer.Option(help="recommended caps are multiples of this")]
+GridOpt = Annotated[int, typer.Option(min=1, help="recommended caps are multiples of this")]
 InterpolationOpt = Annotated[str, typer.Option(help="linear | log2: how the ratio is interpolated between Dffs")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print exactly one JSON object instead of tables")]
 

@@ -46,7 +46,9 @@ def print_check(result: CheckResult, console: Console) -> None:
 def check(
     baseline: Annotated[Path, typer.Option(help="the stored sweep to compare against (any input form)")],
     current: Annotated[Path, typer.Option(help="the new sweep (any input form)")],
-    max_regression: Annotated[float, typer.Option(help="tolerated drop of an arm's tok/s")] = MAX_REGRESSION,
+    max_regression: Annotated[
+        float, typer.Option(min=0.0, max=0.99, help="tolerated drop of an arm's tok/s (fraction)")
+    ] = MAX_REGRESSION,
     exclude: ExcludeOpt = None,
     confidence: ConfidenceOpt = 0.95,
     seed: SeedOpt = 0,
