@@ -194,3 +194,24 @@ def test_adaptive_rounds_only_where_the_ci_straddles_one(tmp_path):
     assert rounds["at-crossover"] == 5  # the synthetic ratio is 1.0 here: extra rounds up to max_rounds
     again = run_cli("sweep", config, "--out", out, "--no-report")
     assert again.returncode == 0 and len(read_samples(out)) == 2 * (3 + 6)
+
+
+def test_unusable_run_directories_and_backends_are_one_line_errors(tmp_path):
+    config = fake_config(tmp_path)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "samples.csv").write_text("a,b\n1,2\n")
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "meta.json").write_text("{")
+    cases = [
+        (("--out", foreign), "not a moecal run directory"),
+        (("--out", corrupt), "not a moecal run directory"),
+        (("--out", config), "exists and is not a directory"),
+        (("--backend", "tpu"), "unknown backend 'tpu'"),
+    ]
+    for args, message in cases:
+        done = run_cli("sweep", config, *args, "--dry-run")
+        assert done.returncode == 2, (args, done.stderr)
+        assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "columns" in run_cli("summarize", foreign).stderr
