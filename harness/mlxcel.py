@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.config import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.inputs import read_frame
 from harness.results import (
@@ -118,6 +119,12 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
     samples = _as_samples(rows, run_id, provenance)
     provenance = {
         "workload": "command",
+        "cap_env": DEFAULT_CAP_ENV,
+        # what every mlxcel sweep does; the CSV itself does not record it, so the addendum says so
+        "arms": {
+            "fused": f"{DEFAULT_CAP_ENV}=20000 (the mlxcel sweep convention; not recorded in the CSV)",
+            "fallback": f"{DEFAULT_CAP_ENV}=1 (the mlxcel sweep convention; not recorded in the CSV)",
+        },
         **provenance,
         "source_format": "mlxcel sweep CSV",
         "source": str(path),
