@@ -15,7 +15,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.errors import InputError
-from harness.shapes import BITS, GROUP_SIZES
 
 DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
 DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
@@ -86,24 +85,10 @@ class CommandWorkload(Strict):
 class QuantSettings(Strict):
     """Quantization and activation dtype shared by the built-in workloads."""
 
-    bits: int = 4
-    group_size: int = 64
+    bits: Literal[4, 8] = 4  # harness.shapes.BITS
+    group_size: Literal[32, 64, 128] = 64  # harness.shapes.GROUP_SIZES
     dtype: Literal["float32", "float16", "bfloat16", "auto"] = "auto"
     seed: int = 0
-
-    @field_validator("bits")
-    @classmethod
-    def _bits(cls, value: int) -> int:
-        if value not in BITS:
-            raise ValueError(f"must be one of {BITS}")
-        return value
-
-    @field_validator("group_size")
-    @classmethod
-    def _group(cls, value: int) -> int:
-        if value not in GROUP_SIZES:
-            raise ValueError(f"must be one of {GROUP_SIZES}")
-        return value
 
 
 class DecodeRun(Strict):

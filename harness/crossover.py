@@ -33,7 +33,6 @@ INTERPOLATIONS = ("linear", "log2")
 DEFAULT_GRID = 256
 # A layer sweep varies Dff at one shape, so its shape families are the other shape columns; command and decode
 # workloads measure whole models (one model per Dff), so each is a single family.
-FAMILY_COLUMNS = ["workload", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype"]
 
 
 @dataclass(frozen=True)
@@ -232,7 +231,8 @@ def recommend(
 
 
 def family_labels(summary: pd.DataFrame) -> pd.Series:
-    """A readable shape-family label per summary row (see FAMILY_COLUMNS)."""
+    """A readable shape-family label per summary row: a `layer` family is one (d_model, top_k, n_experts, bits,
+    group_size, dtype); `decode` and `command` points (one model per Dff) form one family per workload."""
 
     def label(row: pd.Series) -> str:
         if row["workload"] != "layer":

@@ -211,11 +211,6 @@ def _key(run_id: str, point: Point, arm: str, round_index: int) -> tuple:
     return run_key({**point.key, "arm": arm, "round": round_index, "run_id": run_id})
 
 
-def runs_in_plan(points: Sequence[Point], plan: SweepPlan) -> int:
-    """Timed runs the plan asks for (a skipped point counts one row per arm)."""
-    return sum(len(p.arms) * (1 if p.skip_reason else plan.rounds) for p in points)
-
-
 def pending_runs(points: Sequence[Point], plan: SweepPlan, run_id: str, done: dict[tuple, str]) -> int:
     total = 0
     for point in points:

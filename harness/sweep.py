@@ -192,5 +192,6 @@ def quick_table(run_dir: Path) -> pd.DataFrame:
             table[arm] = float("nan")
     table["ratio"] = table["fused"] / table["fallback"]
     counts = samples.groupby(keys)["status"].value_counts().unstack(fill_value=0)
-    table = table.merge(counts.reset_index(), on=keys, how="outer")
+    counts = counts.reindex(columns=["ok", "fail", "skip"], fill_value=0).reset_index()
+    table = table.merge(counts, on=keys, how="outer").fillna({"ok": 0, "fail": 0, "skip": 0})
     return table.sort_values(["workload", "d_model", "dff"])

@@ -30,7 +30,7 @@ def quick_table_view(run_dir: Path) -> Table:
             str(int(row["dff"])),
             *(f"{row[arm]:.4g}" if row[arm] == row[arm] else "-" for arm in ("fallback", "fused")),
             f"{row['ratio']:.4f}" if row["ratio"] == row["ratio"] else "-",
-            *(str(int(row.get(s, 0) if row.get(s, 0) == row.get(s, 0) else 0)) for s in ("ok", "fail", "skip")),
+            *(str(int(row[status])) for status in ("ok", "fail", "skip")),
         )
     return table
 

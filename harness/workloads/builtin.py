@@ -31,10 +31,6 @@ ARM_TEXT = {
 }
 
 
-def activation_bytes(dtype: str) -> int:
-    return 4 if dtype == "float32" else 2
-
-
 def gib(nbytes: float) -> str:
     return f"{nbytes / 2**30:.2f} GiB"
 

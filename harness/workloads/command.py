@@ -153,6 +153,3 @@ class CommandWorkloadRunner:
         """How each arm is forced, for the report."""
         env = self.settings.cap_env
         return {arm: f"{env}={cap}" for arm, cap in self.caps().items()}
-
-    def command_text(self, model: ModelEntry) -> str:
-        return subprocess.list2cmdline(argv_for(self.settings, model))
