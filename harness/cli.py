@@ -26,6 +26,7 @@ from harness.commands import (  # noqa: E402
     crossover,
     doctor,
     import_mlxcel,
+    init,
     plan,
     report,
     summarize,
@@ -33,7 +34,7 @@ from harness.commands import (  # noqa: E402
     verify,
 )
 
-for _module in (sweep, plan, doctor, summarize, crossover, report, check, import_mlxcel, verify, bench_kernels):
+for _module in (init, sweep, plan, doctor, summarize, crossover, report, check, import_mlxcel, verify, bench_kernels):
     _module.register(app)
 # --- end of command registration -------------------------------------------------------------------------------
 

@@ -47,6 +47,26 @@ class DispatchProbe(Strict):
         return _check_regex(value, 0)
 
 
+class Parity(Strict):
+    """Where a command run's generated output (text or token ids) is captured for greedy parity: `regex` on the
+    run's output (group 1 of every match, joined by spaces) or `output_file`, a file the command writes
+    (`{placeholders}` as in `command`)."""
+
+    regex: str | None = None
+    output_file: str | None = None
+
+    @field_validator("regex")
+    @classmethod
+    def _valid(cls, value: str | None) -> str | None:
+        return None if value is None else _check_regex(value, 1)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Parity:
+        if (self.regex is None) == (self.output_file is None):
+            raise ValueError("give exactly one of regex or output_file")
+        return self
+
+
 class CommandWorkload(Strict):
     """An external decode benchmark; each arm is forced through an environment variable (`cap_env`)."""
 
@@ -59,6 +79,7 @@ class CommandWorkload(Strict):
     timeout_s: float = Field(600, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
     dispatch_probe: DispatchProbe | None = None
+    parity: Parity | None = None
 
     @field_validator("metric_regex")
     @classmethod
@@ -152,6 +173,12 @@ class ModelEntry(Strict):
     head_dim: int | None = Field(None, gt=0)
     vocab: int | None = Field(None, gt=0)
     args: dict[str, str] = Field(default_factory=dict)
+    # command workloads (written by `moecal init`): the checkpoint's family and expert quantization, recorded in
+    # the point key, and why the fused kernel is expected to decline it (such points run only with --measure-null)
+    family: str | None = None
+    bits: int | None = Field(None, gt=0)
+    group_size: int | None = Field(None, gt=0)
+    expect_null: str | None = Field(None, min_length=1)
 
     def placeholders(self) -> dict[str, object]:
         values = {k: v for k, v in self.model_dump().items() if k != "args" and v is not None}
@@ -195,7 +222,9 @@ class SweepConfig(Strict):
             for index, model in enumerate(self.models):
                 if model.dff is None:
                     raise _FieldError(("models", index, "dff"), "required for command workloads")
-                _check_placeholders(self.workload.command, model, index)
+                parity = self.workload.parity
+                extra = [parity.output_file] if parity and parity.output_file else []
+                _check_placeholders([*self.workload.command, *extra], model, index)
         return self
 
 

@@ -15,6 +15,7 @@ from harness.backends import BackendUnavailable
 from harness.commands.plan import print_plan
 from harness.errors import InputError
 from harness.report import write_report
+from harness.workloads.command import expected_null, measure_expected_null
 
 console = Console(stderr=True)
 
@@ -52,6 +53,9 @@ def sweep(
         True, "--report/--no-report", help="After the sweep: summarize → crossover → addendum + plot."
     ),
     reports_dir: Path = typer.Option(Path("reports"), "--reports-dir", help="Where the addendum and plot go."),
+    measure_null: bool = typer.Option(
+        False, "--measure-null", help="Also run models whose config says expect_null (they stay null points)."
+    ),
 ) -> None:
     """Run the sweep: per point, warm-up, then rounds in which every arm runs once in rotating order.
 
@@ -65,6 +69,10 @@ def sweep(
             raise InputError("(no config given)", "backend", str(exc)) from None
         console.print(f"config: {config} (the default for this machine)")
     plan = sweeps.prepare(config, out=out, backend=backend, only=only, rounds=rounds)
+    if measure_null:
+        measure_expected_null(plan.points)
+    if expected_null(plan.config):  # the analysis keeps these null and reports mispredictions
+        plan.meta["expect_null"] = expected_null(plan.config)
     if dry_run:
         print_plan(plan)
         console.print(f"dry run: config, backend and commands are usable; would write {plan.run_dir}")

@@ -4,6 +4,10 @@ Each arm is forced through an environment variable (`cap_env`): the fused arm se
 arm below every Dff. tok/s is parsed from the output with `metric_regex` (group 1, last match wins, so a benchmark
 that prints per-phase lines reports its final figure). An optional dispatch probe must match the fused arm's output;
 a point where it never does ran the same code in both arms and is a null point (see harness.stats).
+
+Greedy parity (config `parity:`): each run's generated output is captured and compared with the latest run of the
+other path (harness.parity). A model with `expect_null` (written by `moecal init` when the fused kernel should
+decline the checkpoint) is a skipped point unless the sweep runs with --measure-null; either way it is null.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from harness.config import CommandWorkload as CommandSettings
 from harness.config import ModelEntry, SweepConfig
 from harness.errors import InputError
 from harness.measure import Point, RunFailed, RunOutcome
+from harness.parity import agreement, capture_file, capture_regex
 
 TAIL_CHARS = 400
 
@@ -37,17 +42,23 @@ def argv_for(settings: CommandSettings, model: ModelEntry) -> list[str]:
 class CommandRunner:
     """Runs one model's command; `run(path)` forces the path through the cap environment variable."""
 
-    def __init__(self, settings: CommandSettings, argv: list[str]):
+    def __init__(self, settings: CommandSettings, argv: list[str], output_file: Path | None = None):
         self.settings = settings
         self.argv = argv
         self.metric = re.compile(settings.metric_regex)
         self.probe = re.compile(settings.dispatch_probe.regex) if settings.dispatch_probe else None
+        parity = settings.parity
+        self.parity_regex = re.compile(parity.regex) if parity and parity.regex else None
+        self.output_file = output_file
+        self.last_output: dict[str, list[str]] = {}  # path -> pieces of its latest run, for parity
 
     def environment(self, path: str) -> dict[str, str]:
         cap = self.settings.fused_cap if path == "fused" else self.settings.fallback_cap
         return {**os.environ, **self.settings.env, self.settings.cap_env: str(cap)}
 
     def run(self, path: str) -> RunOutcome:
+        if self.output_file is not None:
+            self.output_file.unlink(missing_ok=True)  # a stale file must not pass for this run's output
         started = time.perf_counter()
         try:
             done = subprocess.run(
@@ -82,7 +93,25 @@ class CommandRunner:
         dispatch_ok = None
         if self.probe is not None and path == "fused":
             dispatch_ok = bool(self.probe.search(output))
-        return RunOutcome(tokens=None, seconds=seconds, tok_s=tok_s, dispatch_ok=dispatch_ok)
+        return self._with_parity(path, output, RunOutcome(None, seconds, tok_s, dispatch_ok=dispatch_ok))
+
+    def _with_parity(self, path: str, output: str, outcome: RunOutcome) -> RunOutcome:
+        """Record agreement with the latest run of the other path (tokens = pieces compared)."""
+        if self.parity_regex is not None:
+            generated = capture_regex(self.parity_regex, output)
+        elif self.output_file is not None:
+            generated = capture_file(self.output_file)
+        else:
+            return outcome
+        if generated is None:
+            return outcome
+        self.last_output[path] = generated
+        other = self.last_output.get("fallback" if path == "fused" else "fused")
+        if other is None:
+            outcome.tokens = len(generated)
+        else:
+            outcome.tokens_agree, outcome.tokens = agreement(generated, other)
+        return outcome
 
     def close(self) -> None:
         """Nothing to release: every run is its own process."""
@@ -127,11 +156,12 @@ class CommandWorkloadRunner:
                 "dff": model.dff,
                 "n_experts": model.n_experts or "",
                 "top_k": model.top_k or "",
-                "bits": "",
-                "group_size": "",
+                "bits": model.bits or "",
+                "group_size": model.group_size or "",
                 "dtype": "",
             }
-            out.append(Point(key=key, caps=self.caps(), label=model.name, extra={"model": model}))
+            skip = f"expected null: {model.expect_null} (--measure-null measures it)" if model.expect_null else ""
+            out.append(Point(key=key, caps=self.caps(), label=model.name, skip_reason=skip, extra={"model": model}))
         return out
 
     def preflight(self) -> None:
@@ -147,9 +177,27 @@ class CommandWorkloadRunner:
                 )
 
     def open(self, point: Point) -> CommandRunner:
-        return CommandRunner(self.settings, argv_for(self.settings, point.extra["model"]))
+        model = point.extra["model"]
+        parity = self.settings.parity
+        output_file = None
+        if parity and parity.output_file:
+            output_file = Path(parity.output_file.format_map(model.placeholders()))
+        return CommandRunner(self.settings, argv_for(self.settings, model), output_file)
 
     def describe_arms(self) -> dict[str, str]:
         """How each arm is forced, for the report."""
         env = self.settings.cap_env
         return {arm: f"{env}={cap}" for arm, cap in self.caps().items()}
+
+
+def expected_null(config: SweepConfig) -> dict[str, str]:
+    """Model name → why the fused kernel is expected to decline it (the config's `expect_null` entries)."""
+    return {m.name: m.expect_null for m in config.models if m.expect_null}
+
+
+def measure_expected_null(points: list[Point]) -> None:
+    """--measure-null: run the points predicted null too (they stay null points; the runs test the prediction)."""
+    for point in points:
+        model = point.extra.get("model")
+        if isinstance(model, ModelEntry) and model.expect_null:
+            point.skip_reason = ""

@@ -1,0 +1,151 @@
+"""`moecal init --models DIR`: a ready command-workload config for calibrating mlxcel on the models found in DIR.
+
+Every model folder becomes a model entry with its real shape (harness.discover) and, where mlxcel's fused kernel
+should decline the checkpoint, `expect_null: <reason>` (harness.eligibility); folders without MoE layers are listed
+as skipped, with the reason, in the file's header. The written config is validated before it is written, so what
+`init` writes is what `moecal sweep` accepts.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from harness import provenance
+from harness.config import DEFAULT_CAP_ENV, parse_config
+from harness.discover import DiscoveredModel, Skipped, scan
+from harness.eligibility import predict_null
+from harness.errors import InputError
+
+# mlxcel's compiled-in caps (src/models/switch_layers.rs: FUSED_MOE_MAX_DFF_METAL / FUSED_MOE_MAX_DFF_CUDA)
+MLXCEL_DEFAULT_CAPS = {"metal": 4096, "cuda": 8192}
+DEFAULT_PROMPT = "Hello, how are you today?"
+DISPATCH_REGEX = "path=fused"
+HEADER = """\
+# Written by `moecal init` from the model folders in {models}. Calibrates mlxcel's fused-MoE Dff cap with its
+# own decode benchmark: each arm is forced through {cap_env} (fused {fused}, fallback {fallback}).
+# dispatch_probe: mlxcel prints `path=fused` in its per-call MoE decode trace only when the fused kernel runs;
+#   enable that trace (a diagnostic MLXCEL_* switch of your build, see mlxcel docs/environment-variables.md) in
+#   `env:` below, or drop the probe (`moecal init --probe ''`) — without a trace line every point is null.
+# parity: mlxcel-bench-decode prints timings but not the generated text; to track greedy parity, point `command`
+#   at a greedy generator that prints it and give `parity: {{regex: ...}}` (see README "Calibrating mlxcel").
+# expect_null: the fused kernel should decline this checkpoint; measured only with `moecal sweep --measure-null`.
+"""
+
+
+def model_entry(model: DiscoveredModel) -> dict[str, object]:
+    entry: dict[str, object] = {
+        "name": model.name,
+        "model_path": str(model.path.resolve()),
+        "family": model.family,
+        "dff": model.dff,
+        "d_model": model.d_model,
+        "n_experts": model.n_experts,
+        "top_k": model.top_k,
+        "quant_mode": model.quant.mode,
+    }
+    if model.quant.bits:
+        entry["bits"] = model.quant.bits
+    if model.quant.group_size:
+        entry["group_size"] = model.quant.group_size
+    if model.layers:
+        entry["layers"] = model.layers
+    if model.shared_dff:
+        entry["shared_dff"] = model.shared_dff
+    reason = predict_null(model)
+    if reason:
+        entry["expect_null"] = reason
+    return entry
+
+
+def init_config(
+    found: list[DiscoveredModel],
+    skipped: list[Skipped],
+    bench: str,
+    backend: str,
+    name: str = "mlxcel",
+    probe: str = DISPATCH_REGEX,
+    parity_regex: str | None = None,
+    tokens: int = 128,
+    rounds: int = 5,
+) -> dict[str, object]:
+    """The config as a YAML-ready dict (validated by `write_config`)."""
+    resolved = provenance.platform_backend() if backend == "auto" else backend
+    workload: dict[str, object] = {
+        "kind": "command",
+        "command": [*shlex.split(bench), "-m", "{model_path}", "-p", DEFAULT_PROMPT, "-n", str(tokens)],
+        "cap_env": DEFAULT_CAP_ENV,
+        "fused_cap": 20000,
+        "fallback_cap": 1,
+        "timeout_s": 600,
+        "env": {},
+    }
+    if probe:
+        workload["dispatch_probe"] = {"regex": probe}
+    if parity_regex:
+        workload["parity"] = {"regex": parity_regex}
+    config: dict[str, object] = {"name": name, "backend": backend}
+    if resolved in MLXCEL_DEFAULT_CAPS:
+        config["current_default"] = MLXCEL_DEFAULT_CAPS[resolved]
+    config.update(
+        library_pin=f"mlxcel ({shlex.split(bench)[0]})",
+        workload=workload,
+        models=[model_entry(m) for m in found],
+        measure={"warmup_runs": 1, "rounds": rounds, "order": "rotate"},
+    )
+    return config
+
+
+def write_config(config: dict[str, object], skipped: list[Skipped], models_dir: Path, out: Path) -> Path:
+    parse_config(config, str(out))  # what init writes, sweep accepts
+    workload = config["workload"]
+    header = HEADER.format(
+        models=models_dir,
+        cap_env=workload["cap_env"],
+        fused=workload["fused_cap"],
+        fallback=workload["fallback_cap"],
+    )
+    header += "".join(f"# skipped {s.name}: {s.reason}\n" for s in skipped)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")
+    return out
+
+
+def init(
+    models: Annotated[Path, typer.Option(help="folder of model folders (each with config.json)")] = Path("models"),
+    bench: Annotated[str, typer.Option(help="the decode benchmark, with leading arguments")] = "mlxcel-bench-decode",
+    backend: Annotated[str, typer.Option(help="metal | cuda | cpu | auto")] = "auto",
+    out: Annotated[Path, typer.Option(help="config file to write")] = Path("mlxcel-calibration.yaml"),
+    name: Annotated[str, typer.Option(help="config name (part of the run id)")] = "mlxcel",
+    probe: Annotated[str, typer.Option(help="dispatch probe regex ('' for none)")] = DISPATCH_REGEX,
+    parity_regex: Annotated[
+        str | None, typer.Option(help="regex whose group 1 is the generated text or token ids", show_default=False)
+    ] = None,
+    tokens: Annotated[int, typer.Option(min=1, help="tokens to generate per run")] = 128,
+    rounds: Annotated[int, typer.Option(min=1, help="measure.rounds")] = 5,
+) -> None:
+    """Scan --models for MoE checkpoints and write a command-workload config for `moecal sweep`."""
+    if backend not in ("metal", "cuda", "cpu", "auto"):
+        raise InputError("--backend", backend, "must be one of metal, cuda, cpu, auto")
+    if not shlex.split(bench):
+        raise InputError("--bench", repr(bench), "empty command")
+    found, skipped = scan(models)
+    if not found:
+        reasons = "; ".join(f"{s.name}: {s.reason}" for s in skipped) or "the folder is empty"
+        raise InputError(str(models), "--models", f"no MoE model folder found ({reasons})")
+    config = init_config(found, skipped, bench, backend, name, probe, parity_regex, tokens, rounds)
+    path = write_config(config, skipped, models, out)
+    for model in config["models"]:
+        note = f"expect_null: {model['expect_null']}" if "expect_null" in model else "eligible for the fused kernel"
+        typer.echo(f"{model['name']}: {model['family']} Dff {model['dff']} {model['quant_mode']} — {note}")
+    for s in skipped:
+        typer.echo(f"{s.name}: skipped — {s.reason}")
+    typer.echo(f"config → {path}\nnext: moecal sweep {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("init")(init)
