@@ -21,6 +21,13 @@ InputArg = Annotated[
     Path,
     typer.Argument(help="a run directory, a samples.csv, a summary.csv or an mlxcel sweep CSV", show_default=False),
 ]
+RunsArg = Annotated[
+    list[Path],
+    typer.Argument(
+        help="one input (as above), or several runs (backends, devices) for one per-backend defaults table",
+        show_default=False,
+    ),
+]
 ExcludeOpt = Annotated[
     list[str] | None,
     typer.Option("--exclude", help="model to mark null (repeatable); NAME=why records the reason", show_default=False),

@@ -13,14 +13,15 @@ from harness.commands.analysis_options import (
     CurrentDefaultOpt,
     ExcludeOpt,
     GridOpt,
-    InputArg,
     InterpolationOpt,
     JsonOpt,
+    RunsArg,
     SeedOpt,
     build_options,
     print_summary,
 )
 from harness.crossover import format_ci
+from harness.defaults import build_defaults, defaults_json, print_defaults
 
 
 def print_decision(analysis: Analysis, console: Console) -> None:
@@ -47,7 +48,7 @@ def print_decision(analysis: Analysis, console: Console) -> None:
 
 def crossover(
     ctx: typer.Context,
-    input_path: InputArg,
+    input_paths: RunsArg,
     exclude: ExcludeOpt = None,
     current_default: CurrentDefaultOpt = None,
     grid: GridOpt = 256,
@@ -58,9 +59,19 @@ def crossover(
 ) -> None:
     """Where fused stops beating the fallback (with a bootstrap CI), and the keep/raise/lower decision.
 
-    Run as `recommend`, it prints only the decision part (no per-point table).
+    Run as `recommend`, it prints only the decision part (no per-point table). Given several runs, it prints one
+    decision per backend (see `moecal report RUN RUN…` for the addendum).
     """
-    analysis = analyse_path(input_path, build_options(exclude, confidence, seed, current_default, grid, interpolation))
+    options = build_options(exclude, confidence, seed, current_default, grid, interpolation)
+    if len(input_paths) > 1:
+        defaults = build_defaults(input_paths, options)
+        if as_json:
+            typer.echo(json.dumps(defaults_json(defaults), indent=1))
+        else:
+            print_defaults(defaults, typer.echo)
+        return
+    input_path = input_paths[0]
+    analysis = analyse_path(input_path, options)
     if as_json:
         typer.echo(json.dumps(analysis.as_json(), indent=1))
         return

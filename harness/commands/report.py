@@ -12,16 +12,18 @@ from harness.commands.analysis_options import (
     CurrentDefaultOpt,
     ExcludeOpt,
     GridOpt,
-    InputArg,
     InterpolationOpt,
+    RunsArg,
     SeedOpt,
     build_options,
 )
+from harness.defaults import print_defaults, run_checks, write_defaults
+from harness.errors import InputError
 from harness.report import write_report
 
 
 def report(
-    input_path: InputArg,
+    input_paths: RunsArg,
     out: Annotated[Path, typer.Option(help="folder for the addendum and the plot")] = Path("reports"),
     previous: Annotated[
         Path | None, typer.Option(help="an earlier run (any input form) to compare with", show_default=False)
@@ -33,9 +35,19 @@ def report(
     confidence: ConfidenceOpt = 0.95,
     seed: SeedOpt = 0,
 ) -> None:
-    """Write `<date>-<host>-<backend>-dff-crossover.md` and `.png` into --out."""
+    """Write `<date>-<host>-<backend>-dff-crossover.md` and `.png` into --out; given several runs (backends,
+    devices), one per-backend defaults addendum `<date>-<backends>-dff-defaults.md` instead (no plot)."""
     options = build_options(exclude, confidence, seed, current_default, grid, interpolation)
-    md_path, png_path, decision = write_report(input_path, out, previous, options)
+    if len(input_paths) > 1:
+        if previous is not None:
+            raise InputError("--previous", str(previous), "compares one run with another; give a single RUN")
+        md_path, defaults = write_defaults(input_paths, out, options)
+        print_defaults(defaults, typer.echo)
+        typer.echo(f"addendum → {md_path}")
+        return
+    md_path, png_path, decision = write_report(input_paths[0], out, previous, options)
+    for line in run_checks(input_paths[0]):
+        typer.echo(line)
     typer.echo(f"addendum → {md_path}\nplot     → {png_path}\ndecision: {decision.action} — {decision.reason}")
     if decision.apply:
         typer.echo(f"apply: {decision.apply}")

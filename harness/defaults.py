@@ -1,0 +1,566 @@
+"""Per-backend defaults from several runs: one table, the mlxcel constants to set, a regression check of the
+proposed caps, and a per-shape rule when one cap per backend cannot fit every measured model.
+
+Each run is analysed on its own by the shared pipeline (harness.analysis) — runs of different devices are never
+pooled. Rows: one per (backend, device); several runs of one device count as separate evidence and the device takes
+the most conservative (smallest) of their caps. A backend's decision must hold for every device it was measured on:
+it lowers when any device's evidence says lower (to the smallest such cap), raises only when every device's
+evidence says raise (to the smallest raised cap), and otherwise keeps the current default.
+
+Evidence standard, used by the regression check and the rule alike: a point's faster path is `fused` when the
+interval of fused/fallback lies above 1 + margin, `fallback` when it lies below 1 − margin, and undecided
+otherwise (a tie is never a loss). Without an interval (summary-only inputs) the point estimate stands in.
+
+Per-shape rule: when the single cap would cost a measured model more than the margin, fit "fused when feature ≤ t"
+for shape features in order of simplicity (Dff; bytes of one expert; expert bytes streamed per token; Dff per top_k
+class). A feature fits when every decided point is on the right side of one threshold (per class). Leave-one-family-
+out: fit on all families but one and count the held-out families the threshold sends down their slower path.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis import Analysis, Options, analyse_path
+from harness.inputs import load_input
+from harness.parity import PointParity, parity_by_model
+
+MLXCEL_DEFAULT_CAPS = {"metal": 4096, "cuda": 8192}  # src/models/switch_layers.rs
+MLXCEL_CONSTANTS = {"metal": "FUSED_MOE_MAX_DFF_METAL", "cuda": "FUSED_MOE_MAX_DFF_CUDA"}
+DEFAULT_MARGIN = 0.01
+DEFAULT_BITS = 4  # imported mlxcel CSVs carry no bits; every published point is 4-bit
+
+
+@dataclass
+class RunResult:
+    """One input run: its analysis plus what the mlxcel checks add (parity, eligibility predictions)."""
+
+    path: Path
+    backend: str
+    device: str
+    analysis: Analysis
+    parity: dict[str, PointParity]
+    mispredicted: dict[str, str]
+
+
+@dataclass(frozen=True)
+class DeviceRow:
+    backend: str
+    device: str
+    runs: tuple[str, ...]
+    current: int | None
+    recommended: int | None
+    action: str
+    evidence: str
+
+
+@dataclass(frozen=True)
+class BackendRow:
+    backend: str
+    devices: tuple[str, ...]
+    current: int | None
+    recommended: int | None
+    action: str
+    evidence: str
+
+
+@dataclass(frozen=True)
+class PointCheck:
+    """One measured point under the proposed cap of its backend."""
+
+    backend: str
+    device: str
+    model: str
+    dff: int
+    d_model: float
+    top_k: float
+    bits: float
+    fallback_tok_s: float
+    fused_tok_s: float
+    ratio: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+    faster: str | None  # fused | fallback | None (undecided, or null point)
+    parity: str
+    note: str
+    selected: str = ""  # the path the proposed cap selects
+    loss: float = 0.0  # fraction of the faster path's tok/s given up by the selected path (point estimate)
+
+    @property
+    def regression(self) -> bool:
+        return self.faster is not None and self.selected != "" and self.selected != self.faster
+
+
+@dataclass(frozen=True)
+class Rule:
+    feature: str
+    thresholds: dict[str, float]  # class label ('' for one class) → largest feature value that runs fused
+    intervals: dict[str, tuple[float, float]]  # class → (largest fused-winning value, smallest fallback-winning)
+    fits: bool
+    lofo_misses: tuple[str, ...]  # held-out families the rule fitted without them sends down the slower path
+    lofo_families: int
+    violations: tuple[str, ...] = field(default=())
+
+    @property
+    def single_cap(self) -> bool:
+        """The rule is the one global Dff cap (no shape feature, no classes)."""
+        return self.feature == "Dff" and list(self.thresholds) in ([""], [])
+
+    def describe(self) -> str:
+        parts = []
+        for name, threshold in self.thresholds.items():
+            low, high = self.intervals[name]
+            where = f"any threshold in [{_num(low)}, {_num(high)})" if low < high else "no threshold separates them"
+            parts.append(f"{self.feature} ≤ {_num(threshold)}" + (f" for {name}" if name else "") + f" ({where})")
+        return "fused when " + "; ".join(parts) if parts else "no decided point"
+
+
+@dataclass
+class Defaults:
+    runs: list[RunResult]
+    devices: list[DeviceRow]
+    backends: list[BackendRow]
+    points: list[PointCheck]
+    rules: dict[str, Rule | None]  # backend → simplest fitting rule (None: no rule fits)
+    margin: float
+
+    @property
+    def regressions(self) -> list[PointCheck]:
+        return [p for p in self.points if p.regression]
+
+    def recommend_rule(self, backend: str) -> bool:
+        """A rule replaces the single cap only when the cap costs a measured model more than the margin."""
+        rule = self.rules.get(backend)
+        return rule is not None and not rule.single_cap and any(p.backend == backend for p in self.regressions)
+
+
+def _num(value: float) -> str:
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.4g}"
+
+
+def _run_identity(analysis: Analysis) -> tuple[str, str]:
+    summary = analysis.summary
+    backend = str(summary["backend"].iloc[0]) if len(summary) else str(analysis.provenance.get("backend", ""))
+    device = str(summary["device"].iloc[0]) if len(summary) and "device" in summary else ""
+    device = device if device and device != "nan" else str(analysis.provenance.get("device") or "unknown device")
+    return backend, device
+
+
+def _expected_null(analysis: Analysis) -> dict[str, str]:
+    value = analysis.provenance.get("expect_null")
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+def mispredictions(samples: pd.DataFrame | None, expected: Mapping[str, str]) -> dict[str, str]:
+    """Where the dispatch probe (the ground truth) contradicts the eligibility prediction, per model."""
+    if samples is None or "dispatch_ok" not in samples:
+        return {}
+    fused = samples[(samples["arm"] == "fused") & (samples["status"] == "ok")]
+    out = {}
+    for model, rows in fused.groupby("model"):
+        probe = pd.to_numeric(rows["dispatch_ok"], errors="coerce").dropna()
+        if probe.empty:
+            continue
+        if str(model) in expected and (probe == 1).any():
+            out[str(model)] = f"predicted null ({expected[str(model)]}), but the fused arm dispatched"
+        elif str(model) not in expected and not (probe == 1).any():
+            out[str(model)] = "predicted eligible, but the fused arm never matched the dispatch probe"
+    return out
+
+
+def load_run(path: Path, options: Options) -> RunResult:
+    """Analyse one run; models its config expected null stay null points (excluded with the prediction's reason)."""
+    first = analyse_path(path, options)
+    expected = _expected_null(first)
+    measured = set(first.summary["model"].astype(str))
+    excludes = {m: f"expected null: {why}" for m, why in expected.items() if m in measured}
+    analysis = analyse_path(path, replace(options, excludes={**excludes, **options.excludes})) if excludes else first
+    backend, device = _run_identity(analysis)
+    samples = analysis.samples
+    parity = parity_by_model(samples) if samples is not None else {}
+    return RunResult(Path(path), backend, device, analysis, parity, mispredictions(samples, expected))
+
+
+def faster_path(row: Mapping[str, object], margin: float) -> str | None:
+    """The evidence standard of the module docstring."""
+    if row["verdict"] == "null":
+        return None
+    low, high, ratio = (float(row[c]) for c in ("ci_low", "ci_high", "ratio"))
+    if math.isnan(low) or math.isnan(high):
+        low = high = ratio
+    if math.isnan(low):
+        return None
+    if low > 1 + margin:
+        return "fused"
+    if high < 1 - margin:
+        return "fallback"
+    return None
+
+
+def _device_rows(runs: Sequence[RunResult]) -> list[DeviceRow]:
+    groups: dict[tuple[str, str], list[RunResult]] = {}
+    for run in runs:
+        groups.setdefault((run.backend, run.device), []).append(run)
+    rows = []
+    for (backend, device), members in groups.items():
+        decisions = [m.analysis.result.decision for m in members]
+        current = next((m.analysis.current_default for m in members if m.analysis.current_default), None)
+        current = current or MLXCEL_DEFAULT_CAPS.get(backend)
+        binding = min(decisions, key=lambda d: math.inf if d.recommended_cap is None else d.recommended_cap)
+        evidence = " | ".join(
+            f"{m.path.name}: {d.action} — {d.reason}" for m, d in zip(members, decisions, strict=True)
+        )
+        recommended = binding.recommended_cap if binding.recommended_cap is not None else current
+        action = binding.action if binding.action != "set" or current is None else _action(recommended, current)
+        rows.append(
+            DeviceRow(backend, device, tuple(m.path.name for m in members), current, recommended, action, evidence)
+        )
+    return rows
+
+
+def _action(recommended: int | None, current: int | None) -> str:
+    if recommended is None or current is None:
+        return "keep" if recommended is None else "set"
+    return "keep" if recommended == current else ("raise" if recommended > current else "lower")
+
+
+def _backend_rows(devices: Sequence[DeviceRow]) -> list[BackendRow]:
+    out = []
+    for backend in dict.fromkeys(d.backend for d in devices):
+        rows = [d for d in devices if d.backend == backend]
+        current = next((d.current for d in rows if d.current is not None), None)
+        lowers = [d.recommended for d in rows if d.action == "lower" and d.recommended is not None]
+        raises = [d.recommended for d in rows if d.action in ("raise", "set") and d.recommended is not None]
+        if lowers:
+            action, recommended = "lower", min(lowers)
+            why = f"{len(lowers)} of {len(rows)} device(s) show fallback winning below the current default"
+        elif raises and len(raises) == len(rows):
+            recommended = min(raises)
+            action = "set" if current is None else "raise"
+            why = f"every device ({len(rows)}) shows fused winning above the current default; the smallest cap holds"
+        else:
+            action, recommended = "keep", current
+            why = "no device has evidence to move the default" if not raises else "not every device supports a raise"
+        names = tuple(d.device for d in rows)
+        out.append(BackendRow(backend, names, current, recommended, action, why))
+    return out
+
+
+def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow], margin: float) -> list[PointCheck]:
+    caps = {b.backend: b.recommended for b in backends}
+    out = []
+    for run in runs:
+        for row in run.analysis.summary.to_dict("records"):
+            model = str(row["model"])
+            parity = run.parity.get(model)
+            check = PointCheck(
+                backend=run.backend,
+                device=run.device,
+                model=model,
+                dff=int(row["dff"]),
+                d_model=_float(row.get("d_model")),
+                top_k=_float(row.get("top_k")),
+                bits=_float(row.get("bits")),
+                fallback_tok_s=_float(row["fallback_tok_s"]),
+                fused_tok_s=_float(row["fused_tok_s"]),
+                ratio=_float(row["ratio"]),
+                ci_low=_float(row["ci_low"]),
+                ci_high=_float(row["ci_high"]),
+                verdict=str(row["verdict"]),
+                faster=faster_path(row, margin),
+                parity=parity.label if parity else "no parity data",
+                note="; ".join(x for x in (run.mispredicted.get(model, ""), _null_reason(row)) if x),
+            )
+            cap = caps.get(run.backend)
+            if cap is not None and check.verdict != "null":
+                selected = "fused" if check.dff <= cap else "fallback"
+                ratio = check.ratio
+                loss = (1 - ratio) if selected == "fused" and ratio < 1 else 0.0
+                loss = (1 - 1 / ratio) if selected == "fallback" and ratio > 1 else loss
+                check = replace(check, selected=selected, loss=loss)
+            out.append(check)
+    return out
+
+
+def _null_reason(row: Mapping[str, object]) -> str:
+    return str(row["reason"]) if row["verdict"] == "null" else ""
+
+
+def _float(value: object) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+# --- per-shape rule ---------------------------------------------------------------------------------------------
+
+
+def _expert_bytes(p: PointCheck) -> float:
+    bits = p.bits if not math.isnan(p.bits) else DEFAULT_BITS
+    return 3 * p.d_model * p.dff * bits / 8
+
+
+FEATURES: list[tuple[str, Callable[[PointCheck], float], Callable[[PointCheck], str]]] = [
+    ("Dff", lambda p: float(p.dff), lambda p: ""),
+    ("expert bytes (3·d_model·Dff·bits/8)", _expert_bytes, lambda p: ""),
+    ("expert bytes per token (top_k·expert bytes)", lambda p: p.top_k * _expert_bytes(p), lambda p: ""),
+    ("Dff", lambda p: float(p.dff), lambda p: f"top_k={p.top_k:.0f}"),
+]
+
+
+@dataclass(frozen=True)
+class _Fit:
+    thresholds: dict[str, float]
+    intervals: dict[str, tuple[float, float]]
+    violations: list[str]
+
+
+def _fit(points: Sequence[PointCheck], value: Callable, label: Callable) -> _Fit:
+    """Per class, the threshold between the largest fused-winning and the smallest fallback-winning value (their
+    geometric mean; the largest fused value when no fallback point bounds it); plus the points it misplaces."""
+    classes: dict[str, list[PointCheck]] = {}
+    for p in points:
+        classes.setdefault(label(p), []).append(p)
+    thresholds, intervals, violations = {}, {}, []
+    for name, members in sorted(classes.items()):
+        fused = [value(p) for p in members if p.faster == "fused"]
+        slower = [value(p) for p in members if p.faster == "fallback"]
+        low, high = max(fused, default=0.0), min(slower, default=math.inf)
+        thresholds[name] = math.sqrt(low * high) if fused and slower and low < high else low
+        intervals[name] = (low, high)
+        violations += [f"{p.model} ({p.device})" for p in members if _misplaced(p, value(p), thresholds[name])]
+    return _Fit(thresholds, intervals, violations)
+
+
+def _misplaced(p: PointCheck, value: float, threshold: float) -> bool:
+    return (p.faster == "fused" and value > threshold) or (p.faster == "fallback" and value <= threshold)
+
+
+def fit_rules(points: Sequence[PointCheck]) -> list[Rule]:
+    """Every candidate rule for one backend's decided points, simplest first."""
+    decided = [p for p in points if p.faster is not None and not (math.isnan(p.d_model) or math.isnan(p.top_k))]
+    decided = decided or [p for p in points if p.faster is not None]
+    families = sorted({p.model for p in decided})
+    rules = []
+    for name, value, label in FEATURES:
+        if any(math.isnan(value(p)) for p in decided):
+            continue
+        fit = _fit(decided, value, label)
+        misses = []
+        for family in families:
+            held_out = [p for p in decided if p.model == family]
+            others = _fit([p for p in decided if p.model != family], value, label).thresholds
+            if any(_misplaced(p, value(p), others.get(label(p), 0.0)) for p in held_out):
+                misses.append(family)
+        bad = tuple(fit.violations)
+        rules.append(Rule(name, fit.thresholds, fit.intervals, not bad, tuple(misses), len(families), bad))
+    return rules
+
+
+def simplest_rule(points: Sequence[PointCheck]) -> Rule | None:
+    return next((r for r in fit_rules(points) if r.fits), None)
+
+
+# --- assembling and rendering -----------------------------------------------------------------------------------
+
+
+def build_defaults(paths: Sequence[Path], options: Options = Options(), margin: float = DEFAULT_MARGIN) -> Defaults:
+    runs = [load_run(Path(p), options) for p in paths]
+    devices = _device_rows(runs)
+    backends = _backend_rows(devices)
+    points = _point_checks(runs, backends, margin)
+    rules = {b.backend: simplest_rule([p for p in points if p.backend == b.backend]) for b in backends}
+    return Defaults(runs, devices, backends, points, rules, margin)
+
+
+def apply_lines(defaults: Defaults) -> list[str]:
+    """The mlxcel source constants and the environment override, per backend."""
+    lines = []
+    for b in defaults.backends:
+        constant = MLXCEL_CONSTANTS.get(b.backend)
+        if b.recommended is None:
+            continue
+        if constant:
+            lines.append(f"{constant} = {b.recommended}  // src/models/switch_layers.rs ({b.action})")
+        lines.append(f"env override on {b.backend}: MLXCEL_FUSED_MOE_MAX_DFF={b.recommended}")
+    return lines
+
+
+def _cell(value: float, digits: int) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+
+
+def render_markdown(defaults: Defaults, date: str) -> str:
+    m = defaults.margin
+    lines = [
+        f"### {date} addendum: per-backend fused-MoE Dff defaults from {len(defaults.runs)} runs",
+        "",
+        "Runs (each analysed on its own; devices are never pooled):",
+        "",
+    ]
+    for run in defaults.runs:
+        pin = run.analysis.provenance.get("library_pin") or "library not recorded"
+        lines.append(f"- `{run.path}` — {run.backend}, {run.device}, {pin}")
+    lines += [
+        "",
+        "| backend | device(s) | current default | recommended | action | evidence |",
+        "|---|---|--:|--:|---|---|",
+    ]
+    for b in defaults.backends:
+        lines.append(
+            f"| {b.backend} | {', '.join(b.devices)} | {b.current or '-'} | {b.recommended or '-'} | **{b.action}** "
+            f"| {b.evidence} |"
+        )
+    lines += ["", "Per device:", "", "| backend | device | runs | current | recommended | action | evidence |"]
+    lines.append("|---|---|---|--:|--:|---|---|")
+    for d in defaults.devices:
+        lines.append(
+            f"| {d.backend} | {d.device} | {', '.join(d.runs)} | {d.current or '-'} | {d.recommended or '-'} "
+            f"| {d.action} | {d.evidence} |"
+        )
+    lines += ["", "Set in mlxcel (and the per-run override):", "", "```", *apply_lines(defaults), "```", ""]
+    lines += [
+        f"#### Points under the proposed caps (margin {m:.0%})",
+        "",
+        "| backend | device | model | Dff | fallback tok/s | fused tok/s | ratio [CI] | verdict | faster | "
+        "path at cap | loss | parity | note |",
+        "|---|---|---|--:|--:|--:|---|---|---|---|--:|---|---|",
+    ]
+    for p in defaults.points:
+        ci = "" if math.isnan(p.ci_low) else f" [{p.ci_low:.4f}, {p.ci_high:.4f}]"
+        lines.append(
+            f"| {p.backend} | {p.device} | {p.model} | {p.dff} | {_cell(p.fallback_tok_s, 2)} "
+            f"| {_cell(p.fused_tok_s, 2)} | {_cell(p.ratio, 4)}{ci} | {p.verdict} | {p.faster or '-'} "
+            f"| {p.selected or '-'} | {f'{p.loss:.1%}' if p.selected else '-'} | {p.parity} | {p.note} |"
+        )
+    lines += ["", "#### Regression check of the proposed caps", ""]
+    if defaults.regressions:
+        for p in defaults.regressions:
+            lines.append(
+                f"- REGRESSION {p.backend} {p.device}: {p.model} (Dff {p.dff}) would take the {p.selected} path, "
+                f"{p.loss:.1%} slower than {p.faster} (interval beyond the {m:.0%} margin)"
+            )
+    else:
+        lines.append(f"- No measured model loses more than the {m:.0%} margin under the proposed caps.")
+    lines += ["", "#### Single cap vs per-shape rule", ""]
+    for b in defaults.backends:
+        rule = defaults.rules.get(b.backend)
+        single = f"single cap {b.recommended}" if b.recommended else "no single cap"
+        if rule is None:
+            lines.append(f"- {b.backend}: {single}; no shape rule fits every decided point (see the points table).")
+            continue
+        lofo = f"leave-one-family-out: {len(rule.lofo_misses)} of {rule.lofo_families} families misplaced"
+        if rule.lofo_misses:
+            lofo += f" ({', '.join(rule.lofo_misses)})"
+        verdict = "**recommend the rule**" if defaults.recommend_rule(b.backend) else "keep the single cap"
+        lines.append(f"- {b.backend}: {single} | simplest fitting rule: {rule.describe()}; {lofo} → {verdict}.")
+    mispredicted = [(r, m, why) for r in defaults.runs for m, why in r.mispredicted.items()]
+    if mispredicted:
+        lines += ["", "#### Eligibility predictions the dispatch probe contradicted", ""]
+        lines += [f"- {r.backend} {r.device}: {m}: {why}" for r, m, why in mispredicted]
+    return "\n".join(lines) + "\n"
+
+
+def write_defaults(
+    paths: Sequence[Path], out_dir: Path, options: Options = Options(), margin: float = DEFAULT_MARGIN
+) -> tuple[Path, Defaults]:
+    defaults = build_defaults(paths, options, margin)
+    date = _dt.date.today().isoformat()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    backends = "-".join(b.backend for b in defaults.backends) or "none"
+    path = out_dir / f"{date}-{backends}-dff-defaults.md"
+    path.write_text(render_markdown(defaults, date), encoding="utf-8")
+    return path, defaults
+
+
+def run_checks(path: Path) -> list[str]:
+    """Parity class and eligibility mispredictions of one run, per model (what a single-run report adds)."""
+    loaded = load_input(path)
+    if loaded.samples is None:
+        return []
+    expected = loaded.provenance.get("expect_null")
+    wrong = mispredictions(loaded.samples, expected if isinstance(expected, Mapping) else {})
+    lines = []
+    for model, parity in parity_by_model(loaded.samples).items():
+        if parity.comparisons or model in wrong:
+            lines.append(f"{model}: parity {parity.label}" + (f"; {wrong[model]}" if model in wrong else ""))
+    return lines
+
+
+def print_defaults(defaults: Defaults, echo: Callable[[str], None]) -> None:
+    """The per-backend decisions, the lines that apply them, regressions and rule recommendations (console)."""
+    for b in defaults.backends:
+        move = f"{b.action} {b.current or '-'} → {b.recommended or '-'}"
+        echo(f"{b.backend} ({', '.join(b.devices)}): {move} — {b.evidence}")
+    for line in apply_lines(defaults):
+        echo(f"apply: {line}")
+    for p in defaults.regressions:
+        echo(
+            f"regression: {p.backend} {p.device} {p.model} (Dff {p.dff}): {p.selected} loses {p.loss:.1%} to {p.faster}"
+        )
+    for b in defaults.backends:
+        rule = defaults.rules.get(b.backend)
+        if defaults.recommend_rule(b.backend) and rule is not None:
+            echo(f"rule: {b.backend}: {rule.describe()} (the single cap would cost a measured model > margin)")
+    for p in defaults.points:
+        if p.parity != "no parity data" or p.note:
+            echo(f"{p.backend} {p.model}: parity {p.parity}" + (f"; {p.note}" if p.note else ""))
+
+
+def defaults_json(defaults: Defaults) -> dict[str, object]:
+    def number(value: float) -> float | None:
+        return round(value, 6) if value is not None and math.isfinite(value) else None
+
+    return {
+        "margin": defaults.margin,
+        "backends": [
+            {
+                "backend": b.backend,
+                "devices": list(b.devices),
+                "current": b.current,
+                "recommended": b.recommended,
+                "action": b.action,
+                "evidence": b.evidence,
+            }
+            for b in defaults.backends
+        ],
+        "apply": apply_lines(defaults),
+        "regressions": [
+            {"backend": p.backend, "device": p.device, "model": p.model, "dff": p.dff, "loss": number(p.loss)}
+            for p in defaults.regressions
+        ],
+        "rules": {
+            backend: None
+            if rule is None
+            else {
+                "rule": rule.describe(),
+                "recommended": defaults.recommend_rule(backend),
+                "lofo_misses": list(rule.lofo_misses),
+            }
+            for backend, rule in defaults.rules.items()
+        },
+        "points": [
+            {
+                "backend": p.backend,
+                "device": p.device,
+                "model": p.model,
+                "dff": p.dff,
+                "ratio": number(p.ratio),
+                "verdict": p.verdict,
+                "faster": p.faster,
+                "selected": p.selected or None,
+                "parity": p.parity,
+                "note": p.note,
+            }
+            for p in defaults.points
+        ],
+    }
