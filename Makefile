@@ -6,13 +6,22 @@ STAMP  := $(VENV)/.installed
 CONFIG ?=
 BACKEND ?= auto
 OUT    ?=
+# `make sweep` calibrates mlxcel itself when its benchmark and model folders are here (moecal init, then the sweep
+# of that config); otherwise, or with CONFIG=..., it runs the built-in config. It prints which, and why.
+BENCH  ?= $(shell command -v mlxcel-bench-decode 2>/dev/null)
+MODELS ?= models
+MLXCEL_CONFIG ?= results/_scratch/mlxcel-calibration.yaml
+SWEEP_WHY = $(strip $(if $(CONFIG),CONFIG=$(CONFIG) given,$(if $(BENCH),$(if $(wildcard $(MODELS)/*/config.json),\
+  found benchmark $(BENCH) and model folders in $(MODELS),no model folder with config.json in $(MODELS)/ (MODELS=dir)),\
+  no mlxcel-bench-decode on PATH (BENCH=path))))
+SWEEP_MLXCEL = $(filter found,$(firstword $(SWEEP_WHY)))
 
 .PHONY: check setup test lint sweep bench bench-kernels verify gpu-check device-wheels clean help
 
 help:
 	@echo "make setup          create .venv with the CPU backend, NVRTC compile checks and dev tools"
 	@echo "make test           lint + pytest (GPU tests skip with a reason) + check-reports on stored results"
-	@echo "make sweep          run the sweep for this machine (CONFIG=configs/x.yaml to choose), then report"
+	@echo "make sweep          calibrate mlxcel (BENCH=, MODELS=models) if present, else this machine's config (CONFIG=)"
 	@echo "make bench-kernels  µs/step and GB/s of fused vs fallback kernels (BACKEND=auto|cpu|cuda|metal)"
 	@echo "make verify         every kernel path vs the float64 reference (BACKEND=...)"
 	@echo "make gpu-check      the one prepared GPU script (BACKEND=cuda by default; BACKEND=cpu rehearses it)"
@@ -37,7 +46,9 @@ test: $(STAMP) lint
 	$(BIN)/moecal check-reports reports/
 
 sweep: $(STAMP)
-	$(BIN)/moecal sweep $(CONFIG) $(if $(OUT),--out $(OUT),)
+	@echo "make sweep: $(if $(SWEEP_MLXCEL),calibrating mlxcel,built-in config for this machine) — $(SWEEP_WHY)"
+	$(if $(SWEEP_MLXCEL),$(BIN)/moecal init --models $(MODELS) --bench '$(BENCH)' --out $(MLXCEL_CONFIG))
+	$(BIN)/moecal sweep $(if $(SWEEP_MLXCEL),$(MLXCEL_CONFIG),$(CONFIG)) $(if $(OUT),--out $(OUT),)
 
 check: $(STAMP)
 	$(BIN)/moecal check --baseline $(BASELINE) --current $(CURRENT)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -19,6 +21,7 @@ from harness.discover import DiscoveredModel, read_model, scan
 from harness.eligibility import predict_null
 from harness.errors import InputError
 from tests.fake_models import AFFINE_4BIT, CONFIGS, bench_command, write_models
+from tests.helpers import REPO
 
 # family → (config.json, expected dff, d_model, n_experts, top_k, shared_dff): the published shapes
 FAMILY_CASES = {
@@ -185,3 +188,22 @@ def test_init_without_moe_models_is_one_line_error(tmp_path):
     models = write_models(tmp_path, {"dense": CONFIGS["llama-3.2-1b-4bit"]})
     result = CliRunner().invoke(app, ["init", "--models", str(models), "--out", str(tmp_path / "x.yaml")])
     assert isinstance(result.exception, InputError) and "no MoE model folder found" in str(result.exception)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_sweep_says_which_config_and_why(tmp_path):
+    """`make -n` prints the recipe without running it (nothing is built or swept)."""
+    models = write_models(tmp_path)
+
+    def recipe(*variables: str) -> str:
+        done = subprocess.run(["make", "-n", "sweep", *variables], cwd=REPO, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    mlxcel = recipe("BENCH=/opt/bin/mlxcel-bench-decode", f"MODELS={models}")
+    assert f"calibrating mlxcel — found benchmark /opt/bin/mlxcel-bench-decode and model folders in {models}" in mlxcel
+    assert f"moecal init --models {models} --bench '/opt/bin/mlxcel-bench-decode'" in mlxcel
+    assert "built-in config for this machine — no mlxcel-bench-decode on PATH" in recipe("BENCH=", f"MODELS={models}")
+    no_models = recipe("BENCH=/opt/bin/b", f"MODELS={tmp_path / 'none'}")
+    assert "no model folder with config.json" in no_models and "moecal init" not in no_models
+    assert "CONFIG=configs/cpu-smoke.yaml given" in recipe("CONFIG=configs/cpu-smoke.yaml", "BENCH=/opt/bin/b")
