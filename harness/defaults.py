@@ -91,7 +91,15 @@ class PointCheck:
     parity: str
     note: str
     selected: str = ""  # the path the proposed cap selects
-    loss: float = 0.0  # fraction of the faster path's tok/s given up by the selected path (point estimate)
+
+    @property
+    def loss(self) -> float:
+        """Fraction of the other path's tok/s the selected path gives up (point estimate; 0 when it is faster)."""
+        if self.selected == "fused" and self.ratio < 1:
+            return 1 - self.ratio
+        if self.selected == "fallback" and self.ratio > 1:
+            return 1 - 1 / self.ratio
+        return 0.0
 
     @property
     def regression(self) -> bool:
@@ -204,7 +212,7 @@ def faster_path(row: Mapping[str, object], margin: float) -> str | None:
     return None
 
 
-def _device_rows(runs: Sequence[RunResult]) -> list[DeviceRow]:
+def device_rows(runs: Sequence[RunResult]) -> list[DeviceRow]:
     groups: dict[tuple[str, str], list[RunResult]] = {}
     for run in runs:
         groups.setdefault((run.backend, run.device), []).append(run)
@@ -231,7 +239,7 @@ def _action(recommended: int | None, current: int | None) -> str:
     return "keep" if recommended == current else ("raise" if recommended > current else "lower")
 
 
-def _backend_rows(devices: Sequence[DeviceRow]) -> list[BackendRow]:
+def backend_rows(devices: Sequence[DeviceRow]) -> list[BackendRow]:
     out = []
     for backend in dict.fromkeys(d.backend for d in devices):
         rows = [d for d in devices if d.backend == backend]
@@ -239,15 +247,15 @@ def _backend_rows(devices: Sequence[DeviceRow]) -> list[BackendRow]:
         lowers = [d.recommended for d in rows if d.action == "lower" and d.recommended is not None]
         raises = [d.recommended for d in rows if d.action in ("raise", "set") and d.recommended is not None]
         if lowers:
-            action, recommended = "lower", min(lowers)
-            why = f"{len(lowers)} of {len(rows)} device(s) show fallback winning below the current default"
+            recommended = min(lowers)
+            why = f"{len(lowers)} of {len(rows)} device(s) show fallback winning at the current default"
         elif raises and len(raises) == len(rows):
             recommended = min(raises)
-            action = "set" if current is None else "raise"
             why = f"every device ({len(rows)}) shows fused winning above the current default; the smallest cap holds"
         else:
-            action, recommended = "keep", current
+            recommended = current
             why = "no device has evidence to move the default" if not raises else "not every device supports a raise"
+        action = _action(recommended, current)
         names = tuple(d.device for d in rows)
         out.append(BackendRow(backend, names, current, recommended, action, why))
     return out
@@ -280,11 +288,7 @@ def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow], mar
             )
             cap = caps.get(run.backend)
             if cap is not None and check.verdict != "null":
-                selected = "fused" if check.dff <= cap else "fallback"
-                ratio = check.ratio
-                loss = (1 - ratio) if selected == "fused" and ratio < 1 else 0.0
-                loss = (1 - 1 / ratio) if selected == "fallback" and ratio > 1 else loss
-                check = replace(check, selected=selected, loss=loss)
+                check = replace(check, selected="fused" if check.dff <= cap else "fallback")
             out.append(check)
     return out
 
@@ -374,8 +378,8 @@ def simplest_rule(points: Sequence[PointCheck]) -> Rule | None:
 
 def build_defaults(paths: Sequence[Path], options: Options = Options(), margin: float = DEFAULT_MARGIN) -> Defaults:
     runs = [load_run(Path(p), options) for p in paths]
-    devices = _device_rows(runs)
-    backends = _backend_rows(devices)
+    devices = device_rows(runs)
+    backends = backend_rows(devices)
     points = _point_checks(runs, backends, margin)
     rules = {b.backend: simplest_rule([p for p in points if p.backend == b.backend]) for b in backends}
     return Defaults(runs, devices, backends, points, rules, margin)

@@ -15,7 +15,7 @@ from harness.defaults import mispredictions, run_checks
 from harness.discover import scan
 from harness.parity import EARLY_DIVERGENCE, agreement, parity_by_model, pieces, point_parity
 from harness.results import read_samples
-from harness.workloads.command import measure_expected_null
+from harness.workloads.command import apply_null_policy
 from tests.fake_models import CONFIGS, bench_command, write_models
 
 
@@ -58,8 +58,7 @@ def _config(tmp_path, models: list[str], **workload) -> tuple:
 
 def _sweep(config_path, run_dir, measure_null: bool = False):
     plan = sweeps.prepare(config_path, out=run_dir)
-    if measure_null:
-        measure_expected_null(plan.points)
+    apply_null_policy(plan.points, plan.config, plan.meta, measure_null)  # what `moecal sweep` does
     sweeps.execute(plan, lambda message: None)
     return read_samples(run_dir)
 

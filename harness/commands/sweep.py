@@ -15,7 +15,7 @@ from harness.backends import BackendUnavailable
 from harness.commands.plan import print_plan
 from harness.errors import InputError
 from harness.report import write_report
-from harness.workloads.command import expected_null, measure_expected_null
+from harness.workloads.command import apply_null_policy
 
 console = Console(stderr=True)
 
@@ -69,10 +69,8 @@ def sweep(
             raise InputError("(no config given)", "backend", str(exc)) from None
         console.print(f"config: {config} (the default for this machine)")
     plan = sweeps.prepare(config, out=out, backend=backend, only=only, rounds=rounds)
-    if measure_null:
-        measure_expected_null(plan.points)
-    if expected_null(plan.config):  # the analysis keeps these null and reports mispredictions
-        plan.meta["expect_null"] = expected_null(plan.config)
+    if plan.config.workload.kind == "command":
+        apply_null_policy(plan.points, plan.config, plan.meta, measure_null)
     if dry_run:
         print_plan(plan)
         console.print(f"dry run: config, backend and commands are usable; would write {plan.run_dir}")

@@ -190,13 +190,14 @@ class CommandWorkloadRunner:
         return {arm: f"{env}={cap}" for arm, cap in self.caps().items()}
 
 
-def expected_null(config: SweepConfig) -> dict[str, str]:
-    """Model name → why the fused kernel is expected to decline it (the config's `expect_null` entries)."""
-    return {m.name: m.expect_null for m in config.models if m.expect_null}
-
-
-def measure_expected_null(points: list[Point]) -> None:
-    """--measure-null: run the points predicted null too (they stay null points; the runs test the prediction)."""
+def apply_null_policy(points: list[Point], config: SweepConfig, meta: dict[str, object], measure: bool) -> None:
+    """Record the models expected null in the run's provenance (the analysis keeps them null and checks the
+    prediction against the dispatch probe); with `measure` (--measure-null) their points are run, not skipped."""
+    expected = {m.name: m.expect_null for m in config.models if m.expect_null}
+    if expected:
+        meta["expect_null"] = expected
+    if not measure:
+        return
     for point in points:
         model = point.extra.get("model")
         if isinstance(model, ModelEntry) and model.expect_null:
