@@ -27,11 +27,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis import Analysis, Options, analyse_path
+from harness.analysis import Analysis, Options, analyse
+from harness.errors import InputError
 from harness.inputs import load_input
 from harness.parity import PointParity, parity_by_model
 
-MLXCEL_DEFAULT_CAPS = {"metal": 4096, "cuda": 8192}  # src/models/switch_layers.rs
+# mlxcel's compiled-in caps and the constants that hold them (src/models/switch_layers.rs)
+MLXCEL_DEFAULT_CAPS = {"metal": 4096, "cuda": 8192}
 MLXCEL_CONSTANTS = {"metal": "FUSED_MOE_MAX_DFF_METAL", "cuda": "FUSED_MOE_MAX_DFF_CUDA"}
 DEFAULT_MARGIN = 0.01
 DEFAULT_BITS = 4  # imported mlxcel CSVs carry no bits; every published point is 4-bit
@@ -161,8 +163,9 @@ def _run_identity(analysis: Analysis) -> tuple[str, str]:
     return backend, device
 
 
-def _expected_null(analysis: Analysis) -> dict[str, str]:
-    value = analysis.provenance.get("expect_null")
+def _expected_null(provenance: Mapping[str, object]) -> dict[str, str]:
+    """The run's `expect_null` provenance (written by `moecal sweep` from the config): model → reason."""
+    value = provenance.get("expect_null")
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
@@ -185,11 +188,12 @@ def mispredictions(samples: pd.DataFrame | None, expected: Mapping[str, str]) ->
 
 def load_run(path: Path, options: Options) -> RunResult:
     """Analyse one run; models its config expected null stay null points (excluded with the prediction's reason)."""
-    first = analyse_path(path, options)
-    expected = _expected_null(first)
-    measured = set(first.summary["model"].astype(str))
-    excludes = {m: f"expected null: {why}" for m, why in expected.items() if m in measured}
-    analysis = analyse_path(path, replace(options, excludes={**excludes, **options.excludes})) if excludes else first
+    loaded = load_input(path)
+    expected = _expected_null(loaded.provenance)
+    frame = loaded.samples if loaded.samples is not None else loaded.summary
+    present = set(frame["model"].astype(str))
+    excludes = {m: f"expected null: {why}" for m, why in expected.items() if m in present}
+    analysis = analyse(loaded, replace(options, excludes={**excludes, **options.excludes}))
     backend, device = _run_identity(analysis)
     samples = analysis.samples
     parity = parity_by_model(samples) if samples is not None else {}
@@ -378,6 +382,10 @@ def simplest_rule(points: Sequence[PointCheck]) -> Rule | None:
 
 def build_defaults(paths: Sequence[Path], options: Options = Options(), margin: float = DEFAULT_MARGIN) -> Defaults:
     runs = [load_run(Path(p), options) for p in paths]
+    if options.current_default is not None and len({r.backend for r in runs}) > 1:
+        raise InputError(
+            "--current-default", str(options.current_default), "one cap for several backends; leave it to each run"
+        )
     devices = device_rows(runs)
     backends = backend_rows(devices)
     points = _point_checks(runs, backends, margin)
@@ -491,8 +499,7 @@ def run_checks(path: Path) -> list[str]:
     loaded = load_input(path)
     if loaded.samples is None:
         return []
-    expected = loaded.provenance.get("expect_null")
-    wrong = mispredictions(loaded.samples, expected if isinstance(expected, Mapping) else {})
+    wrong = mispredictions(loaded.samples, _expected_null(loaded.provenance))
     lines = []
     for model, parity in parity_by_model(loaded.samples).items():
         if parity.comparisons or model in wrong:

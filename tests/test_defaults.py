@@ -28,6 +28,7 @@ from harness.defaults import (
     render_markdown,
     simplest_rule,
 )
+from harness.errors import InputError
 from harness.results import SAMPLE_COLUMNS, read_samples
 from harness.workloads.command import apply_null_policy
 from tests.fake_models import bench_command, write_models
@@ -188,3 +189,9 @@ def test_rule_is_recommended_only_when_the_single_cap_costs_a_model():
     assert "**recommend the rule**" in text
     fitting = [p for p in points if p.model != "wide"]
     assert not Defaults([], [], [backend], fitting, {"metal": simplest_rule(fitting)}, 0.01).recommend_rule("metal")
+
+
+def test_one_current_default_for_several_backends_is_refused(calibration):
+    _, metal, cuda = calibration
+    result = CliRunner().invoke(app, ["crossover", str(metal), str(cuda), "--current-default", "4096"])
+    assert isinstance(result.exception, InputError) and "several backends" in str(result.exception)

@@ -17,12 +17,11 @@ import yaml
 
 from harness import provenance
 from harness.config import DEFAULT_CAP_ENV, parse_config
+from harness.defaults import MLXCEL_DEFAULT_CAPS
 from harness.discover import DiscoveredModel, Skipped, scan
 from harness.eligibility import predict_null
 from harness.errors import InputError
 
-# mlxcel's compiled-in caps (src/models/switch_layers.rs: FUSED_MOE_MAX_DFF_METAL / FUSED_MOE_MAX_DFF_CUDA)
-MLXCEL_DEFAULT_CAPS = {"metal": 4096, "cuda": 8192}
 DEFAULT_PROMPT = "Hello, how are you today?"
 DISPATCH_REGEX = "path=fused"
 HEADER = """\
