@@ -25,9 +25,9 @@ from harness.defaults import (
     build_defaults,
     faster_path,
     fit_rules,
-    render_markdown,
     simplest_rule,
 )
+from harness.defaults_report import render_markdown
 from harness.errors import InputError
 from harness.results import SAMPLE_COLUMNS, read_samples
 from harness.workloads.command import apply_null_policy

@@ -21,7 +21,8 @@ from harness.commands.analysis_options import (
     print_summary,
 )
 from harness.crossover import format_ci
-from harness.defaults import build_defaults, defaults_json, print_defaults
+from harness.defaults import build_defaults
+from harness.defaults_report import defaults_json, print_defaults
 
 
 def print_decision(analysis: Analysis, console: Console) -> None:

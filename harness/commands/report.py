@@ -17,7 +17,8 @@ from harness.commands.analysis_options import (
     SeedOpt,
     build_options,
 )
-from harness.defaults import print_defaults, run_checks, write_defaults
+from harness.defaults import run_checks
+from harness.defaults_report import print_defaults, write_defaults
 from harness.errors import InputError
 from harness.report import write_report
 
