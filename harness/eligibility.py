@@ -8,14 +8,10 @@ changelog: the shared SwitchGLU families of 0.3.x). When either arm cannot take 
 same code and the point can only ever be a null point; measuring it costs a model load per run for nothing.
 
 A prediction is only a prediction: the dispatch probe of a measured point stays the ground truth, and
-`mispredictions` reports where the two disagree.
+harness.defaults.mispredictions reports where the two disagree.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-
-import pandas as pd
 
 from harness.discover import DiscoveredModel
 
@@ -49,20 +45,3 @@ def predict_null(model: DiscoveredModel) -> str | None:
     if any(bits == 6 for bits, _ in down) and model.dff % 16:
         return f"6-bit down_proj needs Dff divisible by 16 (Dff {model.dff})"
     return None
-
-
-def mispredictions(summary: pd.DataFrame, expected: Mapping[str, str]) -> dict[str, str]:
-    """Per model, where the measured dispatch contradicts the prediction (`expected`: model → expect_null reason).
-
-    A point predicted eligible that came out null because the fused arm's probe never matched: the prediction was
-    wrong (or the probe regex is). A point predicted null that was measured and came out non-null: the fused arm did
-    dispatch, so the prediction was too cautious.
-    """
-    out = {}
-    for row in summary.to_dict("records"):
-        model, verdict, reason = str(row["model"]), str(row["verdict"]), str(row["reason"])
-        if model not in expected and verdict == "null" and "dispatch probe never matched" in reason:
-            out[model] = "predicted eligible, but the fused arm never matched the dispatch probe"
-        elif model in expected and verdict != "null":
-            out[model] = f"predicted null ({expected[model]}), but the fused arm dispatched"
-    return out

@@ -7,11 +7,13 @@ import sys
 import pandas as pd
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from harness import sweep as sweeps
+from harness.cli import app
 from harness.commands.init import init_config
 from harness.config import load_config
-from harness.defaults import mispredictions, run_checks
+from harness.defaults import build_defaults, mispredictions, run_checks
 from harness.discover import scan
 from harness.parity import EARLY_DIVERGENCE, agreement, parity_by_model, pieces, point_parity
 from harness.results import read_samples
@@ -56,9 +58,9 @@ def _config(tmp_path, models: list[str], **workload) -> tuple:
     return path, load_config(path)
 
 
-def _sweep(config_path, run_dir, measure_null: bool = False):
+def _sweep(config_path, run_dir):
     plan = sweeps.prepare(config_path, out=run_dir)
-    apply_null_policy(plan.points, plan.config, plan.meta, measure_null)  # what `moecal sweep` does
+    apply_null_policy(plan.points, plan.config, plan.meta, measure=False)  # what `moecal sweep` does
     sweeps.execute(plan, lambda message: None)
     return read_samples(run_dir)
 
@@ -98,11 +100,17 @@ def test_expected_null_points_are_skipped_unless_asked_and_stay_null(tmp_path, m
     }
     skipped = _sweep(config_path, tmp_path / "skipped")
     assert set(skipped["status"]) == {"skip"} and skipped["error"].str.startswith("expected null:").all()
-    measured = _sweep(config_path, tmp_path / "measured", measure_null=True)
+    args = ["sweep", str(config_path), "--measure-null", "--no-report", "--out", str(tmp_path / "measured")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    measured = read_samples(tmp_path / "measured")
     assert set(measured["status"]) == {"ok"}
     # the fake benchmark never dispatches these: the probe confirms the prediction
     expected = {m.name: m.expect_null for m in config.models}
     assert mispredictions(measured, expected) == {}
+    points = build_defaults([tmp_path / "measured"]).points  # measured, and still null points
+    assert {(p.model, p.verdict) for p in points} == {(name, "null") for name in expected}
+    assert all(p.note.startswith("expected null: ") for p in points)
 
 
 def test_mispredictions_in_both_directions():
