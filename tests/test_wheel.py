@@ -3,8 +3,8 @@
 The module fixture builds the sdist from a copy of the sources (so the checkout gets no build/ or egg-info), builds
 the wheel from that sdist with pip — both offline, with the test environment's setuptools — installs it with
 --no-deps into a fresh virtualenv that sees the test environment's site-packages through a .pth file (its
-dependencies, never its harness: PYTHONPATH is dropped and the commands run in an empty temporary directory), and
-the tests run the installed `moecal` script there.
+dependencies, never its harness: PYTHONPATH is dropped), and the tests run its `moecal` script, each command in an
+empty temporary directory.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import PIPE
 
 import pytest
 import yaml
@@ -49,18 +51,37 @@ class Installed:
     sdist: Path
     wheel: Path
     python: Path  # the fresh virtualenv's interpreter
-    workdir: Path  # an empty directory outside the checkout
-    env: dict[str, str]
+    env: dict[str, str]  # the test environment's, less PYTHONPATH/PYTHONHOME
 
-    def moecal(self, *args: str) -> subprocess.CompletedProcess:
-        """The installed console script, run from the work directory."""
-        return _run([self.python.parent / "moecal", *args], self.workdir, self.env)
+
+# What the tests run with the installed `moecal` script, each in its own empty directory outside the checkout.
+SMALL_SHAPE = "d256-f256-e4-k2-q4g64-float32"
+OUTSIDE_COMMANDS = {
+    "version": ["--version"],
+    "presets": ["presets"],
+    "plan": ["plan", "cpu-smoke"],
+    "sweep": ["sweep", "--dry-run"],
+    "verify": ["verify", "--backend", "cpu", "--shapes", SMALL_SHAPE],
+    "crossover": ["crossover", "sweep.csv"],
+}
+
+
+@dataclass(frozen=True)
+class Outside:
+    """One command started in `workdir`; result() waits for it."""
+
+    workdir: Path
+    process: subprocess.Popen
+
+    def result(self) -> subprocess.CompletedProcess:
+        stdout, stderr = self.process.communicate(timeout=300)
+        return subprocess.CompletedProcess(self.process.args, self.process.returncode, stdout, stderr)
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     root = tmp_path_factory.mktemp("wheel")
-    source, dist, venv, workdir = (root / name for name in ("source", "dist", "venv", "work"))
+    source, dist, venv = (root / name for name in ("source", "dist", "venv"))
     source.mkdir()
     for name in BUILD_INPUTS:
         src = REPO / name
@@ -85,12 +106,30 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")} | {"COLUMNS": "200"}
     done = _run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel], root, env)
     assert done.returncode == 0, done.stderr
-    workdir.mkdir()
-    return Installed(sdist, wheel, python, workdir, env)
+    return Installed(sdist, wheel, python, env)
 
 
-def test_harness_comes_from_the_wheel(installed: Installed) -> None:
-    done = _run([installed.python, "-c", "import harness; print(harness.__file__)"], installed.workdir, installed.env)
+@pytest.fixture(scope="module")
+def outside(installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outside]]:
+    """Every command of OUTSIDE_COMMANDS started at once: they are independent, and side by side they take about
+    as long as the slowest (verify's JIT compile) instead of their sum."""
+    started = {}
+    for name, args in OUTSIDE_COMMANDS.items():
+        workdir = tmp_path_factory.mktemp(f"outside-{name}")
+        if name == "crossover":
+            (workdir / "sweep.csv").write_text(DESIGN_EXAMPLE_CSV)  # DESIGN §6's example, not a measurement
+        argv = [str(installed.python.parent / "moecal"), *args]
+        process = subprocess.Popen(argv, cwd=workdir, env=installed.env, stdout=PIPE, stderr=PIPE, text=True)
+        started[name] = Outside(workdir, process)
+    yield started
+    for command in started.values():  # a command whose test did not wait for it
+        if command.process.poll() is None:
+            command.process.kill()
+            command.process.communicate()
+
+
+def test_harness_comes_from_the_wheel(installed: Installed, tmp_path: Path) -> None:
+    done = _run([installed.python, "-c", "import harness; print(harness.__file__)"], tmp_path, installed.env)
     assert done.returncode == 0, done.stderr
     location = Path(done.stdout.strip())
     assert location.is_relative_to(installed.python.parents[1]), location
@@ -110,14 +149,14 @@ def test_sdist_and_wheel_carry_the_catalog_presets_and_kernels(installed: Instal
         assert in_wheel[f"harness/data/{name}"] == (REPO / name).read_bytes(), name
 
 
-def test_version_outside_a_checkout(installed: Installed) -> None:
-    done = installed.moecal("--version")
+def test_version_outside_a_checkout(outside: dict[str, Outside]) -> None:
+    done = outside["version"].result()
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"moecal {harness.__version__} (harness commit unknown)"
 
 
-def test_presets_lists_every_shipped_config(installed: Installed) -> None:
-    done = installed.moecal("presets")
+def test_presets_lists_every_shipped_config(outside: dict[str, Outside]) -> None:
+    done = outside["presets"].result()
     assert done.returncode == 0, done.stderr
     listed = [line.split()[:3] for line in done.stdout.split("\n\n")[0].splitlines()]  # name, backend, workload
     expected = []
@@ -128,38 +167,34 @@ def test_presets_lists_every_shipped_config(installed: Installed) -> None:
     assert listed == expected
 
 
-def test_sweep_without_config_uses_the_packaged_preset(installed: Installed) -> None:
-    done = installed.moecal("sweep", "--dry-run")
+def test_plan_a_preset_by_name(outside: dict[str, Outside]) -> None:
+    done = outside["plan"].result()
+    assert done.returncode == 0, done.stderr
+    assert "plan: cpu-smoke (cpu, layer)" in done.stdout
+    assert "results → results/" in done.stdout  # under the caller's working directory
+    assert list(outside["plan"].workdir.iterdir()) == []  # plan runs nothing and writes nothing
+
+
+def test_sweep_without_config_uses_the_packaged_preset(installed: Installed, outside: dict[str, Outside]) -> None:
+    done = outside["sweep"].result()
     assert done.returncode == 0, done.stderr
     config_line = next(line for line in done.stderr.splitlines() if line.startswith("config: "))
     config = Path(config_line.removeprefix("config: ").split(" (")[0])
     assert config.parent.parts[-3:] == ("harness", "data", "configs")
     assert config.is_relative_to(installed.python.parents[1])
     assert "would write results/" in done.stderr
-    assert list(installed.workdir.iterdir()) == []
+    assert list(outside["sweep"].workdir.iterdir()) == []
 
 
-def test_plan_a_preset_by_name(installed: Installed) -> None:
-    done = installed.moecal("plan", "cpu-smoke")
-    assert done.returncode == 0, done.stderr
-    assert "plan: cpu-smoke (cpu, layer)" in done.stdout
-    assert "results → results/" in done.stdout  # under the caller's working directory
-    assert list(installed.workdir.iterdir()) == []  # plan runs nothing and writes nothing
-
-
-def test_verify_cpu_kernels_from_the_wheel(installed: Installed) -> None:
-    done = installed.moecal("verify", "--backend", "cpu", "--shapes", "d256-f256-e4-k2-q4g64-float32")
+def test_verify_cpu_kernels_from_the_wheel(outside: dict[str, Outside]) -> None:
+    done = outside["verify"].result()
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = [line for line in done.stdout.splitlines() if "d256-f256-e4-k2-q4g64-float32" in line]
+    rows = [line for line in done.stdout.splitlines() if SMALL_SHAPE in line]
     assert len(rows) == 3 and all(row.rstrip(" │").endswith("ok") for row in rows), done.stdout
 
 
-def test_crossover_on_a_csv(installed: Installed) -> None:
-    (installed.workdir / "sweep.csv").write_text(DESIGN_EXAMPLE_CSV)  # DESIGN §6's example, not a measurement
-    try:
-        done = installed.moecal("crossover", "sweep.csv")
-    finally:
-        (installed.workdir / "sweep.csv").unlink()
+def test_crossover_on_a_csv(outside: dict[str, Outside]) -> None:
+    done = outside["crossover"].result()
     assert done.returncode == 0, done.stderr
     assert "crossover: Dff ≈ 7672" in done.stdout
 
