@@ -103,7 +103,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     purelib = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], root).stdout.strip()
     # Plain directory lines: the test environment's own .pth files (its editable moecal) are not processed.
     (Path(purelib) / "test-environment.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")} | {"COLUMNS": "200"}
+    # Wide enough that rich never wraps a line the tests read (long temporary paths included).
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")} | {"COLUMNS": "1000"}
     done = _run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel], root, env)
     assert done.returncode == 0, done.stderr
     return Installed(sdist, wheel, python, env)
