@@ -25,8 +25,8 @@ SUMMARY_CHARS = 80  # `moecal presets` prints one line per preset
 
 
 def data_dir(name: str) -> Path:
-    """A directory of harness/data as a file-system path (the kernel compilers and the CSV writers want real
-    paths; pip always installs packages unzipped, so the package data is on the file system)."""
+    """A directory of harness/data as a file-system path: callers glob, hash and print these files, and pip always
+    installs a package unzipped, so its data is on the file system."""
     path = importlib.resources.files("harness").joinpath("data", name)
     if not isinstance(path, Path) or not path.is_dir():
         raise RuntimeError(f"moecal's package data {name!r} is missing ({path}); reinstall moecal")

@@ -29,7 +29,7 @@ from tests.helpers import REPO
 from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV
 
 BUILD_INPUTS = ("pyproject.toml", "README.md", "harness", "kernels", "configs")
-KERNEL_SUFFIXES = (".cu", ".cuh", ".metal")
+KERNEL_SUFFIXES = (".cu", ".cuh", ".h", ".metal")  # those provenance.kernel_source_hash covers
 BACKEND_LIBRARIES = ("mlx", "numba", "llvmlite", "cupy", "cupyx", "cupy_backends")
 
 
