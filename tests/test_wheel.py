@@ -105,7 +105,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     (Path(purelib) / "test-environment.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     # Wide enough that rich never wraps a line the tests read (long temporary paths included).
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")} | {"COLUMNS": "1000"}
-    done = _run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel], root, env)
+    # --ignore-installed: pip sees the test environment's moecal through the .pth and must not try to replace it.
+    pip_install = [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed"]
+    done = _run([*pip_install, wheel], root, env)
     assert done.returncode == 0, done.stderr
     return Installed(sdist, wheel, python, env)
 
