@@ -14,11 +14,12 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from harness import resources
 from harness.config import ModelEntry, field_path
 from harness.errors import InputError
 from harness.shapes import MoeShape
 
-CATALOG_PATH = Path(__file__).resolve().parents[1] / "configs" / "models.yaml"
+CATALOG_PATH = resources.catalog_path()
 SHAPE_FIELDS = (
     "d_model",
     "dff",

@@ -19,6 +19,27 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+def _print_version(value: bool) -> None:
+    """`moecal --version`: the package version, and the harness commit when moecal runs from a git checkout."""
+    if not value:
+        return
+    from harness import __version__, provenance
+
+    commit, dirty = provenance.git_state()
+    print(f"moecal {__version__} (harness commit {commit}{', uncommitted changes' if dirty else ''})")
+    raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and harness commit."
+    ),
+) -> None:
+    """Options that apply before any command."""
+
+
 # --- command registration: each command module defines `register(app)` --------------------------------------
 from harness.commands import (  # noqa: E402
     bench_kernels,
@@ -28,13 +49,27 @@ from harness.commands import (  # noqa: E402
     import_mlxcel,
     init,
     plan,
+    presets,
     report,
     summarize,
     sweep,
     verify,
 )
 
-for _module in (init, sweep, plan, doctor, summarize, crossover, report, check, import_mlxcel, verify, bench_kernels):
+for _module in (
+    init,
+    sweep,
+    plan,
+    presets,
+    doctor,
+    summarize,
+    crossover,
+    report,
+    check,
+    import_mlxcel,
+    verify,
+    bench_kernels,
+):
     _module.register(app)
 # --- end of command registration -------------------------------------------------------------------------------
 

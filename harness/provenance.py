@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness import resources
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("moecal", "numpy", "scipy", "pandas", "numba", "mlx", "cupy-cuda13x", "cupy-cuda12x", "cupy")
 
@@ -77,7 +79,10 @@ def package_versions() -> dict[str, str]:
 
 
 def git_state() -> tuple[str, bool]:
-    """(commit, dirty) of the harness checkout; ('unknown', False) outside a git checkout."""
+    """(commit, dirty) of the harness checkout; ('unknown', False) outside one. An installed moecal has no .git
+    beside the package: asking git there would report whatever repository the environment sits in."""
+    if not (REPO_ROOT / ".git").exists():
+        return "unknown", False
     commit = _run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"])
     if not commit:
         return "unknown", False
@@ -90,11 +95,13 @@ def file_sha256(path: Path) -> str:
 
 
 def kernel_source_hash() -> str:
-    """One hash over every kernel source, so a result can be tied to the exact kernels that produced it."""
+    """One hash over every kernel source, so a result can be tied to the exact kernels that produced it. The files
+    are hashed under their repository names (kernels/...), so a checkout and an installed wheel agree."""
     digest = hashlib.sha256()
-    for path in sorted((REPO_ROOT / "kernels").rglob("*")):
+    kernels = resources.kernel_dir()
+    for path in sorted(kernels.rglob("*")):
         if path.is_file() and path.suffix in (".cu", ".cuh", ".metal", ".h"):
-            digest.update(path.relative_to(REPO_ROOT).as_posix().encode())
+            digest.update(f"kernels/{path.relative_to(kernels).as_posix()}".encode())
             digest.update(path.read_bytes())
     for module in ("cpu.py",):
         path = REPO_ROOT / "harness" / "backends" / module

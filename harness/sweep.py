@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import provenance
+from harness import provenance, resources
 from harness.backends import BACKEND_NAMES, BackendUnavailable, resolve_name
 from harness.config import SweepConfig, load_config
 from harness.errors import InputError
@@ -26,7 +26,7 @@ from harness.results import SampleWriter, read_meta, read_samples
 from harness.workloads import build_workload
 
 DEFAULT_RESULTS = Path("results")
-CONFIG_DIR = provenance.REPO_ROOT / "configs"
+CONFIG_DIR = resources.config_dir()
 
 
 def default_config() -> Path:

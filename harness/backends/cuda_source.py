@@ -11,11 +11,11 @@ import itertools
 import re
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
+from harness import resources
 from harness.shapes import BITS, DTYPES, GROUP_SIZES
 
-KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels" / "cuda"
+KERNEL_DIR = resources.kernel_dir() / "cuda"
 # One translation unit per variant holds every kernel of both paths (one NVRTC compile, one module).
 SOURCE_FILES = ("moe_fused.cu", "qmv_gather.cu", "moe_elementwise.cu")
 KERNEL_NAMES = ("moe_gate_up_swiglu", "moe_down_scale", "qmv_gather", "moe_swiglu", "moe_weighted_sum")

@@ -14,16 +14,16 @@ import sys
 import time
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from harness import resources
 from harness.backends.base import Backend
 from harness.backends.base import Path as StepPath
 from harness.layer import QuantLayer
 
-METAL_SOURCE = Path(__file__).resolve().parents[2] / "kernels" / "metal" / "moe_fused.metal"
+METAL_SOURCE = resources.kernel_dir() / "metal" / "moe_fused.metal"
 SIMD_WIDTH = 32  # lanes per simdgroup on every Apple GPU; the kernels assume one simdgroup per output row
 
 # Apple does not publish an API for the system-level cache (SLC). The largest SLC on current chips is 96 MB

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from harness import resources
 from harness import sweep as sweeps
 
 
@@ -58,12 +59,12 @@ def print_plan(plan: sweeps.Sweep) -> None:
 
 
 def plan(
-    config: Path = typer.Argument(..., help="Sweep config (YAML)."),
+    config: Path = typer.Argument(..., help="Sweep config (YAML file, or a preset name: moecal presets)."),
     backend: str | None = typer.Option(None, "--backend", help="Override the config's backend."),
     rounds: int | None = typer.Option(None, "--rounds", min=1, help="Override measure.rounds."),
 ) -> None:
     """Print the run plan (points × arms × rounds), memory per point and a time estimate; runs nothing."""
-    print_plan(sweeps.prepare(config, backend=backend, rounds=rounds))
+    print_plan(sweeps.prepare(resources.config_argument(config), backend=backend, rounds=rounds))
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from harness import resources
 from harness import sweep as sweeps
 from harness.analysis import write_summary
 from harness.backends import BackendUnavailable
@@ -38,7 +39,7 @@ def quick_table_view(run_dir: Path) -> Table:
 
 def sweep(
     config: Path | None = typer.Argument(
-        None, help="Sweep config (YAML; see README 'Config reference'). Default: the shipped config for this machine."
+        None, help="Sweep config (YAML file or preset name: moecal presets). Default: the preset for this machine."
     ),
     out: Path | None = typer.Option(
         None, "--out", help="Run directory (default results/<date>-<backend>-<host>-<name>)."
@@ -68,6 +69,7 @@ def sweep(
         except BackendUnavailable as exc:
             raise InputError("(no config given)", "backend", str(exc)) from None
         console.print(f"config: {config} (the default for this machine)")
+    config = resources.config_argument(config)
     plan = sweeps.prepare(config, out=out, backend=backend, only=only, rounds=rounds)
     if plan.config.workload.kind == "command":
         apply_null_policy(plan.points, plan.config, plan.meta, measure_null)
