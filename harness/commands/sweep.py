@@ -52,6 +52,12 @@ def sweep(
         True, "--report/--no-report", help="After the sweep: summarize → crossover → addendum + plot."
     ),
     reports_dir: Path = typer.Option(Path("reports"), "--reports-dir", help="Where the addendum and plot go."),
+    workers: str | None = typer.Option(
+        None,
+        "--workers",
+        help="Spread the points over N Ray workers on this node (N or auto), one device each: one GPU per worker on "
+        "cuda; on cpu the workers share the cores, so their timings interfere. Needs the 'fleet' extra.",
+    ),
 ) -> None:
     """Run the sweep: per point, warm-up, then rounds in which every arm runs once in rotating order.
 
@@ -64,6 +70,11 @@ def sweep(
         except BackendUnavailable as exc:
             raise InputError("(no config given)", "backend", str(exc)) from None
         console.print(f"config: {config} (the default for this machine)")
+    if workers is not None:
+        from harness import scale
+
+        scale.parse_workers(workers)
+        scale.require_ray("--workers")
     plan = sweeps.prepare(config, out=out, backend=backend, only=only, rounds=rounds)
     if dry_run:
         print_plan(plan)
@@ -85,7 +96,7 @@ def sweep(
         def on_run(message: str) -> None:
             progress.update(task, advance=1, description=message[:60])
 
-        sweeps.execute(plan, on_run)
+        sweeps.execute(plan, on_run, workers)
     Console().print(quick_table_view(plan.run_dir))
     console.print(f"samples:  {plan.run_dir / 'samples.csv'}\nmeta:     {plan.run_dir / 'meta.json'}")
     if report:
