@@ -25,6 +25,7 @@ from harness.commands import (  # noqa: E402
     check,
     crossover,
     doctor,
+    fleet,
     import_mlxcel,
     plan,
     report,
@@ -33,7 +34,7 @@ from harness.commands import (  # noqa: E402
     verify,
 )
 
-for _module in (sweep, plan, doctor, summarize, crossover, report, check, import_mlxcel, verify, bench_kernels):
+for _module in (sweep, plan, doctor, summarize, crossover, report, check, import_mlxcel, verify, bench_kernels, fleet):
     _module.register(app)
 # --- end of command registration -------------------------------------------------------------------------------
 
