@@ -27,6 +27,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -118,6 +119,10 @@ class SweepWorker:
         except InputError as exc:
             self.error = exc
         self.points = {point_key(p.key): p for p in self.sweep.points} if self.sweep else {}
+
+    def ready(self) -> int:
+        """A cheap call that answers once the actor is up (after a restart, too)."""
+        return os.getpid()
 
     def describe(self) -> dict[str, object]:
         """This machine's view of the sweep: its provenance and points (or the error that stops it)."""
@@ -241,7 +246,7 @@ class Pool:
     done: dict[tuple, str]
     on_run: ProgressHook
     say: Callable[[str], None]
-    waiting_for: str = "another worker"
+    waiting_for: str = "Ray to restart the worker on this node"
     queue: deque[Point] = field(default_factory=deque)
     written: int = 0
 
@@ -282,6 +287,8 @@ def serve(ray: ModuleType, pools: Sequence[Pool]) -> int:
 
 
 def _worker_loop(ray: ModuleType, pool: Pool, actor: Any, index: int, errors: list[BaseException]) -> None:
+    """One worker's thread on the driver: take the largest pending point, stream its rows into the run directory;
+    when the worker dies, put the point back (its finished rows stay) and wait until Ray has restarted it."""
     deaths = 0
     while deaths < MAX_DEATHS_IN_A_ROW:
         with pool.lock:
@@ -290,25 +297,40 @@ def _worker_loop(ray: ModuleType, pool: Pool, actor: Any, index: int, errors: li
             point = pool.queue.popleft()
             done = dict(pool.done)
             seed = _point_rows(pool, point) if pool.plan.adaptive else []
+        progressed = False
         try:
-            progressed = False
             for ref in actor.run_point.remote(point_key(point.key), pool.run_id, done, seed):
                 _record(pool, ray.get(ref))
                 progressed = True
             deaths = 0
-        except ray.exceptions.RayActorError as exc:
+        except ray.exceptions.RayActorError:
             with pool.lock:
                 pool.queue.appendleft(point)
             deaths = 0 if progressed else deaths + 1
             pool.say(
-                f"{pool.name}: worker {index} died ({type(exc).__name__}) while measuring {point.label}; "
-                f"its finished rows are kept and its remaining runs wait for {pool.waiting_for}"
+                f"{pool.name}: worker {index} died while measuring {point.label}; its finished rows are kept and the "
+                f"point's remaining runs wait for {pool.waiting_for}"
             )
+            if not _wait_until_restarted(ray, actor):
+                return
         except BaseException as exc:
             errors.append(exc.cause if isinstance(exc, ray.exceptions.RayTaskError) and exc.cause else exc)
             with pool.lock:
                 pool.queue.clear()
             return
+
+
+def _wait_until_restarted(ray: ModuleType, actor: Any) -> bool:
+    """Block until Ray has restarted the actor (on a machine with its resources, whenever one is there); False when
+    it is gone for good (killed without restart)."""
+    while True:
+        try:
+            ray.get(actor.ready.remote())
+            return True
+        except ray.exceptions.ActorUnavailableError:
+            time.sleep(0.5)
+        except ray.exceptions.RayActorError:
+            return False
 
 
 def _record(pool: Pool, streamed: dict[str, object]) -> None:
