@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
 import shlex
 import sys
@@ -145,7 +146,7 @@ def run_fleet(
 ) -> list[EntryResult]:
     """Run every entry concurrently on its hardware class; each writes its own run directory under `out`."""
     ray = require_ray("fleet")
-    connect(ray, address)
+    connect(ray, address or os.environ.get("RAY_ADDRESS") or "auto")  # a running cluster, never a private one
     available = ray.cluster_resources()
     results = [EntryResult(entry, out / entry.name) for entry in entries]
     for result in results:
@@ -153,7 +154,7 @@ def run_fleet(
         if missing:
             say(
                 f"{result.entry.name}: no machine with {', '.join(missing)} in the cluster yet; it waits for one "
-                f"(join with: ray start --address=<head>:6379 --resources='{json.dumps(result.entry.where)}')"
+                f"(join with: ray start --address=<head>:6379 --resources='{json.dumps(_whole(result.entry.where))}')"
             )
     threads = [threading.Thread(target=_run_entry, args=(ray, r, say, track, report), daemon=True) for r in results]
     for thread in threads:
@@ -162,6 +163,11 @@ def run_fleet(
         while thread.is_alive():  # join in slices so Ctrl-C reaches the driver
             thread.join(0.2)
     return results
+
+
+def _whole(where: dict[str, float]) -> dict[str, float | int]:
+    """Resource amounts as a user writes them (1, not 1.0)."""
+    return {k: int(v) if float(v).is_integer() else v for k, v in where.items()}
 
 
 def _run_entry(ray, result: EntryResult, say: Callable[[str], None], track: Track, report: bool) -> None:
@@ -178,7 +184,8 @@ def _run_entry(ray, result: EntryResult, say: Callable[[str], None], track: Trac
     try:
         described = ray.get(actors[0].describe.remote())
         if described["error"]:
-            raise InputError(*described["error"])
+            _, field_name, problem = described["error"]
+            raise InputError(f"{entry.config_path} (on {described['host']})", field_name, problem)
         meta = dict(described["meta"])
         meta.update(
             run_id=entry.name,

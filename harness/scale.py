@@ -100,24 +100,25 @@ class SweepWorker:
     driver can print it as one line instead of a dead actor's traceback.
     """
 
-    def __init__(self, spec: SweepSpec, device_id: str = ""):
+    def __init__(self, spec: SweepSpec):
         from harness import sweep as sweeps
 
         if spec.cwd and Path(spec.cwd).is_dir():
             os.chdir(spec.cwd)
-        self.scratch = Path(tempfile.mkdtemp(prefix="moecal-worker-"))
         self.host = socket.gethostname()
-        self.device_id = device_id or _device_id()
+        self.device_id = _device_id()
         self.error: InputError | None = None
-        self.sweep = None
-        config_path = self.scratch / spec.config_name
-        config_path.write_text(spec.config_text, encoding="utf-8")
-        try:
-            self.sweep = sweeps.prepare(
-                config_path, out=self.scratch / "run", backend=spec.backend, only=spec.only, rounds=spec.rounds
-            )
-        except InputError as exc:
-            self.error = exc
+        self.sweep: Sweep | None = None
+        # the config is only read while preparing (later it names the file in messages), so a scratch copy will do
+        with tempfile.TemporaryDirectory(prefix="moecal-worker-") as scratch:
+            config_path = Path(scratch) / spec.config_name
+            config_path.write_text(spec.config_text, encoding="utf-8")
+            try:
+                self.sweep = sweeps.prepare(
+                    config_path, out=Path(scratch) / "run", backend=spec.backend, only=spec.only, rounds=spec.rounds
+                )
+            except InputError as exc:
+                self.error = exc
         self.points = {point_key(p.key): p for p in self.sweep.points} if self.sweep else {}
 
     def ready(self) -> int:
@@ -149,7 +150,7 @@ class SweepWorker:
         """
         assert self.sweep is not None, "describe() reported why this worker has no sweep"
         point = self.points[key]
-        relay = RowRelay(Path(tempfile.mkdtemp(dir=self.scratch)), self.sweep.meta, seed_rows)
+        relay = RowRelay(Path(tempfile.mkdtemp(prefix="moecal-point-")), self.sweep.meta, seed_rows)
         failure: list[BaseException] = []
 
         def measure() -> None:
