@@ -19,7 +19,9 @@ point resumed on another GPU and make a baseline from GPU 3 incomparable with a 
 from __future__ import annotations
 
 import contextlib
+import csv
 import functools
+import io
 import os
 import queue
 import shutil
@@ -214,10 +216,15 @@ def largest_first(points: Sequence[Point]) -> list[Point]:
 
 
 class WorkerLog:
-    """workers.csv: which host, device and process ran each row, appended (and fsync'd) right after the row."""
+    """workers.csv: which host, device and process ran each row, appended (and fsync'd) right after the row; a torn
+    last line (a crash inside the write) is cut on reopening, as samples.csv's is."""
 
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / "workers.csv"
+        if self.path.exists() and self.path.stat().st_size > 0:
+            data = self.path.read_bytes()
+            if not data.endswith(b"\n"):
+                os.truncate(self.path, data.rfind(b"\n") + 1)
         fresh = not self.path.exists() or self.path.stat().st_size == 0
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if fresh:
@@ -227,7 +234,9 @@ class WorkerLog:
         self._write([*run_key(row), host, device_id, pid, row.get("timestamp", "")])
 
     def _write(self, values: Sequence[object]) -> None:
-        os.write(self._fd, (",".join(str(v).replace(",", ";") for v in values) + "\n").encode("utf-8"))
+        line = io.StringIO()
+        csv.writer(line, lineterminator="\n").writerow(values)
+        os.write(self._fd, line.getvalue().encode("utf-8"))
         os.fsync(self._fd)
 
     def close(self) -> None:
@@ -243,13 +252,13 @@ class Pool:
     points: list[Point]
     plan: SweepPlan
     run_id: str
-    writer: Any  # the run directory's SampleWriter (or anything with its append/path)
+    writer: SampleWriter
     done: dict[tuple, str]
     on_run: ProgressHook
     say: Callable[[str], None]
     waiting_for: str = "Ray to restart the worker on this node"
-    queue: deque[Point] = field(default_factory=deque)
     written: int = 0
+    queue: deque[Point] = field(init=False)
 
     def __post_init__(self) -> None:
         self.queue = deque(largest_first(self.points))
