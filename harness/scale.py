@@ -135,8 +135,6 @@ class SweepWorker:
         return {
             "error": None,
             "host": self.host,
-            "device_id": self.device_id,
-            "pid": os.getpid(),
             "meta": self.sweep.meta,
             "points": self.sweep.points,
             "plan": self.sweep.plan,

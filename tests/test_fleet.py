@@ -18,6 +18,7 @@ import yaml
 
 from harness import cli
 from harness import sweep as sweeps
+from harness.errors import InputError
 from harness.results import read_meta, read_samples
 from tests.helpers import FAKE_BENCH, REPO, fake_config
 
@@ -136,6 +137,8 @@ def test_two_workers_finish_a_sweep_with_one_ok_row_per_run(tmp_path, ray_cluste
     assert set(log["dff"][:2]) <= {14336, 8192}, "largest points first"
     assert set(ok["device"]) == {read_meta(tmp_path / "run")["device"]}, "one device per run directory"
     assert sweeps.pending(sweep) == 0 and sweeps.execute(sweep, lambda _: None, "2") == 0
+    with pytest.raises(InputError, match="3 workers need 3 CPU cores; this node has 2 for Ray"):
+        sweeps.execute(sweep, lambda _: None, "3")
 
 
 @pytest.mark.fleet
