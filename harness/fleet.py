@@ -201,7 +201,7 @@ def _run_entry(ray, result: EntryResult, say: Callable[[str], None], track: Trac
             on_run = track(entry.name, pending_runs(points, plan, entry.name, done))
             pool = Pool(entry.name, actors, points, plan, entry.name, writer, done, on_run, say)
             pool.waiting_for = f"a machine with {entry.label} (Ray restarts the worker there)"
-            serve(ray, [pool])
+            serve(ray, pool)
         counts = read_samples(result.run_dir)["status"].value_counts()
         result.counts = {status: int(counts.get(status, 0)) for status in ("ok", "fail", "skip")}
         if report and result.counts["ok"]:

@@ -264,13 +264,12 @@ class Pool:
         self.lock = threading.Lock()
 
 
-def serve(ray: ModuleType, pools: Sequence[Pool]) -> int:
-    """Run every pool's queue to the end on its workers; returns rows written. Raises what a worker raised (other
-    than dying), and InputError when points are left because every worker of a pool kept dying."""
+def serve(ray: ModuleType, pool: Pool) -> int:
+    """Run the pool's queue to the end on its workers; returns rows written. Raises what a worker raised (other than
+    dying), and InputError when points are left because the workers kept dying."""
     errors: list[BaseException] = []
     threads = [
         threading.Thread(target=_worker_loop, args=(ray, pool, actor, index, errors), daemon=True)
-        for pool in pools
         for index, actor in enumerate(pool.actors)
     ]
     for thread in threads:
@@ -280,18 +279,16 @@ def serve(ray: ModuleType, pools: Sequence[Pool]) -> int:
             while thread.is_alive():  # join in slices so Ctrl-C reaches the driver
                 thread.join(0.2)
     finally:
-        for pool in pools:
-            pool.log.close()
+        pool.log.close()
     if errors:
         raise errors[0]
-    for pool in pools:
-        if pool.queue:
-            raise InputError(
-                pool.name,
-                "",
-                f"{len(pool.queue)} points not measured: their workers kept dying; re-run the same command to finish",
-            )
-    return sum(pool.written for pool in pools)
+    if pool.queue:
+        raise InputError(
+            pool.name,
+            "",
+            f"{len(pool.queue)} points not measured: their workers kept dying; re-run the same command to finish",
+        )
+    return pool.written
 
 
 def _worker_loop(ray: ModuleType, pool: Pool, actor: Any, index: int, errors: list[BaseException]) -> None:
@@ -419,6 +416,6 @@ def measure_on_workers(
     try:
         say = functools.partial(print, file=sys.stderr)
         pool = Pool(str(sweep.run_dir), actors, sweep.points, sweep.plan, sweep.run_id, writer, done, on_run, say)
-        return serve(ray, [pool])
+        return serve(ray, pool)
     finally:
         stop_workers(ray, actors)
