@@ -32,7 +32,7 @@ help:
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[cpu,nvrtc,dev]'
+	$(BIN)/python -m pip install -q -e '.[cpu,nvrtc,dev,fleet]'
 	@touch $@
 
 setup: $(STAMP)

@@ -46,6 +46,7 @@ from harness.commands import (  # noqa: E402
     check,
     crossover,
     doctor,
+    fleet,
     import_mlxcel,
     init,
     plan,
@@ -69,6 +70,7 @@ for _module in (
     import_mlxcel,
     verify,
     bench_kernels,
+    fleet,
 ):
     _module.register(app)
 # --- end of command registration -------------------------------------------------------------------------------

@@ -163,11 +163,18 @@ def _check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> Non
             )
 
 
-def execute(sweep: Sweep, on_run: ProgressHook) -> int:
-    """Run every pending run; returns the number of rows written. Safe to interrupt and re-run (resumes)."""
+def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> int:
+    """Run every pending run; returns the number of rows written. Safe to interrupt and re-run (resumes).
+
+    `workers` (a count or 'auto') spreads whole points over Ray workers (harness.scale); rows still go through
+    this process's writer."""
     written = 0
     with SampleWriter(sweep.run_dir, sweep.meta) as writer:
         done = writer.done_keys()
+        if workers is not None:
+            from harness.scale import measure_on_workers  # Ray is an optional extra
+
+            return measure_on_workers(sweep, writer, done, on_run, workers)
         for point in sweep.points:
             written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
     return written

@@ -57,6 +57,12 @@ def sweep(
     measure_null: bool = typer.Option(
         False, "--measure-null", help="Also run models whose config says expect_null (they stay null points)."
     ),
+    workers: str | None = typer.Option(
+        None,
+        "--workers",
+        help="Spread the points over N Ray workers on this node (N or auto), one device each: one GPU per worker on "
+        "cuda; on cpu the workers share the cores, so their timings interfere. Needs the 'fleet' extra.",
+    ),
 ) -> None:
     """Run the sweep: per point, warm-up, then rounds in which every arm runs once in rotating order.
 
@@ -70,6 +76,11 @@ def sweep(
             raise InputError("(no config given)", "backend", str(exc)) from None
         console.print(f"config: {config} (the default for this machine)")
     config = resources.config_argument(config)
+    if workers is not None:
+        from harness import scale
+
+        scale.parse_workers(workers)
+        scale.require_ray("--workers")
     plan = sweeps.prepare(config, out=out, backend=backend, only=only, rounds=rounds)
     if plan.config.workload.kind == "command":
         apply_null_policy(plan.points, plan.config, plan.meta, measure_null)
@@ -93,7 +104,7 @@ def sweep(
         def on_run(message: str) -> None:
             progress.update(task, advance=1, description=message[:60])
 
-        sweeps.execute(plan, on_run)
+        sweeps.execute(plan, on_run, workers)
     Console().print(quick_table_view(plan.run_dir))
     console.print(f"samples:  {plan.run_dir / 'samples.csv'}\nmeta:     {plan.run_dir / 'meta.json'}")
     if report:

@@ -1,0 +1,63 @@
+"""`moecal fleet FLEET.yaml`: run each entry's sweep on machines of its hardware class in a Ray cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+console = Console(stderr=True)
+
+
+def fleet(
+    fleet_file: Path = typer.Argument(..., help="Fleet file: `entries:` of {config, where[, workers, name]}."),
+    address: str | None = typer.Option(
+        None, "--address", help="Ray cluster to join (default: RAY_ADDRESS, else the cluster `ray start` runs here)."
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", help="Fleet directory: one run directory per entry (default results/fleet-<file name>)."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate the fleet file and its configs; run nothing."),
+    report: bool = typer.Option(True, "--report/--no-report", help="Summaries, addenda and the fleet report."),
+) -> None:
+    """Run one calibration over several hardware classes: each entry's rows stream back into its own run directory
+    here, with the provenance of the machine that measured them; then one fleet report over all entries.
+
+    Start the cluster first: `ray start --head` on this machine, `ray start --address=HEAD:6379
+    --resources='{"hw_gb10": 1}'` on each worker machine. Re-running the same command resumes every entry.
+    """
+    from harness import fleet as fleets
+    from harness.errors import InputError
+    from harness.scale import require_ray
+
+    entries = fleets.load_fleet(fleet_file)
+    require_ray("fleet")
+    out = out or Path("results") / f"fleet-{fleet_file.stem}"
+    for entry in entries:
+        console.print(f"{entry.name}: {entry.config_path} on {entry.label} × {entry.workers} → {out / entry.name}")
+    if dry_run:
+        console.print("dry run: the fleet file and its configs are valid")
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+
+        def track(name: str, total: int) -> Callable[[str], None]:
+            task = progress.add_task(name, total=total)
+            return lambda message: progress.update(task, advance=1, description=f"{name}: {message}"[:60])
+
+        results = fleets.run_fleet(entries, out, address, progress.console.print, track, report)
+    for result in results:
+        where = result.addendum or result.run_dir
+        console.print(f"{result.entry.name}: {result.error or (result.action or 'no ok rows')}  ({where})")
+    if report:
+        console.print(f"fleet report: {fleets.fleet_report(results, fleet_file, out)}")
+    failed = [r for r in results if r.error]
+    if failed:
+        raise InputError(str(fleet_file), failed[0].entry.name, failed[0].error)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fleet")(fleet)
