@@ -12,7 +12,7 @@ from rich.table import Table
 
 from harness.analysis import analyse_path
 from harness.check import MAX_REGRESSION, CheckResult, compare
-from harness.commands.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, SeedOpt, build_options
+from harness.commands.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, MarginOpt, build_options
 from harness.report import verify_report
 
 
@@ -24,7 +24,7 @@ def _change(arm: dict[str, object]) -> str:
 
 
 def print_check(result: CheckResult, console: Console) -> None:
-    table = Table(title="baseline → current (* = CI of the change excludes 0)")
+    table = Table(title="baseline → current (* = interval of the change excludes 0)")
     for column in ("Dff", "model", "fallback", "fused", "ratio", "verdict"):
         table.add_column(column, justify="left" if column in ("model", "verdict") else "right")
     for p in result.points:
@@ -51,12 +51,16 @@ def check(
     ] = MAX_REGRESSION,
     exclude: ExcludeOpt = None,
     confidence: ConfidenceOpt = 0.95,
-    seed: SeedOpt = 0,
+    margin: MarginOpt = 0.01,
+    allow_missing: Annotated[
+        bool, typer.Option("--allow-missing", help="do not fail when baseline points are missing from the current run")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Exit 0 no regression, 1 significant regression beyond the threshold or changed decision, 2 unusable input."""
-    options = build_options(exclude, confidence, seed)
-    result = compare(analyse_path(baseline, options), analyse_path(current, options), max_regression)
+    """Exit 0 ok; 1 significant regression beyond the threshold, changed decision, or baseline points missing from
+    the current run (unless --allow-missing); 2 unusable input."""
+    options = build_options(exclude, confidence, margin)
+    result = compare(analyse_path(baseline, options), analyse_path(current, options), max_regression, allow_missing)
     if as_json:
         typer.echo(json.dumps(result.as_json(), indent=1))
     else:

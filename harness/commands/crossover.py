@@ -16,7 +16,7 @@ from harness.commands.analysis_options import (
     InputArg,
     InterpolationOpt,
     JsonOpt,
-    SeedOpt,
+    MarginOpt,
     build_options,
     print_summary,
 )
@@ -53,20 +53,21 @@ def crossover(
     grid: GridOpt = 256,
     interpolation: InterpolationOpt = "linear",
     confidence: ConfidenceOpt = 0.95,
-    seed: SeedOpt = 0,
+    margin: MarginOpt = 0.01,
     as_json: JsonOpt = False,
 ) -> None:
-    """Where fused stops beating the fallback (with a bootstrap CI), and the keep/raise/lower decision.
+    """Where fused stops beating the fallback (with a test-inversion interval), and the keep/raise/lower decision.
 
     Run as `recommend`, it prints only the decision part (no per-point table).
     """
-    analysis = analyse_path(input_path, build_options(exclude, confidence, seed, current_default, grid, interpolation))
+    options = build_options(exclude, confidence, margin, current_default, grid, interpolation)
+    analysis = analyse_path(input_path, options)
     if as_json:
         typer.echo(json.dumps(analysis.as_json(), indent=1))
         return
     console = Console()
     if ctx.info_name != "recommend":
-        print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console)
+        print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, confidence)
     print_decision(analysis, console)
 
 

@@ -14,7 +14,7 @@ from harness.commands.analysis_options import (
     GridOpt,
     InputArg,
     InterpolationOpt,
-    SeedOpt,
+    MarginOpt,
     build_options,
 )
 from harness.report import write_report
@@ -31,10 +31,10 @@ def report(
     grid: GridOpt = 256,
     interpolation: InterpolationOpt = "linear",
     confidence: ConfidenceOpt = 0.95,
-    seed: SeedOpt = 0,
+    margin: MarginOpt = 0.01,
 ) -> None:
     """Write `<date>-<host>-<backend>-dff-crossover.md` and `.png` into --out."""
-    options = build_options(exclude, confidence, seed, current_default, grid, interpolation)
+    options = build_options(exclude, confidence, margin, current_default, grid, interpolation)
     md_path, png_path, decision = write_report(input_path, out, previous, options)
     typer.echo(f"addendum → {md_path}\nplot     → {png_path}\ndecision: {decision.action} — {decision.reason}")
     if decision.apply:
