@@ -8,8 +8,8 @@ Pure functions over arrays and the summary DataFrame; no I/O (ValueError on bad 
   smaller of the two degrees of freedom (conservative).
 - The crossover is the first Dff, scanning upward, where θ̂ stops being > 0; every sign change is reported.
 - Its interval inverts the test: the Dff where |θ̂(x)| ≤ t·se(x) — between a bracketing pair this is Fieller's
-  interval (a quadratic in w, solved exactly). The reported interval is the connected piece of that set holding the
-  estimate; it is open (±inf, JSON null) where it reaches the end of the measured range, because the data say
+  interval (a quadratic in w, solved exactly). The reported interval is the hull of that set (each crossing also
+  gets the piece holding it); it is open (±inf, JSON null) where it reaches the end of the measured range, because the data say
   nothing beyond it.
 - Policy at the current cap c (the cap means "fused when Dff ≤ cap"): **lower** only when fallback wins beyond δ at
   c (upper bound of the ratio at c below 1 − δ; c above the measured range is judged at the largest measured Dff),
@@ -136,7 +136,7 @@ def acceptance_set(curve: Curve, confidence: float = CONFIDENCE) -> list[tuple[f
         pieces.append((x[0], x[0]))
     for i in range(len(x) - 1):
         a, b, var_a, var_b = a_all[i], a_all[i + 1], s_all[i] ** 2, s_all[i + 1] ** 2
-        t2 = min(t_all[i], t_all[i + 1]) ** 2
+        t2 = max(t_all[i], t_all[i + 1]) ** 2  # the smaller df: conservative
         q2 = (b - a) ** 2 - t2 * (var_a + var_b)
         q1 = 2 * a * (b - a) + 2 * t2 * var_a
         q0 = a**2 - t2 * var_a
@@ -179,22 +179,25 @@ def crossings(curve: Curve, pieces: list[tuple[float, float]]) -> tuple[Crossing
 
 
 def find_crossover(curve: Curve, confidence: float = CONFIDENCE) -> Crossover:
-    """The decision point (first down-crossing) with its test-inversion interval (module docstring)."""
+    """The decision point (first down-crossing) and its interval: the hull of the whole acceptance set, because a
+    noisy point can make the estimated curve cross 1.0 early while the true crossing lies in another piece of the
+    set (its `crossings` keep each piece). Open where the set reaches an end of the measured range; when the set is
+    empty the crossover lies beyond the end where the estimate points (fused winning everywhere: above the largest
+    measured Dff)."""
     if len(curve.dffs) == 0:
         return Crossover("no_points", None, -math.inf, math.inf, (), CI_METHOD, None, None)
     lo, hi = int(curve.dffs[0]), int(curve.dffs[-1])
     pieces = acceptance_set(curve, confidence)
     found = crossings(curve, pieces)
+    low, high = (pieces[0][0], pieces[-1][1]) if pieces else (math.nan, math.nan)
+    low = -math.inf if pieces and low <= lo * (1 + 1e-9) else low
+    high = math.inf if pieces and high >= hi * (1 - 1e-9) else high
     if curve.theta[0] <= 0:
-        piece = _component(pieces, lo, lo, hi)
-        high = float(lo) if piece is None else piece[1]
-        return Crossover("fused_never", None, -math.inf, high, found, CI_METHOD, lo, hi)
+        return Crossover("fused_never", None, -math.inf, lo if not pieces else high, found, CI_METHOD, lo, hi)
     first = next((c for c in found if c.direction == "down"), None)
     if first is None:
-        piece = _component(pieces, hi, lo, hi)
-        low = float(hi) if piece is None else piece[0]
-        return Crossover("fused_everywhere", None, low, math.inf, found, CI_METHOD, lo, hi)
-    return Crossover("crossing", first.dff, first.ci_low, first.ci_high, found, CI_METHOD, lo, hi)
+        return Crossover("fused_everywhere", None, hi if not pieces else low, math.inf, found, CI_METHOD, lo, hi)
+    return Crossover("crossing", first.dff, low, high, found, CI_METHOD, lo, hi)
 
 
 def format_ci(crossover: Crossover) -> str:
@@ -220,6 +223,14 @@ def _bounds(curve: Curve, dff: float, confidence: float) -> tuple[float, float, 
     theta, se, df = curve.at(dff)
     estimate, low, high = ratio_interval(theta, se, df, confidence)
     return float(estimate), float(low), float(high)
+
+
+def _grid_bounds(curve: Curve, dffs: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) of the ratio at each Dff in one vectorised call (the policy scans whole grids)."""
+    if len(dffs) == 0:
+        return np.array([]), np.array([])
+    _, low, high = ratio_interval(*curve.at(dffs), confidence)
+    return np.atleast_1d(low), np.atleast_1d(high)
 
 
 def _nearest_point(curve: Curve, dff: float) -> int:
@@ -282,8 +293,9 @@ def recommend(
     evidence = f"at {judged} the ratio is {estimate:.4f}, {at} CI [{low:.4f}, {high:.4f}]"
     action = None
     if c >= lo and high < low_band:
-        below = range((c - 1) // grid * grid, lo - 1, -grid)
-        cap = next((g for g in below if g > 0 and _bounds(curve, g, level)[2] >= low_band), None)
+        below = np.arange((c - 1) // grid * grid, max(lo - 1, 0), -grid)
+        released = np.flatnonzero(_grid_bounds(curve, below, level)[1] >= low_band)
+        cap = int(below[released[0]]) if released.size else None
         if cap is None:
             cap = (lo - 1) // grid * grid
             where = f"below the smallest measured Dff {lo}: fallback wins beyond the margin at every Dff down to it"
@@ -292,12 +304,10 @@ def recommend(
         reason = f"{finding}; {evidence}, below {band}: fallback wins there. Lower it to {cap}, {where}."
         action = ("lower", cap, reason)
     else:
-        best = None
-        start = max(c // grid * grid + grid, -(-lo // grid) * grid)
-        for g in range(start, hi + 1, grid):
-            if _bounds(curve, g, level)[1] <= high_band:
-                break
-            best = g
+        above = np.arange(max(c // grid * grid + grid, -(-lo // grid) * grid), hi + 1, grid)
+        wins = _grid_bounds(curve, above, level)[0] > high_band
+        stop = int(np.argmin(wins)) if not wins.all() else len(wins)
+        best = int(above[stop - 1]) if stop else None
         if best is not None:
             _, g_low, _ = _bounds(curve, best, level)
             reason = (

@@ -11,9 +11,9 @@ Choices, and why (DESIGN §7):
   homogeneous — at 3–5 rounds a per-point variance has 2–4 degrees of freedom and t quantiles of 2.8–4.3, pooling
   buys back most of that — else per point. t quantiles with the matching degrees of freedom (Welch–Satterthwaite).
   A variance is floored at the resolution of the stored numbers (6 significant digits), so no interval has width 0.
-- Outliers: a run more than 6 robust σ (1.4826·MAD) from its arm's median drops its round (Welch: the run). The σ
-  is the larger of the arm's own and the family's pooled robust σ, because with 3 runs an arm's own MAD can be ~0.
-  Dropped runs are listed in the summary (`outliers`).
+- Outliers: a run more than 6 robust σ (1.4826·MAD) from its arm's median drops its round (Welch: the run); σ is
+  essentially the family's (see screen_outliers: with 3 runs an arm's own MAD is unusable either way), and a point
+  that lost a run keeps its own variance. Dropped runs are listed in the summary (`outliers`).
 - Fewer than 3 ok runs in an arm (or fewer than 2 left after screening) → `insufficient`, no interval.
 - A/A arm (`null`, the fallback measured again): φ² = mean over points of (θ̂_AA / se_AA)². φ² > 1 means the
   runs drift more than the model sees; every standard error is then multiplied by φ (`noise_scale`). An A/A
@@ -43,6 +43,7 @@ CONFIDENCE = 0.95
 MARGIN = 0.01
 MIN_RUNS = 3
 OUTLIER_SIGMAS = 6.0
+OWN_SIGMA_CAP = 1.5  # an arm's own robust σ counts up to this multiple of its family's (screen_outliers)
 BARTLETT_ALPHA = 0.01
 UNSTABLE_SPREAD = 0.05
 MAD_TO_SIGMA = 1.4826  # scales the median absolute deviation to σ for normally distributed noise
@@ -99,8 +100,10 @@ class Comparison:
 def screen_outliers(arm_ys: Sequence[np.ndarray], sigmas: float = OUTLIER_SIGMAS) -> np.ndarray:
     """Boolean mask (arms, ..., points, runs): runs farther than `sigmas` robust σ from their arm's median.
 
-    σ = max(the arm's own 1.4826·MAD, the family's): the family pools the absolute residuals of every arm and point
-    (exact zeros — the median itself at odd n — left out), which is what keeps the rule sane at 3 runs.
+    σ is the family's robust σ — 1.4826·MAD of the absolute residuals of every arm and point (exact zeros, the
+    median itself at odd n, left out) — or the arm's own, if larger, up to OWN_SIGMA_CAP times the family's. With 3
+    runs an arm's own MAD is one spacing between two values: often tiny, often large enough to hide a −15% run;
+    the family's is stable. The cap still lets a genuinely noisier point keep most of its extra spread.
     """
     ys = np.stack(arm_ys)
     with np.errstate(all="ignore"), _quiet():
@@ -109,7 +112,7 @@ def screen_outliers(arm_ys: Sequence[np.ndarray], sigmas: float = OUTLIER_SIGMAS
         nonzero = np.where(resid > 0, resid, np.nan)
         flat = np.moveaxis(nonzero, 0, -3).reshape(*nonzero.shape[1:-2], -1)
         family = MAD_TO_SIGMA * np.nanmedian(flat, axis=-1)[None, ..., None, None]
-        sigma = np.fmax(own, family)
+        sigma = np.fmax(family, np.fmin(own, OWN_SIGMA_CAP * family))
     return resid > sigmas * np.fmax(sigma, RESOLUTION)
 
 
@@ -121,11 +124,13 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def compare_arms(a: np.ndarray, b: np.ndarray, paired: np.ndarray | bool, pool: bool = True) -> Comparison:
+def compare_arms(
+    a: np.ndarray, b: np.ndarray, paired: np.ndarray | bool, pool: np.ndarray | bool = True
+) -> Comparison:
     """ln(a/b) per point: paired (per-round differences) where `paired`, else Welch; arrays (..., points, runs).
 
-    Paired points of one family (the `points` axis) share a pooled variance when Bartlett's test at 1% does not
-    reject equal variances (and `pool`); Welch points never pool.
+    Paired points of one family (the `points` axis) allowed to `pool` share a pooled variance when Bartlett's test
+    at 1% does not reject equal variances; the others (and Welch points) keep their own.
     """
     a, b = np.asarray(a, float), np.asarray(b, float)
     if a.shape != b.shape or a.ndim < 2:
@@ -141,9 +146,9 @@ def compare_arms(a: np.ndarray, b: np.ndarray, paired: np.ndarray | bool, pool: 
         welch_se2 = va + vb
         welch_df = welch_se2**2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
         welch_theta = np.nanmean(a, axis=-1) - np.nanmean(b, axis=-1)
-        usable = paired & (n_d >= 2)
+        usable = paired & (n_d >= 2) & np.broadcast_to(np.asarray(pool, bool), paired.shape)
         dfi = np.where(usable, n_d - 1, 0).astype(float)
-        pooled = usable & _homogeneous(var_d, dfi) if pool else np.zeros_like(usable)
+        pooled = usable & _homogeneous(var_d, dfi)
         pooled_var = np.sum(dfi * np.where(usable, var_d, 0), axis=-1, keepdims=True) / np.sum(dfi, -1, keepdims=True)
         pooled_df = np.sum(dfi, axis=-1, keepdims=True)
         paired_var = np.where(pooled, pooled_var, var_d)
@@ -169,6 +174,24 @@ def _homogeneous(var: np.ndarray, dfi: np.ndarray) -> np.ndarray:
     correction = 1.0 + (inverse - 1.0 / total) / (3.0 * (k - 1))
     p = scipy_stats.chi2.sf(statistic / correction, np.maximum(k - 1, 1))
     return np.broadcast_to((k >= 2) & (p >= BARTLETT_ALPHA), var.shape)
+
+
+def estimate_family(a: np.ndarray, b: np.ndarray, paired: np.ndarray) -> tuple[Comparison, np.ndarray]:
+    """Screen outliers, drop them (a paired point loses the whole round), compare: the whole per-family estimate.
+
+    A point that lost a run keeps its own variance instead of the family's pooled one: its remaining runs are
+    the ones that looked typical, and when two of three runs were hit (the clean one then looks like the outlier)
+    only its own, few-degrees-of-freedom variance keeps the interval honest.
+
+    Arrays (..., points, runs) of ln tok/s, `paired` (..., points). Returns the comparison and the outlier mask
+    (2, ..., points, runs) for arms (a, b). The summary and the calibration simulations both run exactly this.
+    """
+    flagged = screen_outliers([a, b])
+    paired_runs = np.broadcast_to(np.asarray(paired, bool)[..., None], a.shape)
+    drop = flagged.any(axis=0)
+    a = np.where(np.where(paired_runs, drop, flagged[0]), np.nan, a)
+    b = np.where(np.where(paired_runs, drop, flagged[1]), np.nan, b)
+    return compare_arms(a, b, paired, pool=~flagged.any(axis=(0, -1))), flagged
 
 
 def noise_scale(aa: Comparison) -> float:
@@ -391,11 +414,7 @@ def _family(
         for p, is_paired in zip(mine, paired, strict=True)
     ]
     a, b = _matrix(mine, arm, rounds, paired), _matrix(mine, "fallback", rounds, paired)
-    flagged = screen_outliers([a, b])
-    drop = flagged.any(axis=0)  # paired: the round goes
-    a = np.where(np.where(np.array(paired)[:, None], drop, flagged[0]), np.nan, a)
-    b = np.where(np.where(np.array(paired)[:, None], drop, flagged[1]), np.nan, b)
-    result = compare_arms(a, b, np.array(paired))
+    result, flagged = estimate_family(a, b, np.array(paired))
     out = {}
     for j, i in enumerate(usable):
         if arm == "fused":
