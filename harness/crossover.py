@@ -9,8 +9,8 @@ Pure functions over arrays and the summary DataFrame; no I/O (ValueError on bad 
 - The crossover is the first Dff, scanning upward, where θ̂ stops being > 0; every sign change is reported.
 - Its interval inverts the test: the Dff where |θ̂(x)| ≤ t·se(x) — between a bracketing pair this is Fieller's
   interval (a quadratic in w, solved exactly). The reported interval is the hull of that set (each crossing also
-  gets the piece holding it); it is open (±inf, JSON null) where it reaches the end of the measured range, because the data say
-  nothing beyond it.
+  gets the piece holding it); it is open (±inf, JSON null) where it reaches the end of the measured range, because
+  the data say nothing beyond it.
 - Policy at the current cap c (the cap means "fused when Dff ≤ cap"): **lower** only when fallback wins beyond δ at
   c (upper bound of the ratio at c below 1 − δ; c above the measured range is judged at the largest measured Dff),
   to the largest grid multiple below c where it no longer does; **raise** only when fused wins beyond δ above c

@@ -124,9 +124,7 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def compare_arms(
-    a: np.ndarray, b: np.ndarray, paired: np.ndarray | bool, pool: np.ndarray | bool = True
-) -> Comparison:
+def compare_arms(a: np.ndarray, b: np.ndarray, paired: np.ndarray | bool, pool: np.ndarray | bool = True) -> Comparison:
     """ln(a/b) per point: paired (per-round differences) where `paired`, else Welch; arrays (..., points, runs).
 
     Paired points of one family (the `points` axis) allowed to `pool` share a pooled variance when Bartlett's test

@@ -59,11 +59,9 @@ def simulate(truth: np.ndarray, rounds: int, sweeps: int, seed: int) -> Simulate
     drift += TREND * np.arange(slots) / slots
     drift = drift.reshape(sweeps, points, rounds, 2)
     fused_first = np.arange(rounds) % 2 == 1  # rotate: fallback first in even rounds, fused first in odd ones
-    fused_slot = np.where(fused_first, 0, 1)
-    fused_drift = np.take_along_axis(drift, np.broadcast_to(fused_slot[None, None, :, None], (sweeps, points, rounds, 1)), 3)
-    fallback_drift = np.take_along_axis(
-        drift, np.broadcast_to(1 - fused_slot[None, None, :, None], (sweeps, points, rounds, 1)), 3
-    )
+    fused_slot = np.broadcast_to(np.where(fused_first, 0, 1)[None, None, :, None], (sweeps, points, rounds, 1))
+    fused_drift = np.take_along_axis(drift, fused_slot, 3)
+    fallback_drift = np.take_along_axis(drift, 1 - fused_slot, 3)
     level = np.log(1e5 / DFFS[:points])[None, :, None]
 
     def arm(drift_part: np.ndarray, effect: np.ndarray) -> np.ndarray:

@@ -59,5 +59,6 @@ def test_the_summary_runs_the_same_estimate_as_the_simulation():
         np.testing.assert_allclose(summary["ln_estimate"], comparison.theta[sweep], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(summary["se"], comparison.se[sweep], rtol=1e-9)
         keep = np.isfinite(comparison.theta[sweep])
-        curve = Curve(DFFS[keep].astype(float), *(a[sweep, keep] for a in (comparison.theta, comparison.se, comparison.df)))
+        arrays = (comparison.theta, comparison.se, comparison.df)
+        curve = Curve(DFFS[keep].astype(float), *(a[sweep, keep] for a in arrays))
         assert analysis.result.crossover == find_crossover(curve)
