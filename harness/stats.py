@@ -17,7 +17,8 @@ Choices, and why (DESIGN §7):
 - Fewer than 3 ok runs in an arm (or fewer than 2 left after screening) → `insufficient`, no interval.
 - A/A arm (`null`, the fallback measured again): φ² = mean over points of (θ̂_AA / se_AA)². φ² > 1 means the
   runs drift more than the model sees; every standard error is then multiplied by φ (`noise_scale`). An A/A
-  interval lying entirely beyond 1 ± δ flags the run (`aa_beyond_margin`); the policy then withholds raise/lower.
+  interval (at the model's se) lying entirely beyond 1 ± δ flags the run (`aa_beyond_margin`); the policy then
+  withholds raise/lower.
 - Margin δ: `fused` / `fallback` only when the interval lies entirely beyond 1 ± δ, `equivalent` when it lies
   entirely inside, else `inconclusive`. A tie is never a loss. `null`: dispatch probe never matched, quantization
   not affine, or excluded by the user — reported, never used for the crossover.
@@ -361,7 +362,9 @@ def analyse_points(
             record["null_ratio"], record["null_ci_low"], record["null_ci_high"] = (
                 float(v) for v in ratio_interval(aa_theta, aa_se * phi, aa_df, confidence)
             )
-            if classify(record["null_ci_low"], record["null_ci_high"], margin) in ("fused", "fallback"):
+            # judged at the model's own se: widening by φ, which this very deviation inflates, would hide it
+            _, model_low, model_high = ratio_interval(aa_theta, aa_se, aa_df, confidence)
+            if classify(model_low, model_high, margin) in ("fused", "fallback"):
                 beyond.append(f"{record['model']} (Dff {int(record['dff'])})")
         record["verdict"], record["reason"] = _verdict(points[i], record, confidence, margin, excludes)
     summary = pd.DataFrame(records, columns=SUMMARY_COLUMNS)
