@@ -170,6 +170,14 @@ def execute(sweep: Sweep, on_run: ProgressHook) -> int:
         done = writer.done_keys()
         for point in sweep.points:
             written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
+        if sweep.config.measure.refine_budget_runs and sweep.config.workload.kind == "layer":
+            from harness.refine import refine  # adaptive Dff refinement: bisect the crossover bracket (DESIGN §7)
+
+            def measure(point: Point) -> int:
+                return measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
+
+            default = sweep.config.current_default
+            written += refine(sweep.run_dir, sweep.workload, sweep.points, measure, sweep.config.measure, default)
     return written
 
 
