@@ -171,8 +171,8 @@ def compare(
                 "model": str(point["model"]),
                 "dff": int(point["dff"]),
                 **{arm: arms[arm] for arm in ARMS},
-                "ratio_before": float(baseline.summary["ratio"].iloc[base_row]),
-                "ratio_after": float(point["ratio"]),
+                "ratio_before": float(baseline.summary["estimate"].iloc[base_row]),
+                "ratio_after": float(point["estimate"]),
                 "verdict_before": verdicts[0],
                 "verdict_after": verdicts[1],
             }

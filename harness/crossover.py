@@ -407,11 +407,16 @@ def _overall(binding: FamilyDecision, candidates: Sequence[FamilyDecision], curr
         cap = decision.recommended_cap
         action = "keep" if cap == current_default else ("raise" if cap > current_default else "lower")
         decision = Decision(action, cap, decision.reason, decision.apply)
+    caps = {f.decision.recommended_cap for f in candidates}
+    who = (
+        f"All {len(candidates)} deciding families give the same cap; {binding.family} reads"
+        if len(caps) == 1
+        else f"The shape family {binding.family} sets the smallest cap"
+    )
     return Decision(
         decision.action,
         decision.recommended_cap,
-        f"The shape family {binding.family} sets the smallest cap (policy intervals Bonferroni-corrected for "
-        f"{len(candidates)} deciding families). {decision.reason}",
+        f"{who} (policy intervals Bonferroni-corrected for {len(candidates)} deciding families). {decision.reason}",
         decision.apply,
     )
 

@@ -418,7 +418,7 @@ def write_plot(data: dict[str, object], path: Path) -> Path:
     if d["outcome"] != "no_points":
         low = d["ci_low"] if d["ci_low"] is not None else left
         high = d["ci_high"] if d["ci_high"] is not None else right
-        ax.axvspan(low, high, color="tab:orange", alpha=0.15, label=f"crossover {data['options']['confidence']:.0%} CI")
+        ax.axvspan(low, high, color="tab:orange", alpha=0.1, label=f"crossover {data['options']['confidence']:.0%} CI")
     if d["crossover_dff"] is not None:
         ax.axvline(d["crossover_dff"], color="tab:orange", label=f"crossover ≈ {d['crossover_dff']:.0f}")
     if d["current_default"] is not None:

@@ -69,10 +69,10 @@ def print_summary(summary: pd.DataFrame, title: str, console: Console, confidenc
     console.print(title, highlight=False)
     notes = []
     for family in dict.fromkeys(labels):
-        table = Table(title=family, box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True, title_justify="left")
+        table = Table(title=family, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0), title_justify="left")
         table.add_column("Dff", justify="right", no_wrap=True)
         table.add_column("model", overflow="fold", min_width=12, max_width=22)
-        for column in ("fallback", "fused", "estimate", f"{confidence:.0%} CI", "n"):
+        for column in ("fallback", "fused", "ratio", f"{confidence:.0%} CI", "n"):
             table.add_column(column, justify="right", no_wrap=True)
         table.add_column("verdict", no_wrap=True)
         for _, row in summary[labels == family].iterrows():
@@ -97,6 +97,6 @@ def print_summary(summary: pd.DataFrame, title: str, console: Console, confidenc
                 spread = max(row["fallback_spread"], row["fused_spread"])
                 notes.append(f"{name}: unstable (an arm's spread is {spread:.1%}, above 5%)")
         console.print(table)
-    console.print("fallback, fused: median tok/s; estimate: geometric-mean fused/fallback; n: ok runs per arm")
+    console.print("fallback, fused: median tok/s; ratio: geometric-mean fused/fallback; n: ok runs per arm")
     for note in notes:
         console.print(note, highlight=False)

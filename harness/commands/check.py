@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -24,14 +25,21 @@ def _change(arm: dict[str, object]) -> str:
 
 
 def print_check(result: CheckResult, console: Console) -> None:
-    table = Table(title="baseline → current (* = interval of the change excludes 0)")
+    table = Table(
+        title="baseline → current (* = interval of the change excludes 0)",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 0),
+        title_justify="left",
+    )
     for column in ("Dff", "model", "fallback", "fused", "ratio", "verdict"):
-        table.add_column(column, justify="left" if column in ("model", "verdict") else "right")
+        left = column in ("model", "verdict")
+        table.add_column(column, justify="left" if left else "right", no_wrap=column != "model", overflow="fold")
     for p in result.points:
         verdict = p["verdict_before"] + (
             "" if p["verdict_before"] == p["verdict_after"] else f" → {p['verdict_after']}"
         )
-        ratio = f"{p['ratio_before']:.4f} → {p['ratio_after']:.4f}"
+        ratio = f"{p['ratio_before']:.3f}→{p['ratio_after']:.3f}"
         table.add_row(str(p["dff"]), p["model"], _change(p["fallback"]), _change(p["fused"]), ratio, verdict)
     console.print(table)
     for row in result.dropped:
