@@ -6,7 +6,7 @@ One place decides which settings apply (command-line option over the run's prove
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +67,18 @@ class Analysis:
         )
 
 
+def parse_excludes(values: Sequence[str]) -> dict[str, str]:
+    """`--exclude NAME` or `--exclude NAME=why` → {model: reason shown in the table and the report}."""
+    out = {}
+    for value in values:
+        name, sep, why = value.partition("=")
+        name = name.strip()
+        if not name:
+            raise InputError("--exclude", value, "expected NAME or NAME=reason")
+        out[name] = f"excluded by the user: {why.strip()}" if sep and why.strip() else "excluded by the user"
+    return out
+
+
 def withheld_reason(aa_beyond_margin: tuple[str, ...], margin: float) -> str:
     """Why raise/lower are withheld ('' when they are not): the A/A comparison lies beyond the margin."""
     if not aa_beyond_margin:
@@ -110,15 +122,19 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
         raise InputError("--margin", str(options.margin), "must be in [0, 0.5)")
     if not 0.5 <= options.confidence < 1.0:
         raise InputError("--confidence", str(options.confidence), "must be in [0.5, 1)")
-    if loaded.samples is not None:
-        points = analyse_points(loaded.samples, options.confidence, options.margin, options.excludes)
-        summary = apply_excludes(points.summary, options.excludes)
-    else:
-        _check_summary_settings(loaded.provenance, options)
-        summary = apply_excludes(loaded.summary.reset_index(drop=True), options.excludes)
-        for column in NUMERIC_SUMMARY:
-            summary[column] = pd.to_numeric(summary[column], errors="coerce")
-        points = PointSet(summary, float("nan"), 0, ())
+    try:
+        if loaded.samples is not None:
+            points = analyse_points(loaded.samples, options.confidence, options.margin, options.excludes)
+            summary = apply_excludes(points.summary, options.excludes)
+        else:
+            _check_summary_settings(loaded.provenance, options)
+            summary = apply_excludes(loaded.summary.reset_index(drop=True), options.excludes)
+            for column in NUMERIC_SUMMARY:
+                summary[column] = pd.to_numeric(summary[column], errors="coerce")
+            points = PointSet(summary, float("nan"), 0, ())
+    except ValueError as exc:  # the statistics are pure; only the excludes can be wrong once the options are checked
+        name, _, problem = str(exc).partition(": ")
+        raise InputError("--exclude", name, problem) from None
     current = _current_default(options, loaded.provenance)
     cap_env = str(loaded.provenance.get("cap_env") or DEFAULT_CAP_ENV)
     withheld = withheld_reason(points.aa_beyond_margin, options.margin)

@@ -37,7 +37,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from harness.errors import InputError
 from harness.results import POINT_COLUMNS
 
 CONFIDENCE = 0.95
@@ -246,18 +245,6 @@ def rounds_to_decide(
 
 
 # --- the DataFrame layer ---------------------------------------------------------------------------------------
-
-
-def parse_excludes(values: Sequence[str]) -> dict[str, str]:
-    """`--exclude NAME` or `--exclude NAME=why` → {model: reason shown in the table and the report}."""
-    out = {}
-    for value in values:
-        name, sep, why = value.partition("=")
-        name = name.strip()
-        if not name:
-            raise InputError("--exclude", value, "expected NAME or NAME=reason")
-        out[name] = f"excluded by the user: {why.strip()}" if sep and why.strip() else "excluded by the user"
-    return out
 
 
 def relative_spread(values: np.ndarray) -> float:
@@ -492,11 +479,11 @@ def point_keys(frame: pd.DataFrame) -> pd.Series:
 
 
 def check_excludes(summary: pd.DataFrame, excludes: Mapping[str, str]) -> None:
-    """Unknown `--exclude` names are an input error (a typo must not silently keep a point)."""
+    """Unknown excluded names are an error (a typo must not silently keep a point)."""
     unknown = sorted(set(excludes) - set(summary["model"].astype(str)))
     if unknown:
         models = ", ".join(sorted(set(summary["model"].astype(str))))
-        raise InputError("--exclude", unknown[0], f"no point has this model name (models: {models})")
+        raise ValueError(f"{unknown[0]}: no point has this model name (models: {models})")
 
 
 def apply_excludes(summary: pd.DataFrame, excludes: Mapping[str, str]) -> pd.DataFrame:

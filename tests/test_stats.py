@@ -6,14 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.analysis import Options, analyse
+from harness.analysis import Options, analyse, parse_excludes
 from harness.errors import InputError
 from harness.inputs import LoadedInput, load_input
 from harness.stats import (
     analyse_points,
     classify,
     compare_arms,
-    parse_excludes,
     ratio_interval,
     relative_spread,
     rounds_to_decide,
@@ -126,8 +125,10 @@ def test_exclusions_carry_the_reason_and_unknown_names_are_input_errors():
     summary = summarize(samples, excludes=parse_excludes(["synthetic-layer=wrong checkpoint"]))
     assert summary["verdict"].iloc[0] == "null"
     assert summary["reason"].iloc[0] == "excluded by the user: wrong checkpoint"
-    with pytest.raises(InputError, match="no point has this model name"):
-        summarize(samples, excludes=parse_excludes(["typo-model"]))
+    with pytest.raises(ValueError, match="typo-model: no point has this model name"):
+        summarize(samples, excludes={"typo-model": "x"})  # statistics are pure: ValueError
+    with pytest.raises(InputError, match="--exclude: typo-model: no point has this model name"):
+        analyse(LoadedInput(samples, None, {}), Options(excludes=parse_excludes(["typo-model"])))
 
 
 def test_pooling_follows_bartlett():

@@ -14,9 +14,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from harness.analysis import Options
+from harness.analysis import Options, parse_excludes
 from harness.crossover import DEFAULT_GRID
-from harness.stats import CONFIDENCE, MARGIN, family_labels, parse_excludes
+from harness.stats import CONFIDENCE, MARGIN, family_labels
 
 InputArg = Annotated[
     Path,
