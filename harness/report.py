@@ -409,10 +409,11 @@ def write_plot(data: dict[str, object], path: Path) -> Path:
                 if (end < edge) if edge == y_low else (end > edge):
                     ax.plot(p["dff"], edge, marker=mark, color=color, markersize=12, clip_on=False)
                     clipped = True
-    nulls = [p for p in d["points"] if p["verdict"] == "null" and p["estimate"] is not None]
+    # a null point has no estimate (it never entered the statistics): it is placed at its ratio of medians
+    nulls = [(p["dff"], p["estimate"] or p["ratio"]) for p in d["points"] if p["verdict"] == "null"]
+    nulls = [(dff, min(max(y, y_low), y_high)) for dff, y in nulls if y is not None]
     if nulls:
-        ax.scatter([p["dff"] for p in nulls], [min(max(p["estimate"], y_low), y_high) for p in nulls], marker="x",
-                   color="grey", label="null point (not used)")  # fmt: skip
+        ax.scatter(*zip(*nulls, strict=True), marker="x", color="grey", label="null point (not used)")
     dffs = sorted({p["dff"] for p in d["points"]}) or [1, 2]
     left, right = min(dffs) / 1.25, max(dffs) * 1.25
     if d["outcome"] != "no_points":
