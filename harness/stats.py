@@ -316,9 +316,14 @@ class PointSet:
 
 
 def analyse_points(
-    samples: pd.DataFrame, confidence: float = CONFIDENCE, margin: float = MARGIN, excludes: Mapping[str, str] = {}
+    samples: pd.DataFrame,
+    confidence: float = CONFIDENCE,
+    margin: float = MARGIN,
+    excludes: Mapping[str, str] | None = None,
 ) -> PointSet:
-    """Statistics of every point in `samples` (module docstring), in POINT_ORDER, families pooled separately."""
+    """Statistics of every point in `samples` (module docstring), in POINT_ORDER, families pooled separately;
+    excluded models ({name: reason}) are null and stay out of every pooled estimate."""
+    excludes = excludes or {}
     if not 0.5 <= confidence < 1.0:
         raise ValueError(f"confidence must be in [0.5, 1), got {confidence}")
     ordered = samples.sort_values([*POINT_ORDER, "model", "quant_mode"], kind="stable")
@@ -332,7 +337,7 @@ def analyse_points(
     records = [_describe(p) for p in points]
     main, aa = {}, {}
     for family in dict.fromkeys(labels):
-        members = [i for i in np.flatnonzero(labels == family)]
+        members = list(np.flatnonzero(labels == family))
         main.update(_family(points, members, records, "fused", excludes))
         aa.update(_family(points, members, records, "null", excludes))
     aa_cmp = Comparison(*(np.array([aa[i][k] for i in aa]) for k in range(3)), np.zeros(len(aa), bool))

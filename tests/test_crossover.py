@@ -187,3 +187,21 @@ def test_recommend_prints_the_decision_only(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("crossover: Dff ≈ ") and "decision: " in done.stdout
     assert "1 ± 2.0%" in done.stdout and "estimate" not in done.stdout.split("decision:")[0]
+
+
+def test_terminal_tables_fit_80_columns_without_cutting_numbers():
+    from rich.console import Console
+
+    from harness.commands.analysis_options import print_summary
+
+    wide = synthetic_samples({512: 1.3, 8192: 0.95}, rounds=3, seed=9, d_model=4096)
+    wide["model"] = "llama-4-scout-17b-16e-instruct-4bit"  # longer than any column should be
+    for summary in (analyse_path(DESIGN_CSV).summary, _analyse(wide).summary):
+        console = Console(width=80, record=True, color_system=None)
+        print_summary(summary, "title", console)
+        lines = console.export_text().splitlines()
+        assert max(len(line) for line in lines) <= 80
+        for _, row in summary.iterrows():
+            numbers = (f"{row['fallback_tok_s']:.1f}", f"{row['ci_low']:.3f}–{row['ci_high']:.3f}", str(row["verdict"]))
+            row_line = next(line for line in lines if line.lstrip().startswith(str(int(row["dff"]))))
+            assert all(n in row_line for n in numbers), row_line
