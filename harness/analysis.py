@@ -6,26 +6,26 @@ One place decides which settings apply (command-line option over the run's prove
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from harness.config import DEFAULT_CAP_ENV
 from harness.crossover import DEFAULT_GRID, INTERPOLATIONS, DecisionResult, decide, decision_json
 from harness.errors import InputError
 from harness.inputs import LoadedInput, load_input, write_summary_csv
-from harness.stats import CONFIDENCE, N_RESAMPLES, SEED, analyse_points, apply_excludes, summary_frame
+from harness.stats import CONFIDENCE, MARGIN, PointSet, analyse_points, apply_excludes
+
+NUMERIC_SUMMARY = ("estimate", "ln_estimate", "se", "df", "null_ratio", "null_ci_low", "null_ci_high", "p_value")
 
 
 @dataclass(frozen=True)
 class Options:
     excludes: Mapping[str, str] = field(default_factory=dict)
     confidence: float = CONFIDENCE
-    seed: int = SEED
-    n_resamples: int = N_RESAMPLES
+    margin: float = MARGIN
     current_default: int | None = None  # None: take the run's provenance `current_default`, if any
     grid: int = DEFAULT_GRID
     interpolation: str = "linear"
@@ -35,8 +35,7 @@ class Options:
         return {
             "excludes": dict(self.excludes),
             "confidence": self.confidence,
-            "seed": self.seed,
-            "n_resamples": self.n_resamples,
+            "margin": self.margin,
             "grid": self.grid,
             "interpolation": self.interpolation,
         }
@@ -46,12 +45,14 @@ class Options:
 class Analysis:
     samples: pd.DataFrame | None
     summary: pd.DataFrame
-    replicates: list[np.ndarray] | None  # aligned with summary rows; None for a summary-only input
     result: DecisionResult
     provenance: dict[str, object]
     options: Options
     current_default: int | None
     cap_env: str
+    noise_scale: float | None  # φ from the A/A arm (None: a summary-only input, the runs are not at hand)
+    aa_points: int
+    aa_beyond_margin: tuple[str, ...]
 
     def as_json(self) -> dict[str, object]:
         return decision_json(
@@ -59,8 +60,33 @@ class Analysis:
             self.result,
             current_default=self.current_default,
             cap_env=self.cap_env,
+            noise_scale=None if self.noise_scale is None else round(self.noise_scale, 4),
+            aa_points=self.aa_points,
+            aa_beyond_margin=list(self.aa_beyond_margin),
             **self.options.settings(),
         )
+
+
+def parse_excludes(values: Sequence[str]) -> dict[str, str]:
+    """`--exclude NAME` or `--exclude NAME=why` → {model: reason shown in the table and the report}."""
+    out = {}
+    for value in values:
+        name, sep, why = value.partition("=")
+        name = name.strip()
+        if not name:
+            raise InputError("--exclude", value, "expected NAME or NAME=reason")
+        out[name] = f"excluded by the user: {why.strip()}" if sep and why.strip() else "excluded by the user"
+    return out
+
+
+def withheld_reason(aa_beyond_margin: tuple[str, ...], margin: float) -> str:
+    """Why raise/lower are withheld ('' when they are not): the A/A comparison lies beyond the margin."""
+    if not aa_beyond_margin:
+        return ""
+    return (
+        f"the A/A comparison (fallback measured twice) lies beyond 1 ± {margin:.1%} at {', '.join(aa_beyond_margin)}: "
+        "drift larger than the noise model; re-run on a quieter machine."
+    )
 
 
 def _current_default(options: Options, provenance: Mapping[str, object]) -> int | None:
@@ -75,14 +101,16 @@ def _current_default(options: Options, provenance: Mapping[str, object]) -> int 
         raise InputError("provenance", "current_default", f"{value!r} is not an integer") from None
 
 
-def _check_summary_confidence(provenance: Mapping[str, object], confidence: float) -> None:
-    """A summary.csv carries CIs at the level it was written with; they cannot be re-levelled without samples."""
+def _check_summary_settings(provenance: Mapping[str, object], options: Options) -> None:
+    """A summary.csv carries intervals and verdicts at the level and margin it was written with; they cannot be
+    re-derived without the samples."""
     settings = provenance.get("summary")
-    stored = settings.get("confidence") if isinstance(settings, dict) else None
-    if stored is not None and abs(float(stored) - confidence) > 1e-9:
-        raise InputError(
-            "--confidence", str(confidence), f"this summary.csv holds {float(stored):.0%} CIs; use the run's samples"
-        )
+    for name, value in (("confidence", options.confidence), ("margin", options.margin)):
+        stored = settings.get(name) if isinstance(settings, dict) else None
+        if stored is not None and abs(float(stored) - value) > 1e-9:
+            raise InputError(
+                f"--{name}", str(value), f"this summary.csv was written with {name} {stored}; use the run's samples"
+            )
 
 
 def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
@@ -90,17 +118,42 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
         raise InputError("--interpolation", options.interpolation, f"must be one of {', '.join(INTERPOLATIONS)}")
     if options.grid <= 0:
         raise InputError("--grid", str(options.grid), "must be a positive integer")
-    if loaded.samples is not None:
-        points = analyse_points(loaded.samples, options.confidence, options.seed, options.n_resamples)
-        summary, replicates = summary_frame(points), [p.replicates for p in points]
-    else:
-        _check_summary_confidence(loaded.provenance, options.confidence)
-        summary, replicates = loaded.summary.reset_index(drop=True), None
-    summary = apply_excludes(summary, options.excludes)
+    if not 0.0 <= options.margin < 0.5:
+        raise InputError("--margin", str(options.margin), "must be in [0, 0.5)")
+    if not 0.5 <= options.confidence < 1.0:
+        raise InputError("--confidence", str(options.confidence), "must be in [0.5, 1)")
+    try:
+        if loaded.samples is not None:
+            points = analyse_points(loaded.samples, options.confidence, options.margin, options.excludes)
+            summary = apply_excludes(points.summary, options.excludes)
+        else:
+            _check_summary_settings(loaded.provenance, options)
+            summary = apply_excludes(loaded.summary.reset_index(drop=True), options.excludes)
+            for column in NUMERIC_SUMMARY:
+                summary[column] = pd.to_numeric(summary[column], errors="coerce")
+            points = PointSet(summary, float("nan"), 0, ())
+    except ValueError as exc:  # the statistics are pure; only the excludes can be wrong once the options are checked
+        name, _, problem = str(exc).partition(": ")
+        raise InputError("--exclude", name, problem) from None
     current = _current_default(options, loaded.provenance)
     cap_env = str(loaded.provenance.get("cap_env") or DEFAULT_CAP_ENV)
-    result = decide(summary, replicates, current, options.grid, options.interpolation, options.confidence, cap_env)
-    return Analysis(loaded.samples, summary, replicates, result, loaded.provenance, options, current, cap_env)
+    withheld = withheld_reason(points.aa_beyond_margin, options.margin)
+    result = decide(
+        summary, current, options.grid, options.interpolation, options.confidence, cap_env, options.margin, withheld
+    )
+    phi = None if loaded.samples is None else points.noise_scale
+    return Analysis(
+        loaded.samples,
+        summary,
+        result,
+        loaded.provenance,
+        options,
+        current,
+        cap_env,
+        phi,
+        points.aa_points,
+        points.aa_beyond_margin,
+    )
 
 
 def analyse_path(path: str | Path, options: Options = Options()) -> Analysis:

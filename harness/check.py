@@ -1,10 +1,12 @@
 """Regression check: a current sweep against a stored baseline, for CI.
 
 Only comparable points are joined: same backend, device, workload, model, quantization and shape (all of
-POINT_COLUMNS); every other row is listed as dropped with the columns that differ. Per joined point, each arm's
-median tok/s change is tested with a bootstrap CI of median(current)/median(baseline) (unpaired: the two runs share
-no rounds). An arm regresses when it drops by more than `max_regression` *and* that CI lies below 1; with a
-summary-only input there are no runs to resample, so a drop beyond the threshold counts on its own.
+POINT_COLUMNS); every other row is listed as dropped with the columns that differ. A baseline point the current run
+lacks fails the check (exit 1, status `missing`) unless `allow_missing`: a gate that silently loses points would pass
+a sweep that crashed half-way. Per joined point, each arm's median tok/s change is tested with a Welch interval of
+ln tok/s (current vs baseline: two runs share no rounds) — the same comparison `harness.stats` uses for unpaired
+points. An arm regresses when it drops by more than `max_regression` *and* that interval lies below 1; with a
+summary-only input there are no runs, so a drop beyond the threshold counts on its own.
 
 The decision is compared on the joined points only (a point that exists on one side cannot move the other side's
 crossover), and against one current default for both sides — the current input's, else the baseline's — so
@@ -20,10 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from harness.analysis import Analysis
+from harness.analysis import Analysis, withheld_reason
 from harness.crossover import DecisionResult, decide
 from harness.results import POINT_COLUMNS
-from harness.stats import bootstrap_ratio, percentile_ci, point_keys, rank_test
+from harness.stats import MIN_RUNS, compare_arms, point_keys, ratio_interval
 
 MAX_REGRESSION = 0.05
 ARMS = ("fallback", "fused")
@@ -31,7 +33,7 @@ ARMS = ("fallback", "fused")
 
 @dataclass
 class CheckResult:
-    status: str  # ok | regression | changed | incomparable
+    status: str  # ok | regression | changed | missing | incomparable
     points: list[dict[str, object]] = field(default_factory=list)
     dropped: list[dict[str, object]] = field(default_factory=list)
     decisions: dict[str, dict[str, object]] = field(default_factory=dict)
@@ -39,7 +41,7 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
-        return {"ok": 0, "regression": 1, "changed": 1}.get(self.status, 2)
+        return {"ok": 0, "regression": 1, "changed": 1, "missing": 1}.get(self.status, 2)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -98,21 +100,24 @@ def _arm_runs(analysis: Analysis, key: tuple[str, ...], arm: str) -> np.ndarray 
 
 
 def _arm_change(
-    baseline: Analysis, current: Analysis, positions: tuple[int, int], arm: str, max_regression: float, seed: int
+    baseline: Analysis, current: Analysis, positions: tuple[int, int], arm: str, max_regression: float
 ) -> dict[str, object]:
     before = float(baseline.summary[f"{arm}_tok_s"].iloc[positions[0]])
     after = float(current.summary[f"{arm}_tok_s"].iloc[positions[1]])
     change = after / before - 1.0 if before > 0 and np.isfinite(after) else float("nan")
     key = point_keys(current.summary.iloc[[positions[1]]]).iloc[0]
     runs_before, runs_after = _arm_runs(baseline, key, arm), _arm_runs(current, key, arm)
-    out: dict[str, object] = {"before": before, "after": after, "change": change, "ci": None, "p_value": None}
+    out: dict[str, object] = {"before": before, "after": after, "change": change, "ci": None}
     significant = None  # unknown without runs on both sides
-    if runs_before is not None and runs_after is not None and len(runs_before) >= 2 and len(runs_after) >= 2:
-        rng = np.random.default_rng([seed, positions[1]])
-        replicates = bootstrap_ratio(runs_after, runs_before, False, baseline.options.n_resamples, rng)
-        low, high = percentile_ci(replicates, baseline.options.confidence)
+    if runs_before is not None and runs_after is not None and min(len(runs_before), len(runs_after)) >= MIN_RUNS:
+        width = max(len(runs_before), len(runs_after))
+        after_y, before_y = (
+            np.pad(np.log(r), (0, width - len(r)), constant_values=np.nan)[None, :] for r in (runs_after, runs_before)
+        )
+        welch = compare_arms(after_y, before_y, paired=False, pool=False)
+        interval = ratio_interval(welch.theta, welch.se, welch.df, current.options.confidence)
+        _, low, high = (float(v[0]) for v in interval)
         out["ci"] = [low - 1.0, high - 1.0]
-        out["p_value"] = rank_test(runs_after, runs_before)
         significant = high < 1.0 or low > 1.0
     out["significant"] = significant
     out["regressed"] = bool(change < -max_regression and significant is not False)
@@ -120,9 +125,9 @@ def _arm_change(
 
 
 def verdict_flipped(before: str, after: str) -> bool:
-    """A point's verdict changed in a way noise cannot explain: a significant win moved to the other path, or the
-    point became (or stopped being) null — the arms now run the same code. `tie` ↔ `fused`/`fallback` is a CI
-    edging across 1.0 between two runs of the same code (seen between two back-to-back CPU sweeps), shown in the
+    """A point's verdict changed in a way noise cannot explain: a win beyond the margin moved to the other path, or
+    the point became (or stopped being) null — the arms now run the same code. `inconclusive` / `equivalent` ↔
+    `fused` / `fallback` is an interval edging across the margin between two runs of the same code, shown in the
     table but not failed on; a real move of the crossover still fails through the recommended cap."""
     if before == after:
         return False
@@ -130,34 +135,44 @@ def verdict_flipped(before: str, after: str) -> bool:
 
 
 def _subset_decision(analysis: Analysis, rows: list[int], current_default: int | None) -> DecisionResult:
-    replicates = [analysis.replicates[i] for i in rows] if analysis.replicates is not None else None
     options = analysis.options
     summary = analysis.summary.iloc[rows].reset_index(drop=True)
     return decide(
-        summary, replicates, current_default, options.grid, options.interpolation, options.confidence, analysis.cap_env
+        summary,
+        current_default,
+        options.grid,
+        options.interpolation,
+        options.confidence,
+        analysis.cap_env,
+        options.margin,
+        withheld_reason(analysis.aa_beyond_margin, options.margin),
     )
 
 
-def compare(baseline: Analysis, current: Analysis, max_regression: float = MAX_REGRESSION) -> CheckResult:
+def compare(
+    baseline: Analysis, current: Analysis, max_regression: float = MAX_REGRESSION, allow_missing: bool = False
+) -> CheckResult:
     pairs, dropped = join_points(baseline.summary, current.summary)
     if not pairs:
         return CheckResult("incomparable", dropped=dropped, problems=["no comparable points between the inputs"])
     result = CheckResult("ok", dropped=dropped)
     regressions, changes = [], []
+    missing = [
+        f"{row['model']} dff {row['dff']}: in the baseline, missing from the current run ({row['reason']})"
+        for row in dropped
+        if row["side"] == "baseline"
+    ]
     for base_row, cur_row in pairs:
         point = current.summary.iloc[cur_row]
-        arms = {
-            arm: _arm_change(baseline, current, (base_row, cur_row), arm, max_regression, current.options.seed)
-            for arm in ARMS
-        }
+        arms = {arm: _arm_change(baseline, current, (base_row, cur_row), arm, max_regression) for arm in ARMS}
         verdicts = (str(baseline.summary["verdict"].iloc[base_row]), str(point["verdict"]))
         result.points.append(
             {
                 "model": str(point["model"]),
                 "dff": int(point["dff"]),
                 **{arm: arms[arm] for arm in ARMS},
-                "ratio_before": float(baseline.summary["ratio"].iloc[base_row]),
-                "ratio_after": float(point["ratio"]),
+                "ratio_before": float(baseline.summary["estimate"].iloc[base_row]),
+                "ratio_after": float(point["estimate"]),
                 "verdict_before": verdicts[0],
                 "verdict_after": verdicts[1],
             }
@@ -180,6 +195,7 @@ def compare(baseline: Analysis, current: Analysis, max_regression: float = MAX_R
     for name in ("recommended_cap", "action"):
         if getattr(before, name) != getattr(after, name):
             changes.append(f"decision {name}: {getattr(before, name)} → {getattr(after, name)}")
-    result.problems = regressions + changes
-    result.status = "regression" if regressions else ("changed" if changes else "ok")
+    missing = [] if allow_missing else missing
+    result.problems = regressions + changes + missing
+    result.status = "regression" if regressions else ("changed" if changes else ("missing" if missing else "ok"))
     return result

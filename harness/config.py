@@ -195,6 +195,12 @@ class Measure(Strict):
     adaptive: bool = False
     max_rounds: int = Field(20, ge=1)
     target_ci_width: float = Field(0.02, gt=0)
+    # adaptive Dff refinement (layer workloads): bisect the crossover's bracket on multiples of `refine_grid` until
+    # its interval is narrower than target_crossover_width × the crossover Dff, or refine_budget_runs are spent
+    # (0: no refinement). See harness.refine.
+    refine_budget_runs: int = Field(0, ge=0)
+    target_crossover_width: float = Field(0.05, gt=0)
+    refine_grid: int = Field(256, ge=1)
 
     @model_validator(mode="after")
     def _max_rounds(self) -> Measure:

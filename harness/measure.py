@@ -174,19 +174,23 @@ def _open_warm(workload: Workload, point: Point, plan: SweepPlan) -> PointRunner
 
 
 def _settled(point: Point, writer: SampleWriter, plan: SweepPlan) -> bool:
-    """Adaptive stop rule: the ratio CI excludes 1.0, or it is already narrower than the target (relative width)."""
-    from harness.stats import analyse_points  # statistics are only needed in adaptive mode
+    """Adaptive stop rule without optional-stopping bias: the point may stop at each of the K = max_rounds − rounds
+    + 1 looks, so each look spends α/K (Bonferroni alpha spending: the chance of any false verdict over all looks
+    stays ≤ α). Stop when that stricter interval lies beyond 1 ± δ or inside it (decided), or when the nominal
+    interval is narrower than target_ci_width (relative) — a precision rule that does not look at the estimate."""
+    from harness.stats import CONFIDENCE, MARGIN, analyse_points, classify, ratio_interval  # adaptive mode only
 
     samples = read_samples(writer.path)
     mine = point_key(point.key)
     rows = samples[[point_key(r) == mine for r in samples[POINT_COLUMNS].to_dict("records")]]
-    if (rows["status"] == "ok").sum() < 2 * len(point.arms):
+    stats = analyse_points(rows).summary.iloc[0]
+    if stats["ci_low"] != stats["ci_low"]:  # NaN: no interval yet (too few runs)
         return False
-    stats = analyse_points(rows, seed=plan.seed)[0].row
-    low, high, ratio = (float(stats[c]) for c in ("ci_low", "ci_high", "ratio"))
-    if not (low == low and high == high and ratio > 0):
-        return False
-    return low > 1.0 or high < 1.0 or (high - low) / ratio <= plan.target_ci_width
+    looks = max(plan.max_rounds - plan.rounds + 1, 1)
+    _, low, high = ratio_interval(stats["ln_estimate"], stats["se"], stats["df"], 1 - (1 - CONFIDENCE) / looks)
+    if classify(low, high, MARGIN) != "inconclusive":
+        return True
+    return (stats["ci_high"] - stats["ci_low"]) / stats["estimate"] <= plan.target_ci_width
 
 
 def point_key(values: dict) -> tuple:

@@ -15,6 +15,8 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
+
 from harness.analysis import Analysis, Options, analyse_path
 from harness.check import join_points
 from harness.crossover import Decision
@@ -22,8 +24,7 @@ from harness.errors import InputError
 
 BLOCK_START = "<!-- moecal-report\n"
 BLOCK_END = "\n-->\n"
-REPORT_FORMAT = 1
-FEW_ROUNDS = 5  # below this many runs per arm a percentile bootstrap CI is known to be too narrow
+REPORT_FORMAT = 2  # 2: t intervals on ln tok/s, margin, A/A noise scale, test-inversion crossover
 
 
 def project_root(start: Path) -> Path:
@@ -95,8 +96,8 @@ def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path:
             {
                 "model": str(analysis.summary["model"].iloc[c]),
                 "dff": int(analysis.summary["dff"].iloc[c]),
-                "ratio_before": _round(previous.summary["ratio"].iloc[b]),
-                "ratio_now": _round(analysis.summary["ratio"].iloc[c]),
+                "ratio_before": _round(previous.summary["estimate"].iloc[b]),
+                "ratio_now": _round(analysis.summary["estimate"].iloc[c]),
                 "verdict_before": str(previous.summary["verdict"].iloc[b]),
                 "verdict_now": str(analysis.summary["verdict"].iloc[c]),
             }
@@ -151,15 +152,15 @@ def _name(point: dict[str, object], several_families: bool) -> str:
     return f"{point['model']} (Dff {point['dff']}{family})"
 
 
-def _table(points: list[dict], several_families: bool) -> list[str]:
-    head = "| Dff | model | fallback tok/s | fused tok/s | fused/fallback (CI) | verdict |"
+def _table(points: list[dict], several_families: bool, confidence: float) -> list[str]:
+    head = f"| Dff | model | fallback tok/s | fused tok/s | fused/fallback ({confidence:.0%} CI) | verdict |"
     rule = "|--:|---|--:|--:|---|---|"
     if several_families:
         head, rule = "| family " + head, "|---" + rule
     lines = [head, rule]
     for p in points:
         fallback, fused = _fmt(p["fallback_tok_s"], 2), _fmt(p["fused_tok_s"], 2)
-        ratio = _fmt(p["ratio"], 4)
+        ratio = _fmt(p["estimate"], 4)
         if p["verdict"] == "fused":
             fused, ratio = f"**{fused}**", f"**{ratio}**"
         elif p["verdict"] == "fallback":
@@ -202,44 +203,71 @@ def _hardware(context: dict[str, object]) -> str:
     return " · ".join(parts) if parts else "not recorded in the input"
 
 
+def _dff_list(dffs: list[int]) -> str:
+    return ", ".join(str(d) for d in dffs)
+
+
+def _family_finding(name: str, points: list[dict], crossover: dict[str, object], conf: str) -> str:
+    """What one family's verdicts say, verdict by verdict (never more than they say), then its crossover."""
+    by_verdict: dict[str, list[int]] = {}
+    for p in sorted(points, key=lambda p: p["dff"]):
+        by_verdict.setdefault(p["verdict"], []).append(p["dff"])
+    words = {
+        "fused": "fused wins beyond the margin at Dff",
+        "fallback": "fallback wins beyond the margin at Dff",
+        "equivalent": "the paths are equivalent (within the margin) at Dff",
+        "inconclusive": "inconclusive at Dff",
+        "insufficient": "too few runs for an interval at Dff",
+        "null": "null (not used) at Dff",
+    }
+    parts = [f"{words[v]} {_dff_list(by_verdict[v])}" for v in words if v in by_verdict]
+    ci = crossover["ci_text"]
+    if crossover["outcome"] == "crossing":
+        where = f"the estimated ratio crosses 1.0 at Dff ≈ {crossover['crossover_dff']:.0f}, {conf} CI {ci}"
+    elif crossover["outcome"] == "fused_everywhere":
+        where = f"the estimated ratio stays above 1.0 at every measured Dff; crossover {conf} CI {ci}"
+    elif crossover["outcome"] == "fused_never":
+        where = f"the estimated ratio is not above 1.0 even at the smallest measured Dff; crossover {conf} CI {ci}"
+    else:
+        where = "no point with an interval, so no crossover"
+    return f"- Family {name}: {'; '.join(parts) or 'no points'}. Curve: {where}."
+
+
 def _findings(data: dict[str, object]) -> list[str]:
     d = data["decision"]
     opts = data["options"]
-    valid = [p for p in d["points"] if p["verdict"] != "null"]
-    lowest = min((p["dff"] for p in valid), default=0)
-    highest = max((p["dff"] for p in valid), default=0)
     conf = f"{opts['confidence']:.0%}"
-    ci = d["ci_text"]
+    families = d.get("families") or [{"family": d["points"][0]["family"] if d["points"] else "all", **d}]
     out = []
-    if d["outcome"] == "crossing":
+    for family in families:
+        mine = [p for p in d["points"] if p["family"] == family["family"]]
+        out.append(_family_finding(family["family"], mine, family, conf))
+        if len(family["crossings"]) > 1:
+            listed = ", ".join(f"{c['dff']:.0f} ({c['direction']})" for c in family["crossings"])
+            out.append(f"  - The estimated ratio is not monotone: it crosses 1.0 at {listed}; the first decides.")
+    if len(families) > 1:
+        out += [f"- Decision for {f['family']}: {f['action']} — {f['reason']}" for f in families]
+    phi, aa = d.get("noise_scale"), d.get("aa_points", 0)
+    if aa and phi is not None and phi > 1.0:
         out.append(
-            f"- Crossover at Dff ≈ {d['crossover_dff']:.0f}, {conf} CI {ci} ({d['ci_method']}, "
-            f"{d['interpolation']} interpolation)."
+            f"- A/A noise floor: the null arm (the fallback measured again) deviates from the fallback by more than "
+            f"the noise model expects over {aa} points (φ = {phi:.2f}); every standard error above is widened by φ."
         )
-    elif d["outcome"] == "fused_everywhere":
-        out.append(f"- Fused wins at every measured Dff (up to {highest}); crossover above it, {conf} CI {ci}.")
-    elif d["outcome"] == "fused_never":
-        out.append(f"- Fused never wins, already not at the smallest measured Dff {lowest}; {conf} CI {ci}.")
-    else:
-        out.append("- No valid point: no crossover can be placed.")
-    if len(d["crossings"]) > 1:
-        listed = ", ".join(f"{c['dff']:.0f} ({c['direction']})" for c in d["crossings"])
-        out.append(f"- The ratio curve is not monotone: it crosses 1.0 at {listed}; the first crossing decides.")
-    for family in d.get("families", []):
-        out.append(f"- Family {family['family']}: {family['reason']}")
-    noise = [p["null_ratio"] for p in d["points"] if p.get("null_ratio") is not None]
-    if noise:
-        spread = max(abs(r - 1.0) for r in noise)
-        out.append(f"- A/A noise floor (null arm / fallback): within ±{spread:.2%} of 1.0 over {len(noise)} points.")
-    unstable = [_name(p, "families" in d) for p in d["points"] if p["unstable"]]
+    elif aa:
+        out.append(f"- A/A noise floor: the null arm agrees with the noise model over {aa} points (φ = 1).")
+    if d.get("aa_beyond_margin"):
+        out.append(
+            f"- The A/A comparison lies beyond 1 ± {opts['margin']:.1%} at {', '.join(d['aa_beyond_margin'])}: drift "
+            "larger than the noise model; raise/lower are withheld. Re-run on a quieter machine."
+        )
+    several = "families" in d
+    for p in d["points"]:
+        if p["outliers"]:
+            where = _name(p, several)
+            out.append(f"- Outliers dropped (> 6 robust σ from the arm's median) at {where}: {p['outliers']}.")
+    unstable = [_name(p, several) for p in d["points"] if p["unstable"]]
     if unstable:
-        out.append(f"- Unstable (per-arm spread > 5%): {', '.join(unstable)}.")
-    rounds = [min(p["n_fused"], p["n_fallback"]) for p in valid]
-    if rounds and min(rounds) < FEW_ROUNDS:
-        out.append(
-            f"- Only {min(rounds)} runs per arm at some points: bootstrap CIs from so few runs understate "
-            "the uncertainty; treat verdicts near 1.0 with care."
-        )
+        out.append(f"- Unstable (an arm's robust spread > 5%): {', '.join(unstable)}.")
     prev = data["previous"]
     if prev:
         then = f"Dff ≈ {prev['crossover_dff']:.0f}" if prev["crossover_dff"] is not None else prev["outcome"]
@@ -248,7 +276,7 @@ def _findings(data: dict[str, object]) -> list[str]:
             f"recommended cap {prev['recommended_cap']} ({prev['action']})."
         )
         for p in prev["points"]:
-            ratios = f"ratio {_fmt(p['ratio_before'], 4)} → {_fmt(p['ratio_now'], 4)}"
+            ratios = f"estimate {_fmt(p['ratio_before'], 4)} → {_fmt(p['ratio_now'], 4)}"
             verdicts = f"verdict {p['verdict_before']} → {p['verdict_now']}"
             out.append(f"  - {p['model']} ({p['dff']}): {ratios}, {verdicts}")
         if prev["not_compared"]:
@@ -262,7 +290,7 @@ def render_markdown(data: dict[str, object]) -> str:
     opts = data["options"]
     points = d["points"]
     valid = [p for p in points if p["verdict"] != "null"]
-    nulls = [p for p in points if p["verdict"] == "null"]
+    nulls = [p for p in points if p["verdict"] in ("null", "insufficient")]
     workload = ctx.get("workload", "unknown")
     runs = sorted({min(p["n_fused"], p["n_fallback"]) for p in valid})
     runs_text = f"{runs[0]}–{runs[-1]}" if len(runs) > 1 else (str(runs[0]) if runs else "0")
@@ -271,8 +299,11 @@ def render_markdown(data: dict[str, object]) -> str:
         f"{data['library_pin']}",
         "",
         f"Context: where does the fused decode-MoE path stop beating the fallback? {len(valid)} Dff points of the "
-        f"{workload} workload, {runs_text} runs per arm; ratio = median fused tok/s / median fallback tok/s with a "
-        f"{opts['confidence']:.0%} bootstrap CI ({opts['n_resamples']} resamples, seed {opts['seed']}).",
+        f"{workload} workload, {runs_text} runs per arm. Estimate = exp(mean ln fused tok/s − ln fallback tok/s) "
+        f"with a {opts['confidence']:.0%} t interval (paired by round where the arms were interleaved, variance pooled "
+        f"over a shape family when Bartlett's test allows, Welch otherwise); a path wins only when the interval lies "
+        f"beyond 1 ± {opts['margin']:.1%}, `equivalent` inside it, else `inconclusive`. The crossover interval "
+        f"inverts the same test (Fieller between the bracketing points, {opts['interpolation']} in Dff).",
         "",
         f"Hardware and versions: {_hardware(ctx)}.",
         "",
@@ -282,11 +313,15 @@ def render_markdown(data: dict[str, object]) -> str:
         + ("; ".join(f"{arm}: `{how}`" for arm, how in ctx["arms"].items()) if "arms" in ctx else "not recorded")
         + ".",
         "",
-        *_table(points, "families" in d),
+        *_table(points, "families" in d, opts["confidence"]),
         "",
     ]
     if nulls:
-        lines += ["Null points (both arms ran the same code, or excluded; not used for the crossover):", ""]
+        lines += [
+            "Points without an interval (null: both arms ran the same code, or excluded; insufficient: too few "
+            "runs) — not used for the crossover:",
+            "",
+        ]
         lines += [f"- {_name(p, 'families' in d)}: {p['reason']}" for p in nulls] + [""]
     lines += ["Findings:", "", *_findings(data), ""]
     lines += [f"Decision: **{d['action']}** — {d['reason']}", ""]
@@ -313,66 +348,109 @@ def read_block(text: str) -> dict[str, object] | None:
 # --- plot --------------------------------------------------------------------------------------------------------
 
 
+def _plot_limits(values: list[float], margin: float) -> tuple[float, float]:
+    """y limits (ratio, log scale) fitted to the point estimates and the 1 ± δ band, with some headroom."""
+    low = min([*values, 1.0 - margin])
+    high = max([*values, 1.0 + margin])
+    pad = (np.log(high) - np.log(low)) * 0.25 + 0.005
+    return float(np.exp(np.log(low) - pad)), float(np.exp(np.log(high) + pad))
+
+
+def _ratio_ticks(low: float, high: float) -> list[float]:
+    """Readable ratio ticks inside [low, high], at least 1/10 of the (log) range apart, 1.0 always kept."""
+    candidates = (0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 1.0, 1.01, 1.02, 1.03, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0, 3.0)
+    gap = (np.log(high) - np.log(low)) / 10
+    ticks = [1.0]
+    for t in sorted((t for t in candidates if low <= t <= high), key=lambda t: abs(np.log(t))):
+        if all(abs(np.log(t) - np.log(u)) >= gap for u in ticks):
+            ticks.append(t)
+    return sorted(ticks)
+
+
 def write_plot(data: dict[str, object], path: Path) -> Path:
-    """Ratio vs Dff with CI bars, the 1.0 line, the crossover band, current and recommended caps; null points grey."""
+    """Ratio (log scale, fitted to the estimates; whiskers beyond it clipped and marked) vs log2 Dff with the grid's
+    ticks; one colour per family joined by a line, marker by verdict; the 1 ± δ band; crossover interval and current
+    / recommended caps as vertical lines; the decision in the title."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator
 
     d = data["decision"]
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
-    colors = {"fused": "tab:green", "fallback": "tab:red", "tie": "tab:blue"}
-    families = list(dict.fromkeys(p["family"] for p in d["points"]))
-    markers = dict(zip(families, "osD^v<>ph*", strict=False))  # one marker per shape family (10 are plenty)
-    for family in families:
-        for verdict, color in colors.items():
-            pts = [
-                p for p in d["points"] if (p["family"], p["verdict"]) == (family, verdict) and p["ratio"] is not None
-            ]
-            if not pts:
-                continue
-            err = [
-                [p["ratio"] - (p["ci_low"] or p["ratio"]) for p in pts],
-                [(p["ci_high"] or p["ratio"]) - p["ratio"] for p in pts],
-            ]
-            label = verdict + (f" · {family}" if len(families) > 1 else "")
-            ax.errorbar(
-                [p["dff"] for p in pts],
-                [p["ratio"] for p in pts],
-                yerr=err,
-                fmt=markers.get(family, "o"),
-                color=color,
-                capsize=3,
-                label=label,
-            )
-    nulls = [p for p in d["points"] if p["verdict"] == "null"]
-    if nulls:
-        ax.scatter(
-            [p["dff"] for p in nulls],
-            [p["ratio"] if p["ratio"] is not None else 1.0 for p in nulls],
-            marker="x",
-            color="grey",
-            label="null point (not used)",
-        )
+    margin = float(data["options"].get("margin", 0.01))
+    fig, ax = plt.subplots(figsize=(11, 5), dpi=110)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    estimates = [p["estimate"] for p in d["points"] if p["estimate"] is not None and p["verdict"] != "null"]
+    y_low, y_high = _plot_limits(estimates or [1.0], margin)
+    ax.axhspan(1.0 - margin, 1.0 + margin, color="0.85", label=f"1 ± δ ({margin:.0%}): equivalent")
     ax.axhline(1.0, color="black", linewidth=0.8)
-    dffs = [p["dff"] for p in d["points"]] or [0, 1]
-    left, right = min(dffs), max(dffs)
+    markers = {"fused": "^", "fallback": "v", "equivalent": "s", "inconclusive": "o", "insufficient": "x"}
+    families = list(dict.fromkeys(p["family"] for p in d["points"]))
+    colors = plt.get_cmap("tab10")
+    clipped = False
+    for index, family in enumerate(families):
+        color = colors(index % 10)
+        pts = sorted(
+            (p for p in d["points"] if p["family"] == family and p["verdict"] != "null" and p["estimate"] is not None),
+            key=lambda p: p["dff"],
+        )
+        if not pts:
+            continue
+        ax.plot([p["dff"] for p in pts], [p["estimate"] for p in pts], color=color, linewidth=1.2, label=family)
+        for p in pts:
+            ax.scatter(p["dff"], p["estimate"], marker=markers.get(p["verdict"], "o"), color=color, zorder=3, s=36)
+            if p["ci_low"] is None:
+                continue
+            low, high = max(p["ci_low"], y_low), min(p["ci_high"], y_high)
+            ax.vlines(p["dff"], low, high, color=color, linewidth=1.0, alpha=0.8)
+            for end, edge, mark in ((p["ci_low"], y_low, r"$\downarrow$"), (p["ci_high"], y_high, r"$\uparrow$")):
+                if (end < edge) if edge == y_low else (end > edge):
+                    ax.plot(p["dff"], edge, marker=mark, color=color, markersize=12, clip_on=False)
+                    clipped = True
+    # a null point has no estimate (it never entered the statistics): it is placed at its ratio of medians
+    nulls = [(p["dff"], p["estimate"] or p["ratio"]) for p in d["points"] if p["verdict"] == "null"]
+    nulls = [(dff, min(max(y, y_low), y_high)) for dff, y in nulls if y is not None]
+    if nulls:
+        ax.scatter(*zip(*nulls, strict=True), marker="x", color="grey", label="null point (not used)")
+    dffs = sorted({p["dff"] for p in d["points"]}) or [1, 2]
+    left, right = min(dffs) / 1.25, max(dffs) * 1.25
     if d["outcome"] != "no_points":
         low = d["ci_low"] if d["ci_low"] is not None else left
         high = d["ci_high"] if d["ci_high"] is not None else right
-        ax.axvspan(low, high, color="tab:orange", alpha=0.2, label=f"crossover {data['options']['confidence']:.0%} CI")
+        ax.axvspan(low, high, color="tab:orange", alpha=0.1, label=f"crossover {data['options']['confidence']:.0%} CI")
     if d["crossover_dff"] is not None:
         ax.axvline(d["crossover_dff"], color="tab:orange", label=f"crossover ≈ {d['crossover_dff']:.0f}")
     if d["current_default"] is not None:
         ax.axvline(d["current_default"], color="black", linestyle="--", label=f"current cap {d['current_default']}")
-    if d["recommended_cap"] is not None and d["recommended_cap"] != d["current_default"]:
+    if d["recommended_cap"] not in (None, d["current_default"]):
         ax.axvline(d["recommended_cap"], color="tab:purple", linestyle=":", label=f"recommended {d['recommended_cap']}")
-    ax.set_xlabel("expert intermediate size Dff")
-    ax.set_ylabel("fused / fallback throughput")
-    ax.set_title(f"{data['host']} {data['backend']} under {data['library_pin']}")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.set_xlim(left, right)
+    ax.set_ylim(y_low, y_high)
+    ax.xaxis.set_major_locator(FixedLocator(dffs))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(x) for x in dffs], rotation=45 if len(dffs) > 8 else 0)
+    ticks = _ratio_ticks(y_low, y_high)
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_yticklabels([f"{t:g}" for t in ticks])
+    ax.grid(True, which="major", color="0.9", linewidth=0.6)
+    ax.set_xlabel("expert intermediate size Dff (log2 scale)")
+    note = "; ↑ ↓ at the plot's edge: the whisker runs beyond it (clipped)" if clipped else ""
+    ax.set_ylabel("fused / fallback (log scale)")
+    cap = d["recommended_cap"]
+    ax.set_title(
+        f"{data['host']} {data['backend']} under {data['library_pin']} — decision: {d['action']}"
+        + (f" → {cap}" if cap is not None and d["action"] != "keep" else f" {cap}" if cap is not None else ""),
+        fontsize=11,
+    )
+    fig.text(
+        0.01, 0.01, f"markers: ▲ fused, ▼ fallback, ■ equivalent, ● inconclusive (verdicts beyond 1 ± δ){note}",
+        fontsize=7, color="0.3",
+    )  # fmt: skip
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path, format="png")
     plt.close(fig)
     return path

@@ -1,37 +1,53 @@
-"""Per-point statistics: medians per arm, the fused/fallback ratio with a bootstrap CI, a rank test, spread, verdict.
+"""Per-point statistics: the fused/fallback ratio with a small-sample-valid interval, the A/A noise floor, verdicts.
 
-Pure functions over the samples DataFrame (SAMPLE_COLUMNS); no I/O. Choices, and why:
-- Point ratio = median(fused tok/s) / median(fallback tok/s): medians ignore the odd run hit by a background task.
-- CI: percentile bootstrap of that ratio. When every ok run of one arm has a partner of the same round in the other
-  arm, rounds are resampled as pairs (the rotation of arm order within a round then cancels slow drift). With any
-  unpaired run (a failure, an import without rounds) each arm is resampled on its own, which is valid but wider.
-  Resampling is vectorised: one (n_resamples × n) index matrix per arm, medians along axis 1.
-- Spread: robust coefficient of variation, 1.4826·MAD/median (equals σ/µ for normal noise, but one outlier cannot
-  inflate it). A point is `unstable` when either arm's spread exceeds 5%.
-- Verdict: `fused` / `fallback` only when the CI excludes 1, else `tie`; `null` when the arms ran the same code
-  (dispatch probe never matched, quantization not affine), when the user excluded the point, or when an arm has no
-  ok run. Null points are reported and never used for the crossover.
-- Noise floor: the `null` arm runs the fallback again (A/A); median(null)/median(fallback) shows how far from 1.0 a
-  ratio drifts with no code difference at all.
+Pure functions (arrays or the samples DataFrame in, arrays/dataclasses/DataFrames out; ValueError on bad input).
+Choices, and why (DESIGN §7):
+- Work on y = ln(tok/s): ratios become differences and multiplicative noise becomes additive.
+- Interleaved rounds (our sweeps: every ok run has its partner of the same round, and rows carry their position in
+  the round) → per-round paired differences d = y_fused − y_fallback; θ̂ = mean d. Drift shared by a round cancels.
+  Anything else (imported mlxcel CSVs, whose runs were not interleaved; a round whose partner failed) → Welch on the
+  two arms' y. The data decide, not the file format: a row without a `position` was not measured in a round.
+- Variance of d: pooled over the paired points of a shape family when Bartlett's test (1%) finds their variances
+  homogeneous — at 3–5 rounds a per-point variance has 2–4 degrees of freedom and t quantiles of 2.8–4.3, pooling
+  buys back most of that — else per point. t quantiles with the matching degrees of freedom (Welch–Satterthwaite).
+  A variance is floored at the resolution of the stored numbers (6 significant digits), so no interval has width 0.
+- Outliers: a run more than 6 robust σ (1.4826·MAD) from its arm's median drops its round (Welch: the run); σ is
+  essentially the family's (see screen_outliers: with 3 runs an arm's own MAD is unusable either way), and a point
+  that lost a run keeps its own variance. Dropped runs are listed in the summary (`outliers`).
+- Fewer than 3 ok runs in an arm (or fewer than 2 left after screening) → `insufficient`, no interval.
+- A/A arm (`null`, the fallback measured again): φ² = mean over points of (θ̂_AA / se_AA)². φ² > 1 means the
+  runs drift more than the model sees; every standard error is then multiplied by φ (`noise_scale`). An A/A
+  interval (at the model's se) lying entirely beyond 1 ± δ flags the run (`aa_beyond_margin`); the policy then
+  withholds raise/lower.
+- Margin δ: `fused` / `fallback` only when the interval lies entirely beyond 1 ± δ, `equivalent` when it lies
+  entirely inside, else `inconclusive`. A tie is never a loss. `null`: dispatch probe never matched, quantization
+  not affine, or excluded by the user — reported, never used for the crossover.
+- `ratio` stays the ratio of medians (what mlxcel sweeps publish, and what the mlxcel export writes); `estimate` =
+  exp(θ̂) is the statistic the interval, the verdict and the crossover use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import contextlib
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from harness.errors import InputError
 from harness.results import POINT_COLUMNS
 
 CONFIDENCE = 0.95
-N_RESAMPLES = 2000
-SEED = 0
+MARGIN = 0.01
+MIN_RUNS = 3
+OUTLIER_SIGMAS = 6.0
+OWN_SIGMA_CAP = 1.5  # an arm's own robust σ counts up to this multiple of its family's (screen_outliers)
+BARTLETT_ALPHA = 0.01
 UNSTABLE_SPREAD = 0.05
 MAD_TO_SIGMA = 1.4826  # scales the median absolute deviation to σ for normally distributed noise
+RESOLUTION = 1e-6  # tok/s are stored with 6 significant digits: smaller relative differences are not resolved
 SUMMARY_COLUMNS = [
     *POINT_COLUMNS,
     "n_fallback",
@@ -41,61 +57,194 @@ SUMMARY_COLUMNS = [
     "n_skipped",
     "fallback_tok_s",
     "fused_tok_s",
-    "ratio",
-    "round_ratio",  # median of the per-round fused/fallback ratios (paired points only)
+    "ratio",  # median fused / median fallback (the number mlxcel sweeps publish)
+    "estimate",  # exp(θ̂): the geometric-mean ratio the interval is about
     "ci_low",
     "ci_high",
+    "ln_estimate",
+    "se",  # standard error of θ̂ (after the A/A noise scale)
+    "df",
+    "method",  # paired | paired, pooled | welch
     "paired",
-    "p_value",
+    "p_value",  # t test of θ = 0
     "fallback_spread",
     "fused_spread",
-    "null_ratio",  # median(null arm)/median(fallback): the A/A noise floor
+    "null_ratio",  # exp(θ̂_AA): the A/A comparison (null arm vs fallback)
+    "null_ci_low",
+    "null_ci_high",
+    "outliers",
     "unstable",
     "verdict",
     "reason",
 ]
-VERDICTS = ("fused", "fallback", "tie", "null")
+VERDICTS = ("fused", "fallback", "equivalent", "inconclusive", "insufficient", "null")
+DECIDED = ("fused", "fallback", "equivalent", "inconclusive")  # verdicts that carry an interval
 # Points are listed shape family by shape family, by increasing Dff within a family.
 POINT_ORDER = ["backend", "device", "workload", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype", "dff"]
+ARMS = ("fallback", "fused", "null")
 
 
-@dataclass
-class PointStats:
-    """One point's summary row plus the bootstrap replicates of its ratio (what the crossover CI resamples)."""
-
-    row: dict[str, object]
-    replicates: np.ndarray = field(repr=False)
+# --- the array core: everything below works on (..., points, runs) arrays of y = ln tok/s, NaN where absent -----
 
 
-def parse_excludes(values: Sequence[str]) -> dict[str, str]:
-    """`--exclude NAME` or `--exclude NAME=why` → {model: reason shown in the table and the report}."""
-    out = {}
-    for value in values:
-        name, sep, why = value.partition("=")
-        name = name.strip()
-        if not name:
-            raise InputError("--exclude", value, "expected NAME or NAME=reason")
-        out[name] = f"excluded by the user: {why.strip()}" if sep and why.strip() else "excluded by the user"
+@dataclass(frozen=True)
+class Comparison:
+    """θ̂ = mean ln(a/b) per point with its standard error and degrees of freedom (NaN where not estimable)."""
+
+    theta: np.ndarray
+    se: np.ndarray
+    df: np.ndarray
+    pooled: np.ndarray  # bool: the variance is the family's pooled one
+
+
+def screen_outliers(arm_ys: Sequence[np.ndarray], sigmas: float = OUTLIER_SIGMAS) -> np.ndarray:
+    """Boolean mask (arms, ..., points, runs): runs farther than `sigmas` robust σ from their arm's median.
+
+    σ is the family's robust σ — 1.4826·MAD of the absolute residuals of every arm and point (exact zeros, the
+    median itself at odd n, left out) — or the arm's own, if larger, up to OWN_SIGMA_CAP times the family's. With 3
+    runs an arm's own MAD is one spacing between two values: often tiny, often large enough to hide a −15% run;
+    the family's is stable. The cap still lets a genuinely noisier point keep most of its extra spread.
+    """
+    ys = np.stack(arm_ys)
+    with np.errstate(all="ignore"), _quiet():
+        resid = np.abs(ys - np.nanmedian(ys, axis=-1, keepdims=True))
+        own = MAD_TO_SIGMA * np.nanmedian(resid, axis=-1, keepdims=True)
+        nonzero = np.where(resid > 0, resid, np.nan)
+        flat = np.moveaxis(nonzero, 0, -3).reshape(*nonzero.shape[1:-2], -1)
+        family = MAD_TO_SIGMA * np.nanmedian(flat, axis=-1)[None, ..., None, None]
+        sigma = np.fmax(family, np.fmin(own, OWN_SIGMA_CAP * family))
+    return resid > sigmas * np.fmax(sigma, RESOLUTION)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """All-NaN slices are expected (missing arms, absent points); numpy's warnings about them are not news."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def compare_arms(a: np.ndarray, b: np.ndarray, paired: np.ndarray | bool, pool: np.ndarray | bool = True) -> Comparison:
+    """ln(a/b) per point: paired (per-round differences) where `paired`, else Welch; arrays (..., points, runs).
+
+    Paired points of one family (the `points` axis) allowed to `pool` share a pooled variance when Bartlett's test
+    at 1% does not reject equal variances; the others (and Welch points) keep their own.
+    """
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.shape != b.shape or a.ndim < 2:
+        raise ValueError(f"arms must have the same (..., points, runs) shape, got {a.shape} and {b.shape}")
+    paired = np.broadcast_to(np.asarray(paired, bool), a.shape[:-1])
+    with np.errstate(all="ignore"), _quiet():
+        d = a - b
+        n_d = np.sum(~np.isnan(d), axis=-1)
+        var_d = np.fmax(np.nanvar(d, axis=-1, ddof=1), RESOLUTION**2)
+        n_a, n_b = np.sum(~np.isnan(a), axis=-1), np.sum(~np.isnan(b), axis=-1)
+        va = np.fmax(np.nanvar(a, axis=-1, ddof=1), RESOLUTION**2) / n_a
+        vb = np.fmax(np.nanvar(b, axis=-1, ddof=1), RESOLUTION**2) / n_b
+        welch_se2 = va + vb
+        welch_df = welch_se2**2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+        welch_theta = np.nanmean(a, axis=-1) - np.nanmean(b, axis=-1)
+        usable = paired & (n_d >= 2) & np.broadcast_to(np.asarray(pool, bool), paired.shape)
+        dfi = np.where(usable, n_d - 1, 0).astype(float)
+        pooled = usable & _homogeneous(var_d, dfi)
+        pooled_var = np.sum(dfi * np.where(usable, var_d, 0), axis=-1, keepdims=True) / np.sum(dfi, -1, keepdims=True)
+        pooled_df = np.sum(dfi, axis=-1, keepdims=True)
+        paired_var = np.where(pooled, pooled_var, var_d)
+        paired_df = np.where(pooled, pooled_df, n_d - 1)
+        theta = np.where(paired, np.nanmean(d, axis=-1), welch_theta)
+        se = np.where(paired, np.sqrt(paired_var / n_d), np.sqrt(welch_se2))
+        df = np.where(paired, paired_df, welch_df)
+        estimable = np.where(paired, n_d >= 2, (n_a >= 2) & (n_b >= 2))
+    nan = np.full(theta.shape, np.nan)
+    return Comparison(
+        np.where(estimable, theta, nan), np.where(estimable, se, nan), np.where(estimable, df, nan), pooled & estimable
+    )
+
+
+def _homogeneous(var: np.ndarray, dfi: np.ndarray) -> np.ndarray:
+    """Bartlett's test across the points axis (last axis here) of the groups with dfi ≥ 1: True where p ≥ 1%."""
+    k = np.sum(dfi > 0, axis=-1, keepdims=True)
+    total = np.sum(dfi, axis=-1, keepdims=True)
+    pooled = np.sum(dfi * np.where(dfi > 0, var, 0), axis=-1, keepdims=True) / total
+    log_var = np.where(dfi > 0, np.log(np.where(dfi > 0, var, 1.0)), 0.0)
+    statistic = total * np.log(pooled) - np.sum(dfi * log_var, axis=-1, keepdims=True)
+    inverse = np.sum(np.where(dfi > 0, 1.0 / np.where(dfi > 0, dfi, 1.0), 0.0), axis=-1, keepdims=True)
+    correction = 1.0 + (inverse - 1.0 / total) / (3.0 * (k - 1))
+    p = scipy_stats.chi2.sf(statistic / correction, np.maximum(k - 1, 1))
+    return np.broadcast_to((k >= 2) & (p >= BARTLETT_ALPHA), var.shape)
+
+
+def estimate_family(a: np.ndarray, b: np.ndarray, paired: np.ndarray) -> tuple[Comparison, np.ndarray]:
+    """Screen outliers, drop them (a paired point loses the whole round), compare: the whole per-family estimate.
+
+    A point that lost a run keeps its own variance instead of the family's pooled one: its remaining runs are
+    the ones that looked typical, and when two of three runs were hit (the clean one then looks like the outlier)
+    only its own, few-degrees-of-freedom variance keeps the interval honest.
+
+    Arrays (..., points, runs) of ln tok/s, `paired` (..., points). Returns the comparison and the outlier mask
+    (2, ..., points, runs) for arms (a, b). The summary and the calibration simulations both run exactly this.
+    """
+    flagged = screen_outliers([a, b])
+    paired_runs = np.broadcast_to(np.asarray(paired, bool)[..., None], a.shape)
+    drop = flagged.any(axis=0)
+    a = np.where(np.where(paired_runs, drop, flagged[0]), np.nan, a)
+    b = np.where(np.where(paired_runs, drop, flagged[1]), np.nan, b)
+    return compare_arms(a, b, paired, pool=~flagged.any(axis=(0, -1))), flagged
+
+
+def noise_scale(aa: Comparison) -> float:
+    """φ = sqrt(mean (θ̂_AA/se_AA)²) over the points with an A/A estimate, at least 1 (1 without any)."""
+    t = (aa.theta / aa.se)[np.isfinite(aa.theta / aa.se)]
+    return float(max(1.0, np.sqrt(np.mean(t**2)))) if t.size else 1.0
+
+
+def t_quantile(confidence: float, df: np.ndarray | float) -> np.ndarray:
+    """Two-sided t quantile; NaN degrees of freedom give NaN."""
+    if not 0.5 <= confidence < 1.0:
+        raise ValueError(f"confidence must be in [0.5, 1), got {confidence}")
+    with np.errstate(all="ignore"):
+        return scipy_stats.t.ppf(0.5 + confidence / 2.0, df)
+
+
+def ratio_interval(
+    theta: np.ndarray | float, se: np.ndarray | float, df: np.ndarray | float, confidence: float = CONFIDENCE
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """THE interval every caller uses: (estimate, low, high) of the ratio = exp(θ ∓ t·se)."""
+    half = t_quantile(confidence, df) * np.asarray(se, float)
+    theta = np.asarray(theta, float)
+    return np.exp(theta), np.exp(theta - half), np.exp(theta + half)
+
+
+def classify(low: np.ndarray | float, high: np.ndarray | float, margin: float = MARGIN) -> np.ndarray:
+    """fused / fallback beyond 1 ± δ, equivalent inside it, inconclusive otherwise (NaN bounds: insufficient)."""
+    if not 0.0 <= margin < 0.5:
+        raise ValueError(f"margin must be in [0, 0.5), got {margin}")
+    low, high = np.asarray(low, float), np.asarray(high, float)
+    out = np.full(low.shape, "inconclusive", dtype=object)
+    out[low > 1.0 + margin] = "fused"
+    out[high < 1.0 - margin] = "fallback"
+    out[(low >= 1.0 - margin) & (high <= 1.0 + margin)] = "equivalent"
+    out[np.isnan(low) | np.isnan(high)] = "insufficient"
     return out
 
 
-def bootstrap_ratio(
-    numerator: np.ndarray, denominator: np.ndarray, paired: bool, n_resamples: int, rng: np.random.Generator
-) -> np.ndarray:
-    """Bootstrap replicates of median(numerator)/median(denominator); paired resamples keep index i together."""
-    if paired:
-        idx = rng.integers(0, len(numerator), size=(n_resamples, len(numerator)))
-        return np.median(numerator[idx], axis=1) / np.median(denominator[idx], axis=1)
-    idx_num = rng.integers(0, len(numerator), size=(n_resamples, len(numerator)))
-    idx_den = rng.integers(0, len(denominator), size=(n_resamples, len(denominator)))
-    return np.median(numerator[idx_num], axis=1) / np.median(denominator[idx_den], axis=1)
+def rounds_to_decide(
+    theta: float, se: float, df: float, n: int, margin: float = MARGIN, confidence: float = CONFIDENCE
+) -> int | None:
+    """About how many runs per arm in total would put the interval on one side of the nearest margin boundary,
+    if θ̂ and the per-run noise stay what they are now (normal-theory sample size; None when not estimable)."""
+    if not (np.isfinite(theta) and np.isfinite(se) and se > 0 and n >= 1):
+        return None
+    bounds = np.log([1.0 - margin, 1.0 + margin])
+    gap = float(np.min(np.abs(theta - bounds)))
+    if gap <= 0:
+        return None
+    per_run_sd = se * np.sqrt(n)
+    z = float(t_quantile(confidence, max(df, 30.0)))
+    return int(np.ceil((z * per_run_sd / gap) ** 2))
 
 
-def percentile_ci(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
-    """Equal-tailed percentile interval; order statistics (no interpolation) so ±inf replicates are allowed."""
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(replicates, [tail, 1.0 - tail], method="inverted_cdf")
-    return float(low), float(high)
+# --- the DataFrame layer ---------------------------------------------------------------------------------------
 
 
 def relative_spread(values: np.ndarray) -> float:
@@ -106,118 +255,221 @@ def relative_spread(values: np.ndarray) -> float:
     return float(MAD_TO_SIGMA * np.median(np.abs(values - median)) / median)
 
 
-def rank_test(fused: np.ndarray, fallback: np.ndarray) -> float:
-    """Two-sided Mann-Whitney U p-value (NaN when an arm is empty)."""
-    if len(fused) == 0 or len(fallback) == 0:
-        return float("nan")
-    return float(scipy_stats.mannwhitneyu(fused, fallback, alternative="two-sided").pvalue)
+def family_labels(frame: pd.DataFrame) -> pd.Series:
+    """A readable shape-family label per row: a `layer` family is one (d_model, top_k, n_experts, bits,
+    group_size, dtype); `decode` and `command` points (one model per Dff) form one family per workload."""
+
+    def label(row: pd.Series) -> str:
+        if row["workload"] != "layer":
+            return str(row["workload"] or "all")
+        return (
+            f"layer d_model={row['d_model']:.0f} top_k={row['top_k']:.0f} experts={row['n_experts']:.0f} "
+            f"q{row['bits']:.0f}g{row['group_size']:.0f} {row['dtype']}"
+        )
+
+    if frame.empty:
+        return pd.Series([], dtype=str)
+    return frame.apply(label, axis=1)
+
+
+@dataclass
+class _Point:
+    key: dict[str, object]
+    rows: pd.DataFrame
+    runs: dict[str, pd.Series]  # arm → ok tok/s indexed by round
+    interleaved: bool
+
+
+def _arm_runs(rows: pd.DataFrame, arm: str) -> pd.Series:
+    ok = rows[(rows["arm"] == arm) & (rows["status"] == "ok")].sort_values("round")
+    return pd.Series(ok["tok_s"].to_numpy(float), index=ok["round"].to_numpy())
+
+
+def _is_paired(point: _Point, other: str) -> bool:
+    """Every ok run of both arms has its partner of the same round, and the rows were measured in rounds."""
+    a, b = point.runs[other], point.runs["fallback"]
+    return point.interleaved and a.index.is_unique and b.index.is_unique and set(a.index) == set(b.index)
+
+
+def _matrix(points: Sequence[_Point], arm: str, rounds: Sequence[np.ndarray], paired: Sequence[bool]) -> np.ndarray:
+    """(points, runs) of ln tok/s: paired points at their rounds' columns, Welch points packed from column 0."""
+    width = max((len(r) for r in rounds), default=0)
+    width = max(width, max((len(p.runs[arm]) for p in points), default=0), 1)
+    out = np.full((len(points), width), np.nan)
+    for i, (point, index, is_paired) in enumerate(zip(points, rounds, paired, strict=True)):
+        series = point.runs[arm]
+        if is_paired:
+            out[i, : len(index)] = np.log(series.reindex(index).to_numpy(float))
+        else:
+            out[i, : len(series)] = np.log(series.to_numpy(float))
+    return out
+
+
+@dataclass(frozen=True)
+class PointSet:
+    """The summary table plus the run-level facts the report states."""
+
+    summary: pd.DataFrame
+    noise_scale: float  # φ ≥ 1 (1: the A/A arm showed no extra drift, or there is no A/A arm)
+    aa_points: int  # points with an A/A estimate
+    aa_beyond_margin: tuple[str, ...]  # points whose A/A interval lies beyond 1 ± δ
 
 
 def analyse_points(
     samples: pd.DataFrame,
     confidence: float = CONFIDENCE,
-    seed: int = SEED,
-    n_resamples: int = N_RESAMPLES,
-) -> list[PointStats]:
-    """Statistics of every point in `samples`, in POINT_ORDER; each point gets its own seeded random stream."""
+    margin: float = MARGIN,
+    excludes: Mapping[str, str] | None = None,
+) -> PointSet:
+    """Statistics of every point in `samples` (module docstring), in POINT_ORDER, families pooled separately;
+    excluded models ({name: reason}) are null and stay out of every pooled estimate."""
+    excludes = excludes or {}
     if not 0.5 <= confidence < 1.0:
-        raise InputError("--confidence", str(confidence), "must be in [0.5, 1)")
-    if n_resamples < 2000:
-        raise InputError("n_resamples", str(n_resamples), "use at least 2000 bootstrap resamples")
-    out = []
+        raise ValueError(f"confidence must be in [0.5, 1), got {confidence}")
     ordered = samples.sort_values([*POINT_ORDER, "model", "quant_mode"], kind="stable")
-    groups = ordered.groupby(POINT_COLUMNS, dropna=False, sort=False)
-    for index, (key, rows) in enumerate(groups):
-        rng = np.random.default_rng([seed, index])
-        out.append(_point_stats(dict(zip(POINT_COLUMNS, key, strict=True)), rows, confidence, n_resamples, rng))
+    points = []
+    for key, rows in ordered.groupby(POINT_COLUMNS, dropna=False, sort=False):
+        interleaved = bool(pd.to_numeric(rows["position"], errors="coerce").notna().all())
+        runs = {arm: _arm_runs(rows, arm) for arm in ARMS}
+        points.append(_Point(dict(zip(POINT_COLUMNS, key, strict=True)), rows, runs, interleaved))
+    keys = pd.DataFrame([p.key for p in points], columns=POINT_COLUMNS)
+    labels = family_labels(keys).to_numpy() if points else np.array([])
+    records = [_describe(p) for p in points]
+    main, aa = {}, {}
+    for family in dict.fromkeys(labels):
+        members = list(np.flatnonzero(labels == family))
+        main.update(_family(points, members, records, "fused", excludes))
+        aa.update(_family(points, members, records, "null", excludes))
+    aa_cmp = Comparison(*(np.array([aa[i][k] for i in aa]) for k in range(3)), np.zeros(len(aa), bool))
+    phi = noise_scale(aa_cmp)
+    beyond = []
+    for i, record in enumerate(records):
+        theta, se, df, method = main.get(i, (np.nan, np.nan, np.nan, ""))
+        se *= phi
+        estimate, low, high = (float(v) for v in ratio_interval(theta, se, df, confidence))
+        record.update(estimate=estimate, ci_low=low, ci_high=high, ln_estimate=theta, se=se, df=df, method=method)
+        record["p_value"] = float(2 * scipy_stats.t.sf(abs(theta / se), df)) if np.isfinite(theta / se) else np.nan
+        if i in aa:
+            aa_theta, aa_se, aa_df, _ = aa[i]
+            record["null_ratio"], record["null_ci_low"], record["null_ci_high"] = (
+                float(v) for v in ratio_interval(aa_theta, aa_se * phi, aa_df, confidence)
+            )
+            # judged at the model's own se: widening by φ, which this very deviation inflates, would hide it
+            _, model_low, model_high = ratio_interval(aa_theta, aa_se, aa_df, confidence)
+            if classify(model_low, model_high, margin) in ("fused", "fallback"):
+                beyond.append(f"{record['model']} (Dff {int(record['dff'])})")
+        record["verdict"], record["reason"] = _verdict(points[i], record, confidence, margin, excludes)
+    summary = pd.DataFrame(records, columns=SUMMARY_COLUMNS)
+    return PointSet(summary, phi, len(aa), tuple(beyond))
+
+
+def _describe(point: _Point) -> dict[str, object]:
+    """The descriptive columns (counts, medians, spreads); the inferential ones are filled in later."""
+    runs, rows = point.runs, point.rows
+    fallback, fused = runs["fallback"].to_numpy(), runs["fused"].to_numpy()
+    record: dict[str, object] = {
+        **point.key,
+        **{f"n_{arm}": len(runs[arm]) for arm in ARMS},
+        "n_failed": int((rows["status"] == "fail").sum()),
+        "n_skipped": int((rows["status"] == "skip").sum()),
+        "fallback_tok_s": float(np.median(fallback)) if len(fallback) else np.nan,
+        "fused_tok_s": float(np.median(fused)) if len(fused) else np.nan,
+        "paired": _is_paired(point, "fused"),
+        "fallback_spread": relative_spread(fallback),
+        "fused_spread": relative_spread(fused),
+        "null_ratio": np.nan,
+        "null_ci_low": np.nan,
+        "null_ci_high": np.nan,
+        "outliers": "",
+    }
+    record["ratio"] = record["fused_tok_s"] / record["fallback_tok_s"] if len(fused) and len(fallback) else np.nan
+    spreads = np.nan_to_num([record["fallback_spread"], record["fused_spread"]])
+    record["unstable"] = bool(max(spreads) > UNSTABLE_SPREAD)
+    return record
+
+
+def _family(
+    points: Sequence[_Point], members: Sequence[int], records: list[dict], arm: str, excludes: Mapping[str, str]
+) -> dict[int, tuple[float, float, float, str]]:
+    """θ̂, se, df, method of `arm` vs fallback for the family's points that can have one (outliers screened)."""
+    usable = [
+        i
+        for i in members
+        if min(len(points[i].runs[arm]), len(points[i].runs["fallback"])) >= MIN_RUNS
+        and not _null_reason(points[i], records[i], excludes)
+    ]
+    if not usable:
+        return {}
+    mine = [points[i] for i in usable]
+    paired = [_is_paired(p, arm) for p in mine]
+    rounds = [
+        np.array(sorted(p.runs["fallback"].index)) if is_paired else np.array([])
+        for p, is_paired in zip(mine, paired, strict=True)
+    ]
+    a, b = _matrix(mine, arm, rounds, paired), _matrix(mine, "fallback", rounds, paired)
+    result, flagged = estimate_family(a, b, np.array(paired))
+    out = {}
+    for j, i in enumerate(usable):
+        if arm == "fused":
+            records[i]["outliers"] = _outlier_text(mine[j], rounds[j], flagged[:, j], paired[j])
+        method = "welch" if not paired[j] else ("paired, pooled" if result.pooled[j] else "paired")
+        out[i] = (float(result.theta[j]), float(result.se[j]), float(result.df[j]), method)
     return out
 
 
-def _arm_runs(rows: pd.DataFrame, arm: str) -> pd.Series:
-    """ok tok/s of one arm indexed by round (round order), the unit the bootstrap resamples."""
-    ok = rows[(rows["arm"] == arm) & (rows["status"] == "ok")].sort_values("round")
-    return pd.Series(ok["tok_s"].to_numpy(float), index=ok["round"].to_numpy())
+def _outlier_text(point: _Point, rounds: np.ndarray, flagged: np.ndarray, paired: bool) -> str:
+    """`fused r2 (-14.8%)` per dropped run, the deviation from its arm's median."""
+    out = []
+    for arm_index, arm in enumerate(("fused", "fallback")):
+        series = point.runs[arm]
+        values = series.reindex(rounds).to_numpy(float) if paired else series.to_numpy(float)
+        labels = rounds if paired else series.index.to_numpy()
+        median = np.nanmedian(values)
+        for column in np.flatnonzero(flagged[arm_index][: len(values)]):
+            out.append(f"{arm} r{int(labels[column])} ({values[column] / median - 1.0:+.1%})")
+    return "; ".join(out)
 
 
-def _point_stats(
-    key: dict[str, object], rows: pd.DataFrame, confidence: float, n_resamples: int, rng: np.random.Generator
-) -> PointStats:
-    fallback, fused, null = (_arm_runs(rows, arm) for arm in ("fallback", "fused", "null"))
-    paired = (
-        len(fused) >= 2
-        and fused.index.is_unique
-        and fallback.index.is_unique
-        and set(fused.index) == set(fallback.index)
-    )
-    row: dict[str, object] = {
-        **key,
-        "n_fallback": len(fallback),
-        "n_fused": len(fused),
-        "n_null": len(null),
-        "n_failed": int((rows["status"] == "fail").sum()),
-        "n_skipped": int((rows["status"] == "skip").sum()),
-        "fallback_tok_s": _median(fallback),
-        "fused_tok_s": _median(fused),
-        "paired": paired,
-        "p_value": rank_test(fused.to_numpy(), fallback.to_numpy()),
-        "fallback_spread": relative_spread(fallback.to_numpy()),
-        "fused_spread": relative_spread(fused.to_numpy()),
-        "null_ratio": _median(null) / _median(fallback) if len(null) and len(fallback) else float("nan"),
-    }
-    row["ratio"] = row["fused_tok_s"] / row["fallback_tok_s"] if len(fused) and len(fallback) else float("nan")
-    row["round_ratio"] = float(np.median(fused / fallback.loc[fused.index])) if paired else float("nan")
-    replicates = np.full(n_resamples, row["ratio"])
-    row["ci_low"] = row["ci_high"] = float("nan")
-    if len(fused) >= 2 and len(fallback) >= 2:
-        fallback_values = fallback.loc[fused.index].to_numpy() if paired else fallback.to_numpy()
-        replicates = bootstrap_ratio(fused.to_numpy(), fallback_values, paired, n_resamples, rng)
-        row["ci_low"], row["ci_high"] = percentile_ci(replicates, confidence)
-    row["unstable"] = bool(max(np.nan_to_num([row["fallback_spread"], row["fused_spread"]])) > UNSTABLE_SPREAD)
-    row["verdict"], row["reason"] = _verdict(row, rows, confidence)
-    return PointStats(row, replicates)
-
-
-def _median(values: pd.Series) -> float:
-    return float(np.median(values.to_numpy())) if len(values) else float("nan")
-
-
-def _verdict(row: Mapping[str, object], rows: pd.DataFrame, confidence: float) -> tuple[str, str]:
-    quant_mode = row.get("quant_mode")
+def _null_reason(point: _Point, record: Mapping[str, object], excludes: Mapping[str, str]) -> str:
+    """Why the point is `null` (both arms ran the same code, or excluded), '' when it is not."""
+    if str(record["model"]) in excludes:
+        return excludes[str(record["model"])]
+    quant_mode = record.get("quant_mode")
     if isinstance(quant_mode, str) and quant_mode and quant_mode != "affine":
-        return (
-            "null",
-            f"quant_mode {quant_mode} is not affine: the fused kernel declines it, both arms ran the fallback",
-        )
+        return f"quant_mode {quant_mode} is not affine: the fused kernel declines it, both arms ran the fallback"
+    rows = point.rows
     probe = rows.loc[(rows["arm"] == "fused") & (rows["status"] == "ok"), "dispatch_ok"]
     probe = pd.to_numeric(probe, errors="coerce").dropna()
     if len(probe) and not (probe == 1).any():
-        return "null", "dispatch probe never matched in the fused arm: both arms ran the same code"
+        return "dispatch probe never matched in the fused arm: both arms ran the same code"
+    return ""
+
+
+def _verdict(
+    point: _Point, record: Mapping[str, object], confidence: float, margin: float, excludes: Mapping[str, str]
+) -> tuple[str, str]:
+    null = _null_reason(point, record, excludes)
+    if null:
+        return "null", null
     for arm in ("fallback", "fused"):
-        if row[f"n_{arm}"] == 0:
-            return "null", f"no ok {arm} run ({row['n_failed']} failed, {row['n_skipped']} skipped)"
-    low, high = row["ci_low"], row["ci_high"]
-    if np.isnan(low):
-        return "tie", "too few runs for a confidence interval (need 2 per arm)"
+        if record[f"n_{arm}"] < MIN_RUNS:
+            return "insufficient", (
+                f"{record[f'n_{arm}']} ok {arm} runs ({record['n_failed']} failed, {record['n_skipped']} skipped); "
+                f"an interval needs {MIN_RUNS} per arm"
+            )
+    low, high = record["ci_low"], record["ci_high"]
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return "insufficient", "fewer than 2 rounds left after dropping outliers"
+    verdict = str(classify(low, high, margin))
     level = f"{confidence:.0%} CI [{low:.4f}, {high:.4f}]"
-    if low > 1.0:
-        return "fused", f"{level} above 1"
-    if high < 1.0:
-        return "fallback", f"{level} below 1"
-    return "tie", f"{level} includes 1"
-
-
-def apply_excludes(summary: pd.DataFrame, excludes: Mapping[str, str]) -> pd.DataFrame:
-    """Mark the points of the excluded models null, with the user's reason; unknown names are an input error."""
-    unknown = sorted(set(excludes) - set(summary["model"].astype(str)))
-    if unknown:
-        models = ", ".join(sorted(set(summary["model"].astype(str))))
-        raise InputError("--exclude", unknown[0], f"no point has this model name (models: {models})")
-    out = summary.copy()
-    for name, reason in excludes.items():
-        mask = out["model"].astype(str) == name
-        out.loc[mask, "verdict"] = "null"
-        out.loc[mask, "reason"] = reason
-    return out
+    band = f"1 ± {margin:.1%}"
+    where = {
+        "fused": f"above {band}",
+        "fallback": f"below {band}",
+        "equivalent": f"inside {band}",
+        "inconclusive": f"overlaps the edge of {band}",
+    }[verdict]
+    return verdict, f"{level} {where} ({record['method']})"
 
 
 def point_keys(frame: pd.DataFrame) -> pd.Series:
@@ -231,18 +483,32 @@ def point_keys(frame: pd.DataFrame) -> pd.Series:
     return frame[POINT_COLUMNS].apply(lambda row: tuple(text(v) for v in row), axis=1)
 
 
-def summary_frame(points: Sequence[PointStats]) -> pd.DataFrame:
-    """The summary table (SUMMARY_COLUMNS), one row per point, in the order of `points`."""
-    return pd.DataFrame([p.row for p in points], columns=SUMMARY_COLUMNS)
+def check_excludes(summary: pd.DataFrame, excludes: Mapping[str, str]) -> None:
+    """Unknown excluded names are an error (a typo must not silently keep a point)."""
+    unknown = sorted(set(excludes) - set(summary["model"].astype(str)))
+    if unknown:
+        models = ", ".join(sorted(set(summary["model"].astype(str))))
+        raise ValueError(f"{unknown[0]}: no point has this model name (models: {models})")
+
+
+def apply_excludes(summary: pd.DataFrame, excludes: Mapping[str, str]) -> pd.DataFrame:
+    """Mark excluded points of a stored summary null (samples inputs exclude before pooling, in analyse_points)."""
+    check_excludes(summary, excludes)
+    out = summary.copy()
+    for name, reason in excludes.items():
+        mask = out["model"].astype(str) == name
+        out.loc[mask, "verdict"] = "null"
+        out.loc[mask, "reason"] = reason
+    return out
 
 
 def summarize(
     samples: pd.DataFrame,
     excludes: Mapping[str, str] | None = None,
     confidence: float = CONFIDENCE,
-    seed: int = SEED,
-    n_resamples: int = N_RESAMPLES,
+    margin: float = MARGIN,
 ) -> pd.DataFrame:
     """One summary row per point (see the module docstring for every choice)."""
-    summary = summary_frame(analyse_points(samples, confidence, seed, n_resamples))
-    return apply_excludes(summary, excludes or {})
+    result = analyse_points(samples, confidence, margin, excludes or {})
+    check_excludes(result.summary, excludes or {})
+    return result.summary

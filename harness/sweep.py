@@ -177,6 +177,14 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> i
             return measure_on_workers(sweep, writer, done, on_run, workers)
         for point in sweep.points:
             written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
+        if sweep.config.measure.refine_budget_runs and sweep.config.workload.kind == "layer":
+            from harness.refine import refine  # adaptive Dff refinement: bisect the crossover bracket (DESIGN §7)
+
+            def measure(point: Point) -> int:
+                return measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
+
+            default = sweep.config.current_default
+            written += refine(sweep.run_dir, sweep.workload, sweep.points, measure, sweep.config.measure, default)
     return written
 
 

@@ -37,13 +37,13 @@ def test_na_rows_are_skipped_with_a_reason_and_non_affine_rows_are_null(tmp_path
     assert any("deepseek-v2-lite-4bit (dff 1408): all runs NA" in line for line in imported.skipped)
     assert any("fallback_run2, fused_run3 NA" in line for line in imported.skipped)
     summary = analyse(load_input(path)).summary.set_index("model")
-    assert summary.loc["deepseek-v2-lite-4bit", "verdict"] == "null"
+    assert summary.loc["deepseek-v2-lite-4bit", "verdict"] == "insufficient"
     assert summary.loc["deepseek-v2-lite-4bit", "n_skipped"] == 6
     assert summary.loc["gpt-oss-20b-mxfp4", "verdict"] == "null"
     assert "mxfp4 is not affine" in summary.loc["gpt-oss-20b-mxfp4", "reason"]
     qwen = summary.loc["qwen3-30b-a3b-4bit"]
     assert (qwen["n_fallback"], qwen["n_fused"], qwen["paired"]) == (2, 2, False)
-    assert qwen["verdict"] == "fused"
+    assert qwen["verdict"] == "insufficient"  # 2 runs per arm: too few for an interval
 
 
 def test_export_reproduces_the_mlxcel_rows(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import matplotlib.image
+import pandas as pd
 import pytest
 
 from harness.analysis import Options
@@ -31,8 +32,14 @@ def test_report_on_an_imported_mlxcel_csv(project):
     assert block["decision"]["crossover_dff"] == pytest.approx(7672, rel=0.01)
     body = text.split("-->\n", 1)[1]
     assert body.startswith("### ") and " addendum: gb10 cuda fused-MoE Dff crossover under MLX 0.32.1\n" in body
-    assert "| 1792 | lfm2-8b-a1b-4bit | 140.68 | **160.63** | **1.1418** [" in body
-    assert "Crossover at Dff ≈ 7672" in body
+    assert "| 1792 | lfm2-8b-a1b-4bit | 140.68 | **160.63** | **1.1434** [1.1125, 1.1752] | fused |" in body
+    assert "| 8192 | llama-4-scout-17b-4bit | 21.64 | 21.32 | 0.9866 [0.9589, 1.0151] | inconclusive |" in body
+    finding = (
+        "- Family command: fused wins beyond the margin at Dff 1792, 6400; fallback wins beyond the margin at Dff "
+        "14336; inconclusive at Dff 8192. Curve: the estimated ratio crosses 1.0 at Dff ≈ 7711, 95% CI [7156, 11234]."
+    )
+    assert finding in body
+    assert decision.action == "keep" and "beyond 1 ± 1.0%" in body
     assert f"Decision: **{decision.action}**" in body and f"`{decision.apply}`" in body
     assert "Raw data: `results/gb10`" in body
     assert png_path.read_bytes()[:8] == PNG_MAGIC
@@ -49,7 +56,7 @@ def test_report_lists_null_points_noise_floor_and_the_previous_sweep(project):
     body = md_path.read_text().split("-->\n", 1)[1]
     assert "### 2026-01-02 addendum: synthetic-host cpu fused-MoE Dff crossover under synthetic 1.0" in body
     assert "- synthetic-layer (Dff 1024): quant_mode mxfp4 is not affine" in body
-    assert "A/A noise floor (null arm / fallback)" in body
+    assert "A/A noise floor: the null arm" in body
     assert "Previous sweep (2026-01-02, synthetic 1.0, `results/old`)" in body
     assert "How each arm was forced: fused: `fused kernel`; fallback: `unfused path`." in body
     assert "Harness command: `moecal sweep configs/synthetic.yaml --out results/x`" in body
@@ -82,3 +89,21 @@ def test_check_reports_with_nothing_to_check(tmp_path):
     (tmp_path / "notes.md").write_text("# not an addendum\n")
     done = run_cli("check-reports", tmp_path)
     assert done.returncode == 0 and "nothing to check" in done.stdout
+
+
+def test_findings_follow_the_verdicts_and_name_every_family(project):
+    """Inconclusive points are called inconclusive, never "fused wins at every Dff"."""
+    samples = synthetic_samples({1024: 1.2, 2048: 1.012, 4096: 1.01}, rounds=4, noise=0.01, seed=4, d_model=2048)
+    other = synthetic_samples({1024: 0.9, 2048: 0.8}, rounds=4, noise=0.01, seed=5, d_model=4096)
+    run_dir = write_run(project / "results" / "run", pd.concat([samples, other], ignore_index=True))
+    md_path, png_path, _ = write_report(run_dir, project / "reports", options=Options(current_default=4096))
+    body = md_path.read_text().split("-->\n", 1)[1]
+    block = read_block(md_path.read_text())
+    verdicts = {(p["family"], p["dff"]): p["verdict"] for p in block["decision"]["points"]}
+    for family in {f for f, _ in verdicts}:
+        line = next(line for line in body.splitlines() if line.startswith(f"- Family {family}: "))
+        for (f, dff), verdict in verdicts.items():
+            if f == family and verdict == "inconclusive":
+                assert "inconclusive at Dff" in line and str(dff) in line.split("inconclusive at Dff")[1]
+    assert "every measured Dff" not in body.replace("stays above 1.0 at every measured Dff", "")
+    assert png_path.read_bytes()[:8] == PNG_MAGIC

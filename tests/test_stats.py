@@ -1,39 +1,114 @@
-"""Per-point statistics on SYNTHETIC samples (tests/synthetic_sweeps.py): verdicts, null points, pairing, spread."""
+"""Per-point statistics on SYNTHETIC samples (tests/synthetic_sweeps.py) and the DESIGN §6 example: intervals,
+margin verdicts, pairing vs Welch, outliers, the A/A noise floor, null and insufficient points."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from harness.analysis import Options, analyse, parse_excludes
 from harness.errors import InputError
-from harness.stats import analyse_points, bootstrap_ratio, parse_excludes, relative_spread, summarize
-from tests.synthetic_sweeps import synthetic_samples
+from harness.inputs import LoadedInput, load_input
+from harness.stats import (
+    analyse_points,
+    classify,
+    compare_arms,
+    ratio_interval,
+    relative_spread,
+    rounds_to_decide,
+    summarize,
+)
+from tests.synthetic_sweeps import design_example, synthetic_samples
 
 
-def test_verdicts_follow_the_ci():
-    samples = synthetic_samples({1024: 1.10, 4096: 1.0, 8192: 0.90}, rounds=10, noise=0.01, seed=1)
-    summary = summarize(samples, seed=3).set_index("dff")
-    assert list(summary["verdict"]) == ["fused", "tie", "fallback"]
-    for dff, ratio in ((1024, 1.10), (8192, 0.90)):
+def test_verdicts_follow_the_interval_and_the_margin():
+    ratios = {1024: 1.10, 2048: 1.0, 4096: 1.006, 8192: 0.90}
+    summary = summarize(synthetic_samples(ratios, rounds=10, noise=0.002, seed=1)).set_index("dff")
+    assert summary["verdict"].to_dict() == {1024: "fused", 2048: "equivalent", 4096: "equivalent", 8192: "fallback"}
+    for dff, ratio in ratios.items():
         row = summary.loc[dff]
-        assert row["ci_low"] < row["ratio"] < row["ci_high"]
-        assert abs(row["ratio"] - ratio) < 0.03
-        assert row["p_value"] < 0.01
-    assert summary.loc[4096, "ci_low"] < 1.0 < summary.loc[4096, "ci_high"]
-    assert summary["paired"].all()
-    assert not summary["unstable"].any()
+        assert row["ci_low"] < row["estimate"] < row["ci_high"]
+        assert row["ci_low"] <= ratio <= row["ci_high"]
+    assert summary["paired"].all() and set(summary["method"]) == {"paired, pooled"}
+    wide = summarize(synthetic_samples({2048: 1.012}, rounds=4, noise=0.01, seed=2))
+    assert wide["verdict"].iloc[0] == "inconclusive"  # overlaps 1 + δ: neither a win nor equivalence
 
 
-def test_same_seed_same_numbers_and_other_seed_differs():
-    samples = synthetic_samples({2048: 1.02}, rounds=6, seed=2)
-    assert summarize(samples, seed=7).equals(summarize(samples, seed=7))
-    (a,), (c,) = analyse_points(samples, seed=7), analyse_points(samples, seed=8)
-    assert not np.array_equal(a.replicates, c.replicates)
-    assert a.row["ratio"] == c.row["ratio"]  # the point estimate does not depend on resampling
+def test_a_tie_is_never_a_loss():
+    samples = synthetic_samples({2048: 1.0, 4096: 1.0}, rounds=5, noise=0.01, seed=3)
+    fused = samples["arm"] == "fused"
+    samples.loc[fused, "tok_s"] = samples.loc[~fused, "tok_s"].to_numpy()  # identical numbers in both arms
+    analysis = analyse(LoadedInput(samples, None, {}), Options(current_default=4096))
+    assert set(analysis.summary["verdict"]) == {"equivalent"}
+    assert (analysis.summary["ci_high"] > analysis.summary["ci_low"]).all()  # never a zero-width interval
+    assert analysis.result.decision.action == "keep"
+
+
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_fewer_than_three_runs_are_insufficient_and_move_nothing(rounds):
+    samples = synthetic_samples({1024: 1.3, 2048: 1.2, 4096: 0.8}, rounds=rounds, seed=4)
+    analysis = analyse(LoadedInput(samples, None, {}), Options(current_default=2048))
+    assert set(analysis.summary["verdict"]) == {"insufficient"}
+    assert analysis.summary["ci_low"].isna().all()
+    assert "an interval needs 3 per arm" in analysis.summary["reason"].iloc[0]
+    assert analysis.result.decision.action == "keep"
+
+
+def test_the_design_example_is_welch_because_its_runs_were_not_interleaved(tmp_path):
+    summary = analyse(load_input(design_example(tmp_path))).summary.set_index("dff")
+    assert set(summary["method"]) == {"welch"} and not summary["paired"].any()
+    llama = summary.loc[8192]
+    assert (round(llama["ci_low"], 3), round(llama["ci_high"], 3)) == (0.959, 1.015)
+    assert llama["verdict"] == "inconclusive"
+    assert summary.loc[14336, "verdict"] == "fallback" and summary.loc[1792, "verdict"] == "fused"
+    assert llama["ratio"] == pytest.approx(21.32 / 21.64)  # ratio of medians, as mlxcel publishes it
+
+
+def test_a_point_with_an_unpartnered_round_falls_back_to_welch():
+    samples = synthetic_samples({1024: 1.1, 2048: 1.1}, rounds=5, seed=5)
+    failed = (samples["dff"] == 1024) & (samples["arm"] == "fused") & (samples["round"] == 2)
+    samples.loc[failed, ["status", "tok_s"]] = ["fail", np.nan]
+    summary = summarize(samples).set_index("dff")
+    assert summary.loc[1024, "method"] == "welch" and summary.loc[1024, "n_failed"] == 1
+    assert summary.loc[2048, "method"].startswith("paired")
+
+
+def test_an_outlier_drops_its_round_and_is_listed():
+    samples = synthetic_samples({1024: 1.05, 2048: 1.05, 4096: 1.05}, rounds=5, noise=0.005, seed=6)
+    hit = (samples["dff"] == 2048) & (samples["arm"] == "fused") & (samples["round"] == 3)
+    samples.loc[hit, "tok_s"] *= 0.85
+    summary = summarize(samples).set_index("dff")
+    assert summary.loc[2048, "outliers"].startswith("fused r3 (-1")
+    assert summary.loc[2048, "method"] == "paired"  # a point that lost a round keeps its own variance
+    assert summary.loc[2048, "ci_low"] <= 1.05 <= summary.loc[2048, "ci_high"]
+    assert summary.loc[1024, "outliers"] == ""
+
+
+def test_the_aa_arm_widens_intervals_when_runs_drift_more_than_the_model_sees():
+    quiet = analyse_points(synthetic_samples({1024: 1.1, 2048: 1.0}, rounds=8, seed=0, with_null_arm=True))
+    assert quiet.aa_points == 2 and quiet.noise_scale < 1.5 and quiet.aa_beyond_margin == ()
+    samples = synthetic_samples({d: 1.0 for d in (1024, 2048, 4096, 8192)}, rounds=8, seed=7, with_null_arm=True)
+    rng = np.random.default_rng(0)
+    null = samples["arm"] == "null"
+    samples.loc[null, "tok_s"] *= np.exp(rng.normal(0, 0.05, null.sum()))  # the A/A arm drifts by itself
+    drifting = analyse_points(samples)
+    assert drifting.noise_scale > 2
+    calm = analyse_points(samples[~null])
+    ratio = drifting.summary["se"] / calm.summary["se"]
+    assert np.allclose(ratio, drifting.noise_scale)
+
+
+def test_an_aa_comparison_beyond_the_margin_withholds_raise_and_lower():
+    samples = synthetic_samples({1024: 1.3, 2048: 1.25, 4096: 1.2}, rounds=6, noise=0.003, seed=8, with_null_arm=True)
+    samples.loc[(samples["arm"] == "null") & (samples["dff"] == 4096), "tok_s"] *= 0.9
+    analysis = analyse(LoadedInput(samples, None, {}), Options(current_default=1024))
+    assert analysis.aa_beyond_margin == ("synthetic-layer (Dff 4096)",)
+    d = analysis.result.decision
+    assert d.action == "keep" and "Raise it to" in d.reason and "Withheld: the A/A comparison" in d.reason
 
 
 def test_non_affine_and_failed_probe_are_null():
-    samples = synthetic_samples({1024: 1.2, 2048: 1.2}, rounds=4, seed=3)
+    samples = synthetic_samples({1024: 1.2, 2048: 1.2}, rounds=4, seed=9)
     samples.loc[samples["dff"] == 1024, "quant_mode"] = "mxfp4"
     fused_2048 = (samples["dff"] == 2048) & (samples["arm"] == "fused")
     samples.loc[fused_2048, "dispatch_ok"] = "0"
@@ -46,45 +121,45 @@ def test_non_affine_and_failed_probe_are_null():
 
 
 def test_exclusions_carry_the_reason_and_unknown_names_are_input_errors():
-    samples = synthetic_samples({1024: 1.2}, rounds=4, seed=4)
+    samples = synthetic_samples({1024: 1.2}, rounds=4, seed=10)
     summary = summarize(samples, excludes=parse_excludes(["synthetic-layer=wrong checkpoint"]))
     assert summary["verdict"].iloc[0] == "null"
     assert summary["reason"].iloc[0] == "excluded by the user: wrong checkpoint"
-    with pytest.raises(InputError, match="no point has this model name"):
-        summarize(samples, excludes=parse_excludes(["typo-model"]))
+    with pytest.raises(ValueError, match="typo-model: no point has this model name"):
+        summarize(samples, excludes={"typo-model": "x"})  # statistics are pure: ValueError
+    with pytest.raises(InputError, match="--exclude: typo-model: no point has this model name"):
+        analyse(LoadedInput(samples, None, {}), Options(excludes=parse_excludes(["typo-model"])))
 
 
-def test_a_failed_run_unpairs_the_point_and_an_empty_arm_is_null():
-    samples = synthetic_samples({1024: 1.1, 2048: 1.1}, rounds=5, seed=5)
-    failed = (samples["dff"] == 1024) & (samples["arm"] == "fused") & (samples["round"] == 2)
-    samples.loc[failed, ["status", "tok_s"]] = ["fail", np.nan]
-    samples.loc[(samples["dff"] == 2048) & (samples["arm"] == "fallback"), "status"] = "fail"
-    summary = summarize(samples).set_index("dff")
-    assert not summary.loc[1024, "paired"] and summary.loc[1024, "n_fused"] == 4
-    assert summary.loc[1024, "n_failed"] == 1 and summary.loc[1024, "verdict"] == "fused"
-    assert summary.loc[2048, "verdict"] == "null" and "no ok fallback run" in summary.loc[2048, "reason"]
+def test_pooling_follows_bartlett():
+    samples = synthetic_samples({1024: 1.1, 2048: 1.1, 4096: 1.1}, rounds=6, noise=0.005, seed=11)
+    pooled = summarize(samples)
+    assert (pooled["method"] == "paired, pooled").all()
+    noisy = (samples["dff"] == 4096) & (samples["arm"] == "fused")
+    samples.loc[noisy, "tok_s"] *= np.exp(np.random.default_rng(1).normal(0, 0.08, noisy.sum()))
+    mixed = summarize(samples).set_index("dff")
+    assert mixed.loc[4096, "method"] == "paired"  # its variance differs: it keeps its own, wider interval
+    assert mixed.loc[4096, "ci_high"] - mixed.loc[4096, "ci_low"] > 3 * (
+        mixed.loc[1024, "ci_high"] - mixed.loc[1024, "ci_low"]
+    )
 
 
-def test_null_arm_gives_the_noise_floor_and_spread_flags_unstable_points():
-    quiet = summarize(synthetic_samples({1024: 1.1}, rounds=12, noise=0.005, seed=6, with_null_arm=True))
-    assert abs(quiet["null_ratio"].iloc[0] - 1.0) < 0.01
-    assert not quiet["unstable"].iloc[0]
-    noisy = summarize(synthetic_samples({1024: 1.1}, rounds=12, noise=0.08, seed=6))
-    assert noisy["unstable"].iloc[0]
-    assert noisy["fused_spread"].iloc[0] > 0.05
+def test_pure_functions_reject_bad_input():
+    with pytest.raises(ValueError, match="same"):
+        compare_arms(np.zeros((2, 3)), np.zeros((2, 4)), paired=True)
+    with pytest.raises(ValueError, match="margin"):
+        classify(0.9, 1.1, margin=0.7)
+    with pytest.raises(ValueError, match="confidence"):
+        ratio_interval(0.0, 0.01, 5, confidence=1.5)
+
+
+def test_rounds_to_decide_grows_as_the_estimate_nears_the_margin():
+    far = rounds_to_decide(np.log(0.97), 0.01, 4, 5)
+    near = rounds_to_decide(np.log(0.988), 0.01, 4, 5)
+    assert far is not None and near is not None and 5 < far < near
+    assert rounds_to_decide(np.log(0.99), 0.01, 4, 5) is None  # exactly on the edge: nothing decides
 
 
 def test_relative_spread_is_sigma_over_mu_for_normal_noise():
     values = np.random.default_rng(0).normal(100.0, 3.0, size=20000)
     assert relative_spread(values) == pytest.approx(0.03, rel=0.05)
-
-
-def test_paired_bootstrap_cancels_shared_drift():
-    """Round drift shared by both arms widens the unpaired CI, not the paired one."""
-    rng = np.random.default_rng(0)
-    drift = np.exp(rng.normal(0, 0.05, size=12))
-    fallback = 100 * drift * np.exp(rng.normal(0, 0.002, size=12))
-    fused = 103 * drift * np.exp(rng.normal(0, 0.002, size=12))
-    paired = bootstrap_ratio(fused, fallback, True, 2000, np.random.default_rng(1))
-    unpaired = bootstrap_ratio(fused, fallback, False, 2000, np.random.default_rng(1))
-    assert np.ptp(np.quantile(paired, [0.025, 0.975])) < 0.5 * np.ptp(np.quantile(unpaired, [0.025, 0.975]))

@@ -10,12 +10,13 @@ from typing import Annotated
 
 import pandas as pd
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from harness.analysis import Options
+from harness.analysis import Options, parse_excludes
 from harness.crossover import DEFAULT_GRID
-from harness.stats import CONFIDENCE, SEED, parse_excludes
+from harness.stats import CONFIDENCE, MARGIN, family_labels
 
 InputArg = Annotated[
     Path,
@@ -33,7 +34,10 @@ ExcludeOpt = Annotated[
     typer.Option("--exclude", help="model to mark null (repeatable); NAME=why records the reason", show_default=False),
 ]
 ConfidenceOpt = Annotated[float, typer.Option(help="confidence level of every interval")]
-SeedOpt = Annotated[int, typer.Option(help="seed of the bootstrap resampling")]
+MarginOpt = Annotated[
+    float,
+    typer.Option(min=0.0, max=0.49, help="practical margin δ: a path wins only beyond 1 ± δ (0.01 = 1%)"),
+]
 CurrentDefaultOpt = Annotated[
     int | None,
     typer.Option(min=1, help="the cap in force now (default: the run's current_default)", show_default=False),
@@ -46,7 +50,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print exactly one JSON ob
 def build_options(
     exclude: list[str] | None,
     confidence: float = CONFIDENCE,
-    seed: int = SEED,
+    margin: float = MARGIN,
     current_default: int | None = None,
     grid: int = DEFAULT_GRID,
     interpolation: str = "linear",
@@ -54,7 +58,7 @@ def build_options(
     return Options(
         excludes=parse_excludes(exclude or []),
         confidence=confidence,
-        seed=seed,
+        margin=margin,
         current_default=current_default,
         grid=grid,
         interpolation=interpolation,
@@ -65,38 +69,41 @@ def _cell(value: object, digits: int) -> str:
     return "-" if value is None or pd.isna(value) else f"{value:.{digits}f}"
 
 
-def print_summary(summary: pd.DataFrame, title: str, console: Console) -> None:
-    """The per-point table: medians, ratio with CI, p-value, spread, verdict (and why, when not the CI)."""
-    table = Table(title=title)
-    for column in (
-        "Dff",
-        "model",
-        "fallback tok/s",
-        "fused tok/s",
-        "ratio [CI]",
-        "p",
-        "spread",
-        "n",
-        "verdict",
-        "note",
-    ):
-        table.add_column(column, justify="left" if column in ("model", "verdict", "note") else "right")
-    for _, row in summary.iterrows():
-        style = {"fused": "green", "fallback": "red", "null": "dim"}.get(row["verdict"], "")
-        spread = max(row["fallback_spread"], row["fused_spread"])
-        ratio = _cell(row["ratio"], 4)
-        if not pd.isna(row["ci_low"]):
-            ratio += f" [{row['ci_low']:.4f}, {row['ci_high']:.4f}]"
-        table.add_row(
-            str(int(row["dff"])),
-            str(row["model"]),
-            _cell(row["fallback_tok_s"], 2),
-            _cell(row["fused_tok_s"], 2),
-            ratio,
-            _cell(row["p_value"], 3),
-            "-" if pd.isna(spread) else f"{spread:.1%}" + (" unstable" if row["unstable"] else ""),
-            f"{row['n_fallback']}/{row['n_fused']}",
-            f"[{style}]{row['verdict']}[/]" if style else row["verdict"],
-            "" if "CI [" in str(row["reason"]) else str(row["reason"]),
-        )
-    console.print(table)
+def print_summary(summary: pd.DataFrame, title: str, console: Console, confidence: float = CONFIDENCE) -> None:
+    """One table per shape family that fits 80 columns (numbers never wrap; long model names fold), then one line
+    per point whose verdict needs a word (no interval, outliers dropped, unstable)."""
+    labels = family_labels(summary)
+    console.print(title, highlight=False)
+    notes = []
+    for family in dict.fromkeys(labels):
+        table = Table(title=family, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0), title_justify="left")
+        table.add_column("Dff", justify="right", no_wrap=True)
+        table.add_column("model", overflow="fold", min_width=12, max_width=22)
+        for column in ("fallback", "fused", "ratio", f"{confidence:.0%} CI", "n"):
+            table.add_column(column, justify="right", no_wrap=True)
+        table.add_column("verdict", no_wrap=True)
+        for _, row in summary[labels == family].iterrows():
+            style = {"fused": "green", "fallback": "red", "null": "dim", "insufficient": "dim"}.get(row["verdict"], "")
+            ci = "-" if pd.isna(row["ci_low"]) else f"{row['ci_low']:.3f}–{row['ci_high']:.3f}"
+            table.add_row(
+                str(int(row["dff"])),
+                str(row["model"]),
+                _cell(row["fallback_tok_s"], 1),
+                _cell(row["fused_tok_s"], 1),
+                _cell(row["estimate"], 3),
+                ci,
+                f"{row['n_fallback']}/{row['n_fused']}",
+                f"[{style}]{row['verdict']}[/]" if style else row["verdict"],
+            )
+            name = f"{row['model']} Dff {int(row['dff'])}"
+            if row["verdict"] in ("null", "insufficient"):
+                notes.append(f"{name}: {row['verdict']}: {row['reason']}")
+            if isinstance(row["outliers"], str) and row["outliers"]:
+                notes.append(f"{name}: outliers dropped: {row['outliers']}")
+            if row["unstable"]:
+                spread = max(row["fallback_spread"], row["fused_spread"])
+                notes.append(f"{name}: unstable (an arm's spread is {spread:.1%}, above 5%)")
+        console.print(table)
+    console.print("fallback, fused: median tok/s; ratio: geometric-mean fused/fallback; n: ok runs per arm")
+    for note in notes:
+        console.print(note, highlight=False)

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from harness.analysis import analyse_path
 from harness.check import MAX_REGRESSION, CheckResult, compare
-from harness.commands.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, SeedOpt, build_options
+from harness.commands.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, MarginOpt, build_options
 from harness.report import verify_report
 
 
@@ -24,14 +25,21 @@ def _change(arm: dict[str, object]) -> str:
 
 
 def print_check(result: CheckResult, console: Console) -> None:
-    table = Table(title="baseline → current (* = CI of the change excludes 0)")
+    table = Table(
+        title="baseline → current (* = interval of the change excludes 0)",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 0),
+        title_justify="left",
+    )
     for column in ("Dff", "model", "fallback", "fused", "ratio", "verdict"):
-        table.add_column(column, justify="left" if column in ("model", "verdict") else "right")
+        left = column in ("model", "verdict")
+        table.add_column(column, justify="left" if left else "right", no_wrap=column != "model", overflow="fold")
     for p in result.points:
         verdict = p["verdict_before"] + (
             "" if p["verdict_before"] == p["verdict_after"] else f" → {p['verdict_after']}"
         )
-        ratio = f"{p['ratio_before']:.4f} → {p['ratio_after']:.4f}"
+        ratio = f"{p['ratio_before']:.3f}→{p['ratio_after']:.3f}"
         table.add_row(str(p["dff"]), p["model"], _change(p["fallback"]), _change(p["fused"]), ratio, verdict)
     console.print(table)
     for row in result.dropped:
@@ -51,12 +59,16 @@ def check(
     ] = MAX_REGRESSION,
     exclude: ExcludeOpt = None,
     confidence: ConfidenceOpt = 0.95,
-    seed: SeedOpt = 0,
+    margin: MarginOpt = 0.01,
+    allow_missing: Annotated[
+        bool, typer.Option("--allow-missing", help="do not fail when baseline points are missing from the current run")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Exit 0 no regression, 1 significant regression beyond the threshold or changed decision, 2 unusable input."""
-    options = build_options(exclude, confidence, seed)
-    result = compare(analyse_path(baseline, options), analyse_path(current, options), max_regression)
+    """Exit 0 ok; 1 significant regression beyond the threshold, changed decision, or baseline points missing from
+    the current run (unless --allow-missing); 2 unusable input."""
+    options = build_options(exclude, confidence, margin)
+    result = compare(analyse_path(baseline, options), analyse_path(current, options), max_regression, allow_missing)
     if as_json:
         typer.echo(json.dumps(result.as_json(), indent=1))
     else:

@@ -15,8 +15,8 @@ from harness.commands.analysis_options import (
     GridOpt,
     InterpolationOpt,
     JsonOpt,
+    MarginOpt,
     RunsArg,
-    SeedOpt,
     build_options,
     print_summary,
 )
@@ -55,15 +55,15 @@ def crossover(
     grid: GridOpt = 256,
     interpolation: InterpolationOpt = "linear",
     confidence: ConfidenceOpt = 0.95,
-    seed: SeedOpt = 0,
+    margin: MarginOpt = 0.01,
     as_json: JsonOpt = False,
 ) -> None:
-    """Where fused stops beating the fallback (with a bootstrap CI), and the keep/raise/lower decision.
+    """Where fused stops beating the fallback (with a test-inversion interval), and the keep/raise/lower decision.
 
     Run as `recommend`, it prints only the decision part (no per-point table). Given several runs, it prints one
     decision per backend (see `moecal report RUN RUN…` for the addendum).
     """
-    options = build_options(exclude, confidence, seed, current_default, grid, interpolation)
+    options = build_options(exclude, confidence, margin, current_default, grid, interpolation)
     if len(input_paths) > 1:
         defaults = build_defaults(input_paths, options)
         if as_json:
@@ -78,7 +78,7 @@ def crossover(
         return
     console = Console()
     if ctx.info_name != "recommend":
-        print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console)
+        print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, confidence)
     print_decision(analysis, console)
 
 

@@ -56,6 +56,20 @@ def print_plan(plan: sweeps.Sweep) -> None:
         f"{plan.plan.warmup_runs} warm-up per arm, order {plan.plan.order}); estimated {estimate_text}; "
         f"results → {plan.run_dir}"
     )
+    measure = plan.config.measure
+    if measure.refine_budget_runs and plan.config.workload.kind == "layer":
+        console.print(
+            f"adaptive Dff refinement: up to {measure.refine_budget_runs} more timed runs, bisecting the crossover's "
+            f"bracket on multiples of {measure.refine_grid} until its interval is narrower than "
+            f"{measure.target_crossover_width:.0%} of the crossover Dff",
+            highlight=False,
+        )
+    if measure.adaptive:
+        console.print(
+            f"adaptive rounds: up to {measure.max_rounds} per point; each of the "
+            f"{measure.max_rounds - plan.plan.rounds + 1} looks spends α/{measure.max_rounds - plan.plan.rounds + 1}",
+            highlight=False,
+        )
 
 
 def plan(

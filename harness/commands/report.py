@@ -13,8 +13,8 @@ from harness.commands.analysis_options import (
     ExcludeOpt,
     GridOpt,
     InterpolationOpt,
+    MarginOpt,
     RunsArg,
-    SeedOpt,
     build_options,
 )
 from harness.defaults import run_checks
@@ -34,11 +34,11 @@ def report(
     grid: GridOpt = 256,
     interpolation: InterpolationOpt = "linear",
     confidence: ConfidenceOpt = 0.95,
-    seed: SeedOpt = 0,
+    margin: MarginOpt = 0.01,
 ) -> None:
     """Write `<date>-<host>-<backend>-dff-crossover.md` and `.png` into --out; given several runs (backends,
     devices), one per-backend defaults addendum `<date>-<backends>-dff-defaults.md` instead (no plot)."""
-    options = build_options(exclude, confidence, seed, current_default, grid, interpolation)
+    options = build_options(exclude, confidence, margin, current_default, grid, interpolation)
     if len(input_paths) > 1:
         if previous is not None:
             raise InputError("--previous", str(previous), "compares one run with another; give a single RUN")

@@ -9,7 +9,14 @@ import typer
 from rich.console import Console
 
 from harness.analysis import analyse, save_summary
-from harness.commands.analysis_options import ConfidenceOpt, ExcludeOpt, InputArg, SeedOpt, build_options, print_summary
+from harness.commands.analysis_options import (
+    ConfidenceOpt,
+    ExcludeOpt,
+    InputArg,
+    MarginOpt,
+    build_options,
+    print_summary,
+)
 from harness.errors import InputError
 from harness.inputs import load_input
 from harness.mlxcel import to_mlxcel_csv
@@ -19,18 +26,18 @@ def summarize(
     input_path: InputArg,
     exclude: ExcludeOpt = None,
     confidence: ConfidenceOpt = 0.95,
-    seed: SeedOpt = 0,
+    margin: MarginOpt = 0.01,
     out: Annotated[
         Path | None, typer.Option(help="summary.csv to write (default: INPUT/summary.csv for a run directory)")
     ] = None,
     mlxcel: Annotated[Path | None, typer.Option(help="also write the summary as an mlxcel sweep CSV here")] = None,
 ) -> None:
-    """Medians, ratio with bootstrap CI, Mann-Whitney p, spread and verdict per point."""
-    options = build_options(exclude, confidence, seed)
+    """Medians, the fused/fallback estimate with its t interval, and a verdict against the margin, per point."""
+    options = build_options(exclude, confidence, margin)
     loaded = load_input(input_path)
     analysis = analyse(loaded, options)
     console = Console()
-    print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console)
+    print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, confidence)
     if out is None and input_path.is_dir():
         out = input_path / "summary.csv"
     if out is not None:

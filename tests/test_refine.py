@@ -1,0 +1,80 @@
+"""Adaptive Dff refinement (harness.refine) on SYNTHETIC sweeps: bisection inside the crossover bracket, on grid
+multiples, within the run budget, until the interval is narrow enough."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from harness.analysis import Options, analyse_path
+from harness.config import Measure
+from harness.measure import Point
+from harness.refine import refine
+from tests.synthetic_sweeps import linear_curve, synthetic_samples, write_run
+
+TRUE_CROSSOVER = 7000
+
+
+@dataclass
+class GridSettings:
+    dff_grid: list[int]
+
+    def model_copy(self, update: dict) -> GridSettings:
+        return replace(self, **update)
+
+
+class SyntheticLayerWorkload:
+    """Just what refine needs: `settings.dff_grid` and `layer_points()` (one synthetic shape)."""
+
+    kind = "layer"
+
+    def __init__(self, dffs: list[int]):
+        self.settings = GridSettings(dffs)
+
+    def layer_points(self) -> list[Point]:
+        keys = synthetic_samples({d: 1.0 for d in self.settings.dff_grid}, rounds=1)
+        return [
+            Point(key=row.to_dict(), caps={"fused": "", "fallback": ""}, label=f"d{row['dff']}")
+            for _, row in keys.drop_duplicates("dff")[["backend", "device", "workload", "model", "quant_mode",
+                                                          "d_model", "dff", "n_experts", "top_k", "bits",
+                                                          "group_size", "dtype"]].iterrows()
+        ]  # fmt: skip
+
+
+def _sweep(tmp_path, dffs, budget, target=0.05):
+    run_dir = tmp_path / "run"
+    measured = [synthetic_samples(linear_curve(dffs, TRUE_CROSSOVER), rounds=5, noise=0.01, seed=1)]
+    write_run(run_dir, measured[0])
+    workload = SyntheticLayerWorkload(dffs)
+    points = workload.layer_points()
+
+    def measure(point: Point) -> int:
+        dff = int(point.key["dff"])
+        new = synthetic_samples(linear_curve([dff], TRUE_CROSSOVER), rounds=5, noise=0.01, seed=dff)
+        measured.append(new)
+        write_run(run_dir, pd.concat(measured, ignore_index=True))
+        return len(new)
+
+    settings = Measure(rounds=5, refine_budget_runs=budget, target_crossover_width=target)
+    spent = refine(run_dir, workload, points, measure, settings, current_default=4096)
+    return run_dir, points, spent
+
+
+def test_refinement_bisects_the_bracket_on_grid_multiples_within_the_budget(tmp_path):
+    before = analyse_path(_sweep(tmp_path / "none", [2048, 12288], budget=0)[0]).result.crossover
+    run_dir, points, spent = _sweep(tmp_path / "refined", [2048, 12288], budget=40)
+    added = [int(p.key["dff"]) for p in points[2:]]
+    assert added[0] == 7168  # the grid multiple nearest the middle of 2048..12288
+    assert all(d % 256 == 0 for d in added) and len(added) == 4 and spent == 40
+    after = analyse_path(run_dir, Options(current_default=4096)).result.crossover
+    # two far-apart points give a narrow interval around the wrong straight line; bisection fixes the line
+    assert not before.ci_low <= TRUE_CROSSOVER <= before.ci_high
+    assert abs(after.dff - TRUE_CROSSOVER) < 0.5 * abs(before.dff - TRUE_CROSSOVER)
+    low, high = after.crossings[0].between
+    assert high - low <= (12288 - 2048) / 8
+
+
+def test_refinement_stops_once_the_interval_is_narrow_enough(tmp_path):
+    _, points, spent = _sweep(tmp_path, [2048, 12288], budget=1000, target=0.2)
+    assert 0 < spent < 1000 and len(points) < 10
