@@ -7,9 +7,10 @@ the most conservative (smallest) of their caps. A backend's decision must hold f
 it lowers when any device's evidence says lower (to the smallest such cap), raises only when every device's
 evidence says raise (to the smallest raised cap), and otherwise keeps the current default.
 
-Evidence standard, used by the regression check and the rule alike: a point's faster path is `fused` when the
-interval of fused/fallback lies above 1 + margin, `fallback` when it lies below 1 − margin, and undecided
-otherwise (a tie is never a loss). Without an interval (summary-only inputs) the point estimate stands in.
+Evidence standard, used by the regression check and the rule alike: a point's faster path is the per-point verdict
+of the decision engine (harness.stats): `fused` / `fallback` only when the interval of fused/fallback lies wholly
+beyond 1 ± margin (the same `--margin` the runs are analysed with); `equivalent`, `inconclusive`, `insufficient`
+and `null` points have no faster path (a tie is never a loss, and a point estimate alone never decides).
 
 Per-shape rule (recommended only when the single cap costs a measured model more than the margin): "fused when
 feature ≤ t" for shape features in order of simplicity (Dff; bytes of one expert; expert bytes streamed per token;
@@ -35,7 +36,6 @@ from harness.parity import PointParity, parity_by_model
 # mlxcel's compiled-in caps and the constants that hold them (src/models/switch_layers.rs)
 MLXCEL_DEFAULT_CAPS = {"metal": 4096, "cuda": 8192}
 MLXCEL_CONSTANTS = {"metal": "FUSED_MOE_MAX_DFF_METAL", "cuda": "FUSED_MOE_MAX_DFF_CUDA"}
-DEFAULT_MARGIN = 0.01
 DEFAULT_BITS = 4  # imported mlxcel CSVs carry no bits; every published point is 4-bit
 
 
@@ -200,20 +200,10 @@ def load_run(path: Path, options: Options) -> RunResult:
     return RunResult(Path(path), backend, device, analysis, parity, mispredictions(samples, expected))
 
 
-def faster_path(row: Mapping[str, object], margin: float) -> str | None:
-    """The evidence standard of the module docstring."""
-    if row["verdict"] == "null":
-        return None
-    low, high, ratio = (float(row[c]) for c in ("ci_low", "ci_high", "ratio"))
-    if math.isnan(low) or math.isnan(high):
-        low = high = ratio
-    if math.isnan(low):
-        return None
-    if low > 1 + margin:
-        return "fused"
-    if high < 1 - margin:
-        return "fallback"
-    return None
+def faster_path(row: Mapping[str, object]) -> str | None:
+    """The evidence standard of the module docstring: the engine's verdict, when it names a path."""
+    verdict = row["verdict"]
+    return verdict if verdict in ("fused", "fallback") else None
 
 
 def device_rows(runs: Sequence[RunResult]) -> list[DeviceRow]:
@@ -265,7 +255,7 @@ def backend_rows(devices: Sequence[DeviceRow]) -> list[BackendRow]:
     return out
 
 
-def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow], margin: float) -> list[PointCheck]:
+def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow]) -> list[PointCheck]:
     caps = {b.backend: b.recommended for b in backends}
     out = []
     for run in runs:
@@ -286,7 +276,7 @@ def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow], mar
                 ci_low=_float(row["ci_low"]),
                 ci_high=_float(row["ci_high"]),
                 verdict=str(row["verdict"]),
-                faster=faster_path(row, margin),
+                faster=faster_path(row),
                 parity=parity.label if parity else "no parity data",
                 note="; ".join(x for x in (run.mispredicted.get(model, ""), _null_reason(row)) if x),
             )
@@ -380,7 +370,7 @@ def simplest_rule(points: Sequence[PointCheck]) -> Rule | None:
 # --- assembling ---------------------------------------------------------------------------------------------------
 
 
-def build_defaults(paths: Sequence[Path], options: Options = Options(), margin: float = DEFAULT_MARGIN) -> Defaults:
+def build_defaults(paths: Sequence[Path], options: Options = Options()) -> Defaults:
     runs = [load_run(Path(p), options) for p in paths]
     if options.current_default is not None and len({r.backend for r in runs}) > 1:
         raise InputError(
@@ -388,9 +378,9 @@ def build_defaults(paths: Sequence[Path], options: Options = Options(), margin: 
         )
     devices = device_rows(runs)
     backends = backend_rows(devices)
-    points = _point_checks(runs, backends, margin)
+    points = _point_checks(runs, backends)
     rules = {b.backend: simplest_rule([p for p in points if p.backend == b.backend]) for b in backends}
-    return Defaults(runs, devices, backends, points, rules, margin)
+    return Defaults(runs, devices, backends, points, rules, options.margin)
 
 
 def run_checks(path: Path) -> list[str]:

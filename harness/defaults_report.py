@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.analysis import Options
-from harness.defaults import DEFAULT_MARGIN, MLXCEL_CONSTANTS, Defaults, build_defaults
+from harness.defaults import MLXCEL_CONSTANTS, Defaults, build_defaults
 
 
 def apply_lines(defaults: Defaults) -> list[str]:
@@ -99,10 +99,8 @@ def render_markdown(defaults: Defaults, date: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_defaults(
-    paths: Sequence[Path], out_dir: Path, options: Options = Options(), margin: float = DEFAULT_MARGIN
-) -> tuple[Path, Defaults]:
-    defaults = build_defaults(paths, options, margin)
+def write_defaults(paths: Sequence[Path], out_dir: Path, options: Options = Options()) -> tuple[Path, Defaults]:
+    defaults = build_defaults(paths, options)
     date = _dt.date.today().isoformat()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
