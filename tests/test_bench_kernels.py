@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.cpu import CpuBackend
-from harness.commands.bench_kernels import COLUMNS, bench_shape, rotation_copies
+from harness.bench import COLUMNS, bench_shape, rotation_copies
 from harness.kernel_cases import BENCH_D_MODELS, BENCH_DFF_GRID, bench_shapes
 from harness.results import read_csv_with_header, read_provenance
 from harness.shapes import MoeShape

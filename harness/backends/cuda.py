@@ -354,14 +354,19 @@ class CudaBackend(Backend):
         runs once uncaptured first (compiles the module, allocates the reused buffers), so nothing is allocated
         during capture. The replay launches on the current stream and returns the path's output array.
         """
-        import cupy
-
         step = self.paths()[path]
         step(x, indices, scores, layer)
+        return self._capture(lambda: step(x, indices, scores, layer))
+
+    def _capture(self, run: Callable[[], Any]) -> Callable[[], Any]:
+        """`run`'s launches captured into one CUDA graph, and a call that replays it (tests/cuda_emulation.py
+        records and replays them on the CPU instead). A graph holds raw device pointers, not references."""
+        import cupy
+
         capture_stream = cupy.cuda.Stream(non_blocking=True)
         with capture_stream:
             capture_stream.begin_capture()
-            out = step(x, indices, scores, layer)
+            out = run()
             captured = capture_stream.end_capture()
 
         def replay() -> Any:
