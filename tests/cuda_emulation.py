@@ -195,8 +195,18 @@ class EmulatedCudaBackend(CudaBackend):
     and CUDA graphs. `block_order` is one of BLOCK_ORDERS or "cycle" (forward, reversed, random in turn, one
     order per launch); random permutations come from `seed` and the launch count, so a run is reproducible."""
 
-    def __init__(self, poison: bool = True, sgy: int = 8, rows: int = 1, block_order: str = "forward", seed: int = 0):
-        super().__init__(poison=poison, sgy=sgy, rows=rows)
+    def __init__(
+        self,
+        poison: bool = True,
+        sgy: int = 8,
+        rows: int = 1,
+        act_load: str = "f32",
+        split_k: int = 1,
+        block_order: str = "forward",
+        seed: int = 0,
+        sm_count: int = 132,
+    ):
+        super().__init__(poison=poison, sgy=sgy, rows=rows, act_load=act_load, split_k=split_k)
         if block_order not in (*BLOCK_ORDERS, "cycle"):
             raise ValueError(f"block_order must be one of {BLOCK_ORDERS} or 'cycle', got {block_order!r}")
         self.arrays = GuardedArrays()
@@ -206,6 +216,10 @@ class EmulatedCudaBackend(CudaBackend):
         self._aborts: dict[str, int] = {}
         self._aborted: list[str] = []
         self._recording: list[Launch] | None = None
+        self.sm_count = sm_count  # an H200's by default, so small test grids take the split-K path
+
+    def _sm_count(self) -> int:
+        return self.sm_count
 
     def _xp(self) -> GuardedArrays:
         return self.arrays
@@ -253,13 +267,9 @@ class EmulatedCudaBackend(CudaBackend):
 
         return replay
 
-    def synchronize(self) -> None:
+    def _wait(self) -> None:
         """An emulated launch has finished when it returns; an aborted one is reported here, as CUDA reports an
         asynchronous launch error at the next synchronisation."""
         if self._aborted:
             aborted, self._aborted = self._aborted, []
             raise RuntimeError(f"emulated launch error: {'; '.join(aborted)}")
-
-    def arrivals(self) -> np.ndarray:
-        """kernel B's arrival counters (each launch must leave them at zero)."""
-        return self._arrivals

@@ -32,6 +32,9 @@ struct uint4 {
 struct float4 {
   float x, y, z, w;
 };
+struct float2 {
+  float x, y;
+};
 
 #define __global__
 #define __device__

@@ -72,7 +72,6 @@ def test_graph_replay_matches_direct_launches_and_is_deterministic() -> None:
         for _ in range(3):
             replayed = backend.to_numpy(replay())
             assert np.array_equal(replayed, direct), name  # same kernels, same order: bit-identical
-    assert not backend._arrivals.any(), "kernel B must leave its arrival counters at zero"
 
 
 def test_device_facts() -> None:
