@@ -9,6 +9,7 @@ others.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from harness.backends.base import Backend
@@ -33,8 +34,9 @@ class PathCheck:
     error: str = ""
 
 
-def check_shape(backend: Backend, shape: MoeShape, seed: int) -> list[PathCheck]:
-    """Every path of `backend` at `shape` on one random layer and token, each against the float64 reference."""
+def check_shape(backend: Backend, shape: MoeShape, seed: int, paths: Collection[str] | None = None) -> list[PathCheck]:
+    """Every path of `backend` at `shape` (or only those named in `paths`) on one random layer and token, each
+    against the float64 reference."""
     layer = make_layer(shape, seed)
     x, indices, scores = make_inputs(shape, seed)
     reference = moe_reference(layer, x, indices, scores)
@@ -43,6 +45,8 @@ def check_shape(backend: Backend, shape: MoeShape, seed: int) -> list[PathCheck]
     tolerance = TOLERANCE[shape.dtype]
     rows = []
     for path, step in backend.paths().items():
+        if paths is not None and path not in paths:
+            continue
         try:
             out = step(*inputs, device_layer)
             backend.synchronize()

@@ -216,6 +216,7 @@ class EmulatedCudaBackend(CudaBackend):
         self._aborts: dict[str, int] = {}
         self._aborted: list[str] = []
         self._recording: list[Launch] | None = None
+        self.grids: dict[str, list[tuple[int, int, int]]] = {}  # every launch's grid, by kernel
         self.sm_count = sm_count  # an H200's by default, so small test grids take the split-K path
 
     def _sm_count(self) -> int:
@@ -237,6 +238,7 @@ class EmulatedCudaBackend(CudaBackend):
             self._recording.append(launch)
             return
         number = next(self.launches)
+        self.grids.setdefault(launch.name, []).append(launch.grid)
         order = self.block_order if self.block_order != "cycle" else BLOCK_ORDERS[number % len(BLOCK_ORDERS)]
         limit = self._aborts.pop(launch.name, NO_LIMIT)
         ran = launch.run(BLOCK_ORDERS.index(order), self.seed * 1_000_003 + number, limit)
