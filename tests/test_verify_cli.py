@@ -69,7 +69,7 @@ def test_compile_only_reports_each_variant_and_fails_on_any_error(monkeypatch: p
         cuda_compile.CompileResult("q8g32-bfloat16", "sm_90", False, "error: expected a ';'"),
     ]
     monkeypatch.setattr(cuda_compile, "nvrtc_status", lambda: (True, "NVRTC 13.0"))
-    monkeypatch.setattr(cuda_compile, "compile_all", lambda: results)
+    monkeypatch.setattr(cuda_compile, "compile_all", lambda archs, variants: results)
     result = CliRunner().invoke(app, ["verify", "--backend", "cuda", "--compile-only", "--json"])
     assert result.exit_code == 1
     assert json.loads(result.stdout) == [

@@ -111,3 +111,13 @@ def all_variants(
 ) -> list[KernelVariant]:
     """Every (bits, group_size, dtype) the harness can ask for, at one block configuration."""
     return [KernelVariant(b, g, d, sgy, rows, act_load) for b, g, d in itertools.product(BITS, GROUP_SIZES, DTYPES)]
+
+
+def ab_variants(bits: int = 4, group_size: int = 64, dtype: str = "bfloat16") -> list[KernelVariant]:
+    """The compiled variants of the kernel A/B (rows per warp x how kernel B reads act) at one format, by default
+    the H200 sweep's (q4 g64 bfloat16); split-K is a launch choice and needs no module of its own."""
+    return [
+        KernelVariant(bits, group_size, dtype, DEFAULT_SGY, rows, act_load)
+        for rows in ROWS_CHOICES
+        for act_load in ACT_LOAD_CODES
+    ]

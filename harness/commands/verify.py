@@ -48,15 +48,18 @@ def _table(title: str, rows: list[PathCheck]) -> Table:
 
 
 def _compile_only(backend: str, as_json: bool) -> int:
-    """Compile every CUDA kernel variant with NVRTC (no GPU needed) and report; returns the exit code."""
+    """Compile every CUDA kernel variant, and the A/B variants, with NVRTC for every supported architecture (no GPU
+    needed) and report; returns the exit code."""
     if backend not in ("cuda", "auto"):
         raise InputError("--compile-only", backend, "only the cuda backend compiles kernels ahead of time")
-    from harness.backends.cuda_compile import compile_all, nvrtc_status
+    from harness.backends.cuda_compile import SUPPORTED_ARCHS, compile_all, nvrtc_status
+    from harness.backends.cuda_source import ab_variants, all_variants
 
     usable, reason = nvrtc_status()
     if not usable:
         raise InputError("--compile-only", "nvrtc", reason)
-    results = compile_all()
+    variants = all_variants()
+    results = compile_all(SUPPORTED_ARCHS, variants + [v for v in ab_variants() if v not in variants])
     if as_json:
         rows = [{"variant": r.variant, "arch": r.arch, "ok": r.ok, **({} if r.ok else {"log": r.log})} for r in results]
         print(json.dumps(rows, indent=1))
