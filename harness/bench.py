@@ -46,6 +46,7 @@ class BenchRow:
     group_size: int
     dtype: str
     path: str
+    variant: str  # the backend's kernel variant (CUDA: block shape, act load, split-K), "default" elsewhere
     us_per_step: float
     us_min: float
     us_max: float
@@ -103,6 +104,8 @@ def bench_shape(
         order = paths[index % len(paths) :] + paths[: index % len(paths)]
         for path in order:
             samples[path].append(time_calls(backend, calls[path], steps[path]))
+    variant_label = getattr(backend, "variant_label", None)
+    variant = variant_label() if variant_label is not None else "default"
     rows = []
     for path in paths:
         seconds = statistics.median(samples[path])
@@ -113,6 +116,7 @@ def bench_shape(
                 device=backend.device_name(),
                 **shape.as_dict(),
                 path=path,
+                variant=variant,
                 us_per_step=seconds * 1e6,
                 us_min=min(samples[path]) * 1e6,
                 us_max=max(samples[path]) * 1e6,

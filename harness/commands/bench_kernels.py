@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
             rows.extend(bench_shape(device, shape, paths, rounds, seed, copy_gb_s))
             done = ", ".join(f"{r.path} {r.us_per_step:.0f} µs" for r in rows[-len(paths) :])
             console.print(f"{shape.label()}: {done}", highlight=False, soft_wrap=True)
-        Console().print(_table(rows, f"{device.name}: {device.device_name()}"))
+        Console().print(_table(rows, f"{device.name}: {device.device_name()}, kernels {rows[0].variant}"))
         if out is not None:
             meta = collect(device.name, device.device_info())
             meta |= {"command": " ".join(["moecal", *sys.argv[1:]]), "copy_gb_s": f"{copy_gb_s:.2f}"}
