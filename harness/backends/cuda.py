@@ -208,6 +208,7 @@ class CudaBackend(Backend):
         self._buffers: dict[tuple, Any] = {}
         self._counters: dict[tuple[str, int], Any] = {}
         self._errors: Any = None
+        self._sms: int | None = None
 
     def variant_label(self) -> str:
         """The launch configuration in force, e.g. 'sgy8-rows1-act_f32-splitk1' (bench rows carry it)."""
@@ -276,7 +277,10 @@ class CudaBackend(Backend):
         return int(self._properties()["l2CacheSize"])
 
     def _sm_count(self) -> int:
-        return int(self._properties()["multiProcessorCount"])
+        """Asked once: fused() consults it every step, and the property query costs more than a launch."""
+        if self._sms is None:
+            self._sms = int(self._properties()["multiProcessorCount"])
+        return self._sms
 
     # ---- data -----------------------------------------------------------------------------------------------
     def _xp(self) -> Any:
