@@ -26,9 +26,10 @@ needs_nvrtc = pytest.mark.skipif(not NVRTC_OK, reason=NVRTC_REASON)
 
 # What the tests compile, cut to what each needs (results are cached on disk by source hash, see cuda_compile;
 # `moecal verify --compile-only` compiles the full matrix): every format at the H200's sm_90, the H200 sweep's
-# format for every supported architecture, and the A/B variants for Hopper, Blackwell datacenter and consumer.
+# format for every supported architecture, the A/B variants for sm_90 and each of their code paths for Blackwell
+# datacenter (sm_100) and consumer (sm_120).
 TARGET_ARCH = "sm_90"
-AB_ARCHS = ("sm_90", "sm_100", "sm_120")
+BLACKWELL_ARCHS = ("sm_100", "sm_120")
 
 
 def _failures(results: list[CompileResult]) -> str:
@@ -62,17 +63,30 @@ def test_the_sweep_format_compiles_for_every_supported_arch() -> None:
 
 
 @needs_nvrtc
-def test_ab_variants_compile_without_spills_for_hopper_and_blackwell() -> None:
+def test_ab_variants_compile_without_spills_for_hopper() -> None:
     variants = ab_variants() + [KernelVariant(8, 32, "float16", sgy=4, rows=2, act_load="shared")]
-    results = compile_all(AB_ARCHS, variants)
-    assert len(results) == 3 * 3 * len(AB_ARCHS) + len(AB_ARCHS)  # rows 1/2/4 x act f32/dtype/shared
+    results = compile_all((TARGET_ARCH,), variants)
+    assert len(results) == 3 * 3 + 1  # rows 1/2/4 x act f32/dtype/shared
+    _assert_compiled_without_spills(results)
+
+
+@needs_nvrtc
+def test_every_ab_code_path_compiles_without_spills_for_blackwell() -> None:
+    """Each act load and each rows template once per Blackwell arch (the default variant is compiled above for
+    every arch); `moecal verify --compile-only` compiles every A/B variant for every arch."""
+    variants = [
+        KernelVariant(4, 64, "bfloat16", rows=2, act_load="dtype"),
+        KernelVariant(4, 64, "bfloat16", rows=4, act_load="shared"),
+    ]
+    results = compile_all(BLACKWELL_ARCHS, variants)
+    assert len(results) == 4
     _assert_compiled_without_spills(results)
 
 
 @needs_nvrtc
 def test_compiles_are_cached_by_source_options_and_arch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    variant = KernelVariant(4, 64, "float32", sgy=2, rows=1)
+    variant = KernelVariant(8, 32, "float32", sgy=2, rows=1)
     first = compile_variant(variant, TARGET_ARCH)
     assert first.ok and len(list((tmp_path / "moecal" / "nvrtc").glob("*.json"))) == 1
     from cupy.cuda import nvrtc
@@ -82,13 +96,15 @@ def test_compiles_are_cached_by_source_options_and_arch(tmp_path: Path, monkeypa
 
     monkeypatch.setattr(nvrtc, "compileProgram", no_compiler)
     assert compile_variant(variant, TARGET_ARCH) == first
-    with pytest.raises(AssertionError, match="compiled again"):
-        compile_variant(KernelVariant(4, 64, "float32", sgy=2, rows=2), TARGET_ARCH)  # other options: a miss
+    for other in (KernelVariant(8, 32, "float32", sgy=2, rows=2), variant):  # other options, other arch: misses
+        with pytest.raises(AssertionError, match="compiled again"):
+            compile_variant(other, "sm_100" if other == variant else TARGET_ARCH)
     monkeypatch.undo()
     not_a_directory = tmp_path / "file"
     not_a_directory.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(not_a_directory))  # an unusable cache: compiling still works
-    assert compile_variant(KernelVariant(4, 64, "float32", sgy=2, rows=4), TARGET_ARCH).ok
+    again = compile_variant(variant, TARGET_ARCH)
+    assert again.ok and again.kernels == first.kernels
 
 
 class _BrokenVariant(KernelVariant):
