@@ -197,9 +197,12 @@ class CudaBackend(Backend):
         if act_load is None:
             act_load = _env_choice(VARIANT_ENV["act_load"], DEFAULT_ACT_LOAD, tuple(ACT_LOAD_CODES))
         split_k = _env_int(VARIANT_ENV["split_k"], DEFAULT_SPLIT_K) if split_k is None else split_k
-        KernelVariant(4, 64, "float32", sgy, rows, act_load)  # validates them now, not at the first launch
-        if split_k not in SPLIT_K_CHOICES:
-            raise ValueError(f"split_k must be one of {SPLIT_K_CHOICES}, got {split_k}")
+        try:  # validate now, not at the first launch
+            KernelVariant(4, 64, "float32", sgy, rows, act_load)
+            if split_k not in SPLIT_K_CHOICES:
+                raise ValueError(f"split_k must be one of {SPLIT_K_CHOICES}, got {split_k}")
+        except ValueError as exc:
+            raise ValueError(f"{exc} (set by the arguments or by {', '.join(VARIANT_ENV.values())})") from None
         self.poison = poison
         self.sgy = sgy
         self.rows = rows

@@ -77,6 +77,8 @@ def register(app: typer.Typer) -> None:
             device = get_backend(backend)
         except BackendUnavailable as exc:
             raise InputError("--backend", backend, str(exc)) from None
+        except ValueError as exc:  # a kernel variant from the environment (MOECAL_CUDA_*) that does not exist
+            raise InputError("environment", backend, str(exc)) from None
         paths = ["fused", "fallback"] + (["library"] if library else [])
         missing = [p for p in paths if p not in device.paths()]
         if missing:

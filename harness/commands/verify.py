@@ -33,7 +33,10 @@ def open_backend(name: str) -> Backend:
         raise InputError("--backend", name, str(exc)) from None
     if not usable:
         raise InputError("--backend", resolved, f"not usable here: {reason}")
-    return backend_class(resolved)(poison=True)
+    try:
+        return backend_class(resolved)(poison=True)
+    except ValueError as exc:  # a kernel variant from the environment (MOECAL_CUDA_*) that does not exist
+        raise InputError("environment", resolved, str(exc)) from None
 
 
 def _table(title: str, rows: list[PathCheck]) -> Table:
