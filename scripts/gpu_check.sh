@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The one prepared GPU session (issue 6): provenance, copy bandwidth, verify, the sweep (packed into $OUT at once),
-# summarize → crossover → report, kernel bench, cuda tests — most important first, inside one time budget. Every
-# stage runs even if an earlier one failed; a summary lists each stage's exit code. Everything lands in $OUT (or
-# ./gpu-check-out) as at most 8 files: the device tool returns no more.
+# summarize → crossover → report, the kernel A/B (bench-kernels once per kernel variant), cuda tests — most
+# important first, inside one time budget. Every stage runs even if an earlier one failed; a summary lists each
+# stage's exit code. Everything lands in $OUT (or ./gpu-check-out) as at most 8 files: the device tool returns no
+# more.
 #
 #   make gpu-check                 # BACKEND=cuda, CONFIG=configs/h200.yaml
 #   make gpu-check BACKEND=cpu     # rehearsal on a CPU box (CONFIG defaults to configs/cpu-smoke.yaml)
 #   DRY_RUN=1 bash scripts/gpu_check.sh   # checks every stage's command, the config and (cuda) an NVRTC compile
 #   BUDGET_S=500                          # the script's own deadline; keep it under the device call's timeout_s
+#   AB_S=110                              # seconds kept from the sweep for the kernel A/B (0: no A/B)
 #
 # It installs nothing from the network. On a machine without the venv it uses python3 with PYTHONPATH=repo and, if
 # present, wheels carried in .whl/ (pydantic and friends for the H200 image) installed to /tmp/site with --no-index.
@@ -75,6 +77,28 @@ stage() {
   log "--- $name: exit $rc in $((SECONDS - started)) s (limit $limit s)"
 }
 
+AB_S=${AB_S:-110}
+
+# The kernel A/B: bench-kernels once per variant (environment → NVRTC defines and launch choices, no code change;
+# each CSV records its variant in a column and in its provenance header), on a grid small enough for the budget:
+# Mixtral's d_model 4096 / top 2 at Dff 512 (kernel A's grid is under an H200's 132 SMs, where split-K acts), 2048
+# and 14336. Most informative first: the reference design (also the fused/fallback µs and GB/s per Dff), rows per
+# warp, kernel B's act load, split-K. A variant that would start with no time left is skipped and listed so.
+AB_VARIANTS=(
+  "default:"
+  "rows2:MOECAL_CUDA_ROWS=2"
+  "act-dtype:MOECAL_CUDA_ACT=dtype"
+  "splitk4:MOECAL_CUDA_SPLIT_K=4"
+  "act-shared:MOECAL_CUDA_ACT=shared"
+  "rows4:MOECAL_CUDA_ROWS=4"
+  "rows2-act-dtype:MOECAL_CUDA_ROWS=2 MOECAL_CUDA_ACT=dtype"
+)
+# Two experts: a step reads its top 2 whatever n_experts is, and fewer experts cut the host-side generation of
+# the rotated layer copies, which dominates a short bench. The CPU rehearsal runs a smaller grid.
+AB_GRID=(--d-model 4096 --dff 512,2048,14336 --n-experts 2 --top-k 2 --rounds 5 --copy-mib 256)
+[ "$BACKEND" = cuda ] || AB_GRID=(--d-model 2048 --dff 512,2048 --n-experts 2 --top-k 2 --rounds 3 --copy-mib 64)
+AB_DIR=$(mktemp -d)
+
 log "moecal gpu-check: backend=$BACKEND config=$CONFIG out=$OUT budget=${BUDGET_S}s python=$($PY --version 2>&1) $(date -u +%FT%TZ)"
 if [ "$DRY_RUN" = 1 ]; then
   # rehearsal: every command must parse its arguments and the config must validate, or we stop here (exit 1)
@@ -88,6 +112,10 @@ if [ "$DRY_RUN" = 1 ]; then
   fi
   if [ "$BACKEND" = cuda ]; then
     $MOECAL verify --backend cuda --compile-only >>"$LOG" 2>&1 || { log "dry run: CUDA compile check failed"; exit 1; }
+    for entry in "${AB_VARIANTS[@]}"; do  # each A/B environment must name a valid variant (no GPU needed)
+      env ${entry#*:} $PY -c 'from harness.backends.cuda import CudaBackend; print(CudaBackend().variant_label())' \
+        >>"$LOG" 2>&1 || { log "dry run: A/B variant ${entry%%:*} is invalid"; exit 1; }
+    done
   fi
 fi
 
@@ -100,12 +128,19 @@ ANALYSIS_RESERVE=75  # seconds kept after the sweep for pack, summarize, crossov
 stage provenance 20 bash -c "nvidia-smi 2>/dev/null || true; $PY -c 'import platform; print(platform.platform())'; $MOECAL doctor"
 stage copy-bandwidth 40 $MOECAL doctor --backend "$BACKEND" --bandwidth
 stage verify 90 bash -c "$MOECAL verify --backend $BACKEND --json > '$OUT/verify.json'"
-stage sweep $(($(left) - ANALYSIS_RESERVE)) $MOECAL sweep "$CONFIG" --backend "$BACKEND" --out "$RUN_DIR" --no-report
+stage sweep $(($(left) - ANALYSIS_RESERVE - AB_S)) $MOECAL sweep "$CONFIG" --backend "$BACKEND" --out "$RUN_DIR" --no-report
 stage pack 15 tar -czf "$OUT/run.tar.gz" -C "$(dirname "$RUN_DIR")" "$(basename "$RUN_DIR")"
 stage summarize 15 $MOECAL summarize "$RUN_DIR"
 stage crossover 15 bash -c "$MOECAL crossover '$RUN_DIR' --json > '$OUT/crossover.json'"
 stage report 30 $MOECAL report "$RUN_DIR" --out "$OUT"
-stage bench-kernels 120 $MOECAL bench-kernels --backend "$BACKEND" --dtype "$DTYPE" --out "$OUT/bench_kernels.csv"
+if [ "$AB_S" -gt 0 ]; then
+  for entry in "${AB_VARIANTS[@]}"; do
+    [ "$BACKEND" = cuda ] || [ "${entry%%:*}" = default ] || continue  # variants are CUDA's; other backends: one run
+    stage "ab-${entry%%:*}" 60 env ${entry#*:} $MOECAL bench-kernels --backend "$BACKEND" --dtype "$DTYPE" \
+      "${AB_GRID[@]}" --out "$AB_DIR/bench-${entry%%:*}.csv"
+  done
+  stage pack-ab 10 tar -czf "$OUT/bench_ab.tar.gz" -C "$AB_DIR" .
+fi
 stage "pytest-$BACKEND" 240 $PY -m pytest -q -p no:cacheprovider "${TESTS[@]}"
 
 log ""

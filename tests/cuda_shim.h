@@ -1,7 +1,9 @@
 // Host stand-ins for the CUDA built-ins kernels/cuda/*.cu use, so g++ can compile the kernels unchanged and
 // tests/cuda_emulation.py can run them on a CPU (tests only; that module says what this can and cannot catch).
 //
-// A launch runs the grid one block at a time. A block's threads are fibers (ucontext) on one OS thread, run
+// A launch runs the grid one block at a time, in the order the caller picks (forward, reversed, or a seeded random
+// permutation), so a kernel whose result depends on which block runs last fails in one order or another. A launch
+// can also be cut short after N blocks (an aborted launch: the rest of the grid never runs). A block's threads are fibers (ucontext) on one OS thread, run
 // round-robin by a scheduler: each runs until it returns or waits at a barrier, and a barrier releases its
 // waiters once every thread it expects has arrived. __syncthreads is a barrier over the block, and
 // __shfl_down_sync one over the warp (lanes publish their value, wait, then read a neighbour's). A barrier only
@@ -13,6 +15,8 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <random>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -27,6 +31,9 @@ struct uint4 {
 };
 struct float4 {
   float x, y, z, w;
+};
+struct float2 {
+  float x, y;
 };
 
 #define __global__
@@ -88,6 +95,11 @@ inline void __threadfence() {}  // one OS thread: every write is already visible
 inline unsigned int atomicAdd(unsigned int* p, unsigned int v) {
   const unsigned int old = *p;
   *p = old + v;
+  return old;
+}
+inline unsigned int atomicCAS(unsigned int* p, unsigned int compare, unsigned int v) {
+  const unsigned int old = *p;
+  if (old == compare) *p = v;
   return old;
 }
 template <typename T>
@@ -157,16 +169,34 @@ void emu_call(void (*kernel)(Params...), void** args, std::index_sequence<I...>)
   kernel(*static_cast<std::remove_reference_t<Params>*>(args[I])...);
 }
 
+// Block orders of a launch (emu_launch's `order`).
+enum EmuOrder { EMU_FORWARD = 0, EMU_REVERSED = 1, EMU_RANDOM = 2 };
+
+// Runs the grid's blocks in `order` (EMU_RANDOM: a permutation drawn from `seed`), stopping after `max_blocks`
+// blocks when that is smaller than the grid (an aborted launch). Returns the number of blocks run.
 template <typename... Params>
-void emu_launch(void (*kernel)(Params...), unsigned int grid_x, unsigned int grid_y, unsigned int block_x,
-                void** args) {
-  gridDim = dim3{grid_x, grid_y, 1};
+unsigned long emu_launch(void (*kernel)(Params...), unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
+                         unsigned int block_x, void** args, int order, unsigned int seed,
+                         unsigned long max_blocks) {
+  gridDim = dim3{grid_x, grid_y, grid_z};
   blockDim = dim3{block_x, 1, 1};
   emu.body = [&] { emu_call(kernel, args, std::index_sequence_for<Params...>{}); };
-  for (unsigned int by = 0; by < grid_y; ++by) {
-    for (unsigned int bx = 0; bx < grid_x; ++bx) {
-      blockIdx = dim3{bx, by, 0};
-      emu_run_block(block_x);
+  std::vector<dim3> blocks;
+  for (unsigned int bz = 0; bz < grid_z; ++bz) {
+    for (unsigned int by = 0; by < grid_y; ++by) {
+      for (unsigned int bx = 0; bx < grid_x; ++bx) blocks.push_back(dim3{bx, by, bz});
     }
   }
+  if (order == EMU_REVERSED) {
+    std::reverse(blocks.begin(), blocks.end());
+  } else if (order == EMU_RANDOM) {
+    std::mt19937 random(seed);
+    std::shuffle(blocks.begin(), blocks.end(), random);
+  }
+  const unsigned long run = std::min<unsigned long>(max_blocks, blocks.size());
+  for (unsigned long i = 0; i < run; ++i) {
+    blockIdx = blocks[i];
+    emu_run_block(block_x);
+  }
+  return run;
 }

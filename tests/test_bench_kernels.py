@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.cpu import CpuBackend
-from harness.commands.bench_kernels import COLUMNS, bench_shape, rotation_copies
+from harness.bench import COLUMNS, bench_shape, rotation_copies
 from harness.kernel_cases import BENCH_D_MODELS, BENCH_DFF_GRID, bench_shapes
 from harness.results import read_csv_with_header, read_provenance
 from harness.shapes import MoeShape
@@ -51,7 +51,7 @@ def test_default_grid_spans_the_catalog() -> None:
 def test_bench_shape_times_each_path() -> None:
     shape = MoeShape(2048, 1024, 2, 2)  # ~8 MB a step: a handful of copies
     rows = bench_shape(CpuBackend(), shape, ["fused", "fallback"], rounds=3, seed=0, copy_gb_s=20)
-    assert [r.path for r in rows] == ["fused", "fallback"]
+    assert [r.path for r in rows] == ["fused", "fallback"] and {r.variant for r in rows} == {"default"}
     for row in rows:
         assert row.us_min <= row.us_per_step <= row.us_max and row.copies >= 2 and row.rounds == 3
         assert row.gb_s == pytest.approx(shape.weight_bytes_per_step() / row.us_per_step / 1e3)

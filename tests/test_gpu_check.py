@@ -21,7 +21,7 @@ def test_gpu_check_dry_run_validates_every_stage(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     log = (tmp_path / "gpu_check.log").read_text()
-    stages = ["provenance", "copy-bandwidth", "pytest-cpu", "verify", "bench-kernels", "sweep", "summarize",
+    stages = ["provenance", "copy-bandwidth", "pytest-cpu", "verify", "ab-default", "pack-ab", "sweep", "summarize",
               "crossover", "report", "pack"]  # fmt: skip
     for stage in stages:
         assert f"  {stage}: planned" in log

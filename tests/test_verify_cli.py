@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from harness.backends.cpu import CpuBackend
 from harness.cli import app
+from harness.errors import InputError
 from tests.helpers import run_cli
 
 SHAPES = "d1024-f512-e4-k2-q8g32,d2080-f512-k1-q4g32-bf16"
@@ -69,10 +70,21 @@ def test_compile_only_reports_each_variant_and_fails_on_any_error(monkeypatch: p
         cuda_compile.CompileResult("q8g32-bfloat16", "sm_90", False, "error: expected a ';'"),
     ]
     monkeypatch.setattr(cuda_compile, "nvrtc_status", lambda: (True, "NVRTC 13.0"))
-    monkeypatch.setattr(cuda_compile, "compile_all", lambda: results)
+    monkeypatch.setattr(cuda_compile, "compile_all", lambda archs, variants: results)
     result = CliRunner().invoke(app, ["verify", "--backend", "cuda", "--compile-only", "--json"])
     assert result.exit_code == 1
     assert json.loads(result.stdout) == [
         {"variant": "q4g64-float32", "arch": "sm_90", "ok": True},
         {"variant": "q8g32-bfloat16", "arch": "sm_90", "ok": False, "log": "error: expected a ';'"},
     ]
+
+
+def test_an_unknown_kernel_variant_in_the_environment_is_an_input_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cuda backend as if a GPU were here (availability patched): MOECAL_CUDA_ROWS=3 names no variant, which
+    must be an InputError (one `error:` line and exit 2 from the CLI's main), not a traceback."""
+    from harness.commands import verify
+
+    monkeypatch.setattr(verify, "availability", lambda name: (True, "patched for the test"))
+    monkeypatch.setenv("MOECAL_CUDA_ROWS", "3")
+    with pytest.raises(InputError, match=r"^environment: cuda: invalid CUDA kernel variant .*MOECAL_CUDA_ROWS"):
+        verify.open_backend("cuda")

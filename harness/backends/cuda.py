@@ -24,12 +24,28 @@ import numpy as np
 from harness.backends.base import Backend
 from harness.backends.base import Path as StepPath
 from harness.backends.cuda_compile import nvrtc_status
-from harness.backends.cuda_source import DEFAULT_ROWS, DEFAULT_SGY, KERNEL_NAMES, KernelVariant
+from harness.backends.cuda_source import (
+    ACT_LOAD_CODES,
+    DEFAULT_ACT_LOAD,
+    DEFAULT_ROWS,
+    DEFAULT_SGY,
+    KERNEL_NAMES,
+    KernelVariant,
+)
 from harness.layer import QuantLayer, QuantMatrix, round_to_dtype
 from harness.shapes import MoeShape
 
 WARP = 32
 ELEMENTWISE_BLOCK = 256  # threads per block of the fallback's elementwise kernels
+DEFAULT_SPLIT_K = 1  # kernel A's d_model split when its grid has fewer blocks than SMs (1 = never split)
+SPLIT_K_CHOICES = (1, 2, 4, 8)
+# The variant options and the environment variables that set them when the constructor is not given them.
+VARIANT_ENV = {
+    "sgy": "MOECAL_CUDA_SGY",
+    "rows": "MOECAL_CUDA_ROWS",
+    "act_load": "MOECAL_CUDA_ACT",
+    "split_k": "MOECAL_CUDA_SPLIT_K",
+}
 _BF16_NAN = 0x7FC0
 _NVIDIA_DRIVER_FILE = Path("/proc/driver/nvidia/version")
 
@@ -113,6 +129,13 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"{name}={value!r} must be an integer") from None
 
 
+def _env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name, "") or default
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} must be one of {', '.join(choices)}")
+    return value
+
+
 def _gpu_name(props: dict[str, Any]) -> str:
     name = props["name"]  # bytes in CuPy's property dict
     return name.decode() if isinstance(name, bytes) else str(name)
@@ -122,31 +145,77 @@ def _cuda_version(code: int) -> str:
     return f"{code // 1000}.{code % 1000 // 10}"
 
 
+@dataclass(frozen=True)
+class GraphReplay:
+    """A captured step: calling it replays the graph on the current stream and returns the path's output. It holds
+    the backend, so the buffers the graph's raw pointers address live as long as the replay."""
+
+    graph: Any
+    out: Any
+    backend: Backend
+
+    def __call__(self) -> Any:
+        self.graph.launch()
+        return self.out
+
+
 class CudaBackend(Backend):
     """NVIDIA GPU through CuPy.
 
     `poison=True` (verify, tests) fills every buffer a path writes (the output and each intermediate) with NaN
     before the launches, so an element a kernel forgets to write fails the comparison instead of passing with
-    stale memory. `sgy` is warps per block; `rows` is output rows per warp (1 = the reference design; 2 or 4
-    let a warp reuse each input it loads). Left unset they come from MOECAL_CUDA_SGY / MOECAL_CUDA_ROWS, else 8
-    and 1, so `verify` and `bench-kernels` can try block shapes without code changes.
+    stale memory.
 
-    Buffers are allocated once per (path, shape) and reused: a path's returned array is overwritten by the
-    next call of the same path at the same shape (copy it, e.g. with to_numpy, to keep it). This keeps
-    allocation out of the timed step and makes `graph` capture safe.
+    Kernel variants, for A/B runs without code changes (each left unset comes from its VARIANT_ENV variable, else
+    the reference design; device_info() reports the values in force, so they land in every run's provenance):
+    `sgy` warps per block (8); `rows` output rows per warp (1; 2 or 4 let a warp reuse each input it loads and
+    converts); `act_load` how kernel B reads act ("f32" from global memory, "dtype" = stored in the activation
+    dtype, "shared" = staged in shared memory); `split_k` how many ways kernel A splits d_model when its grid has
+    fewer blocks than the GPU has SMs (1 = never).
+
+    Buffers are allocated once per (path, shape) and reused, and never freed while the backend lives: a path's
+    returned array is overwritten by the next call of the same path at the same shape (copy it, e.g. with
+    to_numpy, to keep it). This keeps allocation out of the timed step, and a captured `graph`, which holds raw
+    pointers, never points at freed memory.
+
+    Kernels check every expert index against the layer; an index out of range is reported by the next
+    `synchronize()` as the ValueError the CPU backend raises at once.
     """
 
     name = "cuda"
 
-    def __init__(self, poison: bool = False, sgy: int | None = None, rows: int | None = None):
-        sgy = _env_int("MOECAL_CUDA_SGY", DEFAULT_SGY) if sgy is None else sgy
-        rows = _env_int("MOECAL_CUDA_ROWS", DEFAULT_ROWS) if rows is None else rows
-        KernelVariant(4, 64, "float32", sgy, rows)  # validates sgy and rows now, not at the first launch
+    def __init__(
+        self,
+        poison: bool = False,
+        sgy: int | None = None,
+        rows: int | None = None,
+        act_load: str | None = None,
+        split_k: int | None = None,
+    ):
+        sgy = _env_int(VARIANT_ENV["sgy"], DEFAULT_SGY) if sgy is None else sgy
+        rows = _env_int(VARIANT_ENV["rows"], DEFAULT_ROWS) if rows is None else rows
+        if act_load is None:
+            act_load = _env_choice(VARIANT_ENV["act_load"], DEFAULT_ACT_LOAD, tuple(ACT_LOAD_CODES))
+        split_k = _env_int(VARIANT_ENV["split_k"], DEFAULT_SPLIT_K) if split_k is None else split_k
+        try:  # validate now, not at the first launch
+            KernelVariant(4, 64, "float32", sgy, rows, act_load)
+            if split_k not in SPLIT_K_CHOICES:
+                raise ValueError(f"split_k must be one of {SPLIT_K_CHOICES}, got {split_k}")
+        except ValueError as exc:
+            raise ValueError(f"{exc} (set by the arguments or by {', '.join(VARIANT_ENV.values())})") from None
         self.poison = poison
         self.sgy = sgy
         self.rows = rows
+        self.act_load = act_load
+        self.split_k = split_k
         self._buffers: dict[tuple, Any] = {}
-        self._arrivals: Any = None
+        self._counters: dict[tuple[str, int], Any] = {}
+        self._errors: Any = None
+        self._sms: int | None = None
+
+    def variant_label(self) -> str:
+        """The launch configuration in force, e.g. 'sgy8-rows1-act_f32-splitk1' (bench rows carry it)."""
+        return f"sgy{self.sgy}-rows{self.rows}-act_{self.act_load}-splitk{self.split_k}"
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -197,6 +266,8 @@ class CudaBackend(Backend):
             "sm_count": str(props["multiProcessorCount"]),
             "l2_bytes": str(props["l2CacheSize"]),
             "memory_bytes": str(props["totalGlobalMem"]),
+            "kernel_variant": self.variant_label(),
+            **{f"cuda_{option}": str(getattr(self, option)) for option in VARIANT_ENV},
         }
 
     def memory_info(self) -> tuple[int, int]:
@@ -207,6 +278,12 @@ class CudaBackend(Backend):
 
     def cache_bytes(self) -> int:
         return int(self._properties()["l2CacheSize"])
+
+    def _sm_count(self) -> int:
+        """Asked once: fused() consults it every step, and the property query costs more than a launch."""
+        if self._sms is None:
+            self._sms = int(self._properties()["multiProcessorCount"])
+        return self._sms
 
     # ---- data -----------------------------------------------------------------------------------------------
     def _xp(self) -> Any:
@@ -265,7 +342,7 @@ class CudaBackend(Backend):
         return {"fused": self.fused, "fallback": self.fallback}
 
     def _variant(self, shape: MoeShape) -> KernelVariant:
-        return KernelVariant(shape.bits, shape.group_size, shape.dtype, self.sgy, self.rows)
+        return KernelVariant(shape.bits, shape.group_size, shape.dtype, self.sgy, self.rows, self.act_load)
 
     def _buffer(self, path: str, name: str, shape: MoeShape, dims: tuple[int, ...], dtype: np.dtype) -> Any:
         """The reused device buffer `name` of `path` at `shape`; NaN-filled first when poisoning."""
@@ -277,11 +354,28 @@ class CudaBackend(Backend):
             buffer.fill(_BF16_NAN if buffer.dtype == np.uint16 else np.nan)
         return buffer
 
-    def _tile_arrivals(self, tiles: int) -> Any:
-        """kernel B's per-tile arrival counters: zeroed once, and every launch leaves them at zero again."""
-        if self._arrivals is None or self._arrivals.size < tiles:
-            self._arrivals = self._xp().zeros(max(tiles, 1024), dtype=np.uint32)
-        return self._arrivals
+    def _arrival_counters(self, kernel: str, count: int) -> Any:
+        """`count` fold counters of `kernel` ("gate_up" or "down"): allocated zeroed once per size, never freed or
+        reallocated (a captured graph keeps their address); each fused kernel zeroes the other one's."""
+        key = (kernel, max(count, 1))
+        counters = self._counters.get(key)
+        if counters is None:
+            counters = self._counters[key] = self._xp().zeros(key[1], dtype=np.uint32)
+        return counters
+
+    def _error_word(self) -> Any:
+        """(flag, expert index, n_experts) of the first out-of-range expert a kernel met; zero when none."""
+        if self._errors is None:
+            self._errors = self._xp().zeros(3, dtype=np.uint32)
+        return self._errors
+
+    def _split_k(self, blocks: int, d_model: int, bits: int) -> int:
+        """Kernel A's d_model split: split_k when its `blocks` would leave SMs idle, capped so every lane of a
+        warp still gets a chunk of 16 bytes in each split; else 1."""
+        if self.split_k == 1 or blocks >= self._sm_count():
+            return 1
+        chunks = d_model * bits // 128
+        return max(1, min(self.split_k, chunks // WARP))
 
     @staticmethod
     def _check_inputs(x: Any, indices: Any, scores: Any, layer: CudaLayer) -> None:
@@ -296,25 +390,38 @@ class CudaBackend(Backend):
             raise ValueError("indices must be int32 and scores float32, one of each per slot (use upload_inputs)")
 
     def fused(self, x: Any, indices: Any, scores: Any, layer: CudaLayer) -> Any:
-        """Kernel A (gate+up GEMVs, SwiGLU -> f32 act) then kernel B (down GEMV x score, folded sum) -> out."""
+        """Kernel A (gate+up GEMVs, SwiGLU -> act) then kernel B (down GEMV x score, folded sum) -> out."""
         self._check_inputs(x, indices, scores, layer)
         shape, top_k = layer.shape, int(indices.size)
         kernels = self._module(self._variant(shape))
-        act = self._buffer("fused", "act", shape, (top_k, shape.dff), np.float32)
+        act_dtype = storage_dtype(shape.dtype) if self.act_load == "dtype" else np.dtype(np.float32)
+        act = self._buffer("fused", "act", shape, (top_k, shape.dff), act_dtype)
         partial = self._buffer("fused", "partial", shape, (top_k, shape.d_model), np.float32)
         out = self._buffer("fused", "out", shape, (shape.d_model,), storage_dtype(shape.dtype))
         tile, block = self.sgy * self.rows, (WARP * self.sgy,)
+        a_tiles, b_tiles = _ceil_div(shape.dff, tile), _ceil_div(shape.d_model, tile)
+        splits = self._split_k(a_tiles * top_k, shape.d_model, shape.bits)
+        split_count = a_tiles * top_k if splits > 1 else 0
+        partial_dims = (splits, top_k, shape.dff, 2) if splits > 1 else (0,)  # kernel A's split-K partial (g, u)
+        gate_up_partial = self._buffer("fused", "gate_up_partial", shape, partial_dims, np.float32)
+        split_arrivals = self._arrival_counters("gate_up", split_count)
+        fold_arrivals = self._arrival_counters("down", b_tiles)
+        errors = self._error_word()
         gate, up, down = layer.gate, layer.up, layer.down
-        d_model, dff = np.int32(shape.d_model), np.int32(shape.dff)
+        sizes = (np.int32(shape.d_model), np.int32(shape.dff))
+        n_experts = np.int32(shape.n_experts)
         kernels.gate_up_swiglu(
-            (_ceil_div(shape.dff, tile), top_k),
+            (a_tiles, top_k, splits),
             block,
-            (x, indices, gate.w, gate.scales, gate.biases, up.w, up.scales, up.biases, act, d_model, dff),
+            (x, indices, gate.w, gate.scales, gate.biases, up.w, up.scales, up.biases, act, gate_up_partial)
+            + (split_arrivals, fold_arrivals, np.int32(b_tiles), errors, *sizes, n_experts),
         )
-        tiles = _ceil_div(shape.d_model, tile)
-        arrivals = self._tile_arrivals(tiles)
-        args = (act, indices, scores, down.w, down.scales, down.biases, partial, arrivals, out, d_model, dff)
-        kernels.down_scale((tiles, top_k), block, (*args, np.int32(top_k)))
+        kernels.down_scale(
+            (b_tiles, top_k),
+            block,
+            (act, indices, scores, down.w, down.scales, down.biases, partial, fold_arrivals, out, split_arrivals)
+            + (np.int32(split_count), errors, *sizes, np.int32(top_k), n_experts),
+        )
         return out
 
     def fallback(self, x: Any, indices: Any, scores: Any, layer: CudaLayer) -> Any:
@@ -330,10 +437,11 @@ class CudaBackend(Backend):
         out = self._buffer("fallback", "out", shape, (shape.d_model,), act_dtype)
         tile, block = self.sgy * self.rows, (WARP * self.sgy,)
         d_model, dff = np.int32(shape.d_model), np.int32(shape.dff)
+        errors, n_experts = self._error_word(), np.int32(shape.n_experts)
 
         def gemv(vec: Any, slot_stride: int, m: CudaMatrix, y: Any, n_out: np.int32, n_in: np.int32) -> None:
             grid = (_ceil_div(int(n_out), tile), top_k)
-            args = (vec, np.int32(slot_stride), indices, m.w, m.scales, m.biases, y, n_out, n_in)
+            args = (vec, np.int32(slot_stride), indices, m.w, m.scales, m.biases, y, errors, n_out, n_in, n_experts)
             kernels.qmv_gather(grid, block, args)
 
         gemv(x, 0, layer.gate, gate_out, dff, d_model)
@@ -354,24 +462,38 @@ class CudaBackend(Backend):
         runs once uncaptured first (compiles the module, allocates the reused buffers), so nothing is allocated
         during capture. The replay launches on the current stream and returns the path's output array.
         """
-        import cupy
-
         step = self.paths()[path]
         step(x, indices, scores, layer)
+        return self._capture(lambda: step(x, indices, scores, layer))
+
+    def _capture(self, run: Callable[[], Any]) -> Callable[[], Any]:
+        """`run`'s launches captured into one CUDA graph, and a call that replays it (tests/cuda_emulation.py
+        records and replays them on the CPU instead). A graph holds raw device pointers, not references."""
+        import cupy
+
         capture_stream = cupy.cuda.Stream(non_blocking=True)
         with capture_stream:
             capture_stream.begin_capture()
-            out = step(x, indices, scores, layer)
+            out = run()
             captured = capture_stream.end_capture()
 
-        def replay() -> Any:
-            captured.launch()  # on the current stream
-            return out
-
-        return replay
+        return GraphReplay(captured, out, self)
 
     # ---- timing support ---------------------------------------------------------------------------------------
     def synchronize(self) -> None:
+        """Wait for the stream, then raise what a kernel reported (an expert index out of range) since the last
+        call. Reading the 12-byte error word back costs one small copy (~10 µs) per call; timing calls it only
+        around whole batches of steps."""
+        self._wait()
+        if self._errors is None:
+            return
+        flag, index, n_experts = (int(v) for v in self._xp().asnumpy(self._errors))
+        if flag:
+            self._errors.fill(0)
+            index = index - (1 << 32) if index >= 1 << 31 else index  # the kernel stored an int's bits
+            raise ValueError(f"expert index {index} out of range 0..{n_experts - 1} (reported by a CUDA kernel)")
+
+    def _wait(self) -> None:
         import cupy
 
         cupy.cuda.get_current_stream().synchronize()

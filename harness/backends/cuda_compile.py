@@ -5,13 +5,22 @@ wheel (pinned to 13.0 so the cubins stay loadable by a CUDA 13.0 driver) and wor
 device. The source and options are `KernelVariant.source()` / `.options()`, the same strings the runtime
 hands CuPy; the check adds the options CuPy itself appends, the target architecture and ptxas' verbose flag
 (for the register report).
+
+Results are cached on disk (`cache_dir()`), keyed by a hash of the source, the options, the architecture and the
+NVRTC version: a compile is deterministic in those, and recompiling unchanged kernels cost the test suite over a
+minute per run. An unreadable or unwritable cache only means compiling again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from harness.backends.cuda_source import KernelVariant, all_variants
 
@@ -24,6 +33,7 @@ _PTXAS_VERBOSE = "--ptxas-options=-v"
 _ENTRY = re.compile(r"Compiling entry function '(\w+)'")
 _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 _REGISTERS = re.compile(r"Used (\d+) registers")
+_CACHE_FORMAT = "1"  # bump when CompileResult's stored fields change
 
 
 @dataclass(frozen=True)
@@ -66,18 +76,38 @@ def supported_archs() -> tuple[str, ...]:
     return tuple(f"sm_{cc}" for cc in nvrtc.getSupportedArchs())
 
 
+def cache_dir() -> Path:
+    """Where compile results are kept: $XDG_CACHE_HOME/moecal/nvrtc, else ~/.cache/moecal/nvrtc (never the checkout)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "moecal" / "nvrtc"
+
+
 def compile_variant(variant: KernelVariant, arch: str) -> CompileResult:
-    """Compile one variant to a cubin for `arch` (e.g. 'sm_90'); never raises for a compile error."""
+    """Compile one variant to a cubin for `arch` (e.g. 'sm_90'), or take the cached result of the identical
+    compile; never raises for a compile error."""
     from cupy.cuda import nvrtc
 
     label = variant.label()
+    version = nvrtc.getVersion()
     if arch not in supported_archs():
-        major, minor = nvrtc.getVersion()
-        return CompileResult(label, arch, False, f"NVRTC {major}.{minor} cannot target {arch}")
-    prog = nvrtc.createProgram(variant.source(), "moe_kernels.cu", [], [])
+        return CompileResult(label, arch, False, f"NVRTC {version[0]}.{version[1]} cannot target {arch}")
+    source = variant.source()
+    options = (*variant.options(), *CUPY_ADDED_OPTIONS, _PTXAS_VERBOSE, f"--gpu-architecture={arch}")
+    key = hashlib.sha256("\0".join([_CACHE_FORMAT, str(version), source, *options]).encode()).hexdigest()
+    cached = _read_cached(key, label)
+    if cached is not None:
+        return cached
+    result = _compile(source, options, label, arch)
+    _write_cached(key, result)
+    return result
+
+
+def _compile(source: str, options: tuple[str, ...], label: str, arch: str) -> CompileResult:
+    from cupy.cuda import nvrtc
+
+    prog = nvrtc.createProgram(source, "moe_kernels.cu", [], [])
     try:
         try:
-            options = (*variant.options(), *CUPY_ADDED_OPTIONS, _PTXAS_VERBOSE, f"--gpu-architecture={arch}")
             nvrtc.compileProgram(prog, options)
         except nvrtc.NVRTCError as exc:
             return CompileResult(label, arch, False, f"{exc}\n{nvrtc.getProgramLog(prog)}")
@@ -86,6 +116,27 @@ def compile_variant(variant: KernelVariant, arch: str) -> CompileResult:
         return CompileResult(label, arch, True, log, parse_resources(log))
     finally:
         nvrtc.destroyProgram(prog)
+
+
+def _read_cached(key: str, label: str) -> CompileResult | None:
+    try:
+        data = json.loads((cache_dir() / f"{key}.json").read_text(encoding="utf-8"))
+        kernels = {name: KernelResources(**usage) for name, usage in data.pop("kernels").items()}
+        return CompileResult(**{**data, "variant": label, "kernels": kernels})
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):  # missing, unreadable or foreign: compile
+        return None
+
+
+def _write_cached(key: str, result: CompileResult) -> None:
+    """Atomically (a temporary file renamed into place), so a concurrent reader never sees half a file."""
+    directory = cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=directory, suffix=".tmp", delete=False, encoding="utf-8") as f:
+            json.dump(asdict(result), f)
+        os.replace(f.name, directory / f"{key}.json")
+    except OSError:
+        pass  # a read-only or full disk costs a recompile next time, nothing else
 
 
 def parse_resources(log: str) -> dict[str, KernelResources]:

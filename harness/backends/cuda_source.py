@@ -23,6 +23,10 @@ DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2}
 DEFAULT_SGY = 8
 DEFAULT_ROWS = 1  # one warp per output row: the reference design of DESIGN.md section 3
 ROWS_CHOICES = (1, 2, 4)
+# How kernel B reads act (MOE_ACT_LOAD): f32 from global memory (the reference design), act stored by kernel A in
+# the activation dtype (bf16 on a bf16 model; the same as f32 on a float32 one), or f32 staged in shared memory.
+ACT_LOAD_CODES = {"f32": 0, "dtype": 1, "shared": 2}
+DEFAULT_ACT_LOAD = "f32"
 
 _INCLUDE = re.compile(r'^#include "([^"]+)"[ \t]*$', re.MULTILINE)
 
@@ -67,9 +71,16 @@ class KernelVariant:
     dtype: str
     sgy: int = DEFAULT_SGY
     rows: int = DEFAULT_ROWS
+    act_load: str = DEFAULT_ACT_LOAD
 
     def __post_init__(self) -> None:
-        choices = {"bits": BITS, "group_size": GROUP_SIZES, "dtype": DTYPES, "rows": ROWS_CHOICES}
+        choices = {
+            "bits": BITS,
+            "group_size": GROUP_SIZES,
+            "dtype": DTYPES,
+            "rows": ROWS_CHOICES,
+            "act_load": tuple(ACT_LOAD_CODES),
+        }
         problems = [f"{k} must be one of {v}" for k, v in choices.items() if getattr(self, k) not in v]
         if not 1 <= self.sgy <= 32:
             problems.append("sgy (warps per block) must be in 1..32")
@@ -77,7 +88,7 @@ class KernelVariant:
             raise ValueError(f"invalid CUDA kernel variant {self}: {'; '.join(problems)}")
 
     def label(self) -> str:
-        return f"q{self.bits}g{self.group_size}-{self.dtype}-sgy{self.sgy}-rows{self.rows}"
+        return f"q{self.bits}g{self.group_size}-{self.dtype}-sgy{self.sgy}-rows{self.rows}-act_{self.act_load}"
 
     def source(self) -> str:
         return translation_unit()
@@ -91,9 +102,22 @@ class KernelVariant:
             f"-DMOE_DTYPE={DTYPE_CODES[self.dtype]}",
             f"-DMOE_SGY={self.sgy}",
             f"-DMOE_ROWS={self.rows}",
+            f"-DMOE_ACT_LOAD={ACT_LOAD_CODES[self.act_load]}",
         )
 
 
-def all_variants(sgy: int = DEFAULT_SGY, rows: int = DEFAULT_ROWS) -> list[KernelVariant]:
+def all_variants(
+    sgy: int = DEFAULT_SGY, rows: int = DEFAULT_ROWS, act_load: str = DEFAULT_ACT_LOAD
+) -> list[KernelVariant]:
     """Every (bits, group_size, dtype) the harness can ask for, at one block configuration."""
-    return [KernelVariant(b, g, d, sgy, rows) for b, g, d in itertools.product(BITS, GROUP_SIZES, DTYPES)]
+    return [KernelVariant(b, g, d, sgy, rows, act_load) for b, g, d in itertools.product(BITS, GROUP_SIZES, DTYPES)]
+
+
+def ab_variants(bits: int = 4, group_size: int = 64, dtype: str = "bfloat16") -> list[KernelVariant]:
+    """The compiled variants of the kernel A/B (rows per warp x how kernel B reads act) at one format, by default
+    the H200 sweep's (q4 g64 bfloat16); split-K is a launch choice and needs no module of its own."""
+    return [
+        KernelVariant(bits, group_size, dtype, DEFAULT_SGY, rows, act_load)
+        for rows in ROWS_CHOICES
+        for act_load in ACT_LOAD_CODES
+    ]

@@ -1,9 +1,7 @@
 """`moecal verify`: every kernel path a backend offers against the float64 reference, on fresh random inputs.
 
-Each (shape, path) gets a new random layer and token (seeded, and the seed is printed so a failure can be
-replayed with --seed), outputs NaN-poisoned before the path runs where the backend supports it, and passes when
-||out - ref|| / ||ref|| is within the dtype's tolerance (kernel_cases.TOLERANCE). A NaN (an element no kernel
-wrote) or an exception in a path fails that row and the run goes on to the next.
+The check itself is harness.verify.check_shape; this module picks the backend and shapes, prints the seed (so a
+failure can be replayed with --seed) and the table or JSON.
 
 Exit codes: 0 all ok, 1 something failed, 2 the backend cannot run here (the reason is printed).
 """
@@ -11,10 +9,9 @@ Exit codes: 0 all ok, 1 something failed, 2 the backend cannot run here (the rea
 from __future__ import annotations
 
 import json
-import math
 import secrets
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import typer
 from rich.console import Console
@@ -23,25 +20,8 @@ from rich.table import Table
 from harness.backends import BackendUnavailable, availability, backend_class, resolve_name
 from harness.backends.base import Backend
 from harness.errors import InputError
-from harness.kernel_cases import TOLERANCE, VERIFY_SHAPES, parse_shapes
-from harness.layer import make_inputs, make_layer
-from harness.reference import moe_reference, rel_err
-from harness.shapes import MoeShape
-
-_NOT_FINITE = "output has NaN/inf (an element no kernel wrote stays NaN-poisoned)"
-
-
-@dataclass(frozen=True)
-class PathCheck:
-    """One row of the verify report."""
-
-    shape: str
-    path: str
-    rel_err: float | None  # None when the path raised
-    ok: bool
-    tolerance: float
-    seed: int
-    error: str = ""
+from harness.kernel_cases import VERIFY_SHAPES, parse_shapes
+from harness.verify import PathCheck, check_shape
 
 
 def open_backend(name: str) -> Backend:
@@ -53,31 +33,10 @@ def open_backend(name: str) -> Backend:
         raise InputError("--backend", name, str(exc)) from None
     if not usable:
         raise InputError("--backend", resolved, f"not usable here: {reason}")
-    return backend_class(resolved)(poison=True)
-
-
-def check_shape(backend: Backend, shape: MoeShape, seed: int) -> list[PathCheck]:
-    """Every path of `backend` at `shape` on one random layer and token, each against the float64 reference."""
-    layer = make_layer(shape, seed)
-    x, indices, scores = make_inputs(shape, seed)
-    reference = moe_reference(layer, x, indices, scores)
-    device_layer = backend.upload(layer)
-    inputs = backend.upload_inputs(x, indices, scores, shape.dtype)
-    tolerance = TOLERANCE[shape.dtype]
-    rows = []
-    for path, step in backend.paths().items():
-        try:
-            out = step(*inputs, device_layer)
-            backend.synchronize()
-            error = rel_err(backend.to_numpy(out), reference)
-        except Exception as exc:  # a crashing path is a failed row, not a crashed report
-            rows.append(PathCheck(shape.label(), path, None, False, tolerance, seed, f"{type(exc).__name__}: {exc}"))
-            continue
-        if not math.isfinite(error):  # JSON has no NaN; say what it means instead
-            rows.append(PathCheck(shape.label(), path, None, False, tolerance, seed, _NOT_FINITE))
-            continue
-        rows.append(PathCheck(shape.label(), path, error, error <= tolerance, tolerance, seed))
-    return rows
+    try:
+        return backend_class(resolved)(poison=True)
+    except ValueError as exc:  # a kernel variant from the environment (MOECAL_CUDA_*) that does not exist
+        raise InputError("environment", resolved, str(exc)) from None
 
 
 def _table(title: str, rows: list[PathCheck]) -> Table:
@@ -92,15 +51,18 @@ def _table(title: str, rows: list[PathCheck]) -> Table:
 
 
 def _compile_only(backend: str, as_json: bool) -> int:
-    """Compile every CUDA kernel variant with NVRTC (no GPU needed) and report; returns the exit code."""
+    """Compile every CUDA kernel variant, and the A/B variants, with NVRTC for every supported architecture (no GPU
+    needed) and report; returns the exit code."""
     if backend not in ("cuda", "auto"):
         raise InputError("--compile-only", backend, "only the cuda backend compiles kernels ahead of time")
-    from harness.backends.cuda_compile import compile_all, nvrtc_status
+    from harness.backends.cuda_compile import SUPPORTED_ARCHS, compile_all, nvrtc_status
+    from harness.backends.cuda_source import ab_variants, all_variants
 
     usable, reason = nvrtc_status()
     if not usable:
         raise InputError("--compile-only", "nvrtc", reason)
-    results = compile_all()
+    variants = all_variants()
+    results = compile_all(SUPPORTED_ARCHS, variants + [v for v in ab_variants() if v not in variants])
     if as_json:
         rows = [{"variant": r.variant, "arch": r.arch, "ok": r.ok, **({} if r.ok else {"log": r.log})} for r in results]
         print(json.dumps(rows, indent=1))

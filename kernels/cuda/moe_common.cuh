@@ -12,7 +12,11 @@
 //   MOE_DTYPE       0 = float32, 1 = float16, 2 = bfloat16: activation dtype of x, scales, biases, outputs
 //   MOE_SGY         warps per block (default 8)
 //   MOE_ROWS        output rows per warp (default 1 = the reference design: one warp per output row); larger
-//                   values let a warp reuse each input value it loaded for several rows
+//                   values let a warp reuse each input value it loaded (and converted) for several rows
+//   MOE_ACT_LOAD    how kernel B reads act: 0 = f32 from global memory (default), 1 = act stored by kernel A in
+//                   the activation dtype (bf16 on a bf16 model: half the bytes), 2 = f32 staged in shared memory
+//                   by the block, STAGE_VALS values per pass
+// Split-K of kernel A is chosen per launch (gridDim.z splits), not compiled in.
 #ifndef MOE_COMMON_CUH
 #define MOE_COMMON_CUH
 
@@ -24,6 +28,9 @@
 #endif
 #ifndef MOE_ROWS
 #define MOE_ROWS 1
+#endif
+#ifndef MOE_ACT_LOAD
+#define MOE_ACT_LOAD 0
 #endif
 
 constexpr int BITS = MOE_BITS;
@@ -49,6 +56,7 @@ static_assert(SGY >= 1 && SGY * 32 <= 1024, "MOE_SGY warps must fit one block");
 // dff and d_model are multiples of GROUP_SIZE >= 32, so ROWS dividing 32 means a warp's rows are all in range
 // or all out of range: no per-row bounds checks.
 static_assert(ROWS == 1 || ROWS == 2 || ROWS == 4, "MOE_ROWS must be 1, 2 or 4");
+static_assert(MOE_ACT_LOAD == 0 || MOE_ACT_LOAD == 1 || MOE_ACT_LOAD == 2, "MOE_ACT_LOAD must be 0, 1 or 2");
 
 // ---- activation dtype ------------------------------------------------------------------------------------
 // float16 and bfloat16 travel as raw 16-bit patterns (CuPy has no bfloat16 dtype) and are converted with
@@ -100,6 +108,17 @@ __device__ __forceinline__ act_t moe_from_float(float f) {
 #endif
 }
 
+// What kernel A writes and kernel B reads as act: f32, or the activation dtype with MOE_ACT_LOAD=1.
+#if MOE_ACT_LOAD == 1
+typedef act_t moe_act_t;
+__device__ __forceinline__ moe_act_t moe_store_act(float v) { return moe_from_float(v); }
+#else
+typedef float moe_act_t;
+__device__ __forceinline__ moe_act_t moe_store_act(float v) { return v; }
+#endif
+
+__device__ __forceinline__ float moe_nan() { return __uint_as_float(0x7fc00000u); }
+
 // SiLU with the precise expf (the kernels are compiled without fast-math).
 __device__ __forceinline__ float moe_silu(float g) { return g / (1.0f + expf(-g)); }
 
@@ -133,6 +152,41 @@ __device__ __forceinline__ void moe_load_vals(const act_t* __restrict__ p, float
   }
 }
 #endif
+
+// Input sources of the row-dot core: load(c, v) gives the VALS inputs of chunk c as f32.
+template <typename X>
+struct GlobalInput {  // straight from global memory through L1 (__ldg), 16-byte loads
+  const X* __restrict__ x;
+  __device__ __forceinline__ void load(int c, float (&v)[VALS]) const {
+    moe_load_vals(x + static_cast<size_t>(c) * VALS, v);
+  }
+};
+
+// MOE_ACT_LOAD=2: kernel B stages act[k] in shared memory, STAGE_VALS f32 values (16 KiB) per pass.
+// Lane l reads its chunk as F4_PER_CHUNK float4s, so its i-th is float4 l*F4_PER_CHUNK + i (+ a multiple of 32
+// chunks): stored naively, the 8 lanes of one 128-byte shared-memory phase would hit the same 4 banks
+// (8-way conflict). The store swizzles the low 3 bits of the float4 index with bits above them, so those 8 lanes
+// land on 8 different bank quads, and the staging stores (consecutive threads, consecutive float4s) stay
+// conflict-free as well.
+constexpr int STAGE_VALS = 4096;
+constexpr int F4_PER_CHUNK = VALS / 4;  // 8 (4-bit) or 4 (8-bit)
+static_assert(STAGE_VALS % 128 == 0, "a staging pass must hold whole groups");
+__device__ __forceinline__ int moe_stage_slot(int i) { return i ^ ((i >> 3) & (F4_PER_CHUNK - 1)); }
+
+struct StagedInput {  // chunks [c0, c0 + STAGE_VALS/VALS) of the input, in the swizzled shared layout
+  const float4* stage;
+  int c0;
+  __device__ __forceinline__ void load(int c, float (&v)[VALS]) const {
+#pragma unroll
+    for (int i = 0; i < F4_PER_CHUNK; ++i) {
+      const float4 t = stage[moe_stage_slot((c - c0) * F4_PER_CHUNK + i)];
+      v[4 * i + 0] = t.x;
+      v[4 * i + 1] = t.y;
+      v[4 * i + 2] = t.z;
+      v[4 * i + 3] = t.w;
+    }
+  }
+};
 
 // ---- dequantized dot products --------------------------------------------------------------------------
 // Dequantization without int->float conversions (I2F runs at a quarter of the FMA rate and would cap a
@@ -215,26 +269,19 @@ __device__ __forceinline__ void moe_bind_rows(RowSet<NR>& rows, int at, const ui
   }
 }
 
-// Dot products of the NR rows with one input vector x of in_dim values, computed by one warp; out[r] is
-// valid in lane 0. Lane l takes chunks l, l+32, ... so the warp reads 512 contiguous bytes of a row per
-// step. Per chunk it loads the VALS inputs once (for all NR rows) and uses, per group,
+// Adds to acc[r] each lane's share of row r . input over chunks [c_begin, c_end) (a chunk = VALS inputs). Lane l
+// takes chunks c_begin+l, c_begin+l+32, ... so the warp reads 512 contiguous bytes of a row per step. Per chunk
+// it loads the VALS inputs once (for all NR rows) and uses, per group,
 //   sum_i (q_i*s + b) * x_i = s * sum_i q_i*x_i + b * sum_i x_i
 // so the inner loop is one LOP3, one FADD and one FMA per weight. Accumulation is f32 throughout.
 // Metal: lanes stride single words (4-byte loads); the arithmetic is the same identity.
-template <int NR, typename X>
-__device__ __forceinline__ void moe_rows_dot(const RowSet<NR>& rows, const X* __restrict__ x, int in_dim,
-                                             float (&out)[NR]) {
-  const int lane = threadIdx.x & 31;
-  const int chunks = in_dim / VALS;
-  float acc[NR];
-#pragma unroll
-  for (int r = 0; r < NR; ++r) {
-    acc[r] = 0.0f;
-  }
+template <int NR, typename Input>
+__device__ __forceinline__ void moe_rows_accumulate(const RowSet<NR>& rows, const Input& input, int c_begin,
+                                                    int c_end, float (&acc)[NR]) {
 #pragma unroll 2
-  for (int c = lane; c < chunks; c += 32) {
+  for (int c = c_begin + (threadIdx.x & 31); c < c_end; c += 32) {
     float xs[VALS];
-    moe_load_vals(x + static_cast<size_t>(c) * VALS, xs);
+    input.load(c, xs);
     float xsum = 0.0f;
 #pragma unroll
     for (int i = 0; i < VALS; ++i) {
@@ -250,9 +297,67 @@ __device__ __forceinline__ void moe_rows_dot(const RowSet<NR>& rows, const X* __
       acc[r] = fmaf(s, qx, fmaf(b, xsum, acc[r]));
     }
   }
+}
+
+// Dot products of the NR rows with the input x over chunks [c_begin, c_end), computed by one warp; out[r] is
+// valid in lane 0. The whole warp must call it (the reduction shuffles).
+template <int NR, typename X>
+__device__ __forceinline__ void moe_rows_dot(const RowSet<NR>& rows, const X* __restrict__ x, int c_begin,
+                                             int c_end, float (&out)[NR]) {
+  float acc[NR];
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    acc[r] = 0.0f;
+  }
+  moe_rows_accumulate(rows, GlobalInput<X>{x}, c_begin, c_end, acc);
 #pragma unroll
   for (int r = 0; r < NR; ++r) {
     out[r] = moe_warp_sum(acc[r]);
+  }
+}
+
+// ---- launch bookkeeping ----------------------------------------------------------------------------------
+// Whether `expert` is one of the layer's n_experts. If not, the first offender is reported in error[0..2] (flag,
+// index, n_experts) for the host, which raises at its next synchronize (as the CPU path raises), and the caller
+// writes NaN instead of reading outside the weights.
+__device__ __forceinline__ bool moe_expert_ok(int expert, int n_experts, unsigned int* error) {
+  if (expert >= 0 && expert < n_experts) {
+    return true;
+  }
+  if (atomicCAS(error, 0u, 1u) == 0u) {
+    error[1] = static_cast<unsigned int>(expert);
+    error[2] = static_cast<unsigned int>(n_experts);
+  }
+  return false;
+}
+
+// The fold's arrival, called by every thread of the block after it wrote its partial results: counts the block
+// in *counter and returns, in every thread, whether it is the last of `expected` blocks to arrive; the others'
+// partial results are then visible to it. The fence/barrier/atomic sequence is the one cooperative groups' grid
+// sync uses. Metal: no fold (the sum over slots is an MLX op).
+__device__ __forceinline__ bool moe_arrive_last(unsigned int* counter, unsigned int expected) {
+  __shared__ bool last_block;
+  __syncthreads();  // this block's partial results are written ...
+  if (threadIdx.x == 0) {
+    __threadfence();  // ... and visible device-wide before it counts itself
+    last_block = atomicAdd(counter, 1u) == expected - 1u;
+    if (last_block) {
+      __threadfence();  // the other blocks' partial results are visible before this one reads them
+    }
+  }
+  __syncthreads();
+  return last_block;
+}
+
+// Zeroes `count` arrival counters of the *other* fused kernel, with every thread of the grid. Kernel A zeroes
+// kernel B's and kernel B zeroes kernel A's, so each fold starts from zero in every step, whatever an earlier
+// launch left behind (an aborted launch stops mid-count); the kernel boundary orders the stores before the
+// counters' next use.
+__device__ __forceinline__ void moe_zero_counters(unsigned int* counters, int count) {
+  const int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const int threads = gridDim.x * gridDim.y * gridDim.z * blockDim.x;
+  for (int i = block * blockDim.x + threadIdx.x; i < count; i += threads) {
+    counters[i] = 0u;
   }
 }
 
