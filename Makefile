@@ -6,13 +6,15 @@ STAMP  := $(VENV)/.installed
 CONFIG ?=
 BACKEND ?= auto
 OUT    ?=
+RESUME ?=
 
 .PHONY: check setup test lint sweep bench bench-kernels verify gpu-check device-wheels clean help
 
 help:
 	@echo "make setup          create .venv with the CPU backend, NVRTC compile checks and dev tools"
 	@echo "make test           lint + pytest (GPU tests skip with a reason) + check-reports on stored results"
-	@echo "make sweep          run the sweep for this machine (CONFIG=configs/x.yaml to choose), then report"
+	@echo "make sweep          a new sweep for this machine (CONFIG=configs/x.yaml, OUT=dir), then report;"
+	@echo "                    RESUME=1 continues the newest unfinished run, RESUME=results/<run> that one"
 	@echo "make bench-kernels  µs/step and GB/s of fused vs fallback kernels (BACKEND=auto|cpu|cuda|metal)"
 	@echo "make verify         every kernel path vs the float64 reference (BACKEND=...)"
 	@echo "make gpu-check      the one prepared GPU script (BACKEND=cuda by default; BACKEND=cpu rehearses it)"
@@ -37,7 +39,7 @@ test: $(STAMP) lint
 	$(BIN)/moecal check-reports reports/
 
 sweep: $(STAMP)
-	$(BIN)/moecal sweep $(CONFIG) $(if $(OUT),--out $(OUT),)
+	$(BIN)/moecal sweep $(CONFIG) $(if $(OUT),--out $(OUT),) $(if $(filter 1,$(RESUME)),--resume,$(if $(RESUME),--resume=$(RESUME),))
 
 check: $(STAMP)
 	$(BIN)/moecal check --baseline $(BASELINE) --current $(CURRENT)

@@ -150,16 +150,7 @@ class SampleWriter:
         os.replace(tmp, path)
 
     def done_keys(self) -> dict[tuple, str]:
-        """Runs already recorded as ok or skip: RUN_KEY values (as strings) → status. A `skip` row only settles
-        a point that is still skipped; once the point fits (more free memory), its runs are measured."""
-        frame = read_samples(self.path)
-        frame = frame[frame["status"].isin(DONE_STATUSES)]
-        done: dict[tuple, str] = {}
-        for row in frame.to_dict("records"):
-            key = run_key(row)
-            if done.get(key) != "ok":
-                done[key] = row["status"]
-        return done
+        return done_runs(self.path)
 
     def append(self, row: Mapping[str, object]) -> None:
         unknown = set(row) - set(SAMPLE_COLUMNS)
@@ -178,6 +169,26 @@ class SampleWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def done_runs(path: Path) -> dict[tuple, str]:
+    """Runs already recorded as ok or skip: RUN_KEY values (as strings) → status; {} without a samples.csv.
+
+    A `skip` row only settles a point that is still skipped; once the point fits (more free memory), its runs are
+    measured. Read-only: resume decisions and `--dry-run` must not touch the files."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "samples.csv"
+    if not path.exists():
+        return {}
+    frame = read_samples(path)
+    frame = frame[frame["status"].isin(DONE_STATUSES)]
+    done: dict[tuple, str] = {}
+    for row in frame.to_dict("records"):
+        key = run_key(row)
+        if done.get(key) != "ok":
+            done[key] = row["status"]
+    return done
 
 
 def run_key(row: Mapping[str, object]) -> tuple:
@@ -202,8 +213,3 @@ def _csv_line(values: Iterable[object]) -> str:
 def write_meta(run_dir: Path, meta: Mapping[str, object]) -> None:
     """meta.json, replaced atomically (a reader never sees half a file)."""
     SampleWriter._write_atomically(Path(run_dir) / "meta.json", json.dumps(meta, indent=2, default=str) + "\n")
-
-
-def read_meta(run_dir: Path) -> dict:
-    path = Path(run_dir) / "meta.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}

@@ -6,10 +6,8 @@ run starts, so `--dry-run` and `moecal plan` exercise exactly the checks a real 
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import shlex
-import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,10 +20,19 @@ from harness.backends import BACKEND_NAMES, BackendUnavailable, resolve_name
 from harness.config import SweepConfig, load_config
 from harness.errors import InputError
 from harness.measure import Point, ProgressHook, SweepPlan, Workload, measure_point, pending_runs
-from harness.results import SampleWriter, read_meta, read_samples
+from harness.results import SampleWriter, done_runs, read_samples
+from harness.rundir import (
+    DEFAULT_RESULTS,
+    default_run_id,
+    fresh_run_dir,
+    is_run_dir,
+    newest_resumable,
+    read_meta,
+    refuse_stored,
+    same_run_kind,
+)
 from harness.workloads import build_workload
 
-DEFAULT_RESULTS = Path("results")
 CONFIG_DIR = provenance.REPO_ROOT / "configs"
 
 
@@ -66,19 +73,17 @@ def backend_for(config: SweepConfig, override: str | None) -> str:
     return resolve_name("auto")
 
 
-def default_run_id(config: SweepConfig, backend: str) -> str:
-    """date + backend + host + config name: re-running the same sweep the same day resumes it."""
-    host = socket.gethostname().split(".")[0] or "host"
-    return f"{_dt.date.today():%Y%m%d}-{backend}-{host}-{config.name}"
-
-
 def prepare(
     config_path: str | Path,
     out: Path | None = None,
     backend: str | None = None,
     only: Sequence[str] = (),
     rounds: int | None = None,
+    resume: str | None = None,
+    results: Path = DEFAULT_RESULTS,
 ) -> Sweep:
+    """Everything a sweep needs, checked. `resume`: None starts a new run (in `out`, or a fresh run id under
+    `results`); "" continues the newest unfinished run of this config on this device; a path continues that run."""
     config_path = Path(config_path)
     config = load_config(config_path)
     source = str(config_path)
@@ -111,8 +116,6 @@ def prepare(
         max_rounds=max(config.measure.max_rounds, rounds or 0),
         target_ci_width=config.measure.target_ci_width,
     )
-    run_id = out.name if out else default_run_id(config, backend_name)
-    run_dir = out or DEFAULT_RESULTS / run_id
     meta = provenance.collect(backend_name, device_info)
     if device:
         meta["device"] = device
@@ -121,7 +124,7 @@ def prepare(
     elif config.workload.kind == "command":
         meta["library_pin"] = f"the command's own build ({config.workload.command[0]})"
     meta.update(
-        run_id=run_id,
+        run_id="",  # known once the run directory is chosen (below)
         config_path=source,
         config_sha256=provenance.file_sha256(config_path),
         config_name=config.name,
@@ -134,33 +137,81 @@ def prepare(
         warmup_runs=plan.warmup_runs,
         order=plan.order,
     )
-    _check_resumable(run_dir, meta, source)
+    run_dir = _choose_run_dir(out, resume, results, meta, source, lambda folder: _pending(points, plan, folder))
+    meta["run_id"] = run_id = str(read_meta(run_dir).get("run_id") or run_dir.name)
     return Sweep(config, config_path, workload, points, plan, run_id, run_dir, meta)
 
 
-def _check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> None:
-    """The run directory must be usable, and hold (if anything) a run of the same config on the same backend and
-    device: mixing them would make the samples incomparable, and resume would count another device's rows as done."""
-    where = str(run_dir)
-    existing = next((p for p in (run_dir, *run_dir.parents) if p.exists()), Path("."))
-    if not existing.is_dir():
-        raise InputError(where, "--out", f"{existing} exists and is not a directory")
-    if not os.access(existing, os.W_OK):
-        raise InputError(where, "--out", f"{existing} is not writable")
-    try:
-        previous = read_meta(run_dir)
-        if (run_dir / "samples.csv").exists():
-            read_samples(run_dir)
-    except (ValueError, OSError) as exc:  # JSONDecodeError is a ValueError
-        raise InputError(where, "(file)", f"not a moecal run directory ({exc}); use --out for a new one") from None
-    for key in ("config_sha256", "backend", "device"):
-        if previous.get(key) not in (None, meta.get(key)):
+def _choose_run_dir(
+    out: Path | None, resume: str | None, results: Path, meta: dict[str, object], source: str, pending
+) -> Path:
+    """A new run directory, or the one to resume after checking that it may be continued (see harness.rundir)."""
+    if resume is None:
+        if out is None:
+            device = str(meta.get("device") or "")
+            return fresh_run_dir(results, default_run_id(str(meta["config_name"]), str(meta["backend"]), device))
+        _check_new(out)
+        return out
+    if out is not None:
+        raise InputError("--out", str(out), "cannot be combined with --resume (the resumed run keeps its directory)")
+    if resume == "":
+        found = newest_resumable(results, meta, pending)
+        if found is None:
             raise InputError(
                 source,
-                "(file)",
-                f"{run_dir} holds a run with a different {key} ({previous.get(key)!s:.16}); "
-                "use --out to start a new run directory",
+                "--resume",
+                f"no unfinished run of this config on {meta['backend']} / {meta['device']} under {results}/; "
+                "start a new one without --resume",
             )
+        run_dir = found
+    else:
+        run_dir = Path(resume)
+    _check_resumable(run_dir, meta, source)
+    return run_dir
+
+
+def _check_writable_parent(path: Path, option: str) -> None:
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise InputError(str(path), option, f"{existing} exists and is not a directory")
+    if not os.access(existing, os.W_OK):
+        raise InputError(str(path), option, f"{existing} is not writable")
+
+
+def _check_new(out: Path) -> None:
+    """`--out` names a new run: it must not hold one already (continuing a run is explicit: --resume)."""
+    _check_writable_parent(out, "--out")
+    if is_run_dir(out):
+        refuse_stored(out, "choose another --out")
+        raise InputError(
+            str(out), "--out", f"already holds a run; continue it with --resume {out}, or choose another --out"
+        )
+
+
+def _check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> None:
+    """The run directory must be a run of the same config on the same backend and device, and not a stored one:
+    mixing them would make the samples incomparable, and resume would count another device's rows as done."""
+    if not run_dir.is_dir() or not is_run_dir(run_dir):
+        raise InputError(str(run_dir), "--resume", "not a moecal run directory (no samples.csv or meta.json)")
+    refuse_stored(run_dir, "start a new run instead (without --resume)")
+    _check_writable_parent(run_dir, "--resume")
+    previous = read_meta(run_dir)
+    try:
+        done_runs(run_dir)
+    except (ValueError, OSError) as exc:
+        raise InputError(str(run_dir), "samples.csv", f"not a moecal samples.csv ({exc})") from None
+    differs = same_run_kind(previous, meta)
+    if differs:
+        raise InputError(
+            source,
+            "--resume",
+            f"{run_dir} holds a run with a different {differs} ({previous.get(differs)!s} there, "
+            f"{meta.get(differs)!s} now); start a new run without --resume",
+        )
+
+
+def _pending(points: list[Point], plan: SweepPlan, run_dir: Path) -> int:
+    return pending_runs(points, plan, "", done_runs(run_dir))
 
 
 def execute(sweep: Sweep, on_run: ProgressHook) -> int:
@@ -174,11 +225,8 @@ def execute(sweep: Sweep, on_run: ProgressHook) -> int:
 
 
 def pending(sweep: Sweep) -> int:
-    done: dict[tuple, str] = {}
-    if (sweep.run_dir / "samples.csv").exists():
-        with SampleWriter(sweep.run_dir, sweep.meta) as writer:
-            done = writer.done_keys()
-    return pending_runs(sweep.points, sweep.plan, sweep.run_id, done)
+    """Runs still to do in the sweep's run directory (all of them for a new run); reads, never writes."""
+    return _pending(sweep.points, sweep.plan, sweep.run_dir)
 
 
 def quick_table(run_dir: Path) -> pd.DataFrame:

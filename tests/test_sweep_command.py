@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import time
 import pandas as pd
 
 from harness.results import read_provenance, read_samples
-from tests.helpers import FAKE_BENCH, REPO, fake_config, run_cli
+from tests.helpers import FAKE_BENCH, REPO, cli, fake_config
 
 
 def _ok_rows(run_dir) -> pd.DataFrame:
@@ -22,7 +23,7 @@ def _ok_rows(run_dir) -> pd.DataFrame:
 def test_sweep_writes_rotated_rounds_provenance_and_report(tmp_path):
     config = fake_config(tmp_path, measure={"rounds": 4, "warmup_runs": 1, "null_arm": True})
     out = tmp_path / "run"
-    done = run_cli("sweep", config, "--out", out, "--reports-dir", tmp_path / "reports")
+    done = cli("sweep", config, "--out", out)
     assert done.returncode == 0, done.stderr
     samples = read_samples(out)
     assert len(samples) == 2 * 3 * 4  # points × arms (fused, fallback, null) × rounds; warm-ups not written
@@ -44,20 +45,21 @@ def test_sweep_writes_rotated_rounds_provenance_and_report(tmp_path):
     assert header["config_path"] == str(config)
     assert (out / "meta.json").exists()
     assert (out / "summary.csv").exists()
-    assert len(list((tmp_path / "reports").glob("*.md"))) == 1 and len(list((tmp_path / "reports").glob("*.png"))) == 1
+    # the addendum and plot sit in the run directory, named with the run id
+    assert sorted(p.name for p in out.glob("*-dff-crossover.*")) == ["run-dff-crossover.md", "run-dff-crossover.png"]
     assert "MLXCEL_FUSED_MOE_MAX_DFF=" in done.stderr  # the decision's line to apply
 
 
 def test_rerun_resumes_without_redoing_work(tmp_path):
     config = fake_config(tmp_path)
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
+    assert cli("sweep", config, "--out", out, "--no-report").returncode == 0
     first = read_samples(out)
-    again = run_cli("sweep", config, "--out", out, "--no-report")
+    again = cli("sweep", config, "--resume", out, "--no-report")
     assert again.returncode == 0
     assert "(0 runs to do)" in again.stderr
     assert read_samples(out).equals(first)
-    more = run_cli("sweep", config, "--out", out, "--rounds", "4", "--no-report")
+    more = cli("sweep", config, "--resume", out, "--rounds", "4", "--no-report")
     assert more.returncode == 0 and "(4 runs to do)" in more.stderr
     assert len(read_samples(out)) == len(first) + 4
 
@@ -86,7 +88,7 @@ def test_sigkill_mid_sweep_then_resume_gives_one_ok_row_per_run(tmp_path):
     partial = read_samples(out)
     assert 5 <= len(partial) < 24, "the kill must land mid-sweep"
     assert (out / "samples.csv").read_bytes().endswith(b"\n")
-    done = run_cli("sweep", config, "--out", out, "--no-report")
+    done = cli("sweep", config, "--resume", out, "--no-report")
     assert done.returncode == 0, done.stderr
     ok = _ok_rows(out)
     counts = ok.groupby(["model", "arm", "round"]).size()
@@ -96,11 +98,11 @@ def test_sigkill_mid_sweep_then_resume_gives_one_ok_row_per_run(tmp_path):
 def test_torn_tail_is_truncated_on_resume(tmp_path):
     config = fake_config(tmp_path, measure={"rounds": 2})
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
+    assert cli("sweep", config, "--out", out, "--no-report").returncode == 0
     path = out / "samples.csv"
     intact = path.read_bytes()
     path.write_bytes(intact + b"fake,half,a,li")  # what a crash in the middle of a write would leave
-    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
+    assert cli("sweep", config, "--resume", out, "--no-report").returncode == 0
     assert path.read_bytes() == intact
 
 
@@ -120,7 +122,7 @@ def test_timeouts_and_crashes_become_fail_rows_and_the_sweep_goes_on(tmp_path):
         measure={"rounds": 2, "warmup_runs": 0},
     )
     out = tmp_path / "run"
-    done = run_cli("sweep", config, "--out", out, "--no-report")
+    done = cli("sweep", config, "--out", out, "--no-report")
     assert done.returncode == 0, done.stderr
     samples = read_samples(out)
     hangs = samples[samples["model"] == "hangs"]
@@ -135,7 +137,7 @@ def test_timeouts_and_crashes_become_fail_rows_and_the_sweep_goes_on(tmp_path):
 def test_missing_binary_fails_fast_before_any_run(tmp_path):
     config = fake_config(tmp_path, workload={"command": ["definitely-not-a-bench-binary", "{dff}"]})
     for args in (("sweep", config, "--out", tmp_path / "run"), ("sweep", config, "--dry-run")):
-        done = run_cli(*args)
+        done = cli(*args)
         assert done.returncode == 2
         assert "workload.command[0]: cannot run 'definitely-not-a-bench-binary'" in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
@@ -152,7 +154,7 @@ def test_dispatch_probe_records_when_the_fused_path_never_ran(tmp_path):
         ],
     )
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
+    assert cli("sweep", config, "--out", out, "--no-report").returncode == 0
     fused = read_samples(out).query("arm == 'fused'")
     assert set(fused[fused["model"] == "has-fused"]["dispatch_ok"]) == {1}
     assert set(fused[fused["model"] == "no-fused-path"]["dispatch_ok"]) == {0}
@@ -161,20 +163,20 @@ def test_dispatch_probe_records_when_the_fused_path_never_ran(tmp_path):
 def test_resume_refuses_a_different_config(tmp_path):
     config = fake_config(tmp_path, measure={"rounds": 1})
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
+    assert cli("sweep", config, "--out", out, "--no-report").returncode == 0
     config.write_text(config.read_text().replace("rounds: 1", "rounds: 2"))
-    done = run_cli("sweep", config, "--out", out, "--no-report")
+    done = cli("sweep", config, "--resume", out, "--no-report")
     assert done.returncode == 2 and "different config_sha256" in done.stderr
 
 
 def test_plan_and_only(tmp_path):
     config = fake_config(tmp_path)
-    done = run_cli("plan", config)
+    done = cli("plan", config)
     assert done.returncode == 0 and "12 timed runs" in done.stdout
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out, "--only", "big", "--no-report").returncode == 0
+    assert cli("sweep", config, "--out", out, "--only", "big", "--no-report").returncode == 0
     assert set(read_samples(out)["model"]) == {"big"}
-    bad = run_cli("sweep", config, "--only", "nope", "--dry-run")
+    bad = cli("sweep", config, "--only", "nope", "--dry-run")
     assert bad.returncode == 2 and "--only 'nope'" in bad.stderr
 
 
@@ -187,12 +189,12 @@ def test_adaptive_rounds_only_where_the_ci_straddles_one(tmp_path):
         measure={"rounds": 3, "adaptive": True, "max_rounds": 6, "target_ci_width": 0.001},
     )
     out = tmp_path / "run"
-    done = run_cli("sweep", config, "--out", out, "--no-report")
+    done = cli("sweep", config, "--out", out, "--no-report")
     assert done.returncode == 0, done.stderr
     rounds = read_samples(out).groupby("model")["round"].max()
     assert rounds["clear-win"] == 2  # 3 fixed rounds; the ~11% synthetic win is decided
     assert rounds["at-crossover"] == 5  # the synthetic ratio is 1.0 here: extra rounds up to max_rounds
-    again = run_cli("sweep", config, "--out", out, "--no-report")
+    again = cli("sweep", config, "--resume", out, "--no-report")
     assert again.returncode == 0 and len(read_samples(out)) == 2 * (3 + 6)
 
 
@@ -205,13 +207,77 @@ def test_unusable_run_directories_and_backends_are_one_line_errors(tmp_path):
     corrupt.mkdir()
     (corrupt / "meta.json").write_text("{")
     cases = [
-        (("--out", foreign), "not a moecal run directory"),
-        (("--out", corrupt), "not a moecal run directory"),
+        (("--resume", foreign), "not a moecal samples.csv"),
+        (("--resume", corrupt), "not a moecal meta.json"),
+        (("--out", foreign), "already holds a run; continue it with --resume"),
         (("--out", config), "exists and is not a directory"),
         (("--backend", "tpu"), "unknown backend 'tpu'"),
     ]
     for args, message in cases:
-        done = run_cli("sweep", config, *args, "--dry-run")
+        done = cli("sweep", config, *args, "--dry-run")
         assert done.returncode == 2, (args, done.stderr)
         assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    assert "columns" in run_cli("summarize", foreign).stderr
+    assert "columns" in cli("summarize", foreign).stderr
+
+
+def _git_repo_with_a_stored_run(tmp_path, config):
+    """A checkout (git) whose results/ holds one committed run of `config`, like the repository's baselines."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert cli("sweep", config, "--out", tmp_path / "results" / "stored", "--no-report").returncode == 0
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "results"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "baseline"], check=True)
+    return tmp_path / "results" / "stored"
+
+
+def _snapshot(folder):
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and ".git" not in p.parts}
+
+
+def test_new_sweeps_get_fresh_run_ids_and_never_write_into_a_stored_run(tmp_path):
+    config = fake_config(tmp_path, measure={"rounds": 1})
+    stored = _git_repo_with_a_stored_run(tmp_path, config)
+    before = _snapshot(tmp_path / "results")
+    # a stored run with runs still to do (more rounds asked) is still never resumed or written
+    for args in (("--resume", stored), ("--resume", stored, "--rounds", "3"), ("--out", stored)):
+        done = cli("sweep", config, *args, "--no-report", cwd=tmp_path)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.startswith(f"error: {stored}: ") and len(done.stderr.splitlines()) == 1
+    assert "tracked by git" in done.stderr
+    bare = cli("sweep", config, "--rounds", "3", "--resume", "--no-report", cwd=tmp_path)
+    assert bare.returncode == 2 and "no unfinished run of this config" in bare.stderr
+    assert _snapshot(tmp_path / "results") == before
+    # without --out: a new run directory results/<yyyymmddThhmm>-<backend>-<device>-<config>, twice in one minute
+    first = cli("sweep", config, "--no-report", cwd=tmp_path)
+    second = cli("sweep", config, "--no-report", cwd=tmp_path)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    new = sorted(set((tmp_path / "results").iterdir()) - {stored})
+    assert len(new) == 2 and re.fullmatch(r"\d{8}T\d{4}-cpu-[a-z0-9-]+-fake", new[0].name), new
+    assert new[1].name == new[0].name + "-2"
+    assert _snapshot(stored) == {p: b for p, b in before.items() if stored in p.parents}
+
+
+def test_bare_resume_continues_the_newest_unfinished_run(tmp_path):
+    config = fake_config(tmp_path, measure={"rounds": 1})
+    results = tmp_path / "results"
+    for name in ("20260101T0000-cpu-x-fake", "20260101T0001-cpu-x-fake"):
+        assert cli("sweep", config, "--out", results / name, "--no-report").returncode == 0
+    (results / "20260101T0001-cpu-x-fake" / "samples.csv").write_text(
+        "".join((results / "20260101T0001-cpu-x-fake" / "samples.csv").read_text().splitlines(True)[:-2])
+    )  # the newer run lost its last two runs, as if it had been killed
+    done = cli("sweep", config, "--resume", "--no-report", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "20260101T0001-cpu-x-fake  (2 runs to do)" in done.stderr
+    nothing = cli("sweep", config, "--resume", "--no-report", cwd=tmp_path)
+    assert nothing.returncode == 2 and "no unfinished run" in nothing.stderr
+
+
+def test_a_stored_or_foreign_addendum_is_never_overwritten(tmp_path):
+    config = fake_config(tmp_path, measure={"rounds": 3})
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "run-dff-crossover.md").write_text('<!-- moecal-report\n{"raw_data": "elsewhere"}\n-->\n')
+    before = _snapshot(reports)
+    done = cli("sweep", config, "--out", tmp_path / "run", "--report-dir", reports)
+    assert done.returncode == 2 and "holds the addendum of elsewhere" in done.stderr
+    assert _snapshot(reports) == before

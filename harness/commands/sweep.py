@@ -1,4 +1,4 @@
-"""`moecal sweep CONFIG`: run interleaved fused/fallback measurements into results/<run-id>/ (resumable)."""
+"""`moecal sweep CONFIG`: run interleaved fused/fallback measurements into a new results/<run-id>/ (or `--resume`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from harness.commands.plan import print_plan
 from harness.errors import InputError
 from harness.report import write_report
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # paths and messages stay on one line
 
 
 def quick_table_view(run_dir: Path) -> Table:
@@ -40,7 +40,17 @@ def sweep(
         None, help="Sweep config (YAML; see README 'Config reference'). Default: the shipped config for this machine."
     ),
     out: Path | None = typer.Option(
-        None, "--out", help="Run directory (default results/<date>-<backend>-<host>-<name>)."
+        None,
+        "--out",
+        help="Directory of a new run (default results/<yyyymmddThhmm>-<backend>-<device>-<config>); "
+        "it must not hold a run already.",
+    ),
+    resume: str | None = typer.Option(
+        None,
+        "--resume",
+        help="Continue a run instead of starting one: bare --resume takes the newest unfinished run of this config "
+        "on this device under results/; --resume DIR that run.",
+        show_default=False,
     ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Validate config, backend and binaries; print the plan; run nothing."
@@ -51,12 +61,14 @@ def sweep(
     report: bool = typer.Option(
         True, "--report/--no-report", help="After the sweep: summarize → crossover → addendum + plot."
     ),
-    reports_dir: Path = typer.Option(Path("reports"), "--reports-dir", help="Where the addendum and plot go."),
+    report_dir: Path | None = typer.Option(
+        None, "--report-dir", help="Where the addendum and plot go (default: the run directory).", show_default=False
+    ),
 ) -> None:
     """Run the sweep: per point, warm-up, then rounds in which every arm runs once in rotating order.
 
-    Every run is appended to samples.csv as soon as it finishes; re-running the same command resumes where a
-    killed sweep stopped (completed (point, arm, round) rows are not repeated).
+    Every run is appended to samples.csv as soon as it finishes; `--resume` continues where a killed sweep
+    stopped (completed (point, arm, round) rows are not repeated).
     """
     if config is None:
         try:
@@ -64,7 +76,7 @@ def sweep(
         except BackendUnavailable as exc:
             raise InputError("(no config given)", "backend", str(exc)) from None
         console.print(f"config: {config} (the default for this machine)")
-    plan = sweeps.prepare(config, out=out, backend=backend, only=only, rounds=rounds)
+    plan = sweeps.prepare(config, out=out, backend=backend, only=only, rounds=rounds, resume=resume)
     if dry_run:
         print_plan(plan)
         console.print(f"dry run: config, backend and commands are usable; would write {plan.run_dir}")
@@ -90,7 +102,7 @@ def sweep(
     console.print(f"samples:  {plan.run_dir / 'samples.csv'}\nmeta:     {plan.run_dir / 'meta.json'}")
     if report:
         summary = write_summary(plan.run_dir)
-        md_path, png_path, decision = write_report(plan.run_dir, reports_dir)
+        md_path, png_path, decision = write_report(plan.run_dir, report_dir or plan.run_dir)
         console.print(f"summary:  {summary}\naddendum: {md_path}\nplot:     {png_path}")
         console.print(f"decision: {decision.action} — {decision.reason}\napply:    {decision.apply}")
 
