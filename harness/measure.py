@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -106,6 +107,16 @@ def row_for(run_id: str, point: Point, arm: str, round_index: int, position: int
     return row
 
 
+def checked(outcome: RunOutcome) -> RunOutcome:
+    """The outcome, if its throughput can be a measurement: NaN, ±inf, 0 or a negative tok/s (a benchmark that
+    printed garbage, or a timer that ran backwards) is a failed run, never an `ok` row the statistics would trust."""
+    if not (math.isfinite(outcome.tok_s) and outcome.tok_s > 0):
+        raise RunFailed(f"the benchmark reported {outcome.tok_s!r} tok/s; a throughput must be finite and > 0")
+    if not (math.isfinite(outcome.seconds) and outcome.seconds > 0):
+        raise RunFailed(f"the run took {outcome.seconds!r} s; a timed span must be finite and > 0")
+    return outcome
+
+
 def outcome_fields(outcome: RunOutcome) -> dict[str, object]:
     return {
         "tokens": "" if outcome.tokens is None else outcome.tokens,
@@ -150,7 +161,7 @@ def measure_point(
                     runner = _open_warm(workload, point, plan)
                 row = row_for(run_id, point, arm, round_index, position)
                 try:
-                    row.update(outcome_fields(runner.run(ARM_PATH[arm])))
+                    row.update(outcome_fields(checked(runner.run(ARM_PATH[arm]))))
                 except RunFailed as exc:
                     row.update(status="fail", error=str(exc))
                 writer.append(row)

@@ -229,6 +229,19 @@ def pending(sweep: Sweep) -> int:
     return _pending(sweep.points, sweep.plan, sweep.run_dir)
 
 
+def why_no_result(run_dir: Path) -> str | None:
+    """Why a finished sweep has nothing to analyse (not one ok run), as one line; None when it has results."""
+    samples = read_samples(run_dir)
+    statuses = samples["status"].value_counts()
+    if statuses.get("ok", 0):
+        return None
+    failed = samples[samples["status"] == "fail"]
+    first = f"; first error: {failed['error'].iloc[0]}" if len(failed) else ""
+    return f"no run succeeded ({statuses.get('fail', 0)} failed, {statuses.get('skip', 0)} skipped){first}"[
+        :400
+    ].replace("\n", " ")
+
+
 def quick_table(run_dir: Path) -> pd.DataFrame:
     """Per point: median tok/s of each arm and the ratio of medians (the full statistics are `moecal summarize`)."""
     samples = read_samples(run_dir).fillna({"d_model": 0})

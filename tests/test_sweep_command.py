@@ -281,3 +281,56 @@ def test_a_stored_or_foreign_addendum_is_never_overwritten(tmp_path):
     done = cli("sweep", config, "--out", tmp_path / "run", "--report-dir", reports)
     assert done.returncode == 2 and "holds the addendum of elsewhere" in done.stderr
     assert _snapshot(reports) == before
+
+
+def test_non_finite_or_non_positive_throughput_is_a_failed_run_and_no_result_exits_1(tmp_path):
+    printed = ["nan", "inf", "0", "-3"]
+    config = fake_config(
+        tmp_path,
+        workload={
+            "command": [str(FAKE_BENCH), "--dff", "{dff}", "--tok-s", "{extra}"],
+            "metric_regex": r"\((\S+) tok/s",
+        },
+        models=[{"name": f"m{i}", "dff": 1024 * (i + 1), "args": {"extra": text}} for i, text in enumerate(printed)],
+        measure={"rounds": 1},
+    )
+    out = tmp_path / "run"
+    done = cli("sweep", config, "--out", out)
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: {out / 'samples.csv'}: no run succeeded (8 failed, 0 skipped)"), last
+    samples = read_samples(out)
+    assert set(samples["status"]) == {"fail"}
+    for text in printed:
+        errors = samples[samples["model"] == f"m{printed.index(text)}"]["error"]
+        assert errors.str.contains(f"reported {float(text)!r} tok/s; a throughput must be finite and > 0").all()
+    assert not (out / "summary.csv").exists() and not list(out.glob("*-dff-crossover.*"))
+
+
+def test_a_timeout_kills_the_benchmarks_whole_process_group(tmp_path):
+    child_pid = tmp_path / "child.pid"
+    config = fake_config(
+        tmp_path,
+        workload={
+            "command": [str(FAKE_BENCH), "--dff", "{dff}", "--hang", "--child-pid", str(child_pid)],
+            "timeout_s": 1.0,
+        },  # fmt: skip
+        models=[{"name": "hangs", "dff": 1024}],
+        measure={"rounds": 1},
+    )
+    done = cli("sweep", config, "--out", tmp_path / "run", "--no-report")
+    assert done.returncode == 1 and "timed out after 1s" in done.stderr
+    pid = int(child_pid.read_text())
+    deadline = time.time() + 5
+    while _alive(pid) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "the benchmark's child outlived the timeout"
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie — killed, not yet reaped by its parent — counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

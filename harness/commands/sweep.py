@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -98,6 +99,10 @@ def sweep(
             progress.update(task, advance=1, description=message[:60])
 
         sweeps.execute(plan, on_run)
+    no_result = sweeps.why_no_result(plan.run_dir)
+    if no_result:  # nothing to summarize: an addendum would state a decision no measurement supports
+        print(f"error: {plan.run_dir / 'samples.csv'}: {no_result}", file=sys.stderr)
+        raise typer.Exit(1)
     Console().print(quick_table_view(plan.run_dir))
     console.print(f"samples:  {plan.run_dir / 'samples.csv'}\nmeta:     {plan.run_dir / 'meta.json'}")
     if report:
