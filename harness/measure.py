@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from harness.results import POINT_COLUMNS, SampleWriter, read_samples, run_key
+from harness.results import POINT_COLUMNS, RunKey, point_key, read_samples, run_key
+from harness.rundir import SampleWriter
 
 # The A/A noise-floor arm runs the fallback path a second time under its own label.
 ARM_PATH = {"fused": "fused", "fallback": "fallback", "null": "fallback"}
@@ -135,7 +136,7 @@ def measure_point(
     plan: SweepPlan,
     writer: SampleWriter,
     run_id: str,
-    done: dict[tuple, str],
+    done: dict[RunKey, str],
     on_run: ProgressHook,
 ) -> int:
     """Run every pending (arm, round) of one point; returns how many rows were written.
@@ -200,12 +201,7 @@ def _settled(point: Point, writer: SampleWriter, plan: SweepPlan) -> bool:
     return low > 1.0 or high < 1.0 or (high - low) / ratio <= plan.target_ci_width
 
 
-def point_key(values: dict) -> tuple:
-    """A point's identity as strings (CSV-read and fresh values compare equal)."""
-    return run_key({**values, "arm": "", "round": ""})[:-2]
-
-
-def _write_skips(point: Point, writer: SampleWriter, run_id: str, done: dict[tuple, str], on_run: ProgressHook) -> int:
+def _write_skips(point: Point, writer: SampleWriter, run_id: str, done: dict[RunKey, str], on_run: ProgressHook) -> int:
     written = 0
     for arm in point.arms:
         if _key(run_id, point, arm, 0) in done:
@@ -218,11 +214,11 @@ def _write_skips(point: Point, writer: SampleWriter, run_id: str, done: dict[tup
     return written
 
 
-def _key(run_id: str, point: Point, arm: str, round_index: int) -> tuple:
+def _key(run_id: str, point: Point, arm: str, round_index: int) -> RunKey:
     return run_key({**point.key, "arm": arm, "round": round_index, "run_id": run_id})
 
 
-def pending_runs(points: Sequence[Point], plan: SweepPlan, run_id: str, done: dict[tuple, str]) -> int:
+def pending_runs(points: Sequence[Point], plan: SweepPlan, run_id: str, done: dict[RunKey, str]) -> int:
     total = 0
     for point in points:
         rounds = 1 if point.skip_reason else plan.rounds

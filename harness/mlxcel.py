@@ -20,13 +20,8 @@ import pandas as pd
 
 from harness.config import DEFAULT_CAP_ENV
 from harness.errors import InputError
-from harness.inputs import read_frame
-from harness.results import (
-    SAMPLE_COLUMNS,
-    _header_line_count,
-    format_provenance,
-    write_meta,
-)
+from harness.results import SAMPLE_COLUMNS, data_line, format_provenance, header_lines, read_frame, write_text_atomic
+from harness.rundir import refuse_stored, write_meta
 from harness.stats import point_keys
 
 RUN_COLUMN = re.compile(r"^(fallback|fused)_run(\d+)$")
@@ -51,16 +46,13 @@ def _header(path: Path) -> tuple[dict[str, object], list[str]]:
     """`# key: value` lines as provenance; other comment lines kept verbatim as notes."""
     provenance: dict[str, object] = {}
     notes = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if not line.startswith("#"):
-                break
-            text = line[1:].strip()
-            key, sep, value = text.partition(":")
-            if sep and key.strip() and " " not in key.strip():
-                provenance[key.strip()] = value.strip()
-            elif text:
-                notes.append(text)
+    for line in header_lines(path):
+        text = line.strip()
+        key, sep, value = text.partition(":")
+        if sep and key.strip() and " " not in key.strip():
+            provenance[key.strip()] = value.strip()
+        elif text:
+            notes.append(text)
     return provenance, notes
 
 
@@ -80,9 +72,11 @@ def _run_columns(path: Path, columns: Sequence[str]) -> dict[str, list[str]]:
 def read_mlxcel(path: str | Path) -> MlxcelImport:
     path = Path(path)
     frame = read_frame(path)
+    if list(frame.columns[:3]) != LEADING_COLUMNS:
+        raise InputError(str(path), "columns", f"an mlxcel sweep CSV starts with {','.join(LEADING_COLUMNS)}")
     provenance, notes = _header(path)
     runs = _run_columns(path, list(frame.columns))
-    first_line = _header_line_count(path) + 2
+    first_line = data_line(path, 0)
     rows: list[dict[str, object]] = []
     skipped: list[str] = []
     run_id = str(provenance.get("run_id") or path.stem)
@@ -98,8 +92,10 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
         for arm, names in runs.items():
             for index, column in enumerate(names):
                 tok_s = _number(record[column], path, column, line)
-                if tok_s is not None and tok_s <= 0:
-                    raise InputError(str(path), column, f"line {line}: throughput must be > 0, got {tok_s}")
+                if tok_s is not None and not (np.isfinite(tok_s) and tok_s > 0):
+                    raise InputError(
+                        str(path), column, f"line {line}: throughput must be finite and > 0 (NA if it did not run)"
+                    )
                 if tok_s is None:
                     missing.append(column)
                 status = "ok" if tok_s is not None else "skip"
@@ -164,7 +160,10 @@ def import_run_dir(csv_path: str | Path, run_dir: str | Path, extra: dict[str, s
     """Write an mlxcel CSV as a run directory (samples.csv + meta.json); refuses to overwrite an existing run."""
     run_dir = Path(run_dir)
     if (run_dir / "samples.csv").exists():
+        refuse_stored(run_dir, "choose another --out")
         raise InputError(str(run_dir), "--out", "already holds a samples.csv; choose another directory")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise InputError(str(run_dir), "--out", "exists and is not a directory")
     imported = read_mlxcel(csv_path)
     if extra:
         imported.provenance.update(extra)
@@ -172,9 +171,8 @@ def import_run_dir(csv_path: str | Path, run_dir: str | Path, extra: dict[str, s
             if column in extra:
                 imported.samples[column] = extra[column]
     imported.provenance.setdefault("run_id", run_dir.name)
-    run_dir.mkdir(parents=True, exist_ok=True)
     text = format_provenance(imported.provenance) + imported.samples.to_csv(index=False)
-    (run_dir / "samples.csv").write_text(text, encoding="utf-8")
+    write_text_atomic(run_dir / "samples.csv", text)
     write_meta(run_dir, imported.provenance)
     return imported
 

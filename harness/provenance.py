@@ -89,18 +89,30 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+# What the measured code is made of: the kernel sources, the backends that compile and launch them, the workloads
+# that drive them and the timing helper. A change in any of these can move a throughput; a change elsewhere (the
+# statistics, the CLI) cannot.
+KERNEL_SOURCES = ("kernels/**/*", "harness/backends/*.py", "harness/workloads/*.py", "harness/timing.py")
+# Environment variables that change how kernels are launched (block shapes, thread counts, vectorisation).
+LAUNCH_ENV_PREFIXES = ("MOECAL_", "NUMBA_", "OMP_NUM_THREADS", "MLX_", "CUDA_VISIBLE_DEVICES")
+
+
 def kernel_source_hash() -> str:
-    """One hash over every kernel source, so a result can be tied to the exact kernels that produced it."""
+    """One hash over every file in KERNEL_SOURCES (paths and bytes), so a result is tied to the exact code that
+    produced it and a resumed run can tell whether that code changed in between."""
     digest = hashlib.sha256()
-    for path in sorted((REPO_ROOT / "kernels").rglob("*")):
-        if path.is_file() and path.suffix in (".cu", ".cuh", ".metal", ".h"):
-            digest.update(path.relative_to(REPO_ROOT).as_posix().encode())
-            digest.update(path.read_bytes())
-    for module in ("cpu.py",):
-        path = REPO_ROOT / "harness" / "backends" / module
-        if path.exists():
-            digest.update(path.read_bytes())
+    files = {p for pattern in KERNEL_SOURCES for p in REPO_ROOT.glob(pattern) if p.is_file()}
+    for path in sorted(files):
+        if "__pycache__" in path.parts:
+            continue
+        digest.update(path.relative_to(REPO_ROOT).as_posix().encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def launch_settings() -> dict[str, str]:
+    """The launch-relevant environment (LAUNCH_ENV_PREFIXES) of this process, sorted."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(LAUNCH_ENV_PREFIXES)}
 
 
 def library_pin(backend: str, packages: dict[str, str], device_info: dict[str, str]) -> str:
@@ -137,4 +149,5 @@ def collect(backend: str, device_info: dict[str, str] | None = None) -> dict[str
     meta["harness_commit"] = commit
     meta["harness_dirty"] = dirty
     meta["kernel_source_hash"] = kernel_source_hash()
+    meta["launch"] = launch_settings()
     return meta

@@ -13,22 +13,39 @@ addendum. The rules that keep runs trustworthy live here, in one place:
   command would overwrite (a committed addendum under reports/).
 - **Resume.** `--resume` picks the newest run under the results folder of the same config (file hash), backend and
   device that still has runs to do; `--resume DIR` names it.
+- **One writer.** A writer holds an advisory `fcntl.flock` on `<run>/.lock` (which also records its pid and start
+  time for the error message). The kernel drops the lock when the process dies, however it dies, so a lock left by
+  a killed sweep never blocks the next one.
+- **Durable rows.** Each row is one `os.write` of a complete line on an O_APPEND descriptor followed by fsync, so
+  a SIGKILL loses at most the run in flight; a torn last line (no newline) is not a row to any reader and is
+  truncated before the next append. Nothing is written until the first row: a sweep with nothing left to do
+  changes no file.
+- **Segments.** meta.json keeps the first segment's provenance at the top level (what reports show) and one entry
+  per segment (every start of a sweep into the directory that wrote rows) under `segments`: start, end, rows,
+  harness commit and dirty flag, kernel source hash, launch settings, command. Resuming with another kernel hash or
+  launch setting than an earlier segment is refused unless allowed (`--allow-mixed`), and then recorded.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import json
+import os
 import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from harness.errors import InputError
+from harness.results import SAMPLE_COLUMNS, csv_line, done_runs, format_provenance, write_text_atomic
 
 DEFAULT_RESULTS = Path("results")
 STORED_MARKER = ".stored"  # documented in README 'Run directories': marks a read-only baseline outside git
 RUN_FILES = ("samples.csv", "meta.json")  # either one makes a folder a run directory
+LOCK_FILE = ".lock"
+SEGMENT_KEYS = ("harness_commit", "harness_dirty", "kernel_source_hash", "launch", "command")
+MIXABLE_KEYS = ("kernel_source_hash", "launch")  # what a resumed run may not change silently
 SLUG_WORDS = 2  # of the device name: "amd-epyc", "nvidia-h200", "apple-m3" — enough to tell machines apart
 SLUG_CHARS = 20
 
@@ -139,3 +156,146 @@ def newest_resumable(results: Path, wanted: dict, pending: Callable[[Path], int]
         if stored_reason(folder) is None and pending(folder) > 0:
             return folder
     return None
+
+
+def write_meta(run_dir: Path, meta: Mapping[str, object]) -> None:
+    """meta.json, replaced atomically (a reader never sees half a file)."""
+    write_text_atomic(Path(run_dir) / "meta.json", json.dumps(meta, indent=2, default=str) + "\n")
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- one writer ------------------------------------------------------------------------------------------------
+
+
+class RunLock:
+    """`with RunLock(run_dir):` — the one writer of a run directory (see the module docstring)."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_FILE
+        self._fd = -1
+
+    def __enter__(self) -> RunLock:
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise InputError(str(self.run_dir), "", f"cannot create the run directory's lock: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").split()
+            os.close(fd)
+            who = f"pid {holder[0]} since {holder[1]}" if len(holder) >= 2 else "another process"
+            raise InputError(str(self.run_dir), "", f"in use by {who}; wait for it to finish or stop it") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {_now()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = -1
+
+
+# --- segments --------------------------------------------------------------------------------------------------
+
+
+def segments(meta: Mapping[str, object]) -> list[dict]:
+    """The run's segments; a run written before segments existed counts as one, described by its top level."""
+    stored = meta.get("segments")
+    if isinstance(stored, list):
+        return [dict(s) for s in stored if isinstance(s, dict)]
+    if not meta:
+        return []
+    return [{"start": meta.get("date", ""), **{k: meta[k] for k in SEGMENT_KEYS if k in meta}}]
+
+
+def new_segment(meta: Mapping[str, object]) -> dict[str, object]:
+    """This process's segment entry, from its provenance (end and rows are filled in when it closes)."""
+    return {"start": _now(), "end": "", "rows": 0, **{k: meta[k] for k in SEGMENT_KEYS if k in meta}}
+
+
+def mixed_settings(previous: Mapping[str, object], segment: Mapping[str, object]) -> list[str]:
+    """Which of MIXABLE_KEYS differ between the new segment and any earlier one (with the values, for the error)."""
+    out = []
+    for key in MIXABLE_KEYS:
+        before = {json.dumps(s.get(key), sort_keys=True) for s in segments(previous) if key in s}
+        now = json.dumps(segment.get(key), sort_keys=True)
+        if before and before != {now}:
+            out.append(f"{key} {' / '.join(sorted(before))} before, {now} now")
+    return out
+
+
+# --- durable rows ----------------------------------------------------------------------------------------------
+
+
+class SampleWriter:
+    """Appends rows to `<run>/samples.csv` (see the module docstring); use inside a RunLock.
+
+    The header, the meta.json segment and the torn-tail repair happen at the first `append`; `close` records the
+    segment's end and row count."""
+
+    def __init__(self, run_dir: Path, meta: Mapping[str, object], segment: Mapping[str, object] | None = None):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / "samples.csv"
+        self.meta = dict(meta)
+        self.segment = dict(segment if segment is not None else new_segment(meta))
+        self._fd = -1
+        self._meta: dict[str, object] = {}
+
+    def done_keys(self) -> dict[tuple, str]:
+        return done_runs(self.path)
+
+    def _start(self) -> None:
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            previous = read_meta(self.run_dir)
+            if self.path.exists() and self.path.stat().st_size > 0:
+                _truncate_torn_tail(self.path)
+            else:
+                write_text_atomic(self.path, format_provenance(self.meta) + csv_line(SAMPLE_COLUMNS))
+            self._meta = {**(previous or self.meta), "segments": [*segments(previous), self.segment]}
+            write_meta(self.run_dir, self._meta)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:
+            raise InputError(str(self.path), "", f"cannot write: {exc.strerror or exc}") from None
+
+    def append(self, row: Mapping[str, object]) -> None:
+        unknown = set(row) - set(SAMPLE_COLUMNS)
+        if unknown:
+            raise KeyError(f"unknown sample columns: {sorted(unknown)}")
+        if self._fd < 0:
+            self._start()
+        try:
+            os.write(self._fd, csv_line([row.get(c, "") for c in SAMPLE_COLUMNS]).encode("utf-8"))
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise InputError(str(self.path), "", f"cannot append a row: {exc.strerror or exc}") from None
+        self.segment["rows"] = int(self.segment["rows"]) + 1
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        os.close(self._fd)
+        self._fd = -1
+        self.segment["end"] = _now()
+        self._meta["segments"][-1] = self.segment
+        write_meta(self.run_dir, self._meta)
+
+    def __enter__(self) -> SampleWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _truncate_torn_tail(path: Path) -> None:
+    with open(path, "r+b") as handle:
+        data = handle.read()
+        if not data.endswith(b"\n"):
+            handle.truncate(data.rfind(b"\n") + 1)

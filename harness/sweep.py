@@ -20,12 +20,16 @@ from harness.backends import BACKEND_NAMES, BackendUnavailable, resolve_name
 from harness.config import SweepConfig, load_config
 from harness.errors import InputError
 from harness.measure import Point, ProgressHook, SweepPlan, Workload, measure_point, pending_runs
-from harness.results import SampleWriter, done_runs, read_samples
+from harness.results import done_runs, read_samples
 from harness.rundir import (
     DEFAULT_RESULTS,
+    RunLock,
+    SampleWriter,
     default_run_id,
     fresh_run_dir,
     is_run_dir,
+    mixed_settings,
+    new_segment,
     newest_resumable,
     read_meta,
     refuse_stored,
@@ -58,6 +62,8 @@ class Sweep:
     run_id: str
     run_dir: Path
     meta: dict[str, object]
+    resuming: bool  # continuing an existing run (--resume), as opposed to starting a new one
+    segment: dict[str, object]  # this sweep's entry in meta.json's `segments`
 
 
 def backend_for(config: SweepConfig, override: str | None) -> str:
@@ -81,9 +87,11 @@ def prepare(
     rounds: int | None = None,
     resume: str | None = None,
     results: Path = DEFAULT_RESULTS,
+    allow_mixed: bool = False,
 ) -> Sweep:
     """Everything a sweep needs, checked. `resume`: None starts a new run (in `out`, or a fresh run id under
-    `results`); "" continues the newest unfinished run of this config on this device; a path continues that run."""
+    `results`); "" continues the newest unfinished run of this config on this device; a path continues that run.
+    A resumed run must have been written by the same kernels and launch settings unless `allow_mixed`."""
     config_path = Path(config_path)
     config = load_config(config_path)
     source = str(config_path)
@@ -138,8 +146,20 @@ def prepare(
         order=plan.order,
     )
     run_dir = _choose_run_dir(out, resume, results, meta, source, lambda folder: _pending(points, plan, folder))
-    meta["run_id"] = run_id = str(read_meta(run_dir).get("run_id") or run_dir.name)
-    return Sweep(config, config_path, workload, points, plan, run_id, run_dir, meta)
+    previous = read_meta(run_dir) if resume is not None else {}
+    meta["run_id"] = run_id = str(previous.get("run_id") or run_dir.name)
+    segment = new_segment(meta)
+    mixed = mixed_settings(previous, segment)
+    if mixed and not allow_mixed:
+        raise InputError(
+            str(run_dir),
+            "--resume",
+            f"this run was measured with other settings ({'; '.join(mixed)}); resuming would mix them in one run: "
+            "start a new run, or pass --allow-mixed to resume anyway (recorded in meta.json)",
+        )
+    if mixed:
+        segment["mixed"] = mixed
+    return Sweep(config, config_path, workload, points, plan, run_id, run_dir, meta, resume is not None, segment)
 
 
 def _choose_run_dir(
@@ -196,10 +216,7 @@ def _check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> Non
     refuse_stored(run_dir, "start a new run instead (without --resume)")
     _check_writable_parent(run_dir, "--resume")
     previous = read_meta(run_dir)
-    try:
-        done_runs(run_dir)
-    except (ValueError, OSError) as exc:
-        raise InputError(str(run_dir), "samples.csv", f"not a moecal samples.csv ({exc})") from None
+    done_runs(run_dir)  # validates samples.csv: a run whose rows cannot be trusted is not continued
     differs = same_run_kind(previous, meta)
     if differs:
         raise InputError(
@@ -215,12 +232,16 @@ def _pending(points: list[Point], plan: SweepPlan, run_dir: Path) -> int:
 
 
 def execute(sweep: Sweep, on_run: ProgressHook) -> int:
-    """Run every pending run; returns the number of rows written. Safe to interrupt and re-run (resumes)."""
+    """Run every pending run as the run directory's one writer; returns the number of rows written. Safe to
+    interrupt: `--resume` continues. Writes nothing when nothing is left to do."""
     written = 0
-    with SampleWriter(sweep.run_dir, sweep.meta) as writer:
-        done = writer.done_keys()
-        for point in sweep.points:
-            written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
+    with RunLock(sweep.run_dir):
+        if not sweep.resuming and is_run_dir(sweep.run_dir):  # another sweep started it since `prepare`
+            raise InputError(str(sweep.run_dir), "--out", "already holds a run; continue it with --resume")
+        with SampleWriter(sweep.run_dir, sweep.meta, sweep.segment) as writer:
+            done = writer.done_keys()
+            for point in sweep.points:
+                written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
     return written
 
 
@@ -231,6 +252,8 @@ def pending(sweep: Sweep) -> int:
 
 def why_no_result(run_dir: Path) -> str | None:
     """Why a finished sweep has nothing to analyse (not one ok run), as one line; None when it has results."""
+    if not (run_dir / "samples.csv").exists():
+        return "no run was recorded"
     samples = read_samples(run_dir)
     statuses = samples["status"].value_counts()
     if statuses.get("ok", 0):

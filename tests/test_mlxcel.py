@@ -61,7 +61,9 @@ def test_export_reproduces_the_mlxcel_rows(tmp_path):
     [
         ("bad,1792,affine,1,2,x,2,3,3,3,3,1.5", "fallback_run3", "line 4: 'x' is neither a number nor NA"),
         ("bad,-5,affine,1,2,3,2,3,3,3,3,1.5", "dff", "line 4: -5 is not a positive integer"),
-        ("bad,1792,affine,1,2,0,2,3,3,3,3,1.5", "fallback_run3", "throughput must be > 0"),
+        ("bad,1792,affine,1,2,0,2,3,3,3,3,1.5", "fallback_run3", "line 4: throughput must be finite and > 0"),
+        ("bad,1792,affine,1,2,3,2,3,NaN,3,3,1.5", "fused_run2", "line 4: throughput must be finite and > 0"),
+        ("bad,1792,affine,1,2,3,2,3,3,inf,3,1.5", "fused_run3", "line 4: throughput must be finite and > 0"),
     ],
 )
 def test_corrupt_values_name_file_field_and_line(tmp_path, row, field, problem):

@@ -95,15 +95,19 @@ def test_sigkill_mid_sweep_then_resume_gives_one_ok_row_per_run(tmp_path):
     assert len(counts) == 2 * 2 * 6 and set(counts) == {1}
 
 
-def test_torn_tail_is_truncated_on_resume(tmp_path):
+def test_a_torn_tail_is_no_row_and_is_cut_before_the_next_append(tmp_path):
     config = fake_config(tmp_path, measure={"rounds": 2})
     out = tmp_path / "run"
     assert cli("sweep", config, "--out", out, "--no-report").returncode == 0
     path = out / "samples.csv"
-    intact = path.read_bytes()
+    intact, rows = path.read_bytes(), read_samples(out)
     path.write_bytes(intact + b"fake,half,a,li")  # what a crash in the middle of a write would leave
+    assert read_samples(out).equals(rows)
     assert cli("sweep", config, "--resume", out, "--no-report").returncode == 0
-    assert path.read_bytes() == intact
+    assert path.read_bytes() == intact + b"fake,half,a,li"  # nothing to do: no file changes
+    assert cli("sweep", config, "--resume", out, "--rounds", "3", "--no-report").returncode == 0
+    grown = path.read_bytes()
+    assert grown.startswith(intact) and b"half" not in grown and len(read_samples(out)) == len(rows) + 4
 
 
 def test_timeouts_and_crashes_become_fail_rows_and_the_sweep_goes_on(tmp_path):
@@ -207,7 +211,7 @@ def test_unusable_run_directories_and_backends_are_one_line_errors(tmp_path):
     corrupt.mkdir()
     (corrupt / "meta.json").write_text("{")
     cases = [
-        (("--resume", foreign), "not a moecal samples.csv"),
+        (("--resume", foreign), "samples.csv: columns: not a samples.csv: missing run_id, backend"),
         (("--resume", corrupt), "not a moecal meta.json"),
         (("--out", foreign), "already holds a run; continue it with --resume"),
         (("--out", config), "exists and is not a directory"),

@@ -59,6 +59,11 @@ def sweep(
     rounds: int | None = typer.Option(None, "--rounds", min=1, help="Override measure.rounds."),
     only: list[str] = typer.Option([], "--only", help="Measure only this model (repeatable)."),
     backend: str | None = typer.Option(None, "--backend", help="Override the config's backend (metal|cuda|cpu|auto)."),
+    allow_mixed: bool = typer.Option(
+        False,
+        "--allow-mixed",
+        help="With --resume: continue even though the kernel sources or launch settings changed (recorded).",
+    ),
     report: bool = typer.Option(
         True, "--report/--no-report", help="After the sweep: summarize → crossover → addendum + plot."
     ),
@@ -77,7 +82,9 @@ def sweep(
         except BackendUnavailable as exc:
             raise InputError("(no config given)", "backend", str(exc)) from None
         console.print(f"config: {config} (the default for this machine)")
-    plan = sweeps.prepare(config, out=out, backend=backend, only=only, rounds=rounds, resume=resume)
+    plan = sweeps.prepare(
+        config, out=out, backend=backend, only=only, rounds=rounds, resume=resume, allow_mixed=allow_mixed
+    )
     if dry_run:
         print_plan(plan)
         console.print(f"dry run: config, backend and commands are usable; would write {plan.run_dir}")
@@ -92,19 +99,24 @@ def sweep(
         TextColumn("ETA"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("sweep", total=todo)
+    written = 0
+    if todo or plan.plan.adaptive:  # adaptive points may add rounds beyond the planned ones
+        with Progress(*columns, console=console, transient=False) as progress:
+            task = progress.add_task("sweep", total=todo)
 
-        def on_run(message: str) -> None:
-            progress.update(task, advance=1, description=message[:60])
+            def on_run(message: str) -> None:
+                progress.update(task, advance=1, description=message[:60])
 
-        sweeps.execute(plan, on_run)
+            written = sweeps.execute(plan, on_run)
     no_result = sweeps.why_no_result(plan.run_dir)
     if no_result:  # nothing to summarize: an addendum would state a decision no measurement supports
         print(f"error: {plan.run_dir / 'samples.csv'}: {no_result}", file=sys.stderr)
         raise typer.Exit(1)
     Console().print(quick_table_view(plan.run_dir))
     console.print(f"samples:  {plan.run_dir / 'samples.csv'}\nmeta:     {plan.run_dir / 'meta.json'}")
+    if not written:
+        console.print(f"nothing new measured: no file changed (`moecal report {plan.run_dir}` re-reports it)")
+        return
     if report:
         summary = write_summary(plan.run_dir)
         md_path, png_path, decision = write_report(plan.run_dir, report_dir or plan.run_dir)
