@@ -177,6 +177,7 @@ def first_bad(path: Path, frame: pd.DataFrame, bad: pd.Series, column: str, prob
     if bad.any():
         first = int(bad.to_numpy().argmax())
         value = frame[column].iloc[first]
+        value = value.item() if hasattr(value, "item") else value  # numpy scalar → plain number for the message
         raise InputError(str(path), column, f"line {data_line(path, first)}: {problem.format(value=value)}")
 
 
