@@ -6,10 +6,11 @@ run starts, so `--dry-run` and `moecal plan` exercise exactly the checks a real 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,7 +94,10 @@ def prepare(
     `results`); "" continues the newest unfinished run of this config on this device; a path continues that run.
     A resumed run must have been written by the same kernels and launch settings unless `allow_mixed`."""
     config_path = Path(config_path)
-    config = load_config(config_path)
+    try:
+        config = load_config(config_path)
+    except UnicodeDecodeError as exc:
+        raise InputError(str(config_path), "(file)", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     source = str(config_path)
     try:
         backend_name = backend_for(config, backend)
@@ -231,17 +235,23 @@ def _pending(points: list[Point], plan: SweepPlan, run_dir: Path) -> int:
     return pending_runs(points, plan, "", done_runs(run_dir))
 
 
-def execute(sweep: Sweep, on_run: ProgressHook) -> int:
-    """Run every pending run as the run directory's one writer; returns the number of rows written. Safe to
-    interrupt: `--resume` continues. Writes nothing when nothing is left to do."""
-    written = 0
+@contextlib.contextmanager
+def writing(sweep: Sweep) -> Iterator[None]:
+    """Hold the run directory as its one writer (creating it: an unwritable place fails here, before any output)."""
     with RunLock(sweep.run_dir):
         if not sweep.resuming and is_run_dir(sweep.run_dir):  # another sweep started it since `prepare`
             raise InputError(str(sweep.run_dir), "--out", "already holds a run; continue it with --resume")
-        with SampleWriter(sweep.run_dir, sweep.meta, sweep.segment) as writer:
-            done = writer.done_keys()
-            for point in sweep.points:
-                written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
+        yield
+
+
+def execute(sweep: Sweep, on_run: ProgressHook) -> int:
+    """Run every pending run (inside `writing(sweep)`); returns the number of rows written. Safe to interrupt:
+    `--resume` continues. Writes no file until the first row."""
+    written = 0
+    with SampleWriter(sweep.run_dir, sweep.meta, sweep.segment) as writer:
+        done = writer.done_keys()
+        for point in sweep.points:
+            written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
     return written
 
 

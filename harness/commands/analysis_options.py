@@ -26,7 +26,7 @@ ExcludeOpt = Annotated[
     typer.Option("--exclude", help="model to mark null (repeatable); NAME=why records the reason", show_default=False),
 ]
 ConfidenceOpt = Annotated[float, typer.Option(help="confidence level of every interval")]
-SeedOpt = Annotated[int, typer.Option(help="seed of the bootstrap resampling")]
+SeedOpt = Annotated[int, typer.Option(min=0, help="seed of the bootstrap resampling")]
 CurrentDefaultOpt = Annotated[
     int | None,
     typer.Option(min=1, help="the cap in force now (default: the run's current_default)", show_default=False),

@@ -33,7 +33,7 @@ def report(
     confidence: ConfidenceOpt = 0.95,
     seed: SeedOpt = 0,
 ) -> None:
-    """Write `<date>-<host>-<backend>-dff-crossover.md` and `.png` into --out."""
+    """Write `<run-id>-dff-crossover.md` and `.png` into --out (never over another run's addendum)."""
     options = build_options(exclude, confidence, seed, current_default, grid, interpolation)
     md_path, png_path, decision = write_report(input_path, out, previous, options)
     typer.echo(f"addendum → {md_path}\nplot     → {png_path}\ndecision: {decision.action} — {decision.reason}")

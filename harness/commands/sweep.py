@@ -20,6 +20,16 @@ from harness.report import write_report
 console = Console(stderr=True, soft_wrap=True)  # paths and messages stay on one line
 
 
+PROGRESS_COLUMNS = (
+    TextColumn("{task.description}"),
+    BarColumn(),
+    MofNCompleteColumn(),
+    TimeElapsedColumn(),
+    TextColumn("ETA"),
+    TimeRemainingColumn(),
+)
+
+
 def quick_table_view(run_dir: Path) -> Table:
     table = Table(title=f"{run_dir} (medians; `moecal summarize` adds CIs and verdicts)")
     for column in ("model", "d_model", "dff", "fallback", "fused", "ratio", "ok", "fail", "skip"):
@@ -90,24 +100,19 @@ def sweep(
         console.print(f"dry run: config, backend and commands are usable; would write {plan.run_dir}")
         return
     todo = sweeps.pending(plan)
-    console.print(f"run directory: {plan.run_dir}  ({todo} runs to do)")
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
     written = 0
     if todo or plan.plan.adaptive:  # adaptive points may add rounds beyond the planned ones
-        with Progress(*columns, console=console, transient=False) as progress:
-            task = progress.add_task("sweep", total=todo)
+        with sweeps.writing(plan):
+            console.print(f"run directory: {plan.run_dir}  ({todo} runs to do)")
+            with Progress(*PROGRESS_COLUMNS, console=console, transient=False) as progress:
+                task = progress.add_task("sweep", total=todo)
 
-            def on_run(message: str) -> None:
-                progress.update(task, advance=1, description=message[:60])
+                def on_run(message: str) -> None:
+                    progress.update(task, advance=1, description=message[:60])
 
-            written = sweeps.execute(plan, on_run)
+                written = sweeps.execute(plan, on_run)
+    else:
+        console.print(f"run directory: {plan.run_dir}  (0 runs to do)")
     no_result = sweeps.why_no_result(plan.run_dir)
     if no_result:  # nothing to summarize: an addendum would state a decision no measurement supports
         print(f"error: {plan.run_dir / 'samples.csv'}: {no_result}", file=sys.stderr)
