@@ -20,9 +20,17 @@ import pandas as pd
 
 from harness.config import DEFAULT_CAP_ENV
 from harness.errors import InputError
-from harness.results import SAMPLE_COLUMNS, data_line, format_provenance, header_lines, read_frame, write_text_atomic
+from harness.results import (
+    POINT_COLUMNS,
+    SAMPLE_COLUMNS,
+    data_line,
+    format_provenance,
+    header_lines,
+    point_key,
+    read_frame,
+    write_text_atomic,
+)
 from harness.rundir import refuse_stored, write_meta
-from harness.stats import point_keys
 
 RUN_COLUMN = re.compile(r"^(fallback|fused)_run(\d+)$")
 LEADING_COLUMNS = ["model", "dff", "quant_mode"]
@@ -184,14 +192,15 @@ def _format(value: float, digits: int) -> str:
 def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: dict[str, object]) -> str:
     """A summary in mlxcel's sweep CSV format, with the per-run values from `samples` (NA where a run is missing)."""
     ok = samples[(samples["status"] == "ok") & samples["arm"].isin(ARMS)]
-    ok_keys = point_keys(ok)
+    ok_keys = [point_key(r) for r in ok[POINT_COLUMNS].to_dict("records")]
     n_runs = int(samples["round"].max()) + 1 if samples["round"].notna().any() else 0
     columns = list(LEADING_COLUMNS)
     for arm in ARMS:
         columns += [f"{arm}_run{i}" for i in range(1, n_runs + 1)] + [f"{arm}_median"]
     columns.append("fused_over_fallback")
     lines = [",".join(columns)]
-    for key, (_, point) in zip(point_keys(summary), summary.iterrows(), strict=True):
+    for _, point in summary.iterrows():
+        key = point_key(point.to_dict())
         mine = ok[[k == key for k in ok_keys]]
         cells = [str(point["model"]), str(int(point["dff"])), str(point["quant_mode"] or "")]
         for arm in ARMS:

@@ -57,15 +57,6 @@ def nvidia_gpu() -> dict[str, str]:
     return info
 
 
-def platform_backend() -> str:
-    """The backend an external command most likely runs on here: cuda with an NVIDIA GPU, metal on Apple silicon."""
-    if nvidia_gpu():
-        return "cuda"
-    if sys.platform == "darwin" and platform.machine() == "arm64":
-        return "metal"
-    return "cpu"
-
-
 def package_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for name in PACKAGES:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import provenance
-from harness.backends import BACKEND_NAMES, BackendUnavailable, resolve_name
+from harness.backends import BACKEND_NAMES, BackendUnavailable, detect, resolve_name
 from harness.config import SweepConfig, load_config
 from harness.errors import InputError
 from harness.measure import Point, ProgressHook, SweepPlan, Workload, measure_point, pending_runs
@@ -48,8 +48,7 @@ def default_config() -> Path:
     if backend == "metal":
         return CONFIG_DIR / "m-series.yaml"
     if backend == "cuda":
-        gpu = str(provenance.nvidia_gpu().get("gpu", ""))
-        return CONFIG_DIR / ("gb10.yaml" if "GB10" in gpu.upper() else "h200.yaml")
+        return CONFIG_DIR / ("gb10.yaml" if "GB10" in detect().gpu_name.upper() else "h200.yaml")
     return CONFIG_DIR / "cpu-smoke.yaml"
 
 
@@ -76,7 +75,7 @@ def backend_for(config: SweepConfig, override: str | None) -> str:
     if name != "auto":
         return name
     if config.workload.kind == "command":
-        return provenance.platform_backend()
+        return detect().platform
     return resolve_name("auto")
 
 
@@ -104,7 +103,7 @@ def prepare(
         device_info: dict[str, str] = {}
         device = ""
         if config.workload.kind == "command":
-            device = str(provenance.nvidia_gpu().get("gpu") or provenance.cpu_name())
+            device = detect().gpu_name or provenance.cpu_name()
         workload = build_workload(config, source, backend_name, device)
     except BackendUnavailable as exc:
         raise InputError(source, "backend", str(exc)) from None

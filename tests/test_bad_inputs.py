@@ -7,14 +7,13 @@ go through `python -m harness` to check the real entry point prints the same sin
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from harness.results import SAMPLE_COLUMNS, csv_line
+from harness.results import csv_line
 from tests.helpers import cli, fake_config, run_cli
-from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV, SYNTHETIC_META, linear_curve, synthetic_samples, write_run
+from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV, linear_curve, synthetic_samples, write_run
 
 MLXCEL_HEADER = DESIGN_EXAMPLE_CSV.splitlines(keepends=True)[2]
 
@@ -179,8 +178,3 @@ def test_the_real_entry_point_prints_the_same_one_line(ws, name):
     assert done.returncode == code and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], done.stderr
-
-
-def test_meta_json_of_the_good_run_is_untouched_by_the_corpus(ws):
-    assert json.loads((ws / "good" / "meta.json").read_text()) == SYNTHETIC_META
-    assert SAMPLE_COLUMNS[0] == "run_id"

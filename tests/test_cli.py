@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from harness.backends import Detection, detect
 from harness.cli import COMMANDS, _optional_values, load_command
 from tests.helpers import REPO, cli
 
@@ -46,3 +47,14 @@ def test_a_command_help_and_exit_codes_pass_through():
 )
 def test_resume_takes_a_directory_or_nothing(argv, expected):
     assert _optional_values(argv) == expected
+
+
+def test_detection_answers_auto_and_the_external_commands_platform():
+    nothing = {"metal": (False, "no Apple GPU"), "cuda": (False, "no NVIDIA driver"), "cpu": (False, "no numba")}
+    assert Detection(nothing, {}, apple_silicon=False).auto is None
+    cpu_only = {**nothing, "cpu": (True, "numba 0.68")}
+    nvidia = Detection(cpu_only, {"gpu": "NVIDIA GB10"}, apple_silicon=False)
+    assert (nvidia.auto, nvidia.platform, nvidia.gpu_name) == ("cpu", "cuda", "NVIDIA GB10")  # CuPy missing here
+    assert Detection(cpu_only, {}, apple_silicon=True).platform == "metal"
+    done = cli("doctor")
+    assert done.returncode == 0 and f"auto → {detect().auto}" in done.stdout

@@ -8,7 +8,7 @@ from harness.analysis import analyse
 from harness.errors import InputError
 from harness.inputs import load_input
 from harness.mlxcel import import_run_dir, read_mlxcel, to_mlxcel_csv
-from tests.helpers import run_cli
+from tests.helpers import cli
 from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV, design_example
 
 EXTRA_ROWS = (
@@ -97,7 +97,7 @@ def test_unknown_or_missing_inputs_are_input_errors(tmp_path):
 
 def test_import_command_writes_a_run_directory_and_refuses_to_overwrite(tmp_path):
     csv_path, run_dir = design_example(tmp_path), tmp_path / "run"
-    done = run_cli("import-mlxcel", csv_path, "--out", run_dir, "--backend", "metal", "--library-pin", "MLX 0.32.1")
+    done = cli("import-mlxcel", csv_path, "--out", run_dir, "--backend", "metal", "--library-pin", "MLX 0.32.1")
     assert done.returncode == 0, done.stderr
     loaded = load_input(run_dir)
     assert loaded.provenance["backend"] == "metal" and loaded.provenance["library_pin"] == "MLX 0.32.1"

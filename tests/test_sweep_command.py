@@ -10,6 +10,7 @@ import sys
 import time
 
 import pandas as pd
+import pytest
 
 from harness.results import read_provenance, read_samples
 from tests.helpers import FAKE_BENCH, REPO, cli, fake_config
@@ -21,12 +22,12 @@ def _ok_rows(run_dir) -> pd.DataFrame:
 
 
 def test_sweep_writes_rotated_rounds_provenance_and_report(tmp_path):
-    config = fake_config(tmp_path, measure={"rounds": 4, "warmup_runs": 1, "null_arm": True})
+    config = fake_config(tmp_path, measure={"rounds": 3, "warmup_runs": 1, "null_arm": True})
     out = tmp_path / "run"
     done = cli("sweep", config, "--out", out)
     assert done.returncode == 0, done.stderr
     samples = read_samples(out)
-    assert len(samples) == 2 * 3 * 4  # points × arms (fused, fallback, null) × rounds; warm-ups not written
+    assert len(samples) == 2 * 3 * 3  # points × arms (fused, fallback, null) × rounds; warm-ups not written
     assert set(samples["status"]) == {"ok"}
     for (_, round_index), rows in samples.groupby(["model", "round"]):
         order = list(rows.sort_values("position")["arm"])
@@ -64,11 +65,12 @@ def test_rerun_resumes_without_redoing_work(tmp_path):
     assert len(read_samples(out)) == len(first) + 4
 
 
+@pytest.mark.slow  # a real sweep process killed mid-run (a subprocess is the point here)
 def test_sigkill_mid_sweep_then_resume_gives_one_ok_row_per_run(tmp_path):
     config = fake_config(
         tmp_path,
-        workload={"command": [str(FAKE_BENCH), "--dff", "{dff}", "--sleep", "0.15"]},
-        measure={"rounds": 6, "warmup_runs": 0},
+        workload={"command": [str(FAKE_BENCH), "--dff", "{dff}", "--sleep", "0.1"]},
+        measure={"rounds": 4, "warmup_runs": 0},
     )
     out = tmp_path / "run"
     proc = subprocess.Popen(
@@ -86,13 +88,13 @@ def test_sigkill_mid_sweep_then_resume_gives_one_ok_row_per_run(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     partial = read_samples(out)
-    assert 5 <= len(partial) < 24, "the kill must land mid-sweep"
+    assert 5 <= len(partial) < 16, "the kill must land mid-sweep"
     assert (out / "samples.csv").read_bytes().endswith(b"\n")
     done = cli("sweep", config, "--resume", out, "--no-report")
     assert done.returncode == 0, done.stderr
     ok = _ok_rows(out)
     counts = ok.groupby(["model", "arm", "round"]).size()
-    assert len(counts) == 2 * 2 * 6 and set(counts) == {1}
+    assert len(counts) == 2 * 2 * 4 and set(counts) == {1}
 
 
 def test_a_torn_tail_is_no_row_and_is_cut_before_the_next_append(tmp_path):
@@ -116,7 +118,7 @@ def test_timeouts_and_crashes_become_fail_rows_and_the_sweep_goes_on(tmp_path):
         tmp_path,
         workload={
             "command": [str(FAKE_BENCH), "--dff", "{dff}", "{extra}", "--counter", str(counter)],
-            "timeout_s": 1.5,
+            "timeout_s": 1.0,
         },
         models=[
             {"name": "hangs", "dff": 2048, "args": {"extra": "--hang"}},
@@ -130,7 +132,7 @@ def test_timeouts_and_crashes_become_fail_rows_and_the_sweep_goes_on(tmp_path):
     assert done.returncode == 0, done.stderr
     samples = read_samples(out)
     hangs = samples[samples["model"] == "hangs"]
-    assert set(hangs["status"]) == {"fail"} and hangs["error"].str.contains("timed out after 1.5s").all()
+    assert set(hangs["status"]) == {"fail"} and hangs["error"].str.contains("timed out after 1s").all()
     crashes = samples[samples["model"] == "crashes"]
     assert "fail" in set(crashes["status"]) and "ok" in set(crashes["status"])
     assert crashes[crashes["status"] == "fail"]["error"].str.contains("exit code 3.*out of memory").all()
