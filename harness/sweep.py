@@ -10,7 +10,7 @@ import contextlib
 import os
 import shlex
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,7 +166,12 @@ def prepare(
 
 
 def _choose_run_dir(
-    out: Path | None, resume: str | None, results: Path, meta: dict[str, object], source: str, pending
+    out: Path | None,
+    resume: str | None,
+    results: Path,
+    meta: dict[str, object],
+    source: str,
+    pending: Callable[[Path], int],
 ) -> Path:
     """A new run directory, or the one to resume after checking that it may be continued (see harness.rundir)."""
     if resume is None:
