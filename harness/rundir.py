@@ -103,6 +103,8 @@ def stored_reason(path: Path) -> str | None:
         return f"a stored run ({folder / STORED_MARKER} marks it read-only)"
     if tracked_by_git(path):
         return "a stored result (tracked by git) is read-only"
+    if folder != path and is_run_dir(folder) and tracked_by_git(folder):  # a new file inside a committed run
+        return f"{folder} is a stored run (tracked by git): read-only"
     return None
 
 

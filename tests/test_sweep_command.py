@@ -252,6 +252,9 @@ def test_new_sweeps_get_fresh_run_ids_and_never_write_into_a_stored_run(tmp_path
     assert "tracked by git" in done.stderr
     bare = cli("sweep", config, "--rounds", "3", "--resume", "--no-report", cwd=tmp_path)
     assert bare.returncode == 2 and "no unfinished run of this config" in bare.stderr
+    new_file = cli("summarize", stored, "--out", stored / "again.csv")
+    assert new_file.returncode == 2 and "is a stored run (tracked by git): read-only" in new_file.stderr
+    assert cli("summarize", stored).returncode == 0  # reading a stored run is fine; its summary stays as committed
     assert _snapshot(tmp_path / "results") == before
     # without --out: a new run directory results/<yyyymmddThhmm>-<backend>-<device>-<config>, twice in one minute
     first = cli("sweep", config, "--no-report", cwd=tmp_path)
