@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
 import signal
@@ -141,3 +142,20 @@ def test_a_failed_row_then_an_ok_row_of_the_same_run_is_a_resume_not_a_duplicate
         writer.append(_row(status="fail", tok_s="", error="timed out"))
         writer.append(_row())
     assert list(read_samples(tmp_path)["status"]) == ["fail", "ok"]
+
+
+def test_a_full_disk_is_an_input_error_naming_the_file(tmp_path, monkeypatch):
+    def no_space(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    writer = SampleWriter(tmp_path, {"backend": "cpu"})
+    writer.append(_row())
+    monkeypatch.setattr(os, "write", no_space)  # SYNTHETIC: what a full disk answers
+    with pytest.raises(InputError, match=r"samples.csv: cannot append a row: No space left on device"):
+        writer.append(_row(round=1))
+    monkeypatch.undo()
+    writer.close()
+    assert (
+        len(read_samples(tmp_path)) == 1
+        and json.loads((tmp_path / "meta.json").read_text())["segments"][0]["rows"] == 1
+    )
