@@ -209,10 +209,12 @@ def _complete_text(path: Path) -> str:
 
 
 def _check_field_counts(path: Path, text: str, width: int) -> None:
-    """Every data row has exactly one field per column (pandas would pad a short row with NaN)."""
-    skip = len(header_lines(path)) + 1
-    for number, fields in enumerate(csv.reader(io.StringIO(text)), start=1):
-        if number > skip and fields and len(fields) != width:
+    """Every data row has exactly one field per column (pandas would pad a short row with NaN). Only the lines
+    after the `#` header are parsed as CSV: a quote in a provenance line must not join lines."""
+    skip = len(header_lines(path))
+    body = "".join(text.splitlines(keepends=True)[skip:])
+    for number, fields in enumerate(csv.reader(io.StringIO(body)), start=skip + 1):
+        if number > skip + 1 and fields and len(fields) != width:
             raise InputError(str(path), "", f"line {number}: {len(fields)} fields, the header has {width}")
 
 
