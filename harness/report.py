@@ -47,9 +47,12 @@ def _slug(text: str) -> str:
 def _report_stem(provenance: dict[str, object], date: str, host: str, backend: str) -> str:
     """<run id>-dff-crossover: one run's addendum can never overwrite another run's. Inputs without a run id (a
     bare summary.csv) fall back to <date>-<host>-<backend>[-<config>]-dff-crossover."""
-    run_id = str(provenance.get("run_id") or "")
-    parts = (run_id,) if run_id else (date, host, backend, str(provenance.get("config_name") or ""))
-    return "-".join(_slug(p) for p in (*parts, "dff-crossover") if p)
+    run_id = re.sub(r"[^A-Za-z0-9._-]+", "-", str(provenance.get("run_id") or "")).strip("-.")
+    if run_id:  # verbatim (already file-name-safe when moecal made it), so the names match the run directory
+        return f"{run_id}-dff-crossover"
+    return "-".join(
+        _slug(p) for p in (date, host, backend, str(provenance.get("config_name") or ""), "dff-crossover") if p
+    )
 
 
 def _report_date(provenance: dict[str, object]) -> str:
