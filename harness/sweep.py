@@ -264,19 +264,19 @@ def pending(sweep: Sweep) -> int:
     return _pending(sweep.points, sweep.plan, sweep.run_dir)
 
 
-def why_no_result(run_dir: Path) -> str | None:
-    """Why a finished sweep has nothing to analyse (not one ok run), as one line; None when it has results."""
+def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
+    """Why a finished sweep has nothing to analyse (not one ok run), as one line, and whether that is a failure
+    (some run failed) rather than every point skipped (nothing fits here); None when it has results."""
     if not (run_dir / "samples.csv").exists():
-        return "no run was recorded"
+        return "no run was recorded", False
     samples = read_samples(run_dir)
     statuses = samples["status"].value_counts()
     if statuses.get("ok", 0):
         return None
     failed = samples[samples["status"] == "fail"]
     first = f"; first error: {failed['error'].iloc[0]}" if len(failed) else ""
-    return f"no run succeeded ({statuses.get('fail', 0)} failed, {statuses.get('skip', 0)} skipped){first}"[
-        :400
-    ].replace("\n", " ")
+    counts = f"{statuses.get('fail', 0)} failed, {statuses.get('skip', 0)} skipped"
+    return f"no run succeeded ({counts}){first}"[:400].replace("\n", " "), bool(len(failed))
 
 
 def quick_table(run_dir: Path) -> pd.DataFrame:

@@ -115,8 +115,12 @@ def sweep(
         console.print(f"run directory: {plan.run_dir}  (0 runs to do)")
     no_result = sweeps.why_no_result(plan.run_dir)
     if no_result:  # nothing to summarize: an addendum would state a decision no measurement supports
-        print(f"error: {plan.run_dir / 'samples.csv'}: {no_result}", file=sys.stderr)
-        raise typer.Exit(1)
+        message, failed = no_result
+        if failed:
+            print(f"error: {plan.run_dir / 'samples.csv'}: {message}", file=sys.stderr)
+            raise typer.Exit(1)
+        console.print(f"{plan.run_dir / 'samples.csv'}: {message}: nothing to summarize or report")
+        return
     Console().print(quick_table_view(plan.run_dir))
     console.print(f"samples:  {plan.run_dir / 'samples.csv'}\nmeta:     {plan.run_dir / 'meta.json'}")
     if not written:
