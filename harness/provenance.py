@@ -83,21 +83,24 @@ def file_sha256(path: Path) -> str:
 # What the measured code is made of: the kernel sources, the backends that compile and launch them, the workloads
 # that drive them and the timing helper. A change in any of these can move a throughput; a change elsewhere (the
 # statistics, the CLI) cannot.
-KERNEL_SOURCES = ("kernels/**/*", "harness/backends/*.py", "harness/workloads/*.py", "harness/timing.py")
+KERNEL_DIR = REPO_ROOT / "kernels"
+HARNESS_SOURCES = ("backends/*.py", "workloads/*.py", "timing.py")  # relative to the harness package
 # Environment variables that change how kernels are launched (block shapes, thread counts, vectorisation).
 LAUNCH_ENV_PREFIXES = ("MOECAL_", "NUMBA_", "OMP_NUM_THREADS", "MLX_", "CUDA_VISIBLE_DEVICES")
 
 
 def kernel_source_hash() -> str:
-    """One hash over every file in KERNEL_SOURCES (paths and bytes), so a result is tied to the exact code that
-    produced it and a resumed run can tell whether that code changed in between."""
+    """One hash over every kernel source file and HARNESS_SOURCES (names and bytes), so a result is tied to the
+    exact code that produced it and a resumed run can tell whether that code changed in between. Files are named
+    relative to their folder (kernels/…, harness/…), so every copy of the same code hashes alike."""
+    package = Path(__file__).resolve().parent
+    named = [(f"kernels/{p.relative_to(KERNEL_DIR).as_posix()}", p) for p in KERNEL_DIR.rglob("*")]
+    named += [(f"harness/{p.relative_to(package).as_posix()}", p) for g in HARNESS_SOURCES for p in package.glob(g)]
     digest = hashlib.sha256()
-    files = {p for pattern in KERNEL_SOURCES for p in REPO_ROOT.glob(pattern) if p.is_file()}
-    for path in sorted(files):
-        if "__pycache__" in path.parts:
-            continue
-        digest.update(path.relative_to(REPO_ROOT).as_posix().encode())
-        digest.update(path.read_bytes())
+    for name, path in sorted(named):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(name.encode())
+            digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 

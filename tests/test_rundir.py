@@ -159,3 +159,15 @@ def test_a_full_disk_is_an_input_error_naming_the_file(tmp_path, monkeypatch):
         len(read_samples(tmp_path)) == 1
         and json.loads((tmp_path / "meta.json").read_text())["segments"][0]["rows"] == 1
     )
+
+
+def test_the_kernel_source_hash_follows_the_kernel_files(tmp_path, monkeypatch):
+    from harness import provenance
+
+    monkeypatch.setattr(provenance, "KERNEL_DIR", tmp_path)
+    (tmp_path / "cuda").mkdir()
+    (tmp_path / "cuda" / "moe.cu").write_text("__global__ void k() {}\n")
+    before = provenance.kernel_source_hash()
+    assert provenance.kernel_source_hash() == before
+    (tmp_path / "cuda" / "moe.cu").write_text("__global__ void k() { /* sgy 4 */ }\n")
+    assert provenance.kernel_source_hash() != before
