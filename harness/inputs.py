@@ -19,9 +19,11 @@ from harness.results import (
     SAMPLE_COLUMNS,
     first_bad,
     format_provenance,
+    header_lines,
     numeric_column,
     point_key,
     positive_column,
+    read_csv_text,
     read_frame,
     read_provenance,
     read_samples,
@@ -69,14 +71,12 @@ def _load_run_dir(path: Path) -> LoadedInput:
 
 
 def _columns(path: Path) -> list[str]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                if not line.startswith("#") and line.strip():
-                    return [c.strip() for c in line.strip().split(",")]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), "", f"cannot read: {exc}") from None
-    raise InputError(str(path), "", "empty file: no header row")
+    """The column names: the first non-empty line below the `#` header."""
+    lines = read_csv_text(path).splitlines()[len(header_lines(path)) :]
+    first = next((line for line in lines if line.strip()), None)
+    if first is None:
+        raise InputError(str(path), "", "empty file: no header row")
+    return [c.strip() for c in first.split(",")]
 
 
 def _provenance(path: Path) -> dict[str, object]:
