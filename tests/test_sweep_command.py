@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import signal
@@ -12,6 +13,8 @@ import time
 import pandas as pd
 import pytest
 
+from harness import rundir
+from harness import sweep as sweeps
 from harness.results import read_provenance, read_samples
 from tests.helpers import FAKE_BENCH, REPO, cli, fake_config
 
@@ -240,7 +243,7 @@ def _snapshot(folder):
     return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and ".git" not in p.parts}
 
 
-def test_new_sweeps_get_fresh_run_ids_and_never_write_into_a_stored_run(tmp_path):
+def test_new_sweeps_get_fresh_run_ids_and_never_write_into_a_stored_run(tmp_path, monkeypatch):
     config = fake_config(tmp_path, measure={"rounds": 1})
     stored = _git_repo_with_a_stored_run(tmp_path, config)
     before = _snapshot(tmp_path / "results")
@@ -257,11 +260,13 @@ def test_new_sweeps_get_fresh_run_ids_and_never_write_into_a_stored_run(tmp_path
     assert cli("summarize", stored).returncode == 0  # reading a stored run is fine; its summary stays as committed
     assert _snapshot(tmp_path / "results") == before
     # without --out: a new run directory results/<yyyymmddThhmm>-<backend>-<device>-<config>, twice in one minute
+    minute = dt.datetime(2026, 11, 30, 19, 5, tzinfo=dt.UTC)  # fixed, so the test cannot straddle a minute
+    monkeypatch.setattr(sweeps, "default_run_id", lambda *args: rundir.default_run_id(*args, now=minute))
     first = cli("sweep", config, "--no-report", cwd=tmp_path)
     second = cli("sweep", config, "--no-report", cwd=tmp_path)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     new = sorted(set((tmp_path / "results").iterdir()) - {stored})
-    assert len(new) == 2 and re.fullmatch(r"\d{8}T\d{4}-cpu-[a-z0-9-]+-fake", new[0].name), new
+    assert len(new) == 2 and re.fullmatch(r"20261130T1905-cpu-[a-z0-9-]+-fake", new[0].name), new
     assert new[1].name == new[0].name + "-2"
     assert _snapshot(stored) == {p: b for p, b in before.items() if stored in p.parents}
 
