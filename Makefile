@@ -15,6 +15,7 @@ SWEEP_WHY = $(strip $(if $(CONFIG),CONFIG=$(CONFIG) given,$(if $(BENCH),$(if $(w
   found benchmark $(BENCH) and model folders in $(MODELS),no model folder with config.json in $(MODELS)/ (MODELS=dir)),\
   no mlxcel-bench-decode on PATH (BENCH=path))))
 SWEEP_MLXCEL = $(filter found,$(firstword $(SWEEP_WHY)))
+RESUME ?=
 
 .PHONY: check setup test lint sweep bench bench-kernels verify gpu-check device-wheels clean help
 
@@ -22,6 +23,7 @@ help:
 	@echo "make setup          create .venv with the CPU backend, NVRTC compile checks and dev tools"
 	@echo "make test           lint + pytest (GPU tests skip with a reason) + check-reports on stored results"
 	@echo "make sweep          calibrate mlxcel (BENCH=, MODELS=models) if present, else this machine's config (CONFIG=)"
+	@echo "                    RESUME=1 continues the newest unfinished run, RESUME=results/<run> that one"
 	@echo "make bench-kernels  µs/step and GB/s of fused vs fallback kernels (BACKEND=auto|cpu|cuda|metal)"
 	@echo "make verify         every kernel path vs the float64 reference (BACKEND=...)"
 	@echo "make gpu-check      the one prepared GPU script (BACKEND=cuda by default; BACKEND=cpu rehearses it)"
@@ -48,7 +50,8 @@ test: $(STAMP) lint
 sweep: $(STAMP)
 	@echo "make sweep: $(if $(SWEEP_MLXCEL),calibrating mlxcel,built-in config for this machine) — $(SWEEP_WHY)"
 	$(if $(SWEEP_MLXCEL),$(BIN)/moecal init --models $(MODELS) --bench '$(BENCH)' --out $(MLXCEL_CONFIG))
-	$(BIN)/moecal sweep $(if $(SWEEP_MLXCEL),$(MLXCEL_CONFIG),$(CONFIG)) $(if $(OUT),--out $(OUT),)
+	$(BIN)/moecal sweep $(if $(SWEEP_MLXCEL),$(MLXCEL_CONFIG),$(CONFIG)) $(if $(OUT),--out $(OUT),) \
+	  $(if $(filter 1,$(RESUME)),--resume,$(if $(RESUME),--resume=$(RESUME),))
 
 check: $(STAMP)
 	$(BIN)/moecal check --baseline $(BASELINE) --current $(CURRENT)

@@ -1,22 +1,113 @@
 """The `moecal` command line: argument parsing only; every command's work lives in harness/commands/<name>.py.
 
-Errors in user input are printed as one line (`error: <file>: <field>: <problem>`) with exit code 2.
+Commands are loaded lazily: `moecal --help` and `moecal <cmd> ...` import only what that command needs (pandas,
+scipy, matplotlib and the backends take seconds to import), so the top-level help lists commands from the table
+below instead of importing every module. Every failure ends in one line on stderr — `error: <file>: <field>:
+<problem>` for bad input (InputError), `error: <file>: <reason>` for an OS error, `error: moecal <cmd>: <problem>`
+for a usage error — with exit code 2 (a failed check keeps its own code), never a traceback or a boxed message.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from harness.errors import InputError
 
+# name → (module defining `register(app)`, the one-line help `moecal --help` shows). tests/test_cli.py checks that
+# each line is the command's own short help, so the two cannot drift apart.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("init", "Scan --models for MoE checkpoints and write a command-workload config for `moecal sweep`."),
+    "sweep": (
+        "sweep",
+        "Run the sweep: per point, warm-up, then rounds in which every arm runs once in rotating order.",
+    ),
+    "plan": (
+        "plan",
+        "Print the run plan (points × arms × rounds), memory per point and a time estimate; runs nothing.",
+    ),
+    "presets": ("presets", "List the shipped sweep configs: name, backend, workload kind and what each is for."),
+    "doctor": (
+        "doctor",
+        "Print each backend's availability with the reason, what `auto` would pick, and package versions.",
+    ),
+    "summarize": (
+        "summarize",
+        "Medians, the fused/fallback estimate with its t interval, and a verdict against the margin, per point.",
+    ),
+    "crossover": (
+        "crossover",
+        "Where fused stops beating the fallback (with a test-inversion interval), and the keep/raise/lower decision.",
+    ),
+    "recommend": ("crossover", "The decision only: crossover line, keep/raise/lower with its reason, the line."),
+    "report": ("report", "Write one run's addendum and plot, or one per-backend defaults addendum over several runs."),
+    "check": (
+        "check",
+        "Regression gate: exit 0 ok, 1 regression, changed decision or missing points, 2 unusable input.",
+    ),
+    "check-reports": (
+        "check",
+        "Re-derive every stored addendum's numbers from its raw data; exit 1 when any disagree.",
+    ),
+    "import-mlxcel": (
+        "import_mlxcel",
+        "Each run becomes a sample row (round = run index); NA runs become skip rows with the reason.",
+    ),
+    "verify": ("verify", "Check every kernel path of a backend against the float64 reference (exit 1 on any failure)."),
+    "fleet": (
+        "fleet",
+        "Run one calibration over several hardware classes (Ray): one run directory per entry, one fleet report.",
+    ),
+    "bench-kernels": ("bench_kernels", "µs per layer step, fused vs fallback, over a Dff grid at two d_model values."),
+}
+
+
+def _click_class(name: str) -> type[Exception]:
+    """click's exception class `name`, from whichever click typer uses (recent typers vendor their own copy)."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
+
+
+USAGE_ERROR = _click_class("UsageError")  # unknown option or command, bad or missing value
+CLICK_EXCEPTION = _click_class("ClickException")
+
+
+def load_command(name: str) -> Any:
+    """Import the module of one command and build its click command (None for an unknown name)."""
+    if name not in COMMANDS:
+        return None
+    module = importlib.import_module(f"harness.commands.{COMMANDS[name][0]}")
+    holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    module.register(holder)
+    built = typer.main.get_command(holder)
+    return built.commands.get(name) if hasattr(built, "commands") else built
+
+
+class LazyGroup(TyperGroup):
+    """The top-level group: knows command names and their help without importing them."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
+        return load_command(cmd_name)
+
+    def format_commands(self, ctx: typer.Context, formatter: Any) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, short) for name, (_, short) in COMMANDS.items()])
+
+
 app = typer.Typer(
     name="moecal",
+    cls=LazyGroup,
     help="Calibrate the fused decode-MoE Dff cap: sweep, summarize, find the crossover, recommend, report, check.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help at the top level: rich would load every command to list them
 )
 
 
@@ -32,54 +123,60 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def _options(
+def _root(
     version: bool = typer.Option(
         False, "--version", callback=_print_version, is_eager=True, help="Print the version and harness commit."
     ),
 ) -> None:
-    """Options that apply before any command."""
+    """Calibrate the fused decode-MoE Dff cap: sweep, summarize, find the crossover, recommend, report, check."""
 
 
-# --- command registration: each command module defines `register(app)` --------------------------------------
-from harness.commands import (  # noqa: E402
-    bench_kernels,
-    check,
-    crossover,
-    doctor,
-    fleet,
-    import_mlxcel,
-    init,
-    plan,
-    presets,
-    report,
-    summarize,
-    sweep,
-    verify,
-)
-
-for _module in (
-    init,
-    sweep,
-    plan,
-    presets,
-    doctor,
-    summarize,
-    crossover,
-    report,
-    check,
-    import_mlxcel,
-    verify,
-    bench_kernels,
-    fleet,
-):
-    _module.register(app)
-# --- end of command registration -------------------------------------------------------------------------------
+# Options whose value may be left out: `--resume` alone means "the newest unfinished run", `--resume DIR` that one.
+OPTIONAL_VALUE = {"--resume": ""}
 
 
-def main() -> None:
-    """Entry point: typer handles usage errors itself (exit 2); InputError becomes one line with exit code 2."""
+def _optional_values(argv: list[str]) -> list[str]:
+    """Spell a value-less optional option as `--opt=<default>`, the form click parses. A following word is the
+    option's value unless it is another option or a YAML file (the sweep's CONFIG argument)."""
+    out: list[str] = []
+    for index, arg in enumerate(argv):
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        if arg in OPTIONAL_VALUE and (
+            following is None or following.startswith("-") or following.endswith((".yaml", ".yml"))
+        ):
+            out.append(f"{arg}={OPTIONAL_VALUE[arg]}")
+        else:
+            out.append(arg)
+    return out
+
+
+def _fail(message: str, code: int = 2) -> None:
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)  # one line, whatever the message holds
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point (the `moecal` script, `python -m harness`; tests pass `argv`). Exits with the command's code."""
+    if argv is not None:  # an in-process call (tests): what a sweep records as its command line
+        sys.argv = ["moecal", *argv]
     try:
-        app()
+        code = app(args=_optional_values(sys.argv[1:]), prog_name="moecal", standalone_mode=False)
+    except USAGE_ERROR as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `moecal` alone: the help, as click would print it
+            print(exc.format_message())
+            sys.exit(2)
+        where = exc.ctx.command_path if exc.ctx else "moecal"
+        _fail(f"{where}: {exc.format_message()} (see `{where} --help`)")
+    except CLICK_EXCEPTION as exc:
+        _fail(exc.format_message(), exc.exit_code)
+    except typer.Abort:
+        _fail("aborted", 130)
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        _fail(str(exc))
+    except OSError as exc:  # read-only folder, disk full, vanished file: say which file, not where in the code
+        _fail(f"{exc.filename or '(file)'}: {exc.strerror or exc}")
+    except UnicodeDecodeError as exc:
+        _fail(f"(input): not UTF-8 text ({exc.reason} at byte {exc.start})")
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    sys.exit(code if isinstance(code, int) else 0)

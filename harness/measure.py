@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from harness.results import POINT_COLUMNS, SampleWriter, read_samples, run_key
+from harness.results import POINT_COLUMNS, RunKey, point_key, read_samples, run_key
+from harness.rundir import SampleWriter
 
 # The A/A noise-floor arm runs the fallback path a second time under its own label.
 ARM_PATH = {"fused": "fused", "fallback": "fallback", "null": "fallback"}
@@ -106,6 +108,16 @@ def row_for(run_id: str, point: Point, arm: str, round_index: int, position: int
     return row
 
 
+def checked(outcome: RunOutcome) -> RunOutcome:
+    """The outcome, if its throughput can be a measurement: NaN, ±inf, 0 or a negative tok/s (a benchmark that
+    printed garbage, or a timer that ran backwards) is a failed run, never an `ok` row the statistics would trust."""
+    if not (math.isfinite(outcome.tok_s) and outcome.tok_s > 0):
+        raise RunFailed(f"the benchmark reported {outcome.tok_s!r} tok/s; a throughput must be finite and > 0")
+    if not (math.isfinite(outcome.seconds) and outcome.seconds > 0):
+        raise RunFailed(f"the run took {outcome.seconds!r} s; a timed span must be finite and > 0")
+    return outcome
+
+
 def outcome_fields(outcome: RunOutcome) -> dict[str, object]:
     return {
         "tokens": "" if outcome.tokens is None else outcome.tokens,
@@ -124,7 +136,7 @@ def measure_point(
     plan: SweepPlan,
     writer: SampleWriter,
     run_id: str,
-    done: dict[tuple, str],
+    done: dict[RunKey, str],
     on_run: ProgressHook,
 ) -> int:
     """Run every pending (arm, round) of one point; returns how many rows were written.
@@ -150,7 +162,7 @@ def measure_point(
                     runner = _open_warm(workload, point, plan)
                 row = row_for(run_id, point, arm, round_index, position)
                 try:
-                    row.update(outcome_fields(runner.run(ARM_PATH[arm])))
+                    row.update(outcome_fields(checked(runner.run(ARM_PATH[arm]))))
                 except RunFailed as exc:
                     row.update(status="fail", error=str(exc))
                 writer.append(row)
@@ -193,12 +205,7 @@ def _settled(point: Point, writer: SampleWriter, plan: SweepPlan) -> bool:
     return (stats["ci_high"] - stats["ci_low"]) / stats["estimate"] <= plan.target_ci_width
 
 
-def point_key(values: dict) -> tuple:
-    """A point's identity as strings (CSV-read and fresh values compare equal)."""
-    return run_key({**values, "arm": "", "round": ""})[:-2]
-
-
-def _write_skips(point: Point, writer: SampleWriter, run_id: str, done: dict[tuple, str], on_run: ProgressHook) -> int:
+def _write_skips(point: Point, writer: SampleWriter, run_id: str, done: dict[RunKey, str], on_run: ProgressHook) -> int:
     written = 0
     for arm in point.arms:
         if _key(run_id, point, arm, 0) in done:
@@ -211,11 +218,11 @@ def _write_skips(point: Point, writer: SampleWriter, run_id: str, done: dict[tup
     return written
 
 
-def _key(run_id: str, point: Point, arm: str, round_index: int) -> tuple:
+def _key(run_id: str, point: Point, arm: str, round_index: int) -> RunKey:
     return run_key({**point.key, "arm": arm, "round": round_index, "run_id": run_id})
 
 
-def pending_runs(points: Sequence[Point], plan: SweepPlan, run_id: str, done: dict[tuple, str]) -> int:
+def pending_runs(points: Sequence[Point], plan: SweepPlan, run_id: str, done: dict[RunKey, str]) -> int:
     total = 0
     for point in points:
         rounds = 1 if point.skip_reason else plan.rounds

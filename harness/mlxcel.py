@@ -20,14 +20,17 @@ import pandas as pd
 
 from harness.config import DEFAULT_CAP_ENV
 from harness.errors import InputError
-from harness.inputs import read_frame
 from harness.results import (
+    POINT_COLUMNS,
     SAMPLE_COLUMNS,
-    _header_line_count,
+    data_line,
     format_provenance,
-    write_meta,
+    header_lines,
+    point_key,
+    read_frame,
+    write_text_atomic,
 )
-from harness.stats import point_keys
+from harness.rundir import refuse_stored, write_meta
 
 RUN_COLUMN = re.compile(r"^(fallback|fused)_run(\d+)$")
 LEADING_COLUMNS = ["model", "dff", "quant_mode"]
@@ -51,16 +54,13 @@ def _header(path: Path) -> tuple[dict[str, object], list[str]]:
     """`# key: value` lines as provenance; other comment lines kept verbatim as notes."""
     provenance: dict[str, object] = {}
     notes = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if not line.startswith("#"):
-                break
-            text = line[1:].strip()
-            key, sep, value = text.partition(":")
-            if sep and key.strip() and " " not in key.strip():
-                provenance[key.strip()] = value.strip()
-            elif text:
-                notes.append(text)
+    for line in header_lines(path):
+        text = line.strip()
+        key, sep, value = text.partition(":")
+        if sep and key.strip() and " " not in key.strip():
+            provenance[key.strip()] = value.strip()
+        elif text:
+            notes.append(text)
     return provenance, notes
 
 
@@ -80,9 +80,11 @@ def _run_columns(path: Path, columns: Sequence[str]) -> dict[str, list[str]]:
 def read_mlxcel(path: str | Path) -> MlxcelImport:
     path = Path(path)
     frame = read_frame(path)
+    if list(frame.columns[:3]) != LEADING_COLUMNS:
+        raise InputError(str(path), "columns", f"an mlxcel sweep CSV starts with {','.join(LEADING_COLUMNS)}")
     provenance, notes = _header(path)
     runs = _run_columns(path, list(frame.columns))
-    first_line = _header_line_count(path) + 2
+    first_line = data_line(path, 0)
     rows: list[dict[str, object]] = []
     skipped: list[str] = []
     run_id = str(provenance.get("run_id") or path.stem)
@@ -98,8 +100,10 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
         for arm, names in runs.items():
             for index, column in enumerate(names):
                 tok_s = _number(record[column], path, column, line)
-                if tok_s is not None and tok_s <= 0:
-                    raise InputError(str(path), column, f"line {line}: throughput must be > 0, got {tok_s}")
+                if tok_s is not None and not (np.isfinite(tok_s) and tok_s > 0):
+                    raise InputError(
+                        str(path), column, f"line {line}: throughput must be finite and > 0 (NA if it did not run)"
+                    )
                 if tok_s is None:
                     missing.append(column)
                 status = "ok" if tok_s is not None else "skip"
@@ -164,7 +168,10 @@ def import_run_dir(csv_path: str | Path, run_dir: str | Path, extra: dict[str, s
     """Write an mlxcel CSV as a run directory (samples.csv + meta.json); refuses to overwrite an existing run."""
     run_dir = Path(run_dir)
     if (run_dir / "samples.csv").exists():
+        refuse_stored(run_dir, "choose another --out")
         raise InputError(str(run_dir), "--out", "already holds a samples.csv; choose another directory")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise InputError(str(run_dir), "--out", "exists and is not a directory")
     imported = read_mlxcel(csv_path)
     if extra:
         imported.provenance.update(extra)
@@ -172,9 +179,8 @@ def import_run_dir(csv_path: str | Path, run_dir: str | Path, extra: dict[str, s
             if column in extra:
                 imported.samples[column] = extra[column]
     imported.provenance.setdefault("run_id", run_dir.name)
-    run_dir.mkdir(parents=True, exist_ok=True)
     text = format_provenance(imported.provenance) + imported.samples.to_csv(index=False)
-    (run_dir / "samples.csv").write_text(text, encoding="utf-8")
+    write_text_atomic(run_dir / "samples.csv", text)
     write_meta(run_dir, imported.provenance)
     return imported
 
@@ -186,14 +192,15 @@ def _format(value: float, digits: int) -> str:
 def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: dict[str, object]) -> str:
     """A summary in mlxcel's sweep CSV format, with the per-run values from `samples` (NA where a run is missing)."""
     ok = samples[(samples["status"] == "ok") & samples["arm"].isin(ARMS)]
-    ok_keys = point_keys(ok)
+    ok_keys = [point_key(r) for r in ok[POINT_COLUMNS].to_dict("records")]
     n_runs = int(samples["round"].max()) + 1 if samples["round"].notna().any() else 0
     columns = list(LEADING_COLUMNS)
     for arm in ARMS:
         columns += [f"{arm}_run{i}" for i in range(1, n_runs + 1)] + [f"{arm}_median"]
     columns.append("fused_over_fallback")
     lines = [",".join(columns)]
-    for key, (_, point) in zip(point_keys(summary), summary.iterrows(), strict=True):
+    for _, point in summary.iterrows():
+        key = point_key(point.to_dict())
         mine = ok[[k == key for k in ok_keys]]
         cells = [str(point["model"]), str(int(point["dff"])), str(point["quant_mode"] or "")]
         for arm in ARMS:

@@ -59,15 +59,6 @@ def nvidia_gpu() -> dict[str, str]:
     return info
 
 
-def platform_backend() -> str:
-    """The backend an external command most likely runs on here: cuda with an NVIDIA GPU, metal on Apple silicon."""
-    if nvidia_gpu():
-        return "cuda"
-    if sys.platform == "darwin" and platform.machine() == "arm64":
-        return "metal"
-    return "cpu"
-
-
 def package_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for name in PACKAGES:
@@ -94,20 +85,36 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+# What the measured code is made of: the kernel sources, the backends that compile and launch them, the workloads
+# that drive them and the timing helper. A change in any of these can move a throughput; a change elsewhere (the
+# statistics, the CLI) cannot.
+KERNEL_SUFFIXES = (".cu", ".cuh", ".metal", ".h")  # sources, not the kernels/README.md beside them
+HARNESS_SOURCES = ("backends/*.py", "workloads/*.py", "timing.py")  # relative to the harness package
+# Environment variables that change how kernels are launched (block shapes, thread counts, vectorisation).
+LAUNCH_ENV_PREFIXES = ("MOECAL_", "NUMBA_", "OMP_NUM_THREADS", "MLX_", "CUDA_VISIBLE_DEVICES")
+
+
 def kernel_source_hash() -> str:
-    """One hash over every kernel source, so a result can be tied to the exact kernels that produced it. The files
-    are hashed under their repository names (kernels/...), so a checkout and an installed wheel agree."""
-    digest = hashlib.sha256()
+    """One hash over every kernel source file and HARNESS_SOURCES (names and bytes), so a result is tied to the
+    exact code that produced it and a resumed run can tell whether that code changed in between. Files are named
+    relative to their folder (kernels/…, harness/…), so a checkout and an installed wheel hash alike."""
+    package = Path(__file__).resolve().parent
     kernels = resources.kernel_dir()
-    for path in sorted(kernels.rglob("*")):
-        if path.is_file() and path.suffix in (".cu", ".cuh", ".metal", ".h"):
-            digest.update(f"kernels/{path.relative_to(kernels).as_posix()}".encode())
-            digest.update(path.read_bytes())
-    for module in ("cpu.py",):
-        path = REPO_ROOT / "harness" / "backends" / module
-        if path.exists():
+    named = [
+        (f"kernels/{p.relative_to(kernels).as_posix()}", p) for p in kernels.rglob("*") if p.suffix in KERNEL_SUFFIXES
+    ]
+    named += [(f"harness/{p.relative_to(package).as_posix()}", p) for g in HARNESS_SOURCES for p in package.glob(g)]
+    digest = hashlib.sha256()
+    for name, path in sorted(named):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(name.encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def launch_settings() -> dict[str, str]:
+    """The launch-relevant environment (LAUNCH_ENV_PREFIXES) of this process, sorted."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(LAUNCH_ENV_PREFIXES)}
 
 
 def library_pin(backend: str, packages: dict[str, str], device_info: dict[str, str]) -> str:
@@ -144,4 +151,5 @@ def collect(backend: str, device_info: dict[str, str] | None = None) -> dict[str
     meta["harness_commit"] = commit
     meta["harness_dirty"] = dirty
     meta["kernel_source_hash"] = kernel_source_hash()
+    meta["launch"] = launch_settings()
     return meta

@@ -21,6 +21,7 @@ from harness.analysis import Analysis, Options, analyse_path
 from harness.check import join_points
 from harness.crossover import Decision
 from harness.errors import InputError
+from harness.rundir import refuse_stored
 
 BLOCK_START = "<!-- moecal-report\n"
 BLOCK_END = "\n-->\n"
@@ -44,10 +45,15 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower() or "unknown"
 
 
-def _report_stem(date: str, host: str, backend: str, config_name: str) -> str:
-    """<date>-<host>-<backend>[-<config>]-dff-crossover: the config name keeps two sweeps of one day and host
-    (say a layer sweep and an mlxcel command sweep) from overwriting each other's addendum."""
-    return "-".join(_slug(p) for p in (date, host, backend, config_name, "dff-crossover") if p)
+def _report_stem(provenance: dict[str, object], date: str, host: str, backend: str) -> str:
+    """<run id>-dff-crossover: one run's addendum can never overwrite another run's. Inputs without a run id (a
+    bare summary.csv) fall back to <date>-<host>-<backend>[-<config>]-dff-crossover."""
+    run_id = re.sub(r"[^A-Za-z0-9._-]+", "-", str(provenance.get("run_id") or "")).strip("-.")
+    if run_id:  # verbatim (already file-name-safe when moecal made it), so the names match the run directory
+        return f"{run_id}-dff-crossover"
+    return "-".join(
+        _slug(p) for p in (date, host, backend, str(provenance.get("config_name") or ""), "dff-crossover") if p
+    )
 
 
 def _report_date(provenance: dict[str, object]) -> str:
@@ -117,8 +123,11 @@ def build_report_data(
     options: Options = Options(),
     previous: str | Path | None = None,
     date: str | None = None,
+    plot: str | None = None,
 ) -> dict[str, object]:
-    """Every number and string the addendum states, re-derivable from the inputs and options it records."""
+    """Every number and string the addendum states, re-derivable from the inputs and options it records.
+
+    `plot` (the plot's file name) is the writer's choice, not derived: check-reports passes the stored one."""
     analysis = analyse_path(input_path, options)
     provenance = analysis.provenance
     host = str(provenance.get("host") or "unknown-host")
@@ -132,7 +141,7 @@ def build_report_data(
         "library_pin": str(provenance.get("library_pin") or "unknown library"),
         "raw_data": _relative(Path(input_path), root),
         "options": {**options.settings(), "current_default": options.current_default},
-        "plot": _report_stem(date, host, backend, str(provenance.get("config_name") or "")) + ".png",
+        "plot": plot or _report_stem(provenance, date, host, backend) + ".png",
         "context": _context(provenance),
         "decision": analysis.as_json(),
         "previous": (_previous(analysis, analyse_path(previous, options), root, Path(previous)) if previous else None),
@@ -466,16 +475,33 @@ def write_report(
     options: Options = Options(),
     date: str | None = None,
 ) -> tuple[Path, Path, Decision]:
-    """Addendum + plot into `out_dir`; returns their paths and the overall decision (what a sweep prints)."""
+    """Addendum + plot into `out_dir`; returns their paths and the overall decision (what a sweep prints).
+
+    Refuses (InputError) to overwrite a stored addendum or one written for another run's data."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     root = project_root(out_dir)
     data = build_report_data(input_path, root, options, previous, date)
     md_path = out_dir / data["plot"].replace(".png", ".md")
+    _refuse_overwrite(md_path, data["raw_data"])
+    refuse_stored(out_dir / data["plot"], "write the report somewhere else (--out / --report-dir)")
     png_path = write_plot(data, out_dir / data["plot"])
     md_path.write_text(_block(data) + render_markdown(data), encoding="utf-8")
     d = data["decision"]
     return md_path, png_path, Decision(d["action"], d["recommended_cap"], d["reason"], d["apply"])
+
+
+def _refuse_overwrite(md_path: Path, raw_data: str) -> None:
+    """A stored addendum, or one of another run, is never replaced; re-reporting the same run may refresh its own."""
+    if not md_path.exists():
+        return
+    refuse_stored(md_path, "write the report somewhere else (--out / --report-dir)")
+    try:
+        other = (read_block(md_path.read_text(encoding="utf-8")) or {}).get("raw_data")
+    except (OSError, UnicodeDecodeError, ValueError):
+        other = None
+    if other != raw_data:
+        raise InputError(str(md_path), "", f"holds the addendum of {other or 'something else'}, not {raw_data}")
 
 
 def verify_report(md_path: Path) -> list[str] | None:
@@ -491,7 +517,9 @@ def verify_report(md_path: Path) -> list[str] | None:
     try:
         raw = root / stored["raw_data"]
         previous = root / stored["previous"]["raw_data"] if stored.get("previous") else None
-        fresh = build_report_data(raw, root, Options(**stored["options"]), previous, stored["date"])
+        fresh = build_report_data(
+            raw, root, Options(**stored["options"]), previous, stored["date"], plot=stored.get("plot")
+        )
         problems = (
             []
             if text == _block(stored) + render_markdown(stored)

@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import InputError
 from harness.measure import Point, ProgressHook, SweepPlan, measure_point, point_key
-from harness.results import POINT_COLUMNS, RUN_KEY, SAMPLE_COLUMNS, SampleWriter, read_samples, run_key
+from harness.results import POINT_COLUMNS, RUN_KEY, SAMPLE_COLUMNS, read_samples, run_key
+from harness.rundir import SampleWriter
 
 if TYPE_CHECKING:
     from harness.sweep import Sweep

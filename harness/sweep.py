@@ -6,26 +6,39 @@ run starts, so `--dry-run` and `moecal plan` exercise exactly the checks a real 
 
 from __future__ import annotations
 
-import datetime as _dt
+import contextlib
 import os
 import shlex
-import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from harness import provenance, resources
-from harness.backends import BACKEND_NAMES, BackendUnavailable, resolve_name
+from harness.backends import BACKEND_NAMES, BackendUnavailable, detect, resolve_name
 from harness.config import SweepConfig, load_config
 from harness.errors import InputError
 from harness.measure import Point, ProgressHook, SweepPlan, Workload, measure_point, pending_runs
-from harness.results import SampleWriter, read_meta, read_samples
+from harness.results import done_runs, read_samples
+from harness.rundir import (
+    DEFAULT_RESULTS,
+    RunLock,
+    SampleWriter,
+    default_run_id,
+    fresh_run_dir,
+    is_run_dir,
+    mixed_settings,
+    new_segment,
+    newest_resumable,
+    read_meta,
+    refuse_stored,
+    same_run_kind,
+)
 from harness.workloads import build_workload
+from harness.workloads.command import apply_null_policy
 
-DEFAULT_RESULTS = Path("results")
 CONFIG_DIR = resources.config_dir()
 
 
@@ -36,8 +49,7 @@ def default_config() -> Path:
     if backend == "metal":
         return CONFIG_DIR / "m-series.yaml"
     if backend == "cuda":
-        gpu = str(provenance.nvidia_gpu().get("gpu", ""))
-        return CONFIG_DIR / ("gb10.yaml" if "GB10" in gpu.upper() else "h200.yaml")
+        return CONFIG_DIR / ("gb10.yaml" if "GB10" in detect().gpu_name.upper() else "h200.yaml")
     return CONFIG_DIR / "cpu-smoke.yaml"
 
 
@@ -51,6 +63,8 @@ class Sweep:
     run_id: str
     run_dir: Path
     meta: dict[str, object]
+    resuming: bool  # continuing an existing run (--resume), as opposed to starting a new one
+    segment: dict[str, object]  # this sweep's entry in meta.json's `segments`
 
 
 def backend_for(config: SweepConfig, override: str | None) -> str:
@@ -62,14 +76,8 @@ def backend_for(config: SweepConfig, override: str | None) -> str:
     if name != "auto":
         return name
     if config.workload.kind == "command":
-        return provenance.platform_backend()
+        return detect().platform
     return resolve_name("auto")
-
-
-def default_run_id(config: SweepConfig, backend: str) -> str:
-    """date + backend + host + config name: re-running the same sweep the same day resumes it."""
-    host = socket.gethostname().split(".")[0] or "host"
-    return f"{_dt.date.today():%Y%m%d}-{backend}-{host}-{config.name}"
 
 
 def prepare(
@@ -78,16 +86,27 @@ def prepare(
     backend: str | None = None,
     only: Sequence[str] = (),
     rounds: int | None = None,
+    resume: str | None = None,
+    results: Path = DEFAULT_RESULTS,
+    allow_mixed: bool = False,
+    measure_null: bool = False,
 ) -> Sweep:
+    """Everything a sweep needs, checked. `resume`: None starts a new run (in `out`, or a fresh run id under
+    `results`); "" continues the newest unfinished run of this config on this device; a path continues that run.
+    A resumed run must have been written by the same kernels and launch settings unless `allow_mixed`.
+    `measure_null` runs the command models whose config says expect_null (they stay null points)."""
     config_path = Path(config_path)
-    config = load_config(config_path)
+    try:
+        config = load_config(config_path)
+    except UnicodeDecodeError as exc:
+        raise InputError(str(config_path), "(file)", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     source = str(config_path)
     try:
         backend_name = backend_for(config, backend)
         device_info: dict[str, str] = {}
         device = ""
         if config.workload.kind == "command":
-            device = str(provenance.nvidia_gpu().get("gpu") or provenance.cpu_name())
+            device = detect().gpu_name or provenance.cpu_name()
         workload = build_workload(config, source, backend_name, device)
     except BackendUnavailable as exc:
         raise InputError(source, "backend", str(exc)) from None
@@ -111,8 +130,6 @@ def prepare(
         max_rounds=max(config.measure.max_rounds, rounds or 0),
         target_ci_width=config.measure.target_ci_width,
     )
-    run_id = out.name if out else default_run_id(config, backend_name)
-    run_dir = out or DEFAULT_RESULTS / run_id
     meta = provenance.collect(backend_name, device_info)
     if device:
         meta["device"] = device
@@ -121,7 +138,7 @@ def prepare(
     elif config.workload.kind == "command":
         meta["library_pin"] = f"the command's own build ({config.workload.command[0]})"
     meta.update(
-        run_id=run_id,
+        run_id="",  # known once the run directory is chosen (below)
         config_path=source,
         config_sha256=provenance.file_sha256(config_path),
         config_name=config.name,
@@ -134,42 +151,116 @@ def prepare(
         warmup_runs=plan.warmup_runs,
         order=plan.order,
     )
-    _check_resumable(run_dir, meta, source)
-    return Sweep(config, config_path, workload, points, plan, run_id, run_dir, meta)
+    if config.workload.kind == "command":
+        apply_null_policy(points, config, meta, measure_null)
+    run_dir = _choose_run_dir(out, resume, results, meta, source, lambda folder: _pending(points, plan, folder))
+    previous = read_meta(run_dir) if resume is not None else {}
+    meta["run_id"] = run_id = str(previous.get("run_id") or run_dir.name)
+    segment = new_segment(meta)
+    mixed = mixed_settings(previous, segment)
+    if mixed and not allow_mixed:
+        raise InputError(
+            str(run_dir),
+            "--resume",
+            f"this run was measured with other settings ({'; '.join(mixed)}); resuming would mix them in one run: "
+            "start a new run, or pass --allow-mixed to resume anyway (recorded in meta.json)",
+        )
+    if mixed:
+        segment["mixed"] = mixed
+    return Sweep(config, config_path, workload, points, plan, run_id, run_dir, meta, resume is not None, segment)
 
 
-def _check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> None:
-    """The run directory must be usable, and hold (if anything) a run of the same config on the same backend and
-    device: mixing them would make the samples incomparable, and resume would count another device's rows as done."""
-    where = str(run_dir)
-    existing = next((p for p in (run_dir, *run_dir.parents) if p.exists()), Path("."))
-    if not existing.is_dir():
-        raise InputError(where, "--out", f"{existing} exists and is not a directory")
-    if not os.access(existing, os.W_OK):
-        raise InputError(where, "--out", f"{existing} is not writable")
-    try:
-        previous = read_meta(run_dir)
-        if (run_dir / "samples.csv").exists():
-            read_samples(run_dir)
-    except (ValueError, OSError) as exc:  # JSONDecodeError is a ValueError
-        raise InputError(where, "(file)", f"not a moecal run directory ({exc}); use --out for a new one") from None
-    for key in ("config_sha256", "backend", "device"):
-        if previous.get(key) not in (None, meta.get(key)):
+def _choose_run_dir(
+    out: Path | None,
+    resume: str | None,
+    results: Path,
+    meta: dict[str, object],
+    source: str,
+    pending: Callable[[Path], int],
+) -> Path:
+    """A new run directory, or the one to resume after checking that it may be continued (see harness.rundir)."""
+    if resume is None:
+        if out is None:
+            device = str(meta.get("device") or "")
+            return fresh_run_dir(results, default_run_id(str(meta["config_name"]), str(meta["backend"]), device))
+        _check_new(out)
+        return out
+    if out is not None:
+        raise InputError("--out", str(out), "cannot be combined with --resume (the resumed run keeps its directory)")
+    if resume == "":
+        found = newest_resumable(results, meta, pending)
+        if found is None:
             raise InputError(
                 source,
-                "(file)",
-                f"{run_dir} holds a run with a different {key} ({previous.get(key)!s:.16}); "
-                "use --out to start a new run directory",
+                "--resume",
+                f"no unfinished run of this config on {meta['backend']} / {meta['device']} under {results}/; "
+                "start a new one without --resume",
             )
+        run_dir = found
+    else:
+        run_dir = Path(resume)
+    check_resumable(run_dir, meta, source)
+    return run_dir
+
+
+def _check_writable_parent(path: Path, option: str) -> None:
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise InputError(str(path), option, f"{existing} exists and is not a directory")
+    if not os.access(existing, os.W_OK):
+        raise InputError(str(path), option, f"{existing} is not writable")
+
+
+def _check_new(out: Path) -> None:
+    """`--out` names a new run: it must not hold one already (continuing a run is explicit: --resume)."""
+    _check_writable_parent(out, "--out")
+    if is_run_dir(out):
+        refuse_stored(out, "choose another --out")
+        raise InputError(
+            str(out), "--out", f"already holds a run; continue it with --resume {out}, or choose another --out"
+        )
+
+
+def check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> None:
+    """The run directory must be a run of the same config on the same backend and device, and not a stored one:
+    mixing them would make the samples incomparable, and resume would count another device's rows as done."""
+    if not run_dir.is_dir() or not is_run_dir(run_dir):
+        raise InputError(str(run_dir), "--resume", "not a moecal run directory (no samples.csv or meta.json)")
+    refuse_stored(run_dir, "start a new run instead (without --resume)")
+    _check_writable_parent(run_dir, "--resume")
+    previous = read_meta(run_dir)
+    done_runs(run_dir)  # validates samples.csv: a run whose rows cannot be trusted is not continued
+    differs = same_run_kind(previous, meta)
+    if differs:
+        raise InputError(
+            source,
+            "--resume",
+            f"{run_dir} holds a run with a different {differs} ({previous.get(differs)!s} there, "
+            f"{meta.get(differs)!s} now); start a new run without --resume",
+        )
+
+
+def _pending(points: list[Point], plan: SweepPlan, run_dir: Path) -> int:
+    return pending_runs(points, plan, "", done_runs(run_dir))
+
+
+@contextlib.contextmanager
+def writing(sweep: Sweep) -> Iterator[None]:
+    """Hold the run directory as its one writer (creating it: an unwritable place fails here, before any output)."""
+    with RunLock(sweep.run_dir):
+        if not sweep.resuming and is_run_dir(sweep.run_dir):  # another sweep started it since `prepare`
+            raise InputError(str(sweep.run_dir), "--out", "already holds a run; continue it with --resume")
+        yield
 
 
 def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> int:
-    """Run every pending run; returns the number of rows written. Safe to interrupt and re-run (resumes).
+    """Run every pending run (inside `writing(sweep)`); returns the number of rows written. Safe to interrupt:
+    `--resume` continues. Writes no file until the first row.
 
     `workers` (a count or 'auto') spreads whole points over Ray workers (harness.scale); rows still go through
     this process's writer."""
     written = 0
-    with SampleWriter(sweep.run_dir, sweep.meta) as writer:
+    with SampleWriter(sweep.run_dir, sweep.meta, sweep.segment) as writer:
         done = writer.done_keys()
         if workers is not None:
             from harness.scale import measure_on_workers  # Ray is an optional extra
@@ -189,11 +280,23 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> i
 
 
 def pending(sweep: Sweep) -> int:
-    done: dict[tuple, str] = {}
-    if (sweep.run_dir / "samples.csv").exists():
-        with SampleWriter(sweep.run_dir, sweep.meta) as writer:
-            done = writer.done_keys()
-    return pending_runs(sweep.points, sweep.plan, sweep.run_id, done)
+    """Runs still to do in the sweep's run directory (all of them for a new run); reads, never writes."""
+    return _pending(sweep.points, sweep.plan, sweep.run_dir)
+
+
+def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
+    """Why a finished sweep has nothing to analyse (not one ok run), as one line, and whether that is a failure
+    (some run failed) rather than every point skipped (nothing fits here); None when it has results."""
+    if not (run_dir / "samples.csv").exists():
+        return "no run was recorded", False
+    samples = read_samples(run_dir)
+    statuses = samples["status"].value_counts()
+    if statuses.get("ok", 0):
+        return None
+    failed = samples[samples["status"] == "fail"]
+    first = f"; first error: {failed['error'].iloc[0]}" if len(failed) else ""
+    counts = f"{statuses.get('fail', 0)} failed, {statuses.get('skip', 0)} skipped"
+    return f"no run succeeded ({counts}){first}"[:400].replace("\n", " "), bool(len(failed))
 
 
 def quick_table(run_dir: Path) -> pd.DataFrame:

@@ -1,7 +1,9 @@
-"""Test helpers: run the real CLI in a subprocess, write configs for the fake benchmark fixture."""
+"""Test helpers: run the real CLI (in a subprocess or in-process), write configs for the fake benchmark fixture."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -49,3 +51,22 @@ def fake_config(tmp_path: Path, models: list[dict] | None = None, **overrides: o
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def cli(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The real CLI (`harness.cli.main`) called in-process: same exit codes and output as `run_cli`, without the
+    ~1 s interpreter start. `cwd` matters for the default results/ folder."""
+    from harness.cli import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    argv = [str(a) for a in args]
+    saved_argv = sys.argv
+    with contextlib.chdir(cwd or Path.cwd()), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            sys.argv = saved_argv
+    return subprocess.CompletedProcess(["moecal", *argv], code, stdout.getvalue(), stderr.getvalue())

@@ -30,7 +30,6 @@ from harness.defaults import (
 from harness.defaults_report import render_markdown
 from harness.errors import InputError
 from harness.results import SAMPLE_COLUMNS, read_samples
-from harness.workloads.command import apply_null_policy
 from tests.fake_models import bench_command, write_models
 
 
@@ -48,8 +47,8 @@ def calibration(tmp_path_factory):
             patch.setenv("FAKE_MLXCEL_BACKEND", backend)  # the fake's synthetic crossover for this backend
             plan = sweeps.prepare(config, out=root / f"run-{backend}", backend=backend, rounds=3)
             plan.meta["current_default"] = {"metal": 4096, "cuda": 8192}[backend]
-            apply_null_policy(plan.points, plan.config, plan.meta, measure=False)  # what `moecal sweep` does
-            sweeps.execute(plan, lambda message: None)
+            with sweeps.writing(plan):
+                sweeps.execute(plan, lambda message: None)
             runs[backend] = plan.run_dir
     return root, runs["metal"], runs["cuda"]
 

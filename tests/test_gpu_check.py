@@ -6,9 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import REPO
 
 
+@pytest.mark.slow  # the whole prepared script in a subprocess (~10-25 s): its point is the real entry points
 def test_gpu_check_dry_run_validates_every_stage(tmp_path):
     done = subprocess.run(
         ["bash", "scripts/gpu_check.sh"],

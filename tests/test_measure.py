@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from harness.measure import Point, RunOutcome, SweepPlan, arm_order, measure_point
-from harness.results import SampleWriter, read_samples
+from harness.results import read_samples
+from harness.rundir import SampleWriter
 
 
 class CountingWorkload:

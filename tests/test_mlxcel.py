@@ -8,7 +8,7 @@ from harness.analysis import analyse
 from harness.errors import InputError
 from harness.inputs import load_input
 from harness.mlxcel import import_run_dir, read_mlxcel, to_mlxcel_csv
-from tests.helpers import run_cli
+from tests.helpers import cli
 from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV, design_example
 
 EXTRA_ROWS = (
@@ -61,7 +61,9 @@ def test_export_reproduces_the_mlxcel_rows(tmp_path):
     [
         ("bad,1792,affine,1,2,x,2,3,3,3,3,1.5", "fallback_run3", "line 4: 'x' is neither a number nor NA"),
         ("bad,-5,affine,1,2,3,2,3,3,3,3,1.5", "dff", "line 4: -5 is not a positive integer"),
-        ("bad,1792,affine,1,2,0,2,3,3,3,3,1.5", "fallback_run3", "throughput must be > 0"),
+        ("bad,1792,affine,1,2,0,2,3,3,3,3,1.5", "fallback_run3", "line 4: throughput must be finite and > 0"),
+        ("bad,1792,affine,1,2,3,2,3,NaN,3,3,1.5", "fused_run2", "line 4: throughput must be finite and > 0"),
+        ("bad,1792,affine,1,2,3,2,3,3,inf,3,1.5", "fused_run3", "line 4: throughput must be finite and > 0"),
     ],
 )
 def test_corrupt_values_name_file_field_and_line(tmp_path, row, field, problem):
@@ -95,7 +97,7 @@ def test_unknown_or_missing_inputs_are_input_errors(tmp_path):
 
 def test_import_command_writes_a_run_directory_and_refuses_to_overwrite(tmp_path):
     csv_path, run_dir = design_example(tmp_path), tmp_path / "run"
-    done = run_cli("import-mlxcel", csv_path, "--out", run_dir, "--backend", "metal", "--library-pin", "MLX 0.32.1")
+    done = cli("import-mlxcel", csv_path, "--out", run_dir, "--backend", "metal", "--library-pin", "MLX 0.32.1")
     assert done.returncode == 0, done.stderr
     loaded = load_input(run_dir)
     assert loaded.provenance["backend"] == "metal" and loaded.provenance["library_pin"] == "MLX 0.32.1"

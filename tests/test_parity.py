@@ -17,7 +17,6 @@ from harness.defaults import build_defaults, mispredictions, run_checks
 from harness.discover import scan
 from harness.parity import EARLY_DIVERGENCE, agreement, parity_by_model, pieces, point_parity
 from harness.results import read_samples
-from harness.workloads.command import apply_null_policy
 from tests.fake_models import CONFIGS, bench_command, write_models
 
 
@@ -60,8 +59,8 @@ def _config(tmp_path, models: list[str], **workload) -> tuple:
 
 def _sweep(config_path, run_dir):
     plan = sweeps.prepare(config_path, out=run_dir)
-    apply_null_policy(plan.points, plan.config, plan.meta, measure=False)  # what `moecal sweep` does
-    sweeps.execute(plan, lambda message: None)
+    with sweeps.writing(plan):
+        sweeps.execute(plan, lambda message: None)
     return read_samples(run_dir)
 
 

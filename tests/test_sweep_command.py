@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 
 import pandas as pd
+import pytest
 
+from harness import rundir
+from harness import sweep as sweeps
 from harness.results import read_provenance, read_samples
-from tests.helpers import FAKE_BENCH, REPO, fake_config, run_cli
+from tests.helpers import FAKE_BENCH, REPO, cli, fake_config
 
 
 def _ok_rows(run_dir) -> pd.DataFrame:
@@ -20,12 +25,12 @@ def _ok_rows(run_dir) -> pd.DataFrame:
 
 
 def test_sweep_writes_rotated_rounds_provenance_and_report(tmp_path):
-    config = fake_config(tmp_path, measure={"rounds": 4, "warmup_runs": 1, "null_arm": True})
+    config = fake_config(tmp_path, measure={"rounds": 3, "warmup_runs": 1, "null_arm": True})
     out = tmp_path / "run"
-    done = run_cli("sweep", config, "--out", out, "--reports-dir", tmp_path / "reports")
+    done = cli("sweep", config, "--out", out)
     assert done.returncode == 0, done.stderr
     samples = read_samples(out)
-    assert len(samples) == 2 * 3 * 4  # points × arms (fused, fallback, null) × rounds; warm-ups not written
+    assert len(samples) == 2 * 3 * 3  # points × arms (fused, fallback, null) × rounds; warm-ups not written
     assert set(samples["status"]) == {"ok"}
     for (_, round_index), rows in samples.groupby(["model", "round"]):
         order = list(rows.sort_values("position")["arm"])
@@ -44,29 +49,31 @@ def test_sweep_writes_rotated_rounds_provenance_and_report(tmp_path):
     assert header["config_path"] == str(config)
     assert (out / "meta.json").exists()
     assert (out / "summary.csv").exists()
-    assert len(list((tmp_path / "reports").glob("*.md"))) == 1 and len(list((tmp_path / "reports").glob("*.png"))) == 1
+    # the addendum and plot sit in the run directory, named with the run id
+    assert sorted(p.name for p in out.glob("*-dff-crossover.*")) == ["run-dff-crossover.md", "run-dff-crossover.png"]
     assert "MLXCEL_FUSED_MOE_MAX_DFF=" in done.stderr  # the decision's line to apply
 
 
 def test_rerun_resumes_without_redoing_work(tmp_path):
     config = fake_config(tmp_path)
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
+    assert cli("sweep", config, "--out", out, "--no-report").returncode == 0
     first = read_samples(out)
-    again = run_cli("sweep", config, "--out", out, "--no-report")
+    again = cli("sweep", config, "--resume", out, "--no-report")
     assert again.returncode == 0
     assert "(0 runs to do)" in again.stderr
     assert read_samples(out).equals(first)
-    more = run_cli("sweep", config, "--out", out, "--rounds", "4", "--no-report")
+    more = cli("sweep", config, "--resume", out, "--rounds", "4", "--no-report")
     assert more.returncode == 0 and "(4 runs to do)" in more.stderr
     assert len(read_samples(out)) == len(first) + 4
 
 
+@pytest.mark.slow  # a real sweep process killed mid-run (a subprocess is the point here)
 def test_sigkill_mid_sweep_then_resume_gives_one_ok_row_per_run(tmp_path):
     config = fake_config(
         tmp_path,
-        workload={"command": [str(FAKE_BENCH), "--dff", "{dff}", "--sleep", "0.15"]},
-        measure={"rounds": 6, "warmup_runs": 0},
+        workload={"command": [str(FAKE_BENCH), "--dff", "{dff}", "--sleep", "0.1"]},
+        measure={"rounds": 4, "warmup_runs": 0},
     )
     out = tmp_path / "run"
     proc = subprocess.Popen(
@@ -84,24 +91,28 @@ def test_sigkill_mid_sweep_then_resume_gives_one_ok_row_per_run(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     partial = read_samples(out)
-    assert 5 <= len(partial) < 24, "the kill must land mid-sweep"
+    assert 5 <= len(partial) < 16, "the kill must land mid-sweep"
     assert (out / "samples.csv").read_bytes().endswith(b"\n")
-    done = run_cli("sweep", config, "--out", out, "--no-report")
+    done = cli("sweep", config, "--resume", out, "--no-report")
     assert done.returncode == 0, done.stderr
     ok = _ok_rows(out)
     counts = ok.groupby(["model", "arm", "round"]).size()
-    assert len(counts) == 2 * 2 * 6 and set(counts) == {1}
+    assert len(counts) == 2 * 2 * 4 and set(counts) == {1}
 
 
-def test_torn_tail_is_truncated_on_resume(tmp_path):
+def test_a_torn_tail_is_no_row_and_is_cut_before_the_next_append(tmp_path):
     config = fake_config(tmp_path, measure={"rounds": 2})
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
+    assert cli("sweep", config, "--out", out, "--no-report").returncode == 0
     path = out / "samples.csv"
-    intact = path.read_bytes()
+    intact, rows = path.read_bytes(), read_samples(out)
     path.write_bytes(intact + b"fake,half,a,li")  # what a crash in the middle of a write would leave
-    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
-    assert path.read_bytes() == intact
+    assert read_samples(out).equals(rows)
+    assert cli("sweep", config, "--resume", out, "--no-report").returncode == 0
+    assert path.read_bytes() == intact + b"fake,half,a,li"  # nothing to do: no file changes
+    assert cli("sweep", config, "--resume", out, "--rounds", "3", "--no-report").returncode == 0
+    grown = path.read_bytes()
+    assert grown.startswith(intact) and b"half" not in grown and len(read_samples(out)) == len(rows) + 4
 
 
 def test_timeouts_and_crashes_become_fail_rows_and_the_sweep_goes_on(tmp_path):
@@ -110,7 +121,7 @@ def test_timeouts_and_crashes_become_fail_rows_and_the_sweep_goes_on(tmp_path):
         tmp_path,
         workload={
             "command": [str(FAKE_BENCH), "--dff", "{dff}", "{extra}", "--counter", str(counter)],
-            "timeout_s": 1.5,
+            "timeout_s": 1.0,
         },
         models=[
             {"name": "hangs", "dff": 2048, "args": {"extra": "--hang"}},
@@ -120,11 +131,11 @@ def test_timeouts_and_crashes_become_fail_rows_and_the_sweep_goes_on(tmp_path):
         measure={"rounds": 2, "warmup_runs": 0},
     )
     out = tmp_path / "run"
-    done = run_cli("sweep", config, "--out", out, "--no-report")
+    done = cli("sweep", config, "--out", out, "--no-report")
     assert done.returncode == 0, done.stderr
     samples = read_samples(out)
     hangs = samples[samples["model"] == "hangs"]
-    assert set(hangs["status"]) == {"fail"} and hangs["error"].str.contains("timed out after 1.5s").all()
+    assert set(hangs["status"]) == {"fail"} and hangs["error"].str.contains("timed out after 1s").all()
     crashes = samples[samples["model"] == "crashes"]
     assert "fail" in set(crashes["status"]) and "ok" in set(crashes["status"])
     assert crashes[crashes["status"] == "fail"]["error"].str.contains("exit code 3.*out of memory").all()
@@ -135,7 +146,7 @@ def test_timeouts_and_crashes_become_fail_rows_and_the_sweep_goes_on(tmp_path):
 def test_missing_binary_fails_fast_before_any_run(tmp_path):
     config = fake_config(tmp_path, workload={"command": ["definitely-not-a-bench-binary", "{dff}"]})
     for args in (("sweep", config, "--out", tmp_path / "run"), ("sweep", config, "--dry-run")):
-        done = run_cli(*args)
+        done = cli(*args)
         assert done.returncode == 2
         assert "workload.command[0]: cannot run 'definitely-not-a-bench-binary'" in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
@@ -152,7 +163,7 @@ def test_dispatch_probe_records_when_the_fused_path_never_ran(tmp_path):
         ],
     )
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
+    assert cli("sweep", config, "--out", out, "--no-report").returncode == 0
     fused = read_samples(out).query("arm == 'fused'")
     assert set(fused[fused["model"] == "has-fused"]["dispatch_ok"]) == {1}
     assert set(fused[fused["model"] == "no-fused-path"]["dispatch_ok"]) == {0}
@@ -161,20 +172,20 @@ def test_dispatch_probe_records_when_the_fused_path_never_ran(tmp_path):
 def test_resume_refuses_a_different_config(tmp_path):
     config = fake_config(tmp_path, measure={"rounds": 1})
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out, "--no-report").returncode == 0
+    assert cli("sweep", config, "--out", out, "--no-report").returncode == 0
     config.write_text(config.read_text().replace("rounds: 1", "rounds: 2"))
-    done = run_cli("sweep", config, "--out", out, "--no-report")
+    done = cli("sweep", config, "--resume", out, "--no-report")
     assert done.returncode == 2 and "different config_sha256" in done.stderr
 
 
 def test_plan_and_only(tmp_path):
     config = fake_config(tmp_path)
-    done = run_cli("plan", config)
+    done = cli("plan", config)
     assert done.returncode == 0 and "12 timed runs" in done.stdout
     out = tmp_path / "run"
-    assert run_cli("sweep", config, "--out", out, "--only", "big", "--no-report").returncode == 0
+    assert cli("sweep", config, "--out", out, "--only", "big", "--no-report").returncode == 0
     assert set(read_samples(out)["model"]) == {"big"}
-    bad = run_cli("sweep", config, "--only", "nope", "--dry-run")
+    bad = cli("sweep", config, "--only", "nope", "--dry-run")
     assert bad.returncode == 2 and "--only 'nope'" in bad.stderr
 
 
@@ -187,12 +198,12 @@ def test_adaptive_rounds_only_where_the_ci_straddles_one(tmp_path):
         measure={"rounds": 3, "adaptive": True, "max_rounds": 6, "target_ci_width": 0.001},
     )
     out = tmp_path / "run"
-    done = run_cli("sweep", config, "--out", out, "--no-report")
+    done = cli("sweep", config, "--out", out, "--no-report")
     assert done.returncode == 0, done.stderr
     rounds = read_samples(out).groupby("model")["round"].max()
     assert rounds["clear-win"] == 2  # 3 fixed rounds; the ~11% synthetic win is decided
     assert rounds["at-crossover"] == 5  # the synthetic ratio is 1.0 here: extra rounds up to max_rounds
-    again = run_cli("sweep", config, "--out", out, "--no-report")
+    again = cli("sweep", config, "--resume", out, "--no-report")
     assert again.returncode == 0 and len(read_samples(out)) == 2 * (3 + 6)
 
 
@@ -205,13 +216,135 @@ def test_unusable_run_directories_and_backends_are_one_line_errors(tmp_path):
     corrupt.mkdir()
     (corrupt / "meta.json").write_text("{")
     cases = [
-        (("--out", foreign), "not a moecal run directory"),
-        (("--out", corrupt), "not a moecal run directory"),
+        (("--resume", foreign), "samples.csv: columns: not a samples.csv: missing run_id, backend"),
+        (("--resume", corrupt), "not a moecal meta.json"),
+        (("--out", foreign), "already holds a run; continue it with --resume"),
         (("--out", config), "exists and is not a directory"),
         (("--backend", "tpu"), "unknown backend 'tpu'"),
     ]
     for args, message in cases:
-        done = run_cli("sweep", config, *args, "--dry-run")
+        done = cli("sweep", config, *args, "--dry-run")
         assert done.returncode == 2, (args, done.stderr)
         assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    assert "columns" in run_cli("summarize", foreign).stderr
+    assert "columns" in cli("summarize", foreign).stderr
+
+
+def _git_repo_with_a_stored_run(tmp_path, config):
+    """A checkout (git) whose results/ holds one committed run of `config`, like the repository's baselines."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert cli("sweep", config, "--out", tmp_path / "results" / "stored", "--no-report").returncode == 0
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "results"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "baseline"], check=True)
+    return tmp_path / "results" / "stored"
+
+
+def _snapshot(folder):
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and ".git" not in p.parts}
+
+
+def test_new_sweeps_get_fresh_run_ids_and_never_write_into_a_stored_run(tmp_path, monkeypatch):
+    config = fake_config(tmp_path, measure={"rounds": 1})
+    stored = _git_repo_with_a_stored_run(tmp_path, config)
+    before = _snapshot(tmp_path / "results")
+    # a stored run with runs still to do (more rounds asked) is still never resumed or written
+    for args in (("--resume", stored), ("--resume", stored, "--rounds", "3"), ("--out", stored)):
+        done = cli("sweep", config, *args, "--no-report", cwd=tmp_path)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.startswith(f"error: {stored}: ") and len(done.stderr.splitlines()) == 1
+    assert "tracked by git" in done.stderr
+    bare = cli("sweep", config, "--rounds", "3", "--resume", "--no-report", cwd=tmp_path)
+    assert bare.returncode == 2 and "no unfinished run of this config" in bare.stderr
+    new_file = cli("summarize", stored, "--out", stored / "again.csv")
+    assert new_file.returncode == 2 and "is a stored run (tracked by git): read-only" in new_file.stderr
+    assert cli("summarize", stored).returncode == 0  # reading a stored run is fine; its summary stays as committed
+    assert _snapshot(tmp_path / "results") == before
+    # without --out: a new run directory results/<yyyymmddThhmm>-<backend>-<device>-<config>, twice in one minute
+    minute = dt.datetime(2026, 11, 30, 19, 5, tzinfo=dt.UTC)  # fixed, so the test cannot straddle a minute
+    monkeypatch.setattr(sweeps, "default_run_id", lambda *args: rundir.default_run_id(*args, now=minute))
+    first = cli("sweep", config, "--no-report", cwd=tmp_path)
+    second = cli("sweep", config, "--no-report", cwd=tmp_path)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    new = sorted(set((tmp_path / "results").iterdir()) - {stored})
+    assert len(new) == 2 and re.fullmatch(r"20261130T1905-cpu-[a-z0-9-]+-fake", new[0].name), new
+    assert new[1].name == new[0].name + "-2"
+    assert _snapshot(stored) == {p: b for p, b in before.items() if stored in p.parents}
+
+
+def test_bare_resume_continues_the_newest_unfinished_run(tmp_path):
+    config = fake_config(tmp_path, measure={"rounds": 1})
+    results = tmp_path / "results"
+    for name in ("20260101T0000-cpu-x-fake", "20260101T0001-cpu-x-fake"):
+        assert cli("sweep", config, "--out", results / name, "--no-report").returncode == 0
+    (results / "20260101T0001-cpu-x-fake" / "samples.csv").write_text(
+        "".join((results / "20260101T0001-cpu-x-fake" / "samples.csv").read_text().splitlines(True)[:-2])
+    )  # the newer run lost its last two runs, as if it had been killed
+    done = cli("sweep", config, "--resume", "--no-report", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "20260101T0001-cpu-x-fake  (2 runs to do)" in done.stderr
+    nothing = cli("sweep", config, "--resume", "--no-report", cwd=tmp_path)
+    assert nothing.returncode == 2 and "no unfinished run" in nothing.stderr
+
+
+def test_a_stored_or_foreign_addendum_is_never_overwritten(tmp_path):
+    config = fake_config(tmp_path, measure={"rounds": 3})
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "run-dff-crossover.md").write_text('<!-- moecal-report\n{"raw_data": "elsewhere"}\n-->\n')
+    before = _snapshot(reports)
+    done = cli("sweep", config, "--out", tmp_path / "run", "--report-dir", reports)
+    assert done.returncode == 2 and "holds the addendum of elsewhere" in done.stderr
+    assert _snapshot(reports) == before
+
+
+def test_non_finite_or_non_positive_throughput_is_a_failed_run_and_no_result_exits_1(tmp_path):
+    printed = ["nan", "inf", "0", "-3"]
+    config = fake_config(
+        tmp_path,
+        workload={
+            "command": [str(FAKE_BENCH), "--dff", "{dff}", "--tok-s", "{extra}"],
+            "metric_regex": r"\((\S+) tok/s",
+        },
+        models=[{"name": f"m{i}", "dff": 1024 * (i + 1), "args": {"extra": text}} for i, text in enumerate(printed)],
+        measure={"rounds": 1},
+    )
+    out = tmp_path / "run"
+    done = cli("sweep", config, "--out", out)
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: {out / 'samples.csv'}: no run succeeded (8 failed, 0 skipped)"), last
+    samples = read_samples(out)
+    assert set(samples["status"]) == {"fail"}
+    for text in printed:
+        errors = samples[samples["model"] == f"m{printed.index(text)}"]["error"]
+        assert errors.str.contains(f"reported {float(text)!r} tok/s; a throughput must be finite and > 0").all()
+    assert not (out / "summary.csv").exists() and not list(out.glob("*-dff-crossover.*"))
+
+
+def test_a_timeout_kills_the_benchmarks_whole_process_group(tmp_path):
+    child_pid = tmp_path / "child.pid"
+    config = fake_config(
+        tmp_path,
+        workload={
+            "command": [str(FAKE_BENCH), "--dff", "{dff}", "--hang", "--child-pid", str(child_pid)],
+            "timeout_s": 1.0,
+        },  # fmt: skip
+        models=[{"name": "hangs", "dff": 1024}],
+        measure={"rounds": 1},
+    )
+    done = cli("sweep", config, "--out", tmp_path / "run", "--no-report")
+    assert done.returncode == 1 and "timed out after 1s" in done.stderr
+    pid = int(child_pid.read_text())
+    deadline = time.time() + 5
+    while _alive(pid) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "the benchmark's child outlived the timeout"
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie — killed, not yet reaped by its parent — counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

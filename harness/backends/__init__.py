@@ -6,7 +6,11 @@ GPU can still use the rest of the harness.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import platform
+import sys
+from dataclasses import dataclass
 
 from harness.backends.base import Backend, BackendUnavailable
 
@@ -28,14 +32,50 @@ def availability(name: str) -> tuple[bool, str]:
         return False, f"{type(exc).__name__}: {exc}"
 
 
+@dataclass(frozen=True)
+class Detection:
+    """What this machine offers, found once per process (`detect()`): every question about "which backend or
+    device is here" — `auto`, doctor's table, the default config, an external command's label — reads this."""
+
+    usable: dict[str, tuple[bool, str]]  # backend → (usable, reason), in BACKEND_NAMES order
+    gpu: dict[str, str]  # nvidia-smi's gpu / driver / gpu_memory ({} without an NVIDIA GPU)
+    apple_silicon: bool
+
+    @property
+    def auto(self) -> str | None:
+        """What `auto` means for built-in workloads: the first usable of metal → cuda → cpu."""
+        return next((name for name, (ok, _) in self.usable.items() if ok), None)
+
+    @property
+    def platform(self) -> str:
+        """The backend an external command most likely runs on: cuda with an NVIDIA GPU, metal on Apple silicon.
+        (The command picks its own device; our Python backends need not be usable for it.)"""
+        return "cuda" if self.gpu else "metal" if self.apple_silicon else "cpu"
+
+    @property
+    def gpu_name(self) -> str:
+        return self.gpu.get("gpu", "")
+
+
+@functools.cache
+def detect() -> Detection:
+    from harness import provenance  # provenance probes nvidia-smi; imported here to keep this package light
+
+    return Detection(
+        usable={name: availability(name) for name in BACKEND_NAMES},
+        gpu=provenance.nvidia_gpu(),
+        apple_silicon=sys.platform == "darwin" and platform.machine() == "arm64",
+    )
+
+
 def resolve_name(name: str) -> str:
     """Map `auto` to the first usable backend in the order metal → cuda → cpu."""
     if name != "auto":
         return name
-    for candidate in BACKEND_NAMES:
-        if availability(candidate)[0]:
-            return candidate
-    raise BackendUnavailable("no backend is usable here; run `moecal doctor` to see why")
+    found = detect().auto
+    if found is None:
+        raise BackendUnavailable("no backend is usable here; run `moecal doctor` to see why")
+    return found
 
 
 def get_backend(name: str = "auto") -> Backend:

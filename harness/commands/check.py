@@ -65,8 +65,11 @@ def check(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Exit 0 ok; 1 significant regression beyond the threshold, changed decision, or baseline points missing from
-    the current run (unless --allow-missing); 2 unusable input."""
+    """Regression gate: exit 0 ok, 1 regression, changed decision or missing points, 2 unusable input.
+
+    Exit 1 on a significant regression beyond the threshold, a changed decision, or baseline points missing from the
+    current run (unless --allow-missing).
+    """
     options = build_options(exclude, confidence, margin)
     result = compare(analyse_path(baseline, options), analyse_path(current, options), max_regression, allow_missing)
     if as_json:

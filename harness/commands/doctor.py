@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import provenance
-from harness.backends import BACKEND_NAMES, BackendUnavailable, availability, get_backend
+from harness.backends import BackendUnavailable, detect, get_backend
 from harness.errors import InputError
 
 
@@ -22,16 +22,14 @@ def doctor(
     table.add_column("backend")
     table.add_column("usable")
     table.add_column("details")
-    first = None
-    for name in BACKEND_NAMES:
-        ok, reason = availability(name)
-        first = first or (name if ok else None)
+    found = detect()
+    for name, (ok, reason) in found.usable.items():
         table.add_row(name, "yes" if ok else "no", reason)
     console = Console()
     console.print(table)
     console.print(
-        f"auto → {first or 'nothing usable'}; external commands would be labelled "
-        f"'{provenance.platform_backend()}' (from the GPU this machine has)"
+        f"auto → {found.auto or 'nothing usable'}; external commands would be labelled "
+        f"'{found.platform}' (from the GPU this machine has)"
     )
     versions = provenance.package_versions()
     console.print("packages: " + ", ".join(f"{k} {v}" for k, v in versions.items()))

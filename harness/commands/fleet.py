@@ -23,8 +23,10 @@ def fleet(
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate the fleet file and its configs; run nothing."),
     report: bool = typer.Option(True, "--report/--no-report", help="Summaries, addenda and the fleet report."),
 ) -> None:
-    """Run one calibration over several hardware classes: each entry's rows stream back into its own run directory
-    here, with the provenance of the machine that measured them; then one fleet report over all entries.
+    """Run one calibration over several hardware classes (Ray): one run directory per entry, one fleet report.
+
+    Each entry's rows stream back into its own run directory here, with the provenance of the machine that measured
+    them; then one fleet report over all entries.
 
     Start the cluster first: `ray start --head` on this machine, `ray start --address=HEAD:6379
     --resources='{"hw_gb10": 1}'` on each worker machine. Re-running the same command resumes every entry.

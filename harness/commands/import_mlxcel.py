@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from harness.mlxcel import import_run_dir
-
-DEFAULT_RESULTS = Path("results")
+from harness.rundir import DEFAULT_RESULTS
 
 
 def import_mlxcel(

@@ -36,8 +36,11 @@ def report(
     confidence: ConfidenceOpt = 0.95,
     margin: MarginOpt = 0.01,
 ) -> None:
-    """Write `<date>-<host>-<backend>-dff-crossover.md` and `.png` into --out; given several runs (backends,
-    devices), one per-backend defaults addendum `<date>-<backends>-dff-defaults.md` instead (no plot)."""
+    """Write one run's addendum and plot, or one per-backend defaults addendum over several runs.
+
+    One run: `<run-id>-dff-crossover.md` and `.png` into --out (never over another run's addendum). Several runs
+    (backends, devices): `<date>-<backends>-dff-defaults.md` instead (no plot).
+    """
     options = build_options(exclude, confidence, margin, current_default, grid, interpolation)
     if len(input_paths) > 1:
         if previous is not None:

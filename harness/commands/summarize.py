@@ -1,4 +1,7 @@
-"""`moecal summarize INPUT`: per-point statistics, written to summary.csv (and optionally an mlxcel CSV)."""
+"""`moecal summarize INPUT`: per-point statistics, written to summary.csv (and optionally an mlxcel CSV).
+
+A stored run (harness.rundir) is read, never written: its summary.csv stays as committed unless --out names
+another file."""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ from harness.commands.analysis_options import (
 from harness.errors import InputError
 from harness.inputs import load_input
 from harness.mlxcel import to_mlxcel_csv
+from harness.results import write_text_atomic
+from harness.rundir import refuse_stored, stored_reason
 
 
 def summarize(
@@ -39,13 +44,21 @@ def summarize(
     console = Console()
     print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, confidence)
     if out is None and input_path.is_dir():
-        out = input_path / "summary.csv"
+        if stored_reason(input_path) is None:
+            out = input_path / "summary.csv"
+        else:  # a stored baseline keeps the summary it was committed with
+            console.print(f"{input_path} is a stored run: its summary.csv is left as it is (--out to write one)")
+    for path, option in ((out, "--out"), (mlxcel, "--mlxcel")):  # every output checked before any is written
+        if path is not None:
+            refuse_stored(path, f"choose another {option}")
+            if path.is_dir():
+                raise InputError(str(path), option, "is a directory; name the CSV file to write")
+    if mlxcel is not None and loaded.samples is None:
+        raise InputError(str(input_path), "--mlxcel", "the mlxcel format needs per-run samples, not a summary")
     if out is not None:
         console.print(f"summary → {save_summary(analysis, out)}")
     if mlxcel is not None:
-        if loaded.samples is None:
-            raise InputError(str(input_path), "--mlxcel", "the mlxcel format needs per-run samples, not a summary")
-        mlxcel.write_text(to_mlxcel_csv(loaded.samples, analysis.summary, analysis.provenance), encoding="utf-8")
+        write_text_atomic(mlxcel, to_mlxcel_csv(loaded.samples, analysis.summary, analysis.provenance))
         console.print(f"mlxcel CSV → {mlxcel}")
 
 

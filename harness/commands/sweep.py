@@ -1,7 +1,8 @@
-"""`moecal sweep CONFIG`: run interleaved fused/fallback measurements into results/<run-id>/ (resumable)."""
+"""`moecal sweep CONFIG`: run interleaved fused/fallback measurements into a new results/<run-id>/ (or `--resume`)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -16,9 +17,18 @@ from harness.backends import BackendUnavailable
 from harness.commands.plan import print_plan
 from harness.errors import InputError
 from harness.report import write_report
-from harness.workloads.command import apply_null_policy
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # paths and messages stay on one line
+
+
+PROGRESS_COLUMNS = (
+    TextColumn("{task.description}"),
+    BarColumn(),
+    MofNCompleteColumn(),
+    TimeElapsedColumn(),
+    TextColumn("ETA"),
+    TimeRemainingColumn(),
+)
 
 
 def quick_table_view(run_dir: Path) -> Table:
@@ -42,7 +52,17 @@ def sweep(
         None, help="Sweep config (YAML file or preset name: moecal presets). Default: the preset for this machine."
     ),
     out: Path | None = typer.Option(
-        None, "--out", help="Run directory (default results/<date>-<backend>-<host>-<name>)."
+        None,
+        "--out",
+        help="Directory of a new run (default results/<yyyymmddThhmm>-<backend>-<device>-<config>); "
+        "it must not hold a run already.",
+    ),
+    resume: str | None = typer.Option(
+        None,
+        "--resume",
+        help="Continue a run instead of starting one: bare --resume takes the newest unfinished run of this config "
+        "on this device under results/; --resume DIR that run.",
+        show_default=False,
     ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Validate config, backend and binaries; print the plan; run nothing."
@@ -50,10 +70,17 @@ def sweep(
     rounds: int | None = typer.Option(None, "--rounds", min=1, help="Override measure.rounds."),
     only: list[str] = typer.Option([], "--only", help="Measure only this model (repeatable)."),
     backend: str | None = typer.Option(None, "--backend", help="Override the config's backend (metal|cuda|cpu|auto)."),
+    allow_mixed: bool = typer.Option(
+        False,
+        "--allow-mixed",
+        help="With --resume: continue even though the kernel sources or launch settings changed (recorded).",
+    ),
     report: bool = typer.Option(
         True, "--report/--no-report", help="After the sweep: summarize → crossover → addendum + plot."
     ),
-    reports_dir: Path = typer.Option(Path("reports"), "--reports-dir", help="Where the addendum and plot go."),
+    report_dir: Path | None = typer.Option(
+        None, "--report-dir", help="Where the addendum and plot go (default: the run directory).", show_default=False
+    ),
     measure_null: bool = typer.Option(
         False, "--measure-null", help="Also run models whose config says expect_null (they stay null points)."
     ),
@@ -66,8 +93,8 @@ def sweep(
 ) -> None:
     """Run the sweep: per point, warm-up, then rounds in which every arm runs once in rotating order.
 
-    Every run is appended to samples.csv as soon as it finishes; re-running the same command resumes where a
-    killed sweep stopped (completed (point, arm, round) rows are not repeated).
+    Every run is appended to samples.csv as soon as it finishes; `--resume` continues where a killed sweep
+    stopped (completed (point, arm, round) rows are not repeated).
     """
     if config is None:
         try:
@@ -81,35 +108,50 @@ def sweep(
 
         scale.parse_workers(workers)
         scale.require_ray("--workers")
-    plan = sweeps.prepare(config, out=out, backend=backend, only=only, rounds=rounds)
-    if plan.config.workload.kind == "command":
-        apply_null_policy(plan.points, plan.config, plan.meta, measure_null)
+    plan = sweeps.prepare(
+        config,
+        out=out,
+        backend=backend,
+        only=only,
+        rounds=rounds,
+        resume=resume,
+        allow_mixed=allow_mixed,
+        measure_null=measure_null,
+    )
     if dry_run:
         print_plan(plan)
         console.print(f"dry run: config, backend and commands are usable; would write {plan.run_dir}")
         return
     todo = sweeps.pending(plan)
-    console.print(f"run directory: {plan.run_dir}  ({todo} runs to do)")
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("sweep", total=todo)
+    written = 0
+    if todo or plan.plan.adaptive:  # adaptive points may add rounds beyond the planned ones
+        with sweeps.writing(plan):
+            console.print(f"run directory: {plan.run_dir}  ({todo} runs to do)")
+            with Progress(*PROGRESS_COLUMNS, console=console, transient=False) as progress:
+                task = progress.add_task("sweep", total=todo)
 
-        def on_run(message: str) -> None:
-            progress.update(task, advance=1, description=message[:60])
+                def on_run(message: str) -> None:
+                    progress.update(task, advance=1, description=message[:60])
 
-        sweeps.execute(plan, on_run, workers)
+                written = sweeps.execute(plan, on_run, workers)
+    else:
+        console.print(f"run directory: {plan.run_dir}  (0 runs to do)")
+    no_result = sweeps.why_no_result(plan.run_dir)
+    if no_result:  # nothing to summarize: an addendum would state a decision no measurement supports
+        message, failed = no_result
+        if failed:
+            print(f"error: {plan.run_dir / 'samples.csv'}: {message}", file=sys.stderr)
+            raise typer.Exit(1)
+        console.print(f"{plan.run_dir / 'samples.csv'}: {message}: nothing to summarize or report")
+        return
     Console().print(quick_table_view(plan.run_dir))
     console.print(f"samples:  {plan.run_dir / 'samples.csv'}\nmeta:     {plan.run_dir / 'meta.json'}")
+    if not written:
+        console.print(f"nothing new measured: no file changed (`moecal report {plan.run_dir}` re-reports it)")
+        return
     if report:
         summary = write_summary(plan.run_dir)
-        md_path, png_path, decision = write_report(plan.run_dir, reports_dir)
+        md_path, png_path, decision = write_report(plan.run_dir, report_dir or plan.run_dir)
         console.print(f"summary:  {summary}\naddendum: {md_path}\nplot:     {png_path}")
         console.print(f"decision: {decision.action} — {decision.reason}\napply:    {decision.apply}")
 

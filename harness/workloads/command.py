@@ -12,9 +12,11 @@ decline the checkpoint) is a skipped point unless the sweep runs with --measure-
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -31,6 +33,12 @@ TAIL_CHARS = 400
 def _tail(text: str) -> str:
     text = text.strip().replace("\r", "")
     return text[-TAIL_CHARS:].replace("\n", " | ")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the run's whole process group (its session); nothing to do once it is gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def argv_for(settings: CommandSettings, model: ModelEntry) -> list[str]:
@@ -61,30 +69,38 @@ class CommandRunner:
             self.output_file.unlink(missing_ok=True)  # a stale file must not pass for this run's output
         started = time.perf_counter()
         try:
-            done = subprocess.run(
+            # its own session (process group), so a timeout can kill the benchmark and every child it started
+            proc = subprocess.Popen(
                 self.argv,
                 env=self.environment(path),
-                capture_output=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
                 text=True,
                 errors="replace",
-                timeout=self.settings.timeout_s,
-                check=False,
-                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
-        except subprocess.TimeoutExpired as exc:
-            out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
-            raise RunFailed(f"timed out after {self.settings.timeout_s:g}s; stdout tail: {_tail(out)}") from None
         except OSError as exc:
             raise RunFailed(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
+        try:
+            stdout, stderr = proc.communicate(timeout=self.settings.timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            stdout, _ = proc.communicate()
+            raise RunFailed(f"timed out after {self.settings.timeout_s:g}s; stdout tail: {_tail(stdout)}") from None
+        except BaseException:  # Ctrl-C or a kill of the sweep: leave no benchmark behind
+            _kill_group(proc)
+            proc.wait()
+            raise
+        finally:
+            _kill_group(proc)  # children the benchmark left running after it exited belong to this run too
         seconds = time.perf_counter() - started
-        output = done.stdout + "\n" + done.stderr
-        if done.returncode != 0:
-            raise RunFailed(
-                f"exit code {done.returncode}; stderr tail: {_tail(done.stderr)}; stdout tail: {_tail(done.stdout)}"
-            )
+        output = stdout + "\n" + stderr
+        if proc.returncode != 0:
+            raise RunFailed(f"exit code {proc.returncode}; stderr tail: {_tail(stderr)}; stdout tail: {_tail(stdout)}")
         matches = self.metric.findall(output)
         if not matches:
-            raise RunFailed(f"metric_regex did not match; stdout tail: {_tail(done.stdout)}")
+            raise RunFailed(f"metric_regex did not match; stdout tail: {_tail(stdout)}")
         last = matches[-1]
         try:
             tok_s = float(last[0] if isinstance(last, tuple) else last)
