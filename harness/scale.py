@@ -220,6 +220,7 @@ class WorkerLog:
 
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / "workers.csv"
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # samples.csv may not exist yet: it starts with a row
         if self.path.exists() and self.path.stat().st_size > 0:
             data = self.path.read_bytes()
             if not data.endswith(b"\n"):

@@ -19,7 +19,8 @@ import yaml
 from harness import cli
 from harness import sweep as sweeps
 from harness.errors import InputError
-from harness.results import read_meta, read_samples
+from harness.results import read_samples
+from harness.rundir import read_meta
 from tests.helpers import FAKE_BENCH, REPO, fake_config
 
 HARDWARE_CLASSES = {"hw_a": 1, "hw_b": 1}

@@ -164,7 +164,7 @@ def test_a_full_disk_is_an_input_error_naming_the_file(tmp_path, monkeypatch):
 def test_the_kernel_source_hash_follows_the_kernel_files(tmp_path, monkeypatch):
     from harness import provenance
 
-    monkeypatch.setattr(provenance, "KERNEL_DIR", tmp_path)
+    monkeypatch.setattr(provenance.resources, "kernel_dir", lambda: tmp_path)
     (tmp_path / "cuda").mkdir()
     (tmp_path / "cuda" / "moe.cu").write_text("__global__ void k() {}\n")
     before = provenance.kernel_source_hash()
