@@ -28,7 +28,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 LOG="$OUT/gpu_check.log"
 : >"$LOG"
-RUN_DIR=${RUN_DIR:-results/_scratch/gpu-check-$BACKEND}
+RUN_DIR=${RUN_DIR:-results/_scratch/gpu-check-$BACKEND-$(date -u +%Y%m%dT%H%M%S)}  # a new run each time (--out must be new)
 
 if [ -x .venv/bin/python ]; then
   PY=.venv/bin/python
