@@ -24,8 +24,8 @@ import pandas as pd
 
 from harness.analysis import Analysis, withheld_reason
 from harness.crossover import DecisionResult, decide
-from harness.results import POINT_COLUMNS
-from harness.stats import MIN_RUNS, compare_arms, point_keys, ratio_interval
+from harness.results import POINT_COLUMNS, point_keys
+from harness.stats import MIN_RUNS, compare_arms, ratio_interval
 
 MAX_REGRESSION = 0.05
 ARMS = ("fallback", "fused")

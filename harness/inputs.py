@@ -15,13 +15,12 @@ import pandas as pd
 from harness import mlxcel
 from harness.errors import InputError
 from harness.results import (
-    POINT_COLUMNS,
     SAMPLE_COLUMNS,
     first_bad,
     format_provenance,
     header_lines,
     numeric_column,
-    point_key,
+    point_keys,
     positive_column,
     read_csv_text,
     read_frame,
@@ -111,7 +110,7 @@ def _read_summary(path: Path) -> pd.DataFrame:
         if len(frame):
             problem = "{value!r}: a run holds one " + f"{column}, the first row has {frame[column].iloc[0]!r}"
             first_bad(path, frame, frame[column] != frame[column].iloc[0], column, problem)
-    keys = pd.Series([point_key(r) for r in frame[POINT_COLUMNS].to_dict("records")], index=frame.index)
+    keys = point_keys(frame)
     first_bad(path, frame, keys.duplicated(), "dff", "this point ({value}) already has a row")
     frame["unstable"] = frame["unstable"].astype(str).str.lower().isin(("true", "1"))
     return frame

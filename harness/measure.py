@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from harness.results import POINT_COLUMNS, RunKey, point_key, read_samples, run_key
+from harness.results import POINT_COLUMNS, RunKey, point_key, point_keys, read_samples, run_key
 from harness.rundir import SampleWriter
 
 # The A/A noise-floor arm runs the fallback path a second time under its own label.
@@ -194,7 +194,7 @@ def _settled(point: Point, writer: SampleWriter, plan: SweepPlan) -> bool:
 
     samples = read_samples(writer.path)
     mine = point_key(point.key)
-    rows = samples[[point_key(r) == mine for r in samples[POINT_COLUMNS].to_dict("records")]]
+    rows = samples[point_keys(samples) == mine]
     stats = analyse_points(rows).summary.iloc[0]
     if stats["ci_low"] != stats["ci_low"]:  # NaN: no interval yet (too few runs)
         return False

@@ -21,12 +21,12 @@ import pandas as pd
 from harness.config import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.results import (
-    POINT_COLUMNS,
     SAMPLE_COLUMNS,
     data_line,
     format_provenance,
     header_lines,
     point_key,
+    point_keys,
     read_frame,
     write_text_atomic,
 )
@@ -192,7 +192,7 @@ def _format(value: float, digits: int) -> str:
 def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: dict[str, object]) -> str:
     """A summary in mlxcel's sweep CSV format, with the per-run values from `samples` (NA where a run is missing)."""
     ok = samples[(samples["status"] == "ok") & samples["arm"].isin(ARMS)]
-    ok_keys = [point_key(r) for r in ok[POINT_COLUMNS].to_dict("records")]
+    ok_keys = list(point_keys(ok))
     n_runs = int(samples["round"].max()) + 1 if samples["round"].notna().any() else 0
     columns = list(LEADING_COLUMNS)
     for arm in ARMS:

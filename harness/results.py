@@ -82,6 +82,11 @@ def point_key(row: Mapping[str, object]) -> PointKey:
     return tuple(key_text(row.get(c, "")) for c in POINT_COLUMNS)
 
 
+def point_keys(frame: pd.DataFrame) -> pd.Series:
+    """point_key of every row of a frame with POINT_COLUMNS, aligned with its index."""
+    return pd.Series([point_key(r) for r in frame[POINT_COLUMNS].to_dict("records")], index=frame.index, dtype=object)
+
+
 def run_key(row: Mapping[str, object]) -> RunKey:
     return tuple(key_text(row.get(c, "")) for c in RUN_KEY)
 

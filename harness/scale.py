@@ -38,8 +38,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import InputError
-from harness.measure import Point, ProgressHook, SweepPlan, measure_point, point_key
-from harness.results import POINT_COLUMNS, RUN_KEY, SAMPLE_COLUMNS, read_samples, run_key
+from harness.measure import Point, ProgressHook, SweepPlan, measure_point
+from harness.results import RUN_KEY, SAMPLE_COLUMNS, point_key, point_keys, read_samples, run_key
 from harness.rundir import SampleWriter
 
 if TYPE_CHECKING:
@@ -358,7 +358,7 @@ def _point_rows(pool: Pool, point: Point) -> list[dict[str, object]]:
     """The point's rows in samples.csv so far (for adaptive mode's stop rule on the worker), NaN as empty."""
     samples = read_samples(pool.writer.path)
     mine = point_key(point.key)
-    rows = samples[[point_key(r) == mine for r in samples[POINT_COLUMNS].to_dict("records")]]
+    rows = samples[point_keys(samples) == mine]
     return [{k: ("" if v != v else v) for k, v in r.items()} for r in rows.to_dict("records")]
 
 

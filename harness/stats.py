@@ -472,17 +472,6 @@ def _verdict(
     return verdict, f"{level} {where} ({record['method']})"
 
 
-def point_keys(frame: pd.DataFrame) -> pd.Series:
-    """POINT_COLUMNS of each row as one hashable tuple of strings (NaN → "", 2048.0 → "2048")."""
-
-    def text(value: object) -> str:
-        if isinstance(value, float):
-            return "" if value != value else (str(int(value)) if value.is_integer() else str(value))
-        return str(value)
-
-    return frame[POINT_COLUMNS].apply(lambda row: tuple(text(v) for v in row), axis=1)
-
-
 def check_excludes(summary: pd.DataFrame, excludes: Mapping[str, str]) -> None:
     """Unknown excluded names are an error (a typo must not silently keep a point)."""
     unknown = sorted(set(excludes) - set(summary["model"].astype(str)))
