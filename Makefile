@@ -44,7 +44,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 test: $(STAMP) lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile  # two processes (CI has 2 cores); one file stays on one process
 	$(BIN)/moecal check-reports reports/
 
 sweep: $(STAMP)
