@@ -56,6 +56,13 @@ def load_input(path: str | Path) -> LoadedInput:
         return LoadedInput(read_samples(path), None, {**_provenance(path), **meta})
     if set(SUMMARY_COLUMNS) <= set(columns):
         return LoadedInput(None, _read_summary(path), {**_provenance(path), **meta})
+    if {"round_ratio", "p_value", "verdict"} <= set(columns):  # summary.csv of the earlier bootstrap engine
+        raise InputError(
+            str(path),
+            "columns",
+            "a summary.csv of the earlier bootstrap engine, whose intervals this version does not reuse: "
+            f"analyse the run's samples instead ({path.parent if path.name == 'summary.csv' else 'its samples.csv'})",
+        )
     raise InputError(
         str(path), "columns", "not a samples.csv, summary.csv or mlxcel sweep CSV (header: " + ",".join(columns) + ")"
     )

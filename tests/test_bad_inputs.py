@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.results import csv_line
-from tests.helpers import cli, fake_config, run_cli
+from tests.helpers import REPO, cli, fake_config, run_cli
 from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV, linear_curve, synthetic_samples, write_run
 
 MLXCEL_HEADER = DESIGN_EXAMPLE_CSV.splitlines(keepends=True)[2]
@@ -178,3 +178,11 @@ def test_the_real_entry_point_prints_the_same_one_line(ws, name):
     assert done.returncode == code and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], done.stderr
+
+
+def test_a_summary_of_the_earlier_engine_points_to_the_samples():
+    """The stored CPU baseline's summary.csv predates the t-interval engine: reading it alone must say what to do."""
+    stored = REPO / "results" / "20261130-cpu-vm-cpu-smoke"
+    done = cli("crossover", stored / "summary.csv")
+    assert done.returncode == 2 and "earlier bootstrap engine" in done.stderr and str(stored) in done.stderr
+    assert cli("crossover", stored).returncode == 0  # the run directory reads its samples
