@@ -409,7 +409,7 @@ def _overall(binding: FamilyDecision, candidates: Sequence[FamilyDecision], curr
         decision = Decision(action, cap, decision.reason, decision.apply)
     caps = {f.decision.recommended_cap for f in candidates}
     who = (
-        f"All {len(candidates)} deciding families give the same cap; {binding.family} reads"
+        f"All {len(candidates)} deciding families give the same cap; the reason of {binding.family} follows"
         if len(caps) == 1
         else f"The shape family {binding.family} sets the smallest cap"
     )
