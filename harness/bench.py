@@ -19,6 +19,7 @@ engine — does not decide the comparison.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import statistics
 from collections.abc import Callable
@@ -27,7 +28,8 @@ from pathlib import Path
 
 from harness.backends.base import Backend
 from harness.layer import make_inputs, make_layers
-from harness.results import format_provenance
+from harness.results import format_provenance, write_text_atomic
+from harness.rundir import refuse_stored
 from harness.shapes import MoeShape
 from harness.timing import time_calls
 
@@ -132,14 +134,16 @@ def bench_shape(
 
 
 def write_csv(path: Path, rows: list[BenchRow], meta: dict) -> None:
-    """The rows under a `# key: value` provenance header."""
+    """The rows under a `# key: value` provenance header, written atomically; a stored result is never replaced."""
+    refuse_stored(path, "write the benchmark somewhere else (--out)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        handle.write(format_provenance(meta))
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({key: _csv_value(value) for key, value in asdict(row).items()})
+    text = io.StringIO()
+    text.write(format_provenance(meta))
+    writer = csv.DictWriter(text, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({key: _csv_value(value) for key, value in asdict(row).items()})
+    write_text_atomic(path, text.getvalue())
 
 
 def _csv_value(value: object) -> object:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from harness.analysis import Options
 from harness.defaults import MLXCEL_CONSTANTS, Defaults, build_defaults
+from harness.results import write_text_atomic
+from harness.rundir import refuse_stored
 
 
 def apply_lines(defaults: Defaults) -> list[str]:
@@ -106,7 +108,8 @@ def write_defaults(paths: Sequence[Path], out_dir: Path, options: Options = Opti
     out_dir.mkdir(parents=True, exist_ok=True)
     backends = "-".join(b.backend for b in defaults.backends) or "none"
     path = out_dir / f"{date}-{backends}-dff-defaults.md"
-    path.write_text(render_markdown(defaults, date), encoding="utf-8")
+    refuse_stored(path, "write the report somewhere else (--out)")
+    write_text_atomic(path, render_markdown(defaults, date))
     return path, defaults
 
 

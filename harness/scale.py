@@ -288,7 +288,8 @@ def serve(ray: ModuleType, pool: Pool) -> int:
         raise InputError(
             pool.name,
             "",
-            f"{len(pool.queue)} points not measured: their workers kept dying; re-run the same command to finish",
+            f"{len(pool.queue)} points not measured: their workers kept dying; "
+            "finish them with `moecal sweep CONFIG --resume <run dir>`",
         )
     return pool.written
 

@@ -139,6 +139,7 @@ CASES = [
     ("meta-not-an-object", ["summarize", "{ws}/meta-list"], 2, "meta.json: not a moecal meta.json"),
     ("run-dir-empty", ["summarize", "{ws}/reports"], 2, "neither is there"),
     ("margin-negative", ["summarize", "{ws}/good", "--margin", "-0.1"], 2, "Invalid value for '--margin'"),
+    ("bench-out-stored", ["bench-kernels", "--backend", "cpu", "--out", "{ws}/stored/bench.csv"], 2, "read-only"),
     ("summarize-out-stored", ["summarize", "{ws}/good", "--out", "{ws}/stored/summary.csv"], 2, "read-only"),
     ("summarize-out-unwritable", ["summarize", "{ws}/good", "--out", "/proc/moecal.csv"], 2, "cannot write"),
     ("summarize-mlxcel-dir", ["summarize", "{ws}/good", "--mlxcel", "{ws}/a-directory.csv"], 2, "a-directory.csv"),

@@ -15,8 +15,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from harness.backends import detect
 from harness.cli import app
 from harness.config import load_config
+from harness.defaults import MLXCEL_DEFAULT_CAPS
 from harness.discover import DiscoveredModel, read_model, scan
 from harness.eligibility import predict_null
 from harness.errors import InputError
@@ -182,6 +184,24 @@ def test_init_writes_a_config_that_sweep_dry_run_accepts(tmp_path):
     assert dry.exit_code == 0, dry.output
     assert not (tmp_path / "run").exists()
     yaml.safe_load(out.read_text())  # plain YAML for people to edit
+
+
+def test_init_with_the_default_backend_and_never_over_a_stored_file(tmp_path):
+    """`make sweep` calls init without --backend (auto: this platform's GPU backend); its --out never replaces a
+    stored result (here a run marked read-only)."""
+    models = write_models(tmp_path)
+    out = tmp_path / "auto.yaml"
+    result = CliRunner().invoke(app, ["init", "--models", str(models), "--bench", bench_command(), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert load_config(out).current_default == MLXCEL_DEFAULT_CAPS.get(detect().platform)
+    stored = tmp_path / "stored"
+    stored.mkdir()
+    (stored / ".stored").write_text("a baseline\n")
+    (stored / "meta.json").write_text("{}\n")
+    args = ["init", "--models", str(models), "--bench", bench_command(), "--out", str(stored / "meta.json")]
+    refused = CliRunner().invoke(app, args)
+    assert isinstance(refused.exception, InputError) and "read-only" in str(refused.exception)
+    assert (stored / "meta.json").read_text() == "{}\n"
 
 
 def test_init_without_moe_models_is_one_line_error(tmp_path):

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from harness.backends.cpu import CpuBackend
 from harness.cli import app
 from harness.errors import InputError
-from tests.helpers import run_cli
+from tests.helpers import REPO, run_cli
 
 SHAPES = "d1024-f512-e4-k2-q8g32,d2080-f512-k1-q4g32-bf16"
 
@@ -88,3 +88,14 @@ def test_an_unknown_kernel_variant_in_the_environment_is_an_input_error(monkeypa
     monkeypatch.setenv("MOECAL_CUDA_ROWS", "3")
     with pytest.raises(InputError, match=r"^environment: cuda: invalid CUDA kernel variant .*MOECAL_CUDA_ROWS"):
         verify.open_backend("cuda")
+
+
+def test_an_unknown_kernel_variant_fails_a_sweep_before_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for the sweep, which builds its backend through get_backend (availability patched as above)."""
+    import harness.backends as backends
+    from harness import sweep as sweeps
+
+    monkeypatch.setattr(backends, "availability", lambda name: (True, "patched for the test"))
+    monkeypatch.setenv("MOECAL_CUDA_ROWS", "3")
+    with pytest.raises(InputError, match=r"backend: backend 'cuda': invalid CUDA kernel variant .*MOECAL_CUDA_ROWS"):
+        sweeps.prepare(REPO / "configs" / "h200.yaml", backend="cuda")

@@ -84,4 +84,7 @@ def get_backend(name: str = "auto") -> Backend:
     ok, reason = availability(resolved)
     if not ok:
         raise BackendUnavailable(f"backend {resolved!r} is not usable here: {reason}")
-    return backend_class(resolved)()
+    try:
+        return backend_class(resolved)()
+    except ValueError as exc:  # a launch setting from the environment (e.g. MOECAL_CUDA_ROWS=3) names no variant
+        raise BackendUnavailable(f"backend {resolved!r}: {exc}") from None

@@ -18,6 +18,7 @@ from harness.backends import BackendUnavailable, get_backend
 from harness.bench import BenchRow, bench_shape, write_csv
 from harness.errors import InputError
 from harness.provenance import collect
+from harness.rundir import refuse_stored
 
 
 def _table(rows: list[BenchRow], title: str) -> Table:
@@ -73,12 +74,12 @@ def register(app: typer.Typer) -> None:
             )
         except ValueError as exc:
             raise InputError("bench-kernels", "shape", str(exc)) from None
+        if out is not None:  # before minutes of benchmarking, not after
+            refuse_stored(out, "write the benchmark somewhere else (--out)")
         try:
             device = get_backend(backend)
-        except BackendUnavailable as exc:
+        except BackendUnavailable as exc:  # also a kernel variant from the environment (MOECAL_CUDA_*) that is none
             raise InputError("--backend", backend, str(exc)) from None
-        except ValueError as exc:  # a kernel variant from the environment (MOECAL_CUDA_*) that does not exist
-            raise InputError("environment", backend, str(exc)) from None
         paths = ["fused", "fallback"] + (["library"] if library else [])
         missing = [p for p in paths if p not in device.paths()]
         if missing:

@@ -15,12 +15,14 @@ from typing import Annotated
 import typer
 import yaml
 
-from harness import provenance
+from harness.backends import detect
 from harness.config import DEFAULT_CAP_ENV, parse_config
 from harness.defaults import MLXCEL_DEFAULT_CAPS
 from harness.discover import DiscoveredModel, Skipped, scan
 from harness.eligibility import predict_null
 from harness.errors import InputError
+from harness.results import write_text_atomic
+from harness.rundir import refuse_stored
 
 DEFAULT_PROMPT = "Hello, how are you today?"
 DISPATCH_REGEX = "path=fused"
@@ -73,7 +75,7 @@ def init_config(
     rounds: int = 5,
 ) -> dict[str, object]:
     """The config as a YAML-ready dict (validated by `write_config`)."""
-    resolved = provenance.platform_backend() if backend == "auto" else backend
+    resolved = detect().platform if backend == "auto" else backend
     workload: dict[str, object] = {
         "kind": "command",
         "command": [*shlex.split(bench), "-m", "{model_path}", "-p", DEFAULT_PROMPT, "-n", str(tokens)],
@@ -109,8 +111,9 @@ def write_config(config: dict[str, object], skipped: list[Skipped], models_dir: 
         fallback=workload["fallback_cap"],
     )
     header += "".join(f"# skipped {s.name}: {s.reason}\n" for s in skipped)
+    refuse_stored(out, "choose another --out")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")
+    write_text_atomic(out, header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=120))
     return out
 
 
