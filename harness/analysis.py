@@ -113,6 +113,21 @@ def _check_summary_settings(provenance: Mapping[str, object], options: Options) 
             )
 
 
+def expected_null(provenance: Mapping[str, object]) -> dict[str, str]:
+    """The run's `expect_null` provenance (written by `moecal sweep` from the config): model → predicted reason."""
+    value = provenance.get("expect_null")
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
+    """The user's --exclude over the models the run's config expected null: those stay null points in every
+    analysis (measured with --measure-null or not), with the prediction as their reason."""
+    frame = loaded.samples if loaded.samples is not None else loaded.summary
+    present = set(frame["model"].astype(str)) if frame is not None else set()
+    expected = {m: f"expected null: {why}" for m, why in expected_null(loaded.provenance).items() if m in present}
+    return {**expected, **options.excludes}
+
+
 def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
     if options.interpolation not in INTERPOLATIONS:
         raise InputError("--interpolation", options.interpolation, f"must be one of {', '.join(INTERPOLATIONS)}")
@@ -122,13 +137,14 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
         raise InputError("--margin", str(options.margin), "must be in [0, 0.5)")
     if not 0.5 <= options.confidence < 1.0:
         raise InputError("--confidence", str(options.confidence), "must be in [0.5, 1)")
+    excludes = _null_excludes(loaded, options)
     try:
         if loaded.samples is not None:
-            points = analyse_points(loaded.samples, options.confidence, options.margin, options.excludes)
-            summary = apply_excludes(points.summary, options.excludes)
+            points = analyse_points(loaded.samples, options.confidence, options.margin, excludes)
+            summary = apply_excludes(points.summary, excludes)
         else:
             _check_summary_settings(loaded.provenance, options)
-            summary = apply_excludes(loaded.summary.reset_index(drop=True), options.excludes)
+            summary = apply_excludes(loaded.summary.reset_index(drop=True), excludes)
             for column in NUMERIC_SUMMARY:
                 summary[column] = pd.to_numeric(summary[column], errors="coerce")
             points = PointSet(summary, float("nan"), 0, ())

@@ -112,7 +112,7 @@ class FamilyDecision:
     rows: tuple[int, ...]  # positions in the summary
     crossover: Crossover
     decision: Decision
-    valid_points: int = 0  # points with an interval the crossover was located from
+    valid_points: int = 0  # distinct Dffs with an interval the crossover was located from
 
 
 @dataclass(frozen=True)
@@ -333,15 +333,27 @@ def recommend(
     return Decision("keep", c, f"{finding}; {evidence}, {verdict}. It stays; {decide}.", keep_line)
 
 
-def family_curve(summary: pd.DataFrame, positions: np.ndarray, interpolation: str) -> Curve:
+def family_curve(summary: pd.DataFrame, positions: np.ndarray, interpolation: str) -> tuple[Curve, np.ndarray]:
+    """The curve of a family's valid points (sorted by Dff) and the rounds per arm behind each curve point.
+
+    Two points of one family can share a Dff: a command sweep of two checkpoints with the same expert size (say
+    qwen3-30b-a3b and its VL variant, both 768), or an mlxcel CSV without d_model. They become one curve point: the
+    fixed-effect (inverse-variance weighted) mean of their ln ratios, its standard error 1/sqrt(Σ 1/se²), the smaller
+    of their degrees of freedom (conservative) and the sum of their rounds."""
     rows = summary.iloc[positions]
-    return Curve(
-        rows["dff"].to_numpy(float),
-        pd.to_numeric(rows["ln_estimate"]).to_numpy(float),
-        pd.to_numeric(rows["se"]).to_numpy(float),
-        pd.to_numeric(rows["df"]).to_numpy(float),
-        interpolation,
-    )
+    dffs = rows["dff"].to_numpy(float)
+    theta, se, df = (pd.to_numeric(rows[c]).to_numpy(float) for c in ("ln_estimate", "se", "df"))
+    rounds = np.minimum(rows["n_fused"].to_numpy(int), rows["n_fallback"].to_numpy(int))
+    unique = np.unique(dffs)
+    if len(unique) < len(dffs):
+        weight = 1.0 / se**2
+        groups = [dffs == d for d in unique]
+        theta = np.array([np.sum(weight[g] * theta[g]) / np.sum(weight[g]) for g in groups])
+        se = np.array([1.0 / np.sqrt(np.sum(weight[g])) for g in groups])
+        df = np.array([np.min(df[g]) for g in groups])
+        rounds = np.array([np.sum(rounds[g]) for g in groups])
+        dffs = unique
+    return Curve(dffs, theta, se, df, interpolation), rounds
 
 
 def deciding_families(families: Sequence[FamilyDecision]) -> list[FamilyDecision]:
@@ -373,20 +385,18 @@ def decide(
     for family in dict.fromkeys(labels):
         positions = np.flatnonzero((labels == family) & valid)
         positions = positions[np.argsort(summary["dff"].to_numpy()[positions], kind="stable")]
-        curve = family_curve(summary, positions, interpolation)
-        staged.append((family, positions, curve, find_crossover(curve, confidence)))
-    draft = [FamilyDecision(f, (), c, Decision("keep", None, "", None), len(p)) for f, p, _, c in staged]
+        curve, rounds = family_curve(summary, positions, interpolation)
+        staged.append((family, curve, rounds, find_crossover(curve, confidence)))
+    draft = [FamilyDecision(f, (), c, Decision("keep", None, "", None), len(k.dffs)) for f, k, _, c in staged]
     n_deciding = len(deciding_families(draft)) if draft else 1
     policy_confidence = 1.0 - (1.0 - confidence) / n_deciding
     families = []
-    for family, positions, curve, crossover in staged:
-        rows = summary.iloc[positions]
-        rounds = np.minimum(rows["n_fused"].to_numpy(int), rows["n_fallback"].to_numpy(int))
+    for family, curve, rounds, crossover in staged:
         decision = recommend(
             curve, crossover, current_default, grid, cap_env, confidence, margin, policy_confidence, rounds, withhold
         )
         all_rows = tuple(int(i) for i in np.flatnonzero(labels == family))
-        families.append(FamilyDecision(family, all_rows, crossover, decision, len(positions)))
+        families.append(FamilyDecision(family, all_rows, crossover, decision, len(curve.dffs)))
     if not families:
         empty = find_crossover(Curve(np.array([]), np.array([]), np.array([]), np.array([]), interpolation))
         curve = Curve(np.array([]), np.array([]), np.array([]), np.array([]), interpolation)

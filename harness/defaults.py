@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis import Analysis, Options, analyse
+from harness.analysis import Analysis, Options, analyse, expected_null
 from harness.errors import InputError
 from harness.inputs import load_input
 from harness.parity import PointParity, parity_by_model
@@ -163,12 +163,6 @@ def _run_identity(analysis: Analysis) -> tuple[str, str]:
     return backend, device
 
 
-def _expected_null(provenance: Mapping[str, object]) -> dict[str, str]:
-    """The run's `expect_null` provenance (written by `moecal sweep` from the config): model → reason."""
-    value = provenance.get("expect_null")
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
-
-
 def mispredictions(samples: pd.DataFrame | None, expected: Mapping[str, str]) -> dict[str, str]:
     """Where the dispatch probe (the ground truth) contradicts the eligibility prediction, per model."""
     if samples is None or "dispatch_ok" not in samples:
@@ -189,11 +183,8 @@ def mispredictions(samples: pd.DataFrame | None, expected: Mapping[str, str]) ->
 def load_run(path: Path, options: Options) -> RunResult:
     """Analyse one run; models its config expected null stay null points (excluded with the prediction's reason)."""
     loaded = load_input(path)
-    expected = _expected_null(loaded.provenance)
-    frame = loaded.samples if loaded.samples is not None else loaded.summary
-    present = set(frame["model"].astype(str))
-    excludes = {m: f"expected null: {why}" for m, why in expected.items() if m in present}
-    analysis = analyse(loaded, replace(options, excludes={**excludes, **options.excludes}))
+    expected = expected_null(loaded.provenance)
+    analysis = analyse(loaded, options)  # the expected-null models stay null there
     backend, device = _run_identity(analysis)
     samples = analysis.samples
     parity = parity_by_model(samples) if samples is not None else {}
@@ -388,7 +379,7 @@ def run_checks(path: Path) -> list[str]:
     loaded = load_input(path)
     if loaded.samples is None:
         return []
-    wrong = mispredictions(loaded.samples, _expected_null(loaded.provenance))
+    wrong = mispredictions(loaded.samples, expected_null(loaded.provenance))
     lines = []
     for model, parity in parity_by_model(loaded.samples).items():
         if parity.comparisons or model in wrong:

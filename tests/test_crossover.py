@@ -205,3 +205,28 @@ def test_terminal_tables_fit_80_columns_without_cutting_numbers():
             numbers = (f"{row['fallback_tok_s']:.1f}", f"{row['ci_low']:.3f}–{row['ci_high']:.3f}", str(row["verdict"]))
             row_line = next(line for line in lines if line.lstrip().startswith(str(int(row["dff"]))))
             assert all(n in row_line for n in numbers), row_line
+
+
+def test_two_models_at_one_dff_are_one_curve_point(tmp_path):
+    """SYNTHETIC mlxcel CSV: two checkpoints with the same expert size (qwen3 and its VL variant, Dff 768) in one
+    command family. They are combined into one curve point (inverse-variance weighted), not a crash."""
+    lines = DESIGN_CSV.read_text().splitlines(keepends=True)
+    header = next(i for i, line in enumerate(lines) if line.startswith("model,"))
+    twin = lines[header + 1].replace("lfm2-8b-a1b-4bit", "lfm2-8b-a1b-twin-4bit").replace("141.92", "140.1")
+    path = tmp_path / "twins.csv"
+    path.write_text("".join([*lines[: header + 2], twin, *lines[header + 2 :]]))
+    analysis = analyse_path(path, Options(current_default=8192))
+    family = analysis.result.families[0]
+    assert len(analysis.summary) == 5 and family.valid_points == 4  # 5 points, 4 distinct Dffs
+    assert analysis.result.decision.action == "keep"  # the 8192 point still decides as in the published sweep
+
+
+def test_models_the_config_expected_null_stay_null_in_a_single_run_analysis():
+    """SYNTHETIC samples: a run whose provenance records `expect_null` for a model (moecal init's prediction, then
+    measured with --measure-null) keeps that model null in summarize/crossover/report too, with the prediction."""
+    samples = synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=4)
+    loaded = LoadedInput(samples, None, {"expect_null": {"synthetic-layer": "mxfp4 quantization"}})
+    analysis = analyse(loaded, Options(current_default=4096))
+    assert set(analysis.summary["verdict"]) == {"null"}
+    assert analysis.summary["reason"].str.contains("expected null: mxfp4 quantization").all()
+    assert analysis.options.excludes == {}  # derived from the run, not recorded as a user option
