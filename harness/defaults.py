@@ -263,7 +263,7 @@ def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow]) -> 
                 bits=_float(row.get("bits")),
                 fallback_tok_s=_float(row["fallback_tok_s"]),
                 fused_tok_s=_float(row["fused_tok_s"]),
-                ratio=_float(row["ratio"]),
+                ratio=_float(row["estimate"]),  # the estimate its interval belongs to (not the ratio of medians)
                 ci_low=_float(row["ci_low"]),
                 ci_high=_float(row["ci_high"]),
                 verdict=str(row["verdict"]),

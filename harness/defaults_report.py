@@ -81,7 +81,9 @@ def render_markdown(defaults: Defaults, date: str) -> str:
                 f"{p.loss:.1%} slower than {p.faster} (interval beyond the {m:.0%} margin)"
             )
     else:
-        lines.append(f"- No measured model loses more than the {m:.0%} margin under the proposed caps.")
+        lines.append(
+            f"- No measured model takes a path the other beats beyond the {m:.0%} margin under the proposed caps."
+        )
     lines += ["", "#### Single cap vs per-shape rule", ""]
     for b in defaults.backends:
         rule = defaults.rules.get(b.backend)

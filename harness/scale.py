@@ -94,6 +94,7 @@ class SweepSpec:
     only: tuple[str, ...] = ()
     rounds: int | None = None
     cwd: str | None = None
+    measure_null: bool = False
 
 
 class SweepWorker:
@@ -118,7 +119,12 @@ class SweepWorker:
             config_path.write_text(spec.config_text, encoding="utf-8")
             try:
                 self.sweep = sweeps.prepare(
-                    config_path, out=Path(scratch) / "run", backend=spec.backend, only=spec.only, rounds=spec.rounds
+                    config_path,
+                    out=Path(scratch) / "run",
+                    backend=spec.backend,
+                    only=spec.only,
+                    rounds=spec.rounds,
+                    measure_null=spec.measure_null,
                 )
             except InputError as exc:
                 self.error = exc
@@ -414,6 +420,7 @@ def measure_on_workers(
         only=tuple(sorted({str(p.key["model"]) for p in sweep.points})),
         rounds=sweep.plan.rounds,
         cwd=os.getcwd(),
+        measure_null=sweep.measure_null,
     )
     actors = start_workers(ray, spec, count, options)
     try:

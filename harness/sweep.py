@@ -65,6 +65,7 @@ class Sweep:
     meta: dict[str, object]
     resuming: bool  # continuing an existing run (--resume), as opposed to starting a new one
     segment: dict[str, object]  # this sweep's entry in meta.json's `segments`
+    measure_null: bool = False  # --measure-null: expected-null command models are measured (Ray workers need it too)
 
 
 def backend_for(config: SweepConfig, override: str | None) -> str:
@@ -167,7 +168,8 @@ def prepare(
         )
     if mixed:
         segment["mixed"] = mixed
-    return Sweep(config, config_path, workload, points, plan, run_id, run_dir, meta, resume is not None, segment)
+    resuming = resume is not None
+    return Sweep(config, config_path, workload, points, plan, run_id, run_dir, meta, resuming, segment, measure_null)
 
 
 def _choose_run_dir(
@@ -264,6 +266,13 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> i
         done = writer.done_keys()
         if workers is not None:
             from harness.scale import measure_on_workers  # Ray is an optional extra
+
+            if sweep.config.measure.refine_budget_runs:
+                raise InputError(
+                    str(sweep.config_path),
+                    "measure.refine_budget_runs",
+                    "Dff refinement runs in one process: drop --workers, or set the refinement budget to 0",
+                )
 
             return measure_on_workers(sweep, writer, done, on_run, workers)
         for point in sweep.points:
