@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -135,15 +136,24 @@ def _root(
 OPTIONAL_VALUE = {"--resume": ""}
 
 
+def _is_config_argument(word: str) -> bool:
+    """A sweep's CONFIG argument rather than a run directory: a YAML file, or a preset name that is no directory."""
+    if word.endswith((".yaml", ".yml")):
+        return True
+    if Path(word).is_dir():
+        return False
+    from harness import resources  # only when --resume is given: `moecal --help` stays light
+
+    return word in {p.name for p in resources.presets()}
+
+
 def _optional_values(argv: list[str]) -> list[str]:
     """Spell a value-less optional option as `--opt=<default>`, the form click parses. A following word is the
-    option's value unless it is another option or a YAML file (the sweep's CONFIG argument)."""
+    option's value unless it is another option or the sweep's CONFIG argument (a YAML file or a preset name)."""
     out: list[str] = []
     for index, arg in enumerate(argv):
         following = argv[index + 1] if index + 1 < len(argv) else None
-        if arg in OPTIONAL_VALUE and (
-            following is None or following.startswith("-") or following.endswith((".yaml", ".yml"))
-        ):
+        if arg in OPTIONAL_VALUE and (following is None or following.startswith("-") or _is_config_argument(following)):
             out.append(f"{arg}={OPTIONAL_VALUE[arg]}")
         else:
             out.append(arg)

@@ -34,7 +34,7 @@ from harness.config import SweepConfig, field_path, load_config
 from harness.errors import InputError
 from harness.measure import ProgressHook, pending_runs
 from harness.results import read_samples
-from harness.rundir import RunLock, SampleWriter, is_run_dir, new_segment
+from harness.rundir import RunLock, SampleWriter, is_run_dir, mixed_settings, new_segment, read_meta
 from harness.scale import Pool, SweepSpec, connect, require_ray, serve, start_workers, stop_workers
 
 # Ray's own resources: a hardware class needs a custom label, or every machine would match.
@@ -195,10 +195,18 @@ def _run_entry(ray, result: EntryResult, say: Callable[[str], None], track: Trac
             fleet_where=entry.label,
         )
         result.host, result.backend, result.device = str(meta["host"]), str(meta["backend"]), str(meta["device"])
-        if is_run_dir(result.run_dir):  # re-running the fleet continues each entry's run
+        segment = new_segment(meta)
+        if is_run_dir(result.run_dir):  # re-running the fleet continues each entry's run, with the same code only
             sweeps.check_resumable(result.run_dir, meta, str(entry.config_path))
+            mixed = mixed_settings(read_meta(result.run_dir), segment)
+            if mixed:
+                raise InputError(
+                    str(result.run_dir),
+                    "(resume)",
+                    f"this entry was measured with other settings ({'; '.join(mixed)}); give the fleet another --out",
+                )
         points, plan = described["points"], described["plan"]
-        with RunLock(result.run_dir), SampleWriter(result.run_dir, meta, new_segment(meta)) as writer:
+        with RunLock(result.run_dir), SampleWriter(result.run_dir, meta, segment) as writer:
             done = writer.done_keys()
             on_run = track(entry.name, pending_runs(points, plan, entry.name, done))
             pool = Pool(entry.name, actors, points, plan, entry.name, writer, done, on_run, say)

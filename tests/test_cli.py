@@ -41,6 +41,7 @@ def test_a_command_help_and_exit_codes_pass_through():
         (["sweep", "--resume"], ["sweep", "--resume="]),
         (["sweep", "--resume", "--no-report"], ["sweep", "--resume=", "--no-report"]),
         (["sweep", "--resume", "c.yaml"], ["sweep", "--resume=", "c.yaml"]),
+        (["sweep", "--resume", "cpu-smoke"], ["sweep", "--resume=", "cpu-smoke"]),  # a preset name is the CONFIG
         (["sweep", "c.yaml", "--resume", "results/x"], ["sweep", "c.yaml", "--resume", "results/x"]),
         (["sweep", "--resume=results/x"], ["sweep", "--resume=results/x"]),
     ],

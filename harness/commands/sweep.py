@@ -123,19 +123,24 @@ def sweep(
         console.print(f"dry run: config, backend and commands are usable; would write {plan.run_dir}")
         return
     todo = sweeps.pending(plan)
-    written = 0
-    if todo or plan.plan.adaptive:  # adaptive points may add rounds beyond the planned ones
-        with sweeps.writing(plan):
-            console.print(f"run directory: {plan.run_dir}  ({todo} runs to do)")
-            with Progress(*PROGRESS_COLUMNS, console=console, transient=False) as progress:
-                task = progress.add_task("sweep", total=todo)
-
-                def on_run(message: str) -> None:
-                    progress.update(task, advance=1, description=message[:60])
-
-                written = sweeps.execute(plan, on_run, workers)
-    else:
+    if not (todo or plan.plan.adaptive):  # adaptive points may add rounds beyond the planned ones
         console.print(f"run directory: {plan.run_dir}  (0 runs to do)")
+        _finish(plan, written=0, report=report, report_dir=report_dir)
+        return
+    with sweeps.writing(plan):  # held through the summary and the addendum: they are this run's files too
+        console.print(f"run directory: {plan.run_dir}  ({todo} runs to do)")
+        with Progress(*PROGRESS_COLUMNS, console=console, transient=False) as progress:
+            task = progress.add_task("sweep", total=todo)
+
+            def on_run(message: str) -> None:
+                progress.update(task, advance=1, description=message[:60])
+
+            written = sweeps.execute(plan, on_run, workers)
+        _finish(plan, written, report, report_dir)
+
+
+def _finish(plan: sweeps.Sweep, written: int, report: bool, report_dir: Path | None) -> None:
+    """The final table, then summary + addendum + plot when this sweep measured something new."""
     no_result = sweeps.why_no_result(plan.run_dir)
     if no_result:  # nothing to summarize: an addendum would state a decision no measurement supports
         message, failed = no_result
