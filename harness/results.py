@@ -167,11 +167,6 @@ def read_frame(path: Path, text: str | None = None) -> pd.DataFrame:
     return frame
 
 
-def read_csv_with_header(path: Path) -> pd.DataFrame:
-    """Any of our CSVs (samples, summary, bench-kernels) as a DataFrame: `read_frame` under its historic name."""
-    return read_frame(path)
-
-
 def data_line(path: Path, position: int) -> int:
     """1-based file line of data row `position` (after the `#` header and the column row)."""
     return len(header_lines(path)) + 2 + position

@@ -258,7 +258,7 @@ class SampleWriter:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             previous = read_meta(self.run_dir)
             if self.path.exists() and self.path.stat().st_size > 0:
-                _truncate_torn_tail(self.path)
+                truncate_torn_tail(self.path)
             else:
                 write_text_atomic(self.path, format_provenance(self.meta) + csv_line(SAMPLE_COLUMNS))
             self._meta = {**(previous or self.meta), "segments": [*segments(previous), self.segment]}
@@ -296,7 +296,8 @@ class SampleWriter:
         self.close()
 
 
-def _truncate_torn_tail(path: Path) -> None:
+def truncate_torn_tail(path: Path) -> None:
+    """Cut a last line without its newline (a write a crash interrupted): no reader takes it for a row."""
     with open(path, "r+b") as handle:
         data = handle.read()
         if not data.endswith(b"\n"):

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import InputError
 from harness.measure import Point, ProgressHook, SweepPlan, measure_point
 from harness.results import RUN_KEY, SAMPLE_COLUMNS, point_key, point_keys, read_samples, run_key
-from harness.rundir import SampleWriter
+from harness.rundir import SampleWriter, truncate_torn_tail
 
 if TYPE_CHECKING:
     from harness.sweep import Sweep
@@ -228,9 +228,7 @@ class WorkerLog:
         self.path = Path(run_dir) / "workers.csv"
         self.path.parent.mkdir(parents=True, exist_ok=True)  # samples.csv may not exist yet: it starts with a row
         if self.path.exists() and self.path.stat().st_size > 0:
-            data = self.path.read_bytes()
-            if not data.endswith(b"\n"):
-                os.truncate(self.path, data.rfind(b"\n") + 1)
+            truncate_torn_tail(self.path)
         fresh = not self.path.exists() or self.path.stat().st_size == 0
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if fresh:

@@ -10,7 +10,7 @@ import pytest
 from harness.backends.cpu import CpuBackend
 from harness.bench import COLUMNS, bench_shape, rotation_copies
 from harness.kernel_cases import BENCH_D_MODELS, BENCH_DFF_GRID, bench_shapes
-from harness.results import read_csv_with_header, read_provenance
+from harness.results import read_frame, read_provenance
 from harness.shapes import MoeShape
 from harness.timing import time_calls
 from tests.helpers import run_cli
@@ -62,7 +62,7 @@ def test_bench_kernels_cli_writes_csv_with_provenance(tmp_path: Path) -> None:
     options = ["--d-model", "2048", "--dff", "768,1024", "--n-experts", "2", "--rounds", "2", "--copy-mib", "16"]
     done = run_cli("bench-kernels", "--backend", "cpu", *options, "--out", out)
     assert done.returncode == 0, done.stderr
-    frame = read_csv_with_header(out)
+    frame = read_frame(out)
     assert list(frame.columns) == COLUMNS
     assert sorted(set(zip(frame["dff"], frame["path"], strict=True))) == [
         (768, "fallback"), (768, "fused"), (1024, "fallback"), (1024, "fused"),
