@@ -132,7 +132,9 @@ def print_defaults(defaults: Defaults, echo: Callable[[str], None]) -> None:
             echo(f"rule: {b.backend}: {rule.describe()} (the single cap would cost a measured model > margin)")
     for p in defaults.points:
         if p.parity != "no parity data" or p.note:
-            echo(f"{p.backend} {p.model}: parity {p.parity}" + (f"; {p.note}" if p.note else ""))
+            echo(
+                f"{p.backend} {p.device} {p.model} (Dff {p.dff}): parity {p.parity}" + (f"; {p.note}" if p.note else "")
+            )
 
 
 def defaults_json(defaults: Defaults) -> dict[str, object]:

@@ -86,5 +86,7 @@ def point_parity(rows: pd.DataFrame) -> PointParity:
 
 
 def parity_by_model(samples: pd.DataFrame) -> dict[str, PointParity]:
-    """Model name → its parity, for the command points of one run (one point per model)."""
-    return {str(model): point_parity(rows) for model, rows in samples.groupby("model", sort=False)}
+    """Model name → its parity, from the whole-model points of one run (command or decode: one point per model).
+    `layer` points compare one MoE layer's output (rel_rms), not generated tokens, so they have no parity class."""
+    models = samples[samples["workload"] != "layer"]
+    return {str(model): point_parity(rows) for model, rows in models.groupby("model", sort=False)}
