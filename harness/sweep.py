@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import provenance, resources
+from harness import dispatch, provenance, resources
 from harness.backends import BACKEND_NAMES, BackendUnavailable, detect, resolve_name
 from harness.config import SweepConfig, load_config
 from harness.errors import InputError
@@ -262,6 +262,7 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> i
     `workers` (a count or 'auto') spreads whole points over Ray workers (harness.scale); rows still go through
     this process's writer."""
     written = 0
+    verify_dispatch(sweep)
     with SampleWriter(sweep.run_dir, sweep.meta, sweep.segment) as writer:
         done = writer.done_keys()
         if workers is not None:
@@ -286,6 +287,25 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> i
             default = sweep.config.current_default
             written += refine(sweep.run_dir, sweep.workload, sweep.points, measure, sweep.config.measure, default)
     return written
+
+
+def verify_dispatch(sweep: Sweep) -> None:
+    """The untimed dispatch verification pass of a command sweep with `dispatch_check` (harness.dispatch), before
+    any timed run; a model found declined becomes a skipped point (unless --measure-null): both its arms run the
+    fallback, so timing them costs model loads for a point that is null anyway."""
+    settings = sweep.config.workload
+    check = getattr(settings, "dispatch_check", None)
+    if check is None or not check.enabled:
+        return
+    sweep.run_dir.mkdir(parents=True, exist_ok=True)
+    record = dispatch.verify(sweep.points, sweep.workload.open, settings, sweep.run_dir)
+    if sweep.measure_null:
+        return
+    declined = dispatch.null_reasons({"verification": record}, dict(sweep.meta.get("expect_null") or {}))
+    for point in sweep.points:
+        reason = declined.get(str(point.key["model"]))
+        if reason and not point.skip_reason:
+            point.skip_reason = f"{reason} (--measure-null measures it)"
 
 
 def pending(sweep: Sweep) -> int:
