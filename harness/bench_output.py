@@ -5,7 +5,8 @@ prints `  Generated tokens: N` beside the `Decode: X ms (Y tok/s)` line the metr
 probe (src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp, MLXCEL_FUSED_MOE_PARITY_CHECK=1) writes to stderr, per call
 above its threshold,
 
-    [fused-moe-parity] call N: fused-vs-ref=… fused-vs-truth=… ref-vs-truth=… ref_rms=… truth_rms=… (act=… k=… din=… dff=…)
+    [fused-moe-parity] call N: fused-vs-ref=… fused-vs-truth=… ref-vs-truth=… ref_rms=… truth_rms=…
+        (act=… k=… din=… dff=…)            (one line)
 
 and every 5000 calls a summary line `[fused-moe-parity] N calls: worst fused-vs-truth=… …`; clap rejects an unknown
 flag with `error: unexpected argument '--x' found` and exit code 2. Parsing lives here, apart from the process

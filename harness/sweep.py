@@ -329,7 +329,8 @@ def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
 
 
 def quick_table(run_dir: Path) -> pd.DataFrame:
-    """Per point: median tok/s of each arm and the ratio of medians (the full statistics are `moecal summarize`)."""
+    """Per point: median tok/s of each arm and the ratio of medians (the full statistics are `moecal summarize`),
+    the median generated tokens per arm and the dispatch the verification pass found (harness.dispatch)."""
     samples = read_samples(run_dir).fillna({"d_model": 0})
     keys = ["workload", "model", "d_model", "dff"]  # a layer config's decode block shares model names and dffs
     ok = samples[samples["status"] == "ok"]
@@ -338,7 +339,13 @@ def quick_table(run_dir: Path) -> pd.DataFrame:
         if arm not in table.columns:
             table[arm] = float("nan")
     table["ratio"] = table["fused"] / table["fallback"]
+    # generated tokens per arm (the binary's count): arms that stopped at different EOS did different work
+    tokens = ok.assign(n=pd.to_numeric(ok["tokens"], errors="coerce")).groupby(keys + ["arm"])["n"].median()
+    tokens = tokens.unstack("arm").reindex(columns=["fallback", "fused"]).add_prefix("tokens_").reset_index()
+    table = table.merge(tokens, on=keys, how="left")
     counts = samples.groupby(keys)["status"].value_counts().unstack(fill_value=0)
     counts = counts.reindex(columns=["ok", "fail", "skip"], fill_value=0).reset_index()
     table = table.merge(counts, on=keys, how="outer").fillna({"ok": 0, "fail": 0, "skip": 0})
+    facts = dispatch.per_model(dispatch.read_record(run_dir), dict(read_meta(run_dir).get("expect_null") or {}))
+    table["dispatch"] = [str(facts.get(str(m), {}).get("dispatch", "")) for m in table["model"]]
     return table.sort_values(["workload", "d_model", "dff"])

@@ -41,6 +41,7 @@ HEADER = """\
 # expect_null: the fused kernel should decline this checkpoint; measured only with `moecal sweep --measure-null`.
 """
 
+
 def model_entry(model: DiscoveredModel) -> dict[str, object]:
     entry: dict[str, object] = {
         "name": model.name,
