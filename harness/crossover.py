@@ -479,7 +479,7 @@ def point_json(row: pd.Series, family: str) -> dict[str, object]:
         "null_ratio": _number(row["null_ratio"], 5),
         "outliers": str(row["outliers"]) if isinstance(row["outliers"], str) else "",
         "reason": str(row["reason"]),
-        **dispatch_json(row),
+        **(dispatch_json(row) if isinstance(row.get("dispatch"), str) and row["dispatch"] else {}),
     }
 
 
@@ -489,9 +489,10 @@ def _optional(row: pd.Series, column: str) -> object:
 
 
 def dispatch_json(row: pd.Series) -> dict[str, object]:
-    """What the dispatch verification and the token counts say about a point (harness.dispatch.POINT_FIELDS):
-    `dispatch` (verified | declined | predicted | unverified), the parity figures, tokens per arm."""
-    out: dict[str, object] = {"dispatch": str(_optional(row, "dispatch") or "unverified")}
+    """What the dispatch verification and the token counts say about a command-workload point
+    (harness.dispatch.POINT_FIELDS): `dispatch` (verified | declined | predicted | unverified), the parity
+    figures, tokens per arm. Points of built-in workloads have none of these."""
+    out: dict[str, object] = {"dispatch": str(row["dispatch"])}
     for column in ("dispatch_note", "parity_class"):
         out[column] = str(_optional(row, column) or "")
     for column in ("parity_calls", "parity_calls_over"):

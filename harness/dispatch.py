@@ -216,15 +216,13 @@ def annotate(
     provenance: Mapping[str, object],
     expected_null: Mapping[str, str],
 ) -> pd.DataFrame:
-    """The summary with POINT_FIELDS per point: dispatch and parity from the verification pass, the median
-    generated tokens per arm from the timed runs, and `tokens_differ` when the arms generated different counts
-    (greedy decoding stopped at EOS at different places: the arms did different work)."""
+    """The summary of a command-workload run with POINT_FIELDS per point: dispatch and parity from the
+    verification pass, the median generated tokens per arm from the timed runs, and `tokens_differ` when the arms
+    generated different counts (greedy decoding stopped at EOS at different places: the arms did different work)."""
+    # a stored summary.csv keeps what it was written with; built-in workloads have no dispatch to verify
+    if samples is None or not (samples["workload"] == "command").any():
+        return summary
     out = summary.copy()
-    if samples is None:  # a stored summary.csv keeps what it was written with
-        for column in POINT_FIELDS:
-            if column not in out:
-                out[column] = "unverified" if column == "dispatch" else None
-        return out
     record = provenance.get("verification")
     facts = per_model(record, expected_null) if isinstance(record, Mapping) else {}
     rows = []
