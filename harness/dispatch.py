@@ -202,6 +202,21 @@ def null_reasons(provenance: Mapping[str, object], expected_null: Mapping[str, s
     return {m: f"dispatch {f['dispatch']}: {f['dispatch_note']}" for m, f in facts.items() if f["null"]}
 
 
+def contradictions(provenance: Mapping[str, object], expected_null: Mapping[str, str]) -> dict[str, str]:
+    """Models whose observed dispatch contradicts `moecal init`'s eligibility prediction (the addendum lists them:
+    a wrong prediction means harness.eligibility no longer restates mlxcel's rules)."""
+    record = provenance.get("verification")
+    if not isinstance(record, Mapping):
+        return {}
+    out = {}
+    for model, fact in per_model(record, expected_null).items():
+        if fact["dispatch"] == "verified" and model in expected_null:
+            out[model] = f"predicted null ({expected_null[model]}), but the verification run logged fused-kernel calls"
+        elif fact["dispatch"] == "declined" and model not in expected_null:
+            out[model] = "predicted eligible, but the kernel declined it (no [fused-moe-parity] line)"
+    return out
+
+
 def _arm_tokens(samples: pd.DataFrame | None, model: str, arm: str) -> float | None:
     if samples is None or "tokens" not in samples:
         return None

@@ -96,6 +96,9 @@ def test_timed_runs_never_carry_the_probe_variables(monkeypatch):
     assert probed["MLXCEL_FUSED_MOE_PARITY_CHECK"] == "1" and probed["MLXCEL_FUSED_MOE_MAX_DFF"] == "20000"
 
 
+FIGURES = {"over": 0, **{f"fused_vs_{w}_{s}": 1e-3 for w in ("ref", "truth") for s in ("worst", "median")}}
+
+
 def _entry(dff: int, fused: dict, fallback: dict) -> dict:
     base = {"status": "ok", "calls": 0, "dffs": []}
     return {"dff": dff, "runs": [{**base, "path": "fused", **fused}, {**base, "path": "fallback", **fallback}]}
@@ -115,6 +118,16 @@ def _entry(dff: int, fused: dict, fallback: dict) -> dict:
 def test_dispatch_classes(fused, fallback, has_probe, expected):
     dispatch_value, note, null = dispatch.classify(_entry(768, fused, fallback), has_probe)
     assert (dispatch_value, null) == expected and note
+
+
+def test_observed_dispatch_that_contradicts_the_prediction_is_listed():
+    record = {
+        "eligible-but-declined": _entry(768, {}, {}),
+        "null-but-fused": _entry(768, {"calls": 3, "dffs": [768], **FIGURES}, {}),
+        "as-predicted": _entry(768, {"calls": 3, "dffs": [768], **FIGURES}, {}),
+    }
+    wrong = dispatch.contradictions({"verification": record}, {"null-but-fused": "mxfp4 quantization"})
+    assert set(wrong) == {"eligible-but-declined", "null-but-fused"} and "mxfp4" in wrong["null-but-fused"]
 
 
 def test_verification_is_not_repeated_for_models_already_recorded(tmp_path):
