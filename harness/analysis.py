@@ -129,7 +129,7 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
     predicted = expected_null(loaded.provenance)
     expected = {m: f"expected null: {why}" for m, why in predicted.items() if m in present}
     observed = {m: why for m, why in dispatch.null_reasons(loaded.provenance, predicted).items() if m in present}
-    return {**expected, **observed, **options.excludes}
+    return {**observed, **expected, **options.excludes}
 
 
 def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 EMULATED_BENCH = Path(__file__).resolve().parent / "fixtures" / "emulated_mlxcel_bench_decode.py"
+TEXT_GENERATOR = Path(__file__).resolve().parent / "fixtures" / "fake_mlxcel_bench.py"
 AFFINE_4BIT = {"group_size": 64, "bits": 4}
 
 CONFIGS: dict[str, dict] = {
@@ -35,6 +36,7 @@ CONFIGS: dict[str, dict] = {
         "num_hidden_layers": 32,
         "quantization": AFFINE_4BIT,
         "emulated_parity_bad": 0.02,  # the emulated probe logs 2% of this model's fused calls over 0.05
+        "fake_fused_diverges_at": 3,  # the fake text generator's fused path emits a different 4th word
     },
     "mixtral-8x7b-4bit": {
         "model_type": "mixtral",
@@ -90,3 +92,8 @@ def write_models(root: Path, configs: dict[str, dict] | None = None) -> Path:
 def bench_command() -> str:
     """The emulated benchmark as `moecal init --bench` takes it (isolated Python: fast start, no site packages)."""
     return f"{sys.executable} -I {EMULATED_BENCH}"
+
+
+def text_generator_command() -> str:
+    """The fake greedy generator that prints its text (`Output: …`), for the greedy-parity tests."""
+    return f"{sys.executable} -I {TEXT_GENERATOR}"
