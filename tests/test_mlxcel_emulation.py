@@ -71,6 +71,18 @@ def _points(run: Path) -> dict[str, dict]:
     return {p["model"]: p for p in decision["points"]}
 
 
+def test_init_writes_the_maintainers_protocol(tmp_path):
+    config = load_config(_init(tmp_path))
+    protocol = ["-m", "{model_path}", "-p", "Hello, how are you today?", "-n", "100", "--warmup-tokens", "20"]
+    assert config.workload.command[-8:] == protocol and config.measure.rounds == 5
+    assert (config.workload.fused_cap, config.workload.fallback_cap) == (20000, 1)
+    assert config.workload.dispatch_check.enabled and config.workload.dispatch_probe is None
+    off = tmp_path / "off.yaml"
+    args = ["--models", tmp_path / "models", "--bench", bench_command(), "--out", off, "--no-dispatch-check"]
+    assert cli("init", *args).returncode == 0
+    assert load_config(off).workload.dispatch_check is None
+
+
 def test_output_formats_are_parsed_as_mlxcel_prints_them():
     calls = parity_calls(KERNEL_LINES)
     assert [(c.call, c.fused_vs_ref, c.fused_vs_truth, c.dff, c.k) for c in calls] == [
