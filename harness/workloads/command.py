@@ -8,6 +8,11 @@ a point where it never does ran the same code in both arms and is a null point (
 Greedy parity (config `parity:`): each run's generated output is captured and compared with the latest run of the
 other path (harness.parity). A model with `expect_null` (written by `moecal init` when the fused kernel should
 decline the checkpoint) is a skipped point unless the sweep runs with --measure-null; either way it is null.
+
+Before any run, `preflight` shows each distinct command line to the benchmark once (`--help`), so a flag the binary
+lacks stops the sweep with one line instead of failing every run. A run's `tokens` is the binary's `Generated
+tokens` count (harness.bench_output). The untimed dispatch verification pass (harness.dispatch) runs through the
+same runner with the parity probe's variables added; timed runs never carry them.
 """
 
 from __future__ import annotations
