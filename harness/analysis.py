@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness import dispatch
 from harness.config import DEFAULT_CAP_ENV
 from harness.crossover import DEFAULT_GRID, INTERPOLATIONS, DecisionResult, decide, decision_json
 from harness.errors import InputError
@@ -120,12 +121,15 @@ def expected_null(provenance: Mapping[str, object]) -> dict[str, str]:
 
 
 def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
-    """The user's --exclude over the models the run's config expected null: those stay null points in every
-    analysis (measured with --measure-null or not), with the prediction as their reason."""
+    """The user's --exclude over the models the dispatch verification found declined and over those the run's
+    config expected null: those stay null points in every analysis (measured with --measure-null or not), with
+    the observation or the prediction as their reason."""
     frame = loaded.samples if loaded.samples is not None else loaded.summary
     present = set(frame["model"].astype(str)) if frame is not None else set()
-    expected = {m: f"expected null: {why}" for m, why in expected_null(loaded.provenance).items() if m in present}
-    return {**expected, **options.excludes}
+    predicted = expected_null(loaded.provenance)
+    expected = {m: f"expected null: {why}" for m, why in predicted.items() if m in present}
+    observed = {m: why for m, why in dispatch.null_reasons(loaded.provenance, predicted).items() if m in present}
+    return {**observed, **expected, **options.excludes}
 
 
 def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
@@ -151,6 +155,7 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
     except ValueError as exc:  # the statistics are pure; only the excludes can be wrong once the options are checked
         name, _, problem = str(exc).partition(": ")
         raise InputError("--exclude", name, problem) from None
+    summary = dispatch.annotate(summary, loaded.samples, loaded.provenance, expected_null(loaded.provenance))
     current = _current_default(options, loaded.provenance)
     cap_env = str(loaded.provenance.get("cap_env") or DEFAULT_CAP_ENV)
     withheld = withheld_reason(points.aa_beyond_margin, options.margin)
@@ -179,7 +184,9 @@ def analyse_path(path: str | Path, options: Options = Options()) -> Analysis:
 def save_summary(analysis: Analysis, path: str | Path) -> Path:
     """summary.csv with the input's provenance and the settings that produced it."""
     settings = {f"summary.{k}": v for k, v in analysis.options.settings().items()}
-    return write_summary_csv(analysis.summary, Path(path), {**analysis.provenance, **settings})
+    # the verification record stays in its own file (verification.json); its outcome is in the summary's columns
+    provenance = {k: v for k, v in analysis.provenance.items() if k != "verification"}
+    return write_summary_csv(analysis.summary, Path(path), {**provenance, **settings})
 
 
 def write_summary(run_dir: str | Path, options: Options = Options()) -> Path:

@@ -18,6 +18,8 @@ from harness.errors import InputError
 
 DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
 DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
+PARITY_CHECK_ENV = "MLXCEL_FUSED_MOE_PARITY_CHECK"
+PARITY_THRESHOLD_ENV = "MLXCEL_FUSED_MOE_PARITY_THRESHOLD"
 
 
 class Strict(BaseModel):
@@ -45,6 +47,19 @@ class DispatchProbe(Strict):
     @classmethod
     def _valid(cls, value: str) -> str:
         return _check_regex(value, 0)
+
+
+class DispatchCheck(Strict):
+    """The untimed verification pass (harness.dispatch): per model, one fused-arm and one fallback-arm run with
+    mlxcel's in-kernel parity probe switched on (`check_env`=1, `threshold_env`=`threshold`). The probe logs a
+    `[fused-moe-parity]` line for a fused-kernel call only when the fused kernel runs, so its lines say which path
+    ran without any trace switch, and they carry the call's numerical parity. The probe adds evals to every MoE
+    call, so these runs are never timed and the timed runs never carry its variables."""
+
+    enabled: bool = True
+    check_env: str = Field(PARITY_CHECK_ENV, min_length=1)
+    threshold_env: str = Field(PARITY_THRESHOLD_ENV, min_length=1)
+    threshold: float = Field(0.0, ge=0)  # 0: every call is logged, so every fused call is seen
 
 
 class Parity(Strict):
@@ -79,6 +94,7 @@ class CommandWorkload(Strict):
     timeout_s: float = Field(600, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
     dispatch_probe: DispatchProbe | None = None
+    dispatch_check: DispatchCheck | None = None
     parity: Parity | None = None
 
     @field_validator("metric_regex")

@@ -479,7 +479,33 @@ def point_json(row: pd.Series, family: str) -> dict[str, object]:
         "null_ratio": _number(row["null_ratio"], 5),
         "outliers": str(row["outliers"]) if isinstance(row["outliers"], str) else "",
         "reason": str(row["reason"]),
+        **(dispatch_json(row) if isinstance(row.get("dispatch"), str) and row["dispatch"] else {}),
     }
+
+
+def _optional(row: pd.Series, column: str) -> object:
+    value = row.get(column)
+    return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value
+
+
+def dispatch_json(row: pd.Series) -> dict[str, object]:
+    """What the dispatch verification and the token counts say about a command-workload point
+    (harness.dispatch.POINT_FIELDS): `dispatch` (verified | declined | predicted | unverified), the parity
+    figures, tokens per arm. Points of built-in workloads have none of these."""
+    out: dict[str, object] = {"dispatch": str(row["dispatch"])}
+    for column in ("dispatch_note", "parity_class"):
+        out[column] = str(_optional(row, column) or "")
+    for column in ("parity_calls", "parity_calls_over"):
+        value = _optional(row, column)
+        out[column] = None if value is None else int(value)
+    for column in ("fused_vs_ref_worst", "fused_vs_ref_median", "fused_vs_truth_worst", "fused_vs_truth_median"):
+        value = _optional(row, column)
+        out[column] = None if value is None or not math.isfinite(float(value)) else float(f"{float(value):.4g}")
+    for column in ("tokens_fallback", "tokens_fused"):
+        value = _optional(row, column)
+        out[column] = None if value is None else _number(float(value), 1)
+    out["tokens_differ"] = str(_optional(row, "tokens_differ")).lower() in ("true", "1")
+    return out
 
 
 def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: object) -> dict[str, object]:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness import dispatch
 from harness.analysis import Analysis, Options, analyse, expected_null
 from harness.errors import InputError
 from harness.inputs import load_input
@@ -163,10 +164,14 @@ def _run_identity(analysis: Analysis) -> tuple[str, str]:
     return backend, device
 
 
-def mispredictions(samples: pd.DataFrame | None, expected: Mapping[str, str]) -> dict[str, str]:
-    """Where the dispatch probe (the ground truth) contradicts the eligibility prediction, per model."""
+def mispredictions(
+    samples: pd.DataFrame | None, expected: Mapping[str, str], provenance: Mapping[str, object] | None = None
+) -> dict[str, str]:
+    """Where the dispatch probe or the verification pass (the ground truth) contradicts the eligibility
+    prediction, per model."""
+    observed = dispatch.contradictions(provenance or {}, expected)
     if samples is None or "dispatch_ok" not in samples:
-        return {}
+        return observed
     fused = samples[(samples["arm"] == "fused") & (samples["status"] == "ok")]
     out = {}
     for model, rows in fused.groupby("model"):
@@ -177,7 +182,7 @@ def mispredictions(samples: pd.DataFrame | None, expected: Mapping[str, str]) ->
             out[str(model)] = f"predicted null ({expected[str(model)]}), but the fused arm dispatched"
         elif str(model) not in expected and not (probe == 1).any():
             out[str(model)] = "predicted eligible, but the fused arm never matched the dispatch probe"
-    return out
+    return {**out, **observed}
 
 
 def load_run(path: Path, options: Options) -> RunResult:
@@ -188,7 +193,8 @@ def load_run(path: Path, options: Options) -> RunResult:
     backend, device = _run_identity(analysis)
     samples = analysis.samples
     parity = parity_by_model(samples) if samples is not None else {}
-    return RunResult(Path(path), backend, device, analysis, parity, mispredictions(samples, expected))
+    wrong = mispredictions(samples, expected, loaded.provenance)
+    return RunResult(Path(path), backend, device, analysis, parity, wrong)
 
 
 def faster_path(row: Mapping[str, object]) -> str | None:
@@ -379,7 +385,7 @@ def run_checks(path: Path) -> list[str]:
     loaded = load_input(path)
     if loaded.samples is None:
         return []
-    wrong = mispredictions(loaded.samples, expected_null(loaded.provenance))
+    wrong = mispredictions(loaded.samples, expected_null(loaded.provenance), loaded.provenance)
     lines = []
     for model, parity in parity_by_model(loaded.samples).items():
         if parity.comparisons or model in wrong:

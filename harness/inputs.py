@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from harness import mlxcel
+from harness import dispatch, mlxcel
 from harness.errors import InputError
 from harness.results import (
     SAMPLE_COLUMNS,
@@ -50,8 +50,8 @@ def load_input(path: str | Path) -> LoadedInput:
     if mlxcel.is_mlxcel(columns):
         imported = mlxcel.read_mlxcel(path)
         return LoadedInput(imported.samples, None, imported.provenance)
-    # a run directory's meta.json beside its CSV is the fuller provenance
-    meta = read_meta(path.parent) if path.name in ("samples.csv", "summary.csv") else {}
+    # a run directory's meta.json beside its CSV is the fuller provenance, with its dispatch verification record
+    meta = _run_provenance(path.parent) if path.name in ("samples.csv", "summary.csv") else {}
     if set(SAMPLE_COLUMNS) <= set(columns):
         return LoadedInput(read_samples(path), None, {**_provenance(path), **meta})
     if set(SUMMARY_COLUMNS) <= set(columns):
@@ -66,6 +66,12 @@ def load_input(path: str | Path) -> LoadedInput:
     raise InputError(
         str(path), "columns", "not a samples.csv, summary.csv or mlxcel sweep CSV (header: " + ",".join(columns) + ")"
     )
+
+
+def _run_provenance(run_dir: Path) -> dict[str, object]:
+    meta = read_meta(run_dir)
+    record = dispatch.read_record(run_dir)
+    return {**meta, "verification": record} if record else meta
 
 
 def _load_run_dir(path: Path) -> LoadedInput:

@@ -11,7 +11,7 @@ summary counts it. Export writes a summary back in mlxcel's format (tok/s to 2 d
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,15 +164,21 @@ def _as_samples(rows: list[dict[str, object]], run_id: str, provenance: dict[str
     return frame
 
 
-def import_run_dir(csv_path: str | Path, run_dir: str | Path, extra: dict[str, str] | None = None) -> MlxcelImport:
-    """Write an mlxcel CSV as a run directory (samples.csv + meta.json); refuses to overwrite an existing run."""
+def import_run_dir(
+    csv_path: str | Path,
+    run_dir: str | Path,
+    extra: dict[str, str] | None = None,
+    read: Callable[[str | Path], MlxcelImport] | None = None,
+) -> MlxcelImport:
+    """Write an mlxcel CSV as a run directory (samples.csv + meta.json); refuses to overwrite an existing run.
+    `read` turns `csv_path` into samples (default: the sweep CSV reader)."""
     run_dir = Path(run_dir)
     if (run_dir / "samples.csv").exists():
         refuse_stored(run_dir, "choose another --out")
         raise InputError(str(run_dir), "--out", "already holds a samples.csv; choose another directory")
     if run_dir.exists() and not run_dir.is_dir():
         raise InputError(str(run_dir), "--out", "exists and is not a directory")
-    imported = read_mlxcel(csv_path)
+    imported = (read or read_mlxcel)(csv_path)
     if extra:
         imported.provenance.update(extra)
         for column in ("backend", "device"):

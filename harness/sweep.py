@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import provenance, resources
+from harness import dispatch, provenance, resources
 from harness.backends import BACKEND_NAMES, BackendUnavailable, detect, resolve_name
 from harness.config import SweepConfig, load_config
 from harness.errors import InputError
@@ -262,6 +262,7 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> i
     `workers` (a count or 'auto') spreads whole points over Ray workers (harness.scale); rows still go through
     this process's writer."""
     written = 0
+    verify_dispatch(sweep)
     with SampleWriter(sweep.run_dir, sweep.meta, sweep.segment) as writer:
         done = writer.done_keys()
         if workers is not None:
@@ -288,6 +289,25 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> i
     return written
 
 
+def verify_dispatch(sweep: Sweep) -> None:
+    """The untimed dispatch verification pass of a command sweep with `dispatch_check` (harness.dispatch), before
+    any timed run; a model found declined becomes a skipped point (unless --measure-null): both its arms run the
+    fallback, so timing them costs model loads for a point that is null anyway."""
+    settings = sweep.config.workload
+    check = getattr(settings, "dispatch_check", None)
+    if check is None or not check.enabled:
+        return
+    sweep.run_dir.mkdir(parents=True, exist_ok=True)
+    record = dispatch.verify(sweep.points, sweep.workload.open, settings, sweep.run_dir)
+    if sweep.measure_null:
+        return
+    declined = dispatch.null_reasons({"verification": record}, dict(sweep.meta.get("expect_null") or {}))
+    for point in sweep.points:
+        reason = declined.get(str(point.key["model"]))
+        if reason and not point.skip_reason:
+            point.skip_reason = f"{reason} (--measure-null measures it)"
+
+
 def pending(sweep: Sweep) -> int:
     """Runs still to do in the sweep's run directory (all of them for a new run); reads, never writes."""
     return _pending(sweep.points, sweep.plan, sweep.run_dir)
@@ -309,7 +329,8 @@ def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
 
 
 def quick_table(run_dir: Path) -> pd.DataFrame:
-    """Per point: median tok/s of each arm and the ratio of medians (the full statistics are `moecal summarize`)."""
+    """Per point: median tok/s of each arm and the ratio of medians (the full statistics are `moecal summarize`),
+    the median generated tokens per arm and the dispatch the verification pass found (harness.dispatch)."""
     samples = read_samples(run_dir).fillna({"d_model": 0})
     keys = ["workload", "model", "d_model", "dff"]  # a layer config's decode block shares model names and dffs
     ok = samples[samples["status"] == "ok"]
@@ -318,7 +339,13 @@ def quick_table(run_dir: Path) -> pd.DataFrame:
         if arm not in table.columns:
             table[arm] = float("nan")
     table["ratio"] = table["fused"] / table["fallback"]
+    # generated tokens per arm (the binary's count): arms that stopped at different EOS did different work
+    tokens = ok.assign(n=pd.to_numeric(ok["tokens"], errors="coerce")).groupby(keys + ["arm"])["n"].median()
+    tokens = tokens.unstack("arm").reindex(columns=["fallback", "fused"]).add_prefix("tokens_").reset_index()
+    table = table.merge(tokens, on=keys, how="left")
     counts = samples.groupby(keys)["status"].value_counts().unstack(fill_value=0)
     counts = counts.reindex(columns=["ok", "fail", "skip"], fill_value=0).reset_index()
     table = table.merge(counts, on=keys, how="outer").fillna({"ok": 0, "fail": 0, "skip": 0})
+    facts = dispatch.per_model(dispatch.read_record(run_dir), dict(read_meta(run_dir).get("expect_null") or {}))
+    table["dispatch"] = [str(facts.get(str(m), {}).get("dispatch", "")) for m in table["model"]]
     return table.sort_values(["workload", "d_model", "dff"])

@@ -1,7 +1,8 @@
 """Fake model folders for the mlxcel calibration tests: real config.json shapes, no weights (tests only, tmp dirs).
 
-The shapes are those of the published checkpoints (Hugging Face / mlx-community config.json keys); the fake
-benchmark (tests/fixtures/fake_mlxcel_bench.py) reads them and prints SYNTHETIC timings.
+The shapes are those of the published checkpoints (Hugging Face / mlx-community config.json keys); the emulated
+benchmark (tests/fixtures/emulated_mlxcel_bench_decode.py, mlxcel-bench-decode as its public source describes it)
+reads them and prints SYNTHETIC timings.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-FAKE_MLXCEL_BENCH = Path(__file__).resolve().parent / "fixtures" / "fake_mlxcel_bench.py"
+EMULATED_BENCH = Path(__file__).resolve().parent / "fixtures" / "emulated_mlxcel_bench_decode.py"
+TEXT_GENERATOR = Path(__file__).resolve().parent / "fixtures" / "fake_mlxcel_bench.py"
 AFFINE_4BIT = {"group_size": 64, "bits": 4}
 
 CONFIGS: dict[str, dict] = {
@@ -33,7 +35,8 @@ CONFIGS: dict[str, dict] = {
         "num_experts_per_tok": 2,
         "num_hidden_layers": 32,
         "quantization": AFFINE_4BIT,
-        "fake_fused_diverges_at": 3,  # the fake benchmark's fused path emits a different 4th word
+        "emulated_parity_bad": 0.02,  # the emulated probe logs 2% of this model's fused calls over 0.05
+        "fake_fused_diverges_at": 3,  # the fake text generator's fused path emits a different 4th word
     },
     "mixtral-8x7b-4bit": {
         "model_type": "mixtral",
@@ -87,5 +90,10 @@ def write_models(root: Path, configs: dict[str, dict] | None = None) -> Path:
 
 
 def bench_command() -> str:
-    """The fake benchmark as `moecal init --bench` takes it (isolated Python: fast start, no site packages)."""
-    return f"{sys.executable} -I {FAKE_MLXCEL_BENCH}"
+    """The emulated benchmark as `moecal init --bench` takes it (isolated Python: fast start, no site packages)."""
+    return f"{sys.executable} -I {EMULATED_BENCH}"
+
+
+def text_generator_command() -> str:
+    """The fake greedy generator that prints its text (`Output: …`), for the greedy-parity tests."""
+    return f"{sys.executable} -I {TEXT_GENERATOR}"

@@ -30,7 +30,7 @@ from harness.defaults import (
 from harness.defaults_report import render_markdown
 from harness.errors import InputError
 from harness.results import SAMPLE_COLUMNS, read_samples
-from tests.fake_models import bench_command, write_models
+from tests.fake_models import text_generator_command, write_models
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def calibration(tmp_path_factory):
     """init → one sweep per backend with the fake benchmark; returns (tmp dir, metal run, cuda run)."""
     root = tmp_path_factory.mktemp("mlxcel")
     config = root / "mlxcel.yaml"
-    args = ["init", "--models", str(write_models(root)), "--bench", bench_command(), "--out", str(config)]
+    args = ["init", "--models", str(write_models(root)), "--bench", text_generator_command(), "--out", str(config)]
     result = CliRunner().invoke(app, [*args, "--backend", "metal", "--parity-regex", "Output: (.*)", "--tokens", "24"])
     assert result.exit_code == 0, result.output
     runs = {}

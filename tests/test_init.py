@@ -1,7 +1,7 @@
 """`moecal init`: model discovery from config.json, eligibility prediction, a config `sweep --dry-run` accepts.
 
 Model folders are fake (real config.json shapes, no weights) and live in tmp dirs; the benchmark is the SYNTHETIC
-fixture tests/fixtures/fake_mlxcel_bench.py.
+emulation tests/fixtures/emulated_mlxcel_bench_decode.py.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from harness.defaults import build_defaults, mispredictions, run_checks
 from harness.discover import scan
 from harness.parity import EARLY_DIVERGENCE, agreement, parity_by_model, pieces, point_parity
 from harness.results import read_samples
-from tests.fake_models import CONFIGS, bench_command, write_models
+from tests.fake_models import CONFIGS, text_generator_command, write_models
 
 
 def test_pieces_are_token_ids_or_words():
@@ -49,7 +49,7 @@ def _config(tmp_path, models: list[str], **workload) -> tuple:
     """An init-style config for the fake benchmark over some of the fake models (tests only, tmp dirs)."""
     found, _ = scan(write_models(tmp_path, {n: CONFIGS[n] for n in models}))
     # the config `moecal init` writes, so these tests exercise it
-    data = init_config(found, [], bench_command(), "metal", parity_regex="Output: (.*)", tokens=24, rounds=3)
+    data = init_config(found, [], text_generator_command(), "metal", parity_regex="Output: (.*)", tokens=24, rounds=3)
     data["measure"]["warmup_runs"] = 0
     data["workload"].update(workload)
     path = tmp_path / "config.yaml"
@@ -84,7 +84,7 @@ def test_parity_from_an_output_file(tmp_path):
     data = yaml.safe_load(config_path.read_text())
     data["workload"]["command"] = [sys.executable, "-I", "-c", writer, "{model_path}/generated.txt"]
     data["workload"]["parity"] = {"output_file": "{model_path}/generated.txt"}
-    data["workload"].pop("dispatch_probe")
+    data["workload"].pop("dispatch_probe", None)
     config_path.write_text(yaml.safe_dump(data))
     samples = _sweep(config_path, tmp_path / "run")
     assert parity_by_model(samples)["qwen3-30b-a3b-4bit"].label == "identical (3 tokens, 5 comparisons)"

@@ -25,13 +25,17 @@ from harness.results import write_text_atomic
 from harness.rundir import refuse_stored
 
 DEFAULT_PROMPT = "Hello, how are you today?"
-DISPATCH_REGEX = "path=fused"
+WARMUP_TOKENS = 20  # mlxcel-bench-decode's own default and the maintainers' protocol (design doc addenda)
 HEADER = """\
 # Written by `moecal init` from the model folders in {models}. Calibrates mlxcel's fused-MoE Dff cap with its
-# own decode benchmark: each arm is forced through {cap_env} (fused {fused}, fallback {fallback}).
-# dispatch_probe: mlxcel prints `path=fused` in its per-call MoE decode trace only when the fused kernel runs;
-#   enable that trace (a diagnostic MLXCEL_* switch of your build, see mlxcel docs/environment-variables.md) in
-#   `env:` below, or drop the probe (`moecal init --probe ''`) — without a trace line every point is null.
+# own decode benchmark, by the maintainers' protocol (prompt, 100 decode tokens after a 20-token warm-up, one process
+# per run): each arm is forced through {cap_env} (fused {fused}, fallback {fallback}).
+# dispatch_check: before the timed rounds, one untimed fused-arm and one fallback-arm run per model with mlxcel's
+#   in-kernel parity probe (MLXCEL_FUSED_MOE_PARITY_CHECK=1, threshold 0) show which path ran: `[fused-moe-parity]`
+#   lines only in the fused run → verified; none in either → declined (a null point); no line for any eligible
+#   model → a binary without the probe: the eligibility prediction stands (dispatch `predicted`).
+# rounds: 5 per arm, not the hand procedure's 3: with 3 runs per side a t interval has 2 degrees of freedom and
+#   is too wide to decide a few-percent difference.
 # parity: mlxcel-bench-decode prints timings but not the generated text; to track greedy parity, point `command`
 #   at a greedy generator that prints it and give `parity: {{regex: ...}}` (see README "Calibrating mlxcel").
 # expect_null: the fused kernel should decline this checkpoint; measured only with `moecal sweep --measure-null`.
@@ -69,22 +73,28 @@ def init_config(
     bench: str,
     backend: str,
     name: str = "mlxcel",
-    probe: str = DISPATCH_REGEX,
+    probe: str = "",
     parity_regex: str | None = None,
-    tokens: int = 128,
+    tokens: int = 100,
     rounds: int = 5,
+    dispatch_check: bool = True,
 ) -> dict[str, object]:
     """The config as a YAML-ready dict (validated by `write_config`)."""
     resolved = detect().platform if backend == "auto" else backend
     workload: dict[str, object] = {
         "kind": "command",
-        "command": [*shlex.split(bench), "-m", "{model_path}", "-p", DEFAULT_PROMPT, "-n", str(tokens)],
+        "command": [
+            *shlex.split(bench),
+            *("-m", "{model_path}", "-p", DEFAULT_PROMPT, "-n", str(tokens), "--warmup-tokens", str(WARMUP_TOKENS)),
+        ],
         "cap_env": DEFAULT_CAP_ENV,
         "fused_cap": 20000,
         "fallback_cap": 1,
         "timeout_s": 600,
         "env": {},
     }
+    if dispatch_check:
+        workload["dispatch_check"] = {"enabled": True}
     if probe:
         workload["dispatch_probe"] = {"regex": probe}
     if parity_regex:
@@ -123,11 +133,16 @@ def init(
     backend: Annotated[str, typer.Option(help="metal | cuda | cpu | auto")] = "auto",
     out: Annotated[Path, typer.Option(help="config file to write")] = Path("mlxcel-calibration.yaml"),
     name: Annotated[str, typer.Option(help="config name (part of the run id)")] = "mlxcel",
-    probe: Annotated[str, typer.Option(help="dispatch probe regex ('' for none)")] = DISPATCH_REGEX,
+    probe: Annotated[
+        str, typer.Option(help="dispatch probe regex, for a build that prints a line naming the path ('' for none)")
+    ] = "",
+    dispatch_check: Annotated[
+        bool, typer.Option(help="untimed verification pass with mlxcel's parity probe before the timed rounds")
+    ] = True,
     parity_regex: Annotated[
         str | None, typer.Option(help="regex whose group 1 is the generated text or token ids", show_default=False)
     ] = None,
-    tokens: Annotated[int, typer.Option(min=1, help="tokens to generate per run")] = 128,
+    tokens: Annotated[int, typer.Option(min=1, help="tokens to generate per run (-n)")] = 100,
     rounds: Annotated[int, typer.Option(min=1, help="measure.rounds")] = 5,
 ) -> None:
     """Scan --models for MoE checkpoints and write a command-workload config for `moecal sweep`."""
@@ -139,7 +154,7 @@ def init(
     if not found:
         reasons = "; ".join(f"{s.name}: {s.reason}" for s in skipped) or "the folder is empty"
         raise InputError(str(models), "--models", f"no MoE model folder found ({reasons})")
-    config = init_config(found, skipped, bench, backend, name, probe, parity_regex, tokens, rounds)
+    config = init_config(found, skipped, bench, backend, name, probe, parity_regex, tokens, rounds, dispatch_check)
     path = write_config(config, skipped, models, out)
     for model in config["models"]:
         note = f"expect_null: {model['expect_null']}" if "expect_null" in model else "eligible for the fused kernel"

@@ -31,10 +31,19 @@ PROGRESS_COLUMNS = (
 )
 
 
+def _tokens_cell(fallback: float, fused: float) -> str:
+    """`fallback/fused` generated tokens, flagged when the arms generated different counts (different work)."""
+    if fallback != fallback and fused != fused:
+        return "-"
+    cell = "/".join(f"{n:g}" if n == n else "-" for n in (fallback, fused))
+    return cell + (" tokens differ" if fallback == fallback and fused == fused and fallback != fused else "")
+
+
 def quick_table_view(run_dir: Path) -> Table:
     table = Table(title=f"{run_dir} (medians; `moecal summarize` adds CIs and verdicts)")
-    for column in ("model", "d_model", "dff", "fallback", "fused", "ratio", "ok", "fail", "skip"):
-        table.add_column(column, justify="left" if column == "model" else "right")
+    columns = ("model", "d_model", "dff", "fallback", "fused", "ratio", "tokens", "dispatch", "ok", "fail", "skip")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("model", "tokens", "dispatch") else "right")
     for row in sweeps.quick_table(run_dir).to_dict("records"):
         table.add_row(
             str(row["model"]) + (" (decode)" if row["workload"] == "decode" else ""),
@@ -42,6 +51,8 @@ def quick_table_view(run_dir: Path) -> Table:
             str(int(row["dff"])),
             *(f"{row[arm]:.4g}" if row[arm] == row[arm] else "-" for arm in ("fallback", "fused")),
             f"{row['ratio']:.4f}" if row["ratio"] == row["ratio"] else "-",
+            _tokens_cell(row["tokens_fallback"], row["tokens_fused"]),
+            str(row["dispatch"]),
             *(str(int(row[status])) for status in ("ok", "fail", "skip")),
         )
     return table

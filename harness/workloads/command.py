@@ -8,6 +8,11 @@ a point where it never does ran the same code in both arms and is a null point (
 Greedy parity (config `parity:`): each run's generated output is captured and compared with the latest run of the
 other path (harness.parity). A model with `expect_null` (written by `moecal init` when the fused kernel should
 decline the checkpoint) is a skipped point unless the sweep runs with --measure-null; either way it is null.
+
+Before any run, `preflight` shows each distinct command line to the benchmark once (`--help`), so a flag the binary
+lacks stops the sweep with one line instead of failing every run. A run's `tokens` is the binary's `Generated
+tokens` count (harness.bench_output). The untimed dispatch verification pass (harness.dispatch) runs through the
+same runner with the parity probe's variables added; timed runs never carry them.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from harness.bench_output import generated_tokens, rejected_flag, usage_error
+from harness.config import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, ModelEntry, SweepConfig
 from harness.config import CommandWorkload as CommandSettings
-from harness.config import ModelEntry, SweepConfig
 from harness.errors import InputError
 from harness.measure import Point, RunFailed, RunOutcome
 from harness.parity import agreement, capture_file, capture_regex
@@ -59,12 +65,19 @@ class CommandRunner:
         self.parity_regex = re.compile(parity.regex) if parity and parity.regex else None
         self.output_file = output_file
         self.last_output: dict[str, list[str]] = {}  # path -> pieces of its latest run, for parity
+        self.last_text = ""  # stdout + stderr of the latest run that exited (the verification pass reads it)
 
-    def environment(self, path: str) -> dict[str, str]:
+    def environment(self, path: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The run's environment: the cap that forces `path`, the config's `env`, then `extra`. The parity probe's
+        variables are removed unless `extra` sets them (the verification pass): the probe adds evals to every MoE
+        call, so a timed run must never carry them, not even from the user's shell."""
         cap = self.settings.fused_cap if path == "fused" else self.settings.fallback_cap
-        return {**os.environ, **self.settings.env, self.settings.cap_env: str(cap)}
+        env = {**os.environ, **self.settings.env, self.settings.cap_env: str(cap)}
+        for name in probe_env_names(self.settings):
+            env.pop(name, None)
+        return {**env, **(extra or {})}
 
-    def run(self, path: str) -> RunOutcome:
+    def run(self, path: str, extra_env: dict[str, str] | None = None) -> RunOutcome:
         if self.output_file is not None:
             self.output_file.unlink(missing_ok=True)  # a stale file must not pass for this run's output
         started = time.perf_counter()
@@ -72,7 +85,7 @@ class CommandRunner:
             # its own session (process group), so a timeout can kill the benchmark and every child it started
             proc = subprocess.Popen(
                 self.argv,
-                env=self.environment(path),
+                env=self.environment(path, extra_env),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
@@ -95,7 +108,7 @@ class CommandRunner:
         finally:
             _kill_group(proc)  # children the benchmark left running after it exited belong to this run too
         seconds = time.perf_counter() - started
-        output = stdout + "\n" + stderr
+        output = self.last_text = stdout + "\n" + stderr
         if proc.returncode != 0:
             raise RunFailed(f"exit code {proc.returncode}; stderr tail: {_tail(stderr)}; stdout tail: {_tail(stdout)}")
         matches = self.metric.findall(output)
@@ -109,10 +122,12 @@ class CommandRunner:
         dispatch_ok = None
         if self.probe is not None and path == "fused":
             dispatch_ok = bool(self.probe.search(output))
-        return self._with_parity(path, output, RunOutcome(None, seconds, tok_s, dispatch_ok=dispatch_ok))
+        outcome = RunOutcome(generated_tokens(output), seconds, tok_s, dispatch_ok=dispatch_ok)
+        return self._with_parity(path, output, outcome)
 
     def _with_parity(self, path: str, output: str, outcome: RunOutcome) -> RunOutcome:
-        """Record agreement with the latest run of the other path (tokens = pieces compared)."""
+        """Record agreement with the latest run of the other path. With parity capture, `tokens` is the pieces
+        compared (harness.parity); without it, the binary's `Generated tokens` count."""
         if self.parity_regex is not None:
             generated = capture_regex(self.parity_regex, output)
         elif self.output_file is not None:
@@ -131,6 +146,33 @@ class CommandRunner:
 
     def close(self) -> None:
         """Nothing to release: every run is its own process."""
+
+
+def probe_env_names(settings: CommandSettings) -> tuple[str, str]:
+    """The parity probe's environment variables (the config's, else mlxcel's names)."""
+    check = settings.dispatch_check
+    return (check.check_env, check.threshold_env) if check else (PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV)
+
+
+def check_usage(argv: list[str], timeout_s: float) -> str | None:
+    """Ask the benchmark whether it accepts these arguments, without measuring: `argv --help`. A clap binary
+    parses in order, so an unknown flag before `--help` is still a usage error (exit 2, `error: unexpected
+    argument '--x' found`), while accepted arguments print the help and exit 0. Returns the complaint, or None.
+    A program that cannot answer `--help` (exit code other than 2, no `error:` line) is not judged here."""
+    try:
+        done = subprocess.run(
+            [*argv, "--help"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+            timeout=min(timeout_s, 60),
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 2:
+        return None
+    return usage_error(done.stderr + "\n" + done.stdout)
 
 
 def _resolve_executable(program: str) -> str | None:
@@ -190,6 +232,26 @@ class CommandWorkloadRunner:
                     "workload.command[0]" if program == self.settings.command[0] else f"models[{index}]",
                     f"cannot run {program!r} for model {model.name!r}: not found or not executable "
                     "(install it, put it on PATH, or give an absolute path)",
+                )
+        self._check_usage()
+
+    def _check_usage(self) -> None:
+        """Each distinct command line is shown to the benchmark once (`--help`) before any measurement: a flag the
+        binary does not have would otherwise fail every run of the sweep."""
+        seen: set[tuple[str, ...]] = set()
+        for model in self.config.models:
+            argv = argv_for(self.settings, model)
+            if tuple(argv) in seen:
+                continue
+            seen.add(tuple(argv))
+            complaint = check_usage(argv, self.settings.timeout_s)
+            if complaint:
+                flag = rejected_flag(complaint)
+                what = f"has no flag {flag!r}" if flag else "rejects the command line"
+                raise InputError(
+                    self.config_path,
+                    "workload.command",
+                    f"{argv[0]} {what} (for model {model.name!r}: {complaint}); fix the command before measuring",
                 )
 
     def open(self, point: Point) -> CommandRunner:

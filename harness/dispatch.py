@@ -1,0 +1,253 @@
+"""Which MoE path ran, observed without a trace line: the untimed verification pass and what it says per point.
+
+mlxcel's `mlxcel-bench-decode` prints nothing that names the MoE path, but its fused kernel carries a parity probe
+(MLXCEL_FUSED_MOE_PARITY_CHECK=1) that logs `[fused-moe-parity]` lines from inside the kernel, so a line exists
+only when the fused kernel ran. Before the timed rounds, each model gets one fused-arm and one fallback-arm run
+with the probe on (threshold 0: every call logged); the runs are recorded in `<run>/verification.json`, never as
+samples, because the probe adds evals to every MoE call. Per model, `dispatch` is then:
+
+- `verified`: probe lines in the fused run, at the model's Dff, and none in the fallback run;
+- `declined`: no line in either run although the binary has the probe: the kernel declined this checkpoint, both
+  arms ran the fallback, and the point is null whatever its timing says;
+- `predicted`: no line for ANY model that `moecal init` predicted eligible: this binary has no probe (built before
+  2026-07-24), so the dispatch was not observed and the eligibility prediction stands; nothing becomes null for
+  lack of a line;
+- `unverified`: no verification pass (a config without `dispatch_check`, e.g. one with a `dispatch_probe.regex`,
+  whose old semantics then apply), a verification run that failed, lines at another Dff than the config's, or lines
+  in the fallback run too (then the point is null: the fallback cap did not force the fallback).
+
+The same fused run gives the numerical parity per model: worst and median normalized RMS of the fused output
+against mlxcel's gather_qmm reference (fused-vs-ref) and against an all-f32 truth (fused-vs-truth), and the calls
+over the probe's default threshold (0.05, mlxcel's own line between rounding and a wrong result).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from harness.bench_output import ParityCall, parity_calls, probe_summaries
+from harness.config import CommandWorkload, DispatchCheck
+from harness.errors import InputError
+from harness.measure import Point, RunFailed
+from harness.results import write_text_atomic
+from harness.workloads.command import CommandRunner
+
+RECORD = "verification.json"
+PARITY_LIMIT = 0.05  # mlxcel's default MLXCEL_FUSED_MOE_PARITY_THRESHOLD
+DISPATCH_VALUES = ("verified", "declined", "predicted", "unverified")
+POINT_FIELDS = (
+    "dispatch",
+    "dispatch_note",
+    "parity_class",
+    "parity_calls",
+    "parity_calls_over",
+    "fused_vs_ref_worst",
+    "fused_vs_ref_median",
+    "fused_vs_truth_worst",
+    "fused_vs_truth_median",
+    "tokens_fallback",
+    "tokens_fused",
+    "tokens_differ",
+)
+
+
+def read_record(run_dir: Path) -> dict[str, dict]:
+    """The verification record of a run directory: model → its two runs ({} when the run has none)."""
+    path = Path(run_dir) / RECORD
+    if not path.exists():
+        return {}
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(str(path), "", f"not a moecal verification record: {exc}") from None
+    models = record.get("models") if isinstance(record, dict) else None
+    if not isinstance(models, dict):
+        raise InputError(str(path), "models", "expected an object of model → verification runs")
+    return models
+
+
+def _figures(calls: list[ParityCall]) -> dict[str, object]:
+    if not calls:
+        return {"calls": 0, "dffs": []}
+    ref = [c.fused_vs_ref for c in calls]
+    truth = [c.fused_vs_truth for c in calls]
+    return {
+        "calls": len(calls),
+        "dffs": sorted({c.dff for c in calls}),
+        "over": sum(max(c.fused_vs_ref, c.fused_vs_truth) > PARITY_LIMIT for c in calls),
+        "fused_vs_ref_worst": max(ref),
+        "fused_vs_ref_median": statistics.median(ref),
+        "fused_vs_truth_worst": max(truth),
+        "fused_vs_truth_median": statistics.median(truth),
+    }
+
+
+def verification_run(runner: CommandRunner, path: str, check: DispatchCheck) -> dict[str, object]:
+    """One untimed run of `path` with the probe on; what it printed, reduced to what the dispatch needs."""
+    env = {check.check_env: "1", check.threshold_env: f"{check.threshold:g}"}
+    runner.last_text = ""
+    try:
+        outcome = runner.run(path, extra_env=env)
+    except RunFailed as exc:
+        return {"path": path, "env": env, "status": "fail", "error": str(exc)[:400], "calls": 0, "dffs": []}
+    text = runner.last_text
+    return {
+        "path": path,
+        "env": env,
+        "status": "ok",
+        "seconds": round(outcome.seconds, 4),
+        "tok_s": outcome.tok_s,
+        "tokens": outcome.tokens,
+        "summary_calls": probe_summaries(text),
+        **_figures(parity_calls(text)),
+    }
+
+
+def verify(
+    points: list[Point],
+    open_point: Callable[[Point], CommandRunner],
+    settings: CommandWorkload,
+    run_dir: Path,
+    on_model: Callable[[str], None] = lambda _: None,
+) -> dict[str, dict]:
+    """Run the verification pass for every model not verified yet in this run directory (resume never repeats
+    one), recording each model as soon as its two runs are done. Returns the whole record."""
+    check = settings.dispatch_check
+    assert check is not None and check.enabled
+    record = read_record(run_dir)
+    for point in points:
+        model = str(point.key["model"])
+        if model in record:
+            continue
+        on_model(model)
+        runner = open_point(point)
+        try:
+            runs = [verification_run(runner, path, check) for path in ("fused", "fallback")]
+        finally:
+            runner.close()
+        record[model] = {"dff": int(point.key["dff"]), "runs": runs}
+        write_text_atomic(Path(run_dir) / RECORD, json.dumps({"models": record}, indent=1) + "\n")
+    return record
+
+
+def probe_present(record: Mapping[str, dict], expected_null: Mapping[str, str]) -> bool:
+    """Whether this binary has the probe: some model's verification run logged a line. Judged over the models
+    predicted eligible; a build without the probe logs nothing for any of them."""
+    eligible = [m for m in record if m not in expected_null] or list(record)
+    return any(run.get("calls", 0) or run.get("summary_calls", 0) for m in eligible for run in record[m]["runs"])
+
+
+def classify(entry: Mapping[str, object], has_probe: bool) -> tuple[str, str, bool]:
+    """(dispatch, note, null) for one model's verification entry."""
+    runs = {run["path"]: run for run in entry["runs"]}
+    fused, fallback = runs["fused"], runs["fallback"]
+    failed = [run for run in (fused, fallback) if run["status"] != "ok"]
+    if failed:
+        return "unverified", f"the {failed[0]['path']} verification run failed: {failed[0]['error']}", False
+    seen_fused = fused["calls"] or fused.get("summary_calls", 0)
+    if fallback["calls"] or fallback.get("summary_calls", 0):
+        note = "the fallback verification run logged fused-kernel calls: the fallback cap did not force the fallback"
+        return "unverified", note, True
+    if seen_fused:
+        if entry["dff"] not in fused["dffs"]:
+            dffs = ", ".join(map(str, fused["dffs"])) or "none logged"
+            return "unverified", f"the fused kernel ran at Dff {dffs}, not the config's {entry['dff']}", False
+        return "verified", f"{fused['calls']} fused-kernel calls logged in the fused run, none in the fallback", False
+    if has_probe:
+        return "declined", "no [fused-moe-parity] line in either verification run: the kernel declined it", True
+    return "predicted", "not observed: this binary prints no [fused-moe-parity] line for any model", False
+
+
+def parity_class(run: Mapping[str, object]) -> str:
+    """The numerical parity of one model in one phrase (the addendum's parity column)."""
+    if not run.get("calls"):
+        return "no parity data"
+    worst = f"worst fused-vs-truth {run['fused_vs_truth_worst']:.2e}"
+    if run["over"]:
+        return f"{run['over']} of {run['calls']} calls over {PARITY_LIMIT:g} ({worst}) — CHECK"
+    return f"within {PARITY_LIMIT:g} in {run['calls']} calls ({worst})"
+
+
+def per_model(record: Mapping[str, dict], expected_null: Mapping[str, str]) -> dict[str, dict[str, object]]:
+    """Model → the point fields the verification gives (dispatch, note, null, parity figures)."""
+    record = {m: e for m, e in record.items() if isinstance(e, Mapping) and isinstance(e.get("runs"), list)}
+    has_probe = probe_present(record, expected_null)
+    out: dict[str, dict[str, object]] = {}
+    for model, entry in record.items():
+        dispatch, note, null = classify(entry, has_probe)
+        fused = next(run for run in entry["runs"] if run["path"] == "fused")
+        out[model] = {
+            "dispatch": dispatch,
+            "dispatch_note": note,
+            "null": null,
+            "parity_class": parity_class(fused),
+            "parity_calls": fused.get("calls", 0),
+            "parity_calls_over": fused.get("over", 0),
+            **{k: fused.get(k) for k in POINT_FIELDS if k.startswith("fused_vs_")},
+        }
+    return out
+
+
+def null_reasons(provenance: Mapping[str, object], expected_null: Mapping[str, str]) -> dict[str, str]:
+    """Models the verification pass makes null points (declined, or the fallback arm ran the fused kernel)."""
+    record = provenance.get("verification")
+    if not isinstance(record, Mapping):
+        return {}
+    facts = per_model(record, expected_null)
+    return {m: f"dispatch {f['dispatch']}: {f['dispatch_note']}" for m, f in facts.items() if f["null"]}
+
+
+def contradictions(provenance: Mapping[str, object], expected_null: Mapping[str, str]) -> dict[str, str]:
+    """Models whose observed dispatch contradicts `moecal init`'s eligibility prediction (the addendum lists them:
+    a wrong prediction means harness.eligibility no longer restates mlxcel's rules)."""
+    record = provenance.get("verification")
+    if not isinstance(record, Mapping):
+        return {}
+    out = {}
+    for model, fact in per_model(record, expected_null).items():
+        if fact["dispatch"] == "verified" and model in expected_null:
+            out[model] = f"predicted null ({expected_null[model]}), but the verification run logged fused-kernel calls"
+        elif fact["dispatch"] == "declined" and model not in expected_null:
+            out[model] = "predicted eligible, but the kernel declined it (no [fused-moe-parity] line)"
+    return out
+
+
+def _arm_tokens(samples: pd.DataFrame | None, model: str, arm: str) -> float | None:
+    if samples is None or "tokens" not in samples:
+        return None
+    rows = samples[(samples["model"].astype(str) == model) & (samples["arm"] == arm) & (samples["status"] == "ok")]
+    tokens = pd.to_numeric(rows["tokens"], errors="coerce").dropna()
+    return float(tokens.median()) if len(tokens) else None
+
+
+def annotate(
+    summary: pd.DataFrame,
+    samples: pd.DataFrame | None,
+    provenance: Mapping[str, object],
+    expected_null: Mapping[str, str],
+) -> pd.DataFrame:
+    """The summary of a command-workload run with POINT_FIELDS per point: dispatch and parity from the
+    verification pass, the median generated tokens per arm from the timed runs, and `tokens_differ` when the arms
+    generated different counts (greedy decoding stopped at EOS at different places: the arms did different work)."""
+    # a stored summary.csv keeps what it was written with; built-in workloads have no dispatch to verify
+    if samples is None or not (samples["workload"] == "command").any():
+        return summary
+    out = summary.copy()
+    record = provenance.get("verification")
+    facts = per_model(record, expected_null) if isinstance(record, Mapping) else {}
+    rows = []
+    for model in out["model"].astype(str):
+        fact = facts.get(model, {"dispatch": "unverified", "dispatch_note": "no verification pass in this run"})
+        fallback, fused = _arm_tokens(samples, model, "fallback"), _arm_tokens(samples, model, "fused")
+        differ = fallback is not None and fused is not None and fallback != fused
+        row = {k: fact.get(k) for k in POINT_FIELDS}
+        rows.append({**row, "tokens_fallback": fallback, "tokens_fused": fused, "tokens_differ": differ})
+    extra = pd.DataFrame(rows, index=out.index, columns=list(POINT_FIELDS))
+    for column in POINT_FIELDS:
+        out[column] = extra[column]
+    return out
