@@ -61,6 +61,11 @@ def _header(path: Path) -> tuple[dict[str, object], list[str]]:
             provenance[key.strip()] = value.strip()
         elif text:
             notes.append(text)
+    # `# expect_null.<model>: why` (what moecal's own export writes for null points) → the dict the analysis reads
+    nulls = {k.removeprefix("expect_null."): v for k, v in provenance.items() if k.startswith("expect_null.")}
+    if nulls:
+        provenance = {k: v for k, v in provenance.items() if not k.startswith("expect_null.")}
+        provenance["expect_null"] = nulls
     return provenance, notes
 
 

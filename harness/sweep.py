@@ -153,6 +153,7 @@ def prepare(
         order=plan.order,
     )
     if config.workload.kind == "command":
+        meta["bench_command"] = shlex.join(config.workload.command)  # the addendum's "Harness:" (prompt, tokens)
         apply_null_policy(points, config, meta, measure_null)
     run_dir = _choose_run_dir(out, resume, results, meta, source, lambda folder: _pending(points, plan, folder))
     previous = read_meta(run_dir) if resume is not None else {}
