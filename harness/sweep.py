@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import provenance, resources
+from harness.analysis import analyse_path
 from harness.backends import BACKEND_NAMES, BackendUnavailable, detect, resolve_name
 from harness.config import SweepConfig, load_config
 from harness.errors import InputError
@@ -310,7 +311,9 @@ def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
 
 
 def quick_table(run_dir: Path) -> pd.DataFrame:
-    """Per point: median tok/s of each arm and the ratio of medians (the full statistics are `moecal summarize`)."""
+    """Per point: median tok/s of each arm, the fused/fallback estimate and run counts. The estimate is the
+    geometric-mean ratio the summary's interval belongs to (the same number the addendum shows), not a ratio of
+    medians, so the terminal and the addendum never disagree."""
     samples = read_samples(run_dir).fillna({"d_model": 0})
     keys = ["workload", "model", "d_model", "dff"]  # a layer config's decode block shares model names and dffs
     ok = samples[samples["status"] == "ok"]
@@ -318,7 +321,8 @@ def quick_table(run_dir: Path) -> pd.DataFrame:
     for arm in ("fallback", "fused"):
         if arm not in table.columns:
             table[arm] = float("nan")
-    table["ratio"] = table["fused"] / table["fallback"]
+    summary = analyse_path(run_dir).summary.fillna({"d_model": 0})
+    table = table.merge(summary[[*keys, "estimate"]].rename(columns={"estimate": "ratio"}), on=keys, how="left")
     counts = samples.groupby(keys)["status"].value_counts().unstack(fill_value=0)
     counts = counts.reindex(columns=["ok", "fail", "skip"], fill_value=0).reset_index()
     table = table.merge(counts, on=keys, how="outer").fillna({"ok": 0, "fail": 0, "skip": 0})

@@ -32,7 +32,7 @@ PROGRESS_COLUMNS = (
 
 
 def quick_table_view(run_dir: Path) -> Table:
-    table = Table(title=f"{run_dir} (medians; `moecal summarize` adds CIs and verdicts)")
+    table = Table(title=f"{run_dir} (median tok/s; ratio: geometric-mean fused/fallback, as in the addendum)")
     for column in ("model", "d_model", "dff", "fallback", "fused", "ratio", "ok", "fail", "skip"):
         table.add_column(column, justify="left" if column == "model" else "right")
     for row in sweeps.quick_table(run_dir).to_dict("records"):
