@@ -497,7 +497,7 @@ def render_markdown(data: dict[str, object]) -> str:
         f"fused/fallback is the geometric mean of the per-run ratios (exp of the mean ln difference, paired by round "
         f"where the arms were interleaved, Welch otherwise) with its {opts['confidence']:.0%} t interval; a path wins "
         f"(bold) only when the interval lies beyond 1 ± {opts['margin']:.1%}, `equivalent` inside it, else "
-        f"`inconclusive`. Medians per side are in the tok/s columns.",
+        f"`inconclusive`. The throughput columns are the median of each side.",
         "",
     ]
     several = "families" in d

@@ -21,7 +21,7 @@ from harness.defaults import run_checks
 from harness.defaults_report import print_defaults, write_defaults
 from harness.errors import InputError
 from harness.mlxcel_source import read_source
-from harness.report import write_report
+from harness.report import read_sidecar, write_report
 
 
 def report(
@@ -66,8 +66,9 @@ def report(
     for line in run_checks(input_paths[0]):
         typer.echo(line)
     typer.echo(f"addendum → {md_path}\nplot     → {png_path}\ndecision: {decision.action} — {decision.reason}")
-    for patch in md_path.parent.glob(md_path.name.removesuffix("-dff-crossover.md") + "-switch_layers.diff"):
-        typer.echo(f"patch    → {patch}")
+    patch = (read_sidecar(md_path) or {}).get("files", {}).get("patch")
+    if patch:
+        typer.echo(f"patch    → {md_path.parent / patch}")
     if decision.apply:
         typer.echo(f"apply: {decision.apply}")
 
