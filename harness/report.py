@@ -684,7 +684,7 @@ def _mlxcel_csv(input_path: str | Path, data: dict[str, object]) -> str:
     prose = [
         "# Fused decode-MoE vs fallback Dff crossover sweep (moecal).",
         f"# Hardware: {_one_line(ctx.get('device', 'not recorded'))}. Library: {_one_line(data['library_pin'])}.",
-        f"# Harness: {_one_line(ctx.get('bench_command') or ctx.get('workload', ''))}; interleaved rounds.",
+        f"# Harness: {_one_line(_csv_harness(ctx))}; interleaved rounds.",
         *(f"# {arm} side forced with {_one_line(how)}." for arm, how in ctx.get("arms", {}).items() if arm != "null"),
         "# decode tok/s; run k of both sides is round k. NA = the run did not happen.",
     ]
@@ -704,6 +704,15 @@ def _mlxcel_csv(input_path: str | Path, data: dict[str, object]) -> str:
         **({"expect_null": nulls} if nulls else {}),
     }
     return "\n".join(prose) + "\n" + to_mlxcel_csv(loaded.samples, summary, keys)
+
+
+def _csv_harness(ctx: dict[str, object]) -> str:
+    """What produced the whole-model points: the benchmark command, or moecal's synthetic decoder."""
+    if "bench_command" in ctx:
+        return str(ctx["bench_command"])
+    if ctx.get("source_format") or ctx.get("workload") == "command":
+        return "not recorded"
+    return "moecal synthetic decoder (random weights at catalog shapes)"
 
 
 def _one_line(text: object) -> str:
