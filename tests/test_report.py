@@ -8,7 +8,7 @@ import pytest
 
 from harness.analysis import Options
 from harness.mlxcel import import_run_dir
-from harness.report import read_sidecar, sidecar_path, write_report
+from harness.report import build_report_data, read_sidecar, render_markdown, sidecar_path, write_report
 from tests.helpers import run_cli
 from tests.synthetic_sweeps import SYNTHETIC_META, design_example, linear_curve, synthetic_samples, write_run
 
@@ -112,3 +112,19 @@ def test_findings_follow_the_verdicts_and_name_every_family(project):
                 assert "inconclusive at Dff" in line and str(dff) in line.split("inconclusive at Dff")[1]
     assert "every measured Dff" not in body.replace("stays above 1.0 at every measured Dff", "")
     assert png_path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_dispatch_parity_and_token_columns_appear_only_when_the_points_carry_them(project):
+    """The verification pass (another module) adds per-point `dispatch`, `parity` and `tokens`: the table shows them
+    when present and is unchanged without them (SYNTHETIC run, fields injected into the record)."""
+    run_dir = write_run(project / "results" / "run", synthetic_samples(linear_curve([1024, 4096], 5000), seed=8))
+    data = build_report_data(run_dir, project, md_dir=project / "reports")
+    plain = render_markdown(data)
+    assert "| dispatch |" not in plain and "| parity |" not in plain
+    first, second = data["decision"]["points"]
+    first.update(dispatch="verified", parity="worst NRMS 0.004", tokens={"fallback": 100, "fused": 87})
+    second.update(dispatch="declined")
+    table = [line for line in render_markdown(data).splitlines() if line.startswith("| ")]
+    assert table[0].endswith("| verdict | dispatch | parity | tokens fallback/fused |")
+    assert table[1].endswith("| verified | worst NRMS 0.004 | 100/87 |")
+    assert table[2].endswith("| declined | - | - |")
