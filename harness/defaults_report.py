@@ -10,7 +10,7 @@ from pathlib import Path
 from harness.analysis import Options
 from harness.defaults import MLXCEL_CONSTANTS, Defaults, build_defaults
 from harness.markdown_text import md_code, md_text
-from harness.mlxcel_source import MlxcelSource, cap_patch, known_defaults
+from harness.mlxcel_source import UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
 from harness.results import write_text_atomic
 from harness.rundir import refuse_stored
 
@@ -75,9 +75,7 @@ def render_markdown(defaults: Defaults, date: str, source: MlxcelSource | None =
             f"| {d.current or '-'} | {d.recommended or '-'} | {d.action} | {md_text(d.evidence)} |"
         )
     if apply_lines(defaults):
-        unchecked = (
-            "" if source is not None and source.checked else "; not checked against an mlxcel tree: pass --mlxcel-src"
-        )
+        unchecked = "" if source is not None and source.checked else f"; {UNCHECKED_NOTE}"
         where = f" (patch: [{patch}]({patch}){unchecked})" if patch else ""
         lines += ["", f"Set these constants in mlxcel{where} (and the per-run override):", "", "```"]
         lines += [*apply_lines(defaults), "```", ""]

@@ -27,6 +27,11 @@ _MLX_TAG = re.compile(r"GIT_REPOSITORY\s+\"[^\"]*ml-explore/mlx(?:\.git)?\"\s+GI
 # Where the declarations sit in the published switch_layers.rs (mlxcel 0.4.2); `patch` finds them by content if
 # they moved, so these only give a hunk without a tree a plausible position.
 _PUBLISHED_LINE = {"metal": 80, "cuda": 101}
+# what an addendum says of a patch made without a tree
+UNCHECKED_NOTE = (
+    "written against the published defaults, not checked against an mlxcel tree (pass --mlxcel-src); "
+    "apply it with `patch -p1` or `git apply --unidiff-zero`"
+)
 _VERSION = re.compile(r"^\[package\][^\[]*?^version\s*=\s*\"([^\"]+)\"", re.MULTILINE | re.DOTALL)
 
 

@@ -33,7 +33,7 @@ from harness.errors import InputError
 from harness.inputs import load_input
 from harness.markdown_text import md_code, md_text, plot_label
 from harness.mlxcel import to_mlxcel_csv
-from harness.mlxcel_source import SWITCH_LAYERS, MlxcelSource, cap_patch, known_defaults
+from harness.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
 from harness.results import write_text_atomic
 from harness.rundir import refuse_stored
 
@@ -449,8 +449,7 @@ def _decision(data: dict[str, object]) -> list[str]:
         lines.append(
             f"Set this constant: `{constant}: i32 = {d['recommended_cap']};` in `{SWITCH_LAYERS}` "
             f"(patch: [{files['patch']}]({files['patch']})"
-            + ("" if (data.get("mlxcel") or {}).get("checked") else ", written against the published defaults, "
-               "not checked against an mlxcel tree: pass --mlxcel-src")
+            + ("" if (data.get("mlxcel") or {}).get("checked") else f"; {UNCHECKED_NOTE}")
             + f"); per run: `{d['apply']}`."
         )  # fmt: skip
         lines.append("")

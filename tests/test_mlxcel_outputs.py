@@ -126,12 +126,19 @@ def test_a_raise_on_cuda_writes_a_patch_that_applies_to_the_tree(project):
 
 
 @pytest.mark.skipif(shutil.which("patch") is None, reason="needs patch(1)")
-def test_without_a_tree_the_patch_targets_the_published_defaults_and_patch_places_it(tmp_path):
-    tree = fixture_tree(tmp_path / "mlxcel")
+def test_without_a_tree_the_patch_targets_the_published_defaults_and_patch_places_it(project):
+    tree = fixture_tree(project / "mlxcel")
     diff = cap_patch(known_defaults(), {"metal": 5120, "cuda": 8192})  # cuda unchanged: no hunk for it
     assert "FUSED_MOE_MAX_DFF_CUDA" not in diff and "+const FUSED_MOE_MAX_DFF_METAL: i32 = 5120;" in diff
     subprocess.run(["patch", "-p1", "-s"], input=diff, text=True, cwd=tree, check=True)
     assert read_source(tree).caps == {"metal": 5120, "cuda": 8192}
+
+    run = command_run(project / "results" / "run-e", crossover=11000, backend="cuda", current_default=8192)
+    md_path, _, decision = write_report(run, project / "reports")
+    assert decision.action == "raise" and "not checked against an mlxcel tree" in md_path.read_text()
+    patch = (project / "reports" / "run-e-switch_layers.diff").read_text()
+    subprocess.run(["patch", "-p1", "-s"], input=patch, text=True, cwd=tree, check=True)
+    assert read_source(tree).caps["cuda"] == decision.recommended_cap
 
 
 def test_a_tree_without_the_declaration_is_one_error_line(tmp_path):
