@@ -32,7 +32,7 @@ from harness.defaults import MLXCEL_CONSTANTS
 from harness.errors import InputError
 from harness.inputs import load_input
 from harness.markdown_text import md_code, md_text, plot_label
-from harness.mlxcel import to_mlxcel_csv
+from harness.mlxcel import round_positions, to_mlxcel_csv
 from harness.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
 from harness.results import write_text_atomic
 from harness.rundir import refuse_stored
@@ -675,7 +675,8 @@ def _source(data: dict[str, object], mlxcel: MlxcelSource | None) -> MlxcelSourc
 def _mlxcel_csv(input_path: str | Path, data: dict[str, object]) -> str:
     """The whole-model points' runs in mlxcel's sweep layout, with a `#` header in the style of mlxcel's published
     sweeps and the `# key: value` lines `moecal crossover` needs to read it back to the same decision (the current
-    default, and the models that were null for a reason the layout has no column for)."""
+    default, the models that were null for a reason the layout has no column for, and each run's position in its
+    round, so the read-back pairs the arms by round as the sweep's own analysis does)."""
     loaded = load_input(input_path)
     analysis = analyse(loaded, Options(**data["options"]))
     summary = analysis.summary[_whole_model(analysis.summary)]
@@ -701,6 +702,7 @@ def _mlxcel_csv(input_path: str | Path, data: dict[str, object]) -> str:
         "current_default": analysis.current_default if analysis.current_default is not None else "",
         "cap_env": analysis.cap_env,
         **({"expect_null": nulls} if nulls else {}),
+        "round_positions": round_positions(loaded.samples, summary),
     }
     return "\n".join(prose) + "\n" + to_mlxcel_csv(loaded.samples, summary, keys)
 

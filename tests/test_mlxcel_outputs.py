@@ -99,6 +99,15 @@ def test_the_mlxcel_csv_reads_back_to_the_same_decision(project):
     assert decision.action == "raise"
     verdicts = {p["dff"]: p["verdict"] for p in back["points"]}
     assert verdicts[4096] == "null"  # the null point stays null without a dispatch column in mlxcel's layout
+    # the header's round positions pair the runs by round again: the same estimates and intervals (up to the
+    # layout's two decimals), not wider Welch ones
+    stored = {p["dff"]: p for p in read_sidecar(md_path)["decision"]["points"]}
+    for point in back["points"]:
+        if point["verdict"] != "null":
+            before = stored[point["dff"]]
+            assert point["method"] == before["method"] and point["method"].startswith("paired")
+            for key in ("estimate", "ci_low", "ci_high"):
+                assert point[key] == pytest.approx(before[key], rel=2e-4)
     assert "[run-a-mlxcel.csv](run-a-mlxcel.csv)" in md_path.read_text()
 
 
