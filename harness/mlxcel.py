@@ -219,14 +219,11 @@ def round_positions(samples: pd.DataFrame, summary: pd.DataFrame) -> dict[str, s
     for _, point in summary.iterrows():
         key = point_key(point.to_dict())
         mine = ok[[k == key for k in ok_keys]].sort_values("round")
-        arms = {arm: mine.loc[mine["arm"] == arm, "position"].astype(str).tolist() for arm in ARMS}
+        arms = {arm: pd.to_numeric(mine.loc[mine["arm"] == arm, "position"], errors="coerce") for arm in ARMS}
         rounds = {arm: mine.loc[mine["arm"] == arm, "round"].tolist() for arm in ARMS}
-        if (
-            rounds["fallback"] == rounds["fused"]
-            and all(p.isdigit() for v in arms.values() for p in v)
-            and arms["fused"]
-        ):
-            out[f"{point['model']}@{int(point['dff'])}"] = " ".join(f"{arm} {','.join(arms[arm])}" for arm in ARMS)
+        if rounds["fallback"] == rounds["fused"] and len(arms["fused"]) and all(v.notna().all() for v in arms.values()):
+            text = {arm: ",".join(str(int(p)) for p in arms[arm]) for arm in ARMS}
+            out[f"{point['model']}@{int(point['dff'])}"] = " ".join(f"{arm} {text[arm]}" for arm in ARMS)
     return out
 
 

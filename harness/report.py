@@ -766,11 +766,18 @@ def verify_report(md_path: Path) -> list[str] | None:
         options = Options(**stored["options"])
         fresh = build_report_data(raw, root, options, previous, stored["date"], md_path.parent, stored["mlxcel"])
         rendered = render_markdown(stored)
+        csv_name = stored["files"]["mlxcel_csv"]
+        csv_text = _mlxcel_csv(raw, stored) if csv_name else None
     except InputError as exc:
         return [f"cannot re-derive from the raw data: {exc}"]
     except (KeyError, TypeError) as exc:
         return [f"malformed sidecar {sidecar_path(md_path).name}: missing or wrong {exc}"]
     problems = _differences(stored, fresh, "")
+    csv_path = md_path.parent / csv_name if csv_name else None
+    if csv_path is not None and (not csv_path.is_file() or csv_path.read_text(encoding="utf-8") != csv_text):
+        problems.append(
+            f"{csv_name} is missing or differs from the runs it exports: regenerate it with `moecal report`"
+        )
     if text != rendered:
         problems.append(
             "the text differs from what its sidecar renders to (edited by hand, or written by another version): "

@@ -67,7 +67,10 @@ def test_report_lists_null_points_noise_floor_and_the_previous_sweep(project):
 
 
 def test_check_reports_passes_fresh_and_fails_on_edited_numbers(project):
-    run_dir = write_run(project / "results" / "run", synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=3))
+    run_dir = write_run(
+        project / "results" / "run",
+        synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=3, workload="command"),
+    )
     reports = project / "reports"
     md_path, _, _ = write_report(run_dir, reports, options=Options(current_default=4096))
     done = run_cli("check-reports", reports, cwd=project)
@@ -88,6 +91,12 @@ def test_check_reports_passes_fresh_and_fails_on_edited_numbers(project):
     md_path.write_text(edited)
     done = run_cli("check-reports", reports, cwd=project)
     assert done.returncode == 1 and "the text differs from what its sidecar renders to" in done.stdout
+
+    md_path.write_text(body)
+    (csv,) = reports.glob("*-mlxcel.csv")
+    csv.write_text(csv.read_text().replace(",", ";", 1))
+    done = run_cli("check-reports", reports, cwd=project)
+    assert done.returncode == 1 and "differs from the runs it exports" in done.stdout
 
 
 def test_check_reports_with_nothing_to_check(tmp_path):
