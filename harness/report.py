@@ -371,21 +371,27 @@ def _versions(data: dict[str, object]) -> str:
     return "; ".join(parts)
 
 
-def _harness(ctx: dict[str, object]) -> str:
-    """What ran: the benchmark command (prompt and token counts are in it) or the built-in workload, and moecal."""
+BUILT_IN = {
+    "layer": "one MoE layer decode step per call on the backend (layer steps/s), cycling over cache-busting copies",
+    "decode": "moecal's synthetic decoder with random weights at the catalog shapes (decode tok/s)",
+}
+
+
+def _harness(ctx: dict[str, object], kinds: set[str]) -> str:
+    """What ran: the benchmark command (prompt and token counts are in it) or the built-in workload(s), and moecal."""
     moecal = "moecal"
     if "harness_commit" in ctx:
         dirty = ", uncommitted changes" if ctx.get("harness_dirty") == "True" else ""
         moecal += f" {ctx['harness_commit'][:12]}{dirty}"
     config = f", config {md_code(ctx['config_path'])}" if "config_path" in ctx else ""
-    sweep = f" (`{md_text(ctx['command'])}`{config})" if "command" in ctx else config
-    workload = ctx.get("workload", "")
+    sweep = f" ({md_code(ctx['command'])}{config})" if "command" in ctx else config
+    workload = str(ctx.get("workload", ""))
     if "bench_command" in ctx:
         what = f"{md_code(ctx['bench_command'])}, one process per run"
-    elif workload == "layer":
-        what = "one MoE layer decode step per call on the backend (layer steps/s), cycling over cache-busting copies"
-    elif workload == "decode":
-        what = "a synthetic decoder with random weights at the catalog shapes (decode tok/s)"
+    elif workload in BUILT_IN:
+        what = BUILT_IN[workload]
+        if workload == "layer" and "whole" in kinds:  # a layer config's decode block
+            what += f"; its decode block: {BUILT_IN['decode']}"
     elif ctx.get("source_format"):
         what = f"imported from an {md_text(ctx['source_format'])}"
     else:
@@ -485,11 +491,12 @@ def render_markdown(data: dict[str, object]) -> str:
     runs = sorted({min(p["n_fused"], p["n_fallback"]) for p in valid})
     runs_text = f"{runs[0]}–{runs[-1]}" if len(runs) > 1 else (str(runs[0]) if runs else "0")
     raw = [f"[{name}]({name})" for name in (files["raw_data"], files["mlxcel_csv"]) if name]
+    kinds = {_kind(p) for p in points}
     lines = [
         f"### {data['date']} addendum: {md_text(data['host'])} {md_text(data['backend'])} fused-MoE Dff crossover "
         f"under {md_text(data['library_pin'])}: {_action_value(d)}",
         "",
-        f"Hardware: {_hardware(ctx)}. Versions: {_versions(data)}. Harness: {_harness(ctx)}. "
+        f"Hardware: {_hardware(ctx)}. Versions: {_versions(data)}. Harness: {_harness(ctx, kinds)}. "
         f"{runs_text} runs per side in interleaved rounds (order rotating). {_arms(ctx)} "
         f"Raw per-run data: {', '.join(raw)}; machine-readable record: [{files['sidecar']}]({files['sidecar']}).",
         "",
@@ -684,7 +691,7 @@ def _mlxcel_csv(input_path: str | Path, data: dict[str, object]) -> str:
     prose = [
         "# Fused decode-MoE vs fallback Dff crossover sweep (moecal).",
         f"# Hardware: {_one_line(ctx.get('device', 'not recorded'))}. Library: {_one_line(data['library_pin'])}.",
-        f"# Harness: {_one_line(_csv_harness(ctx))}; interleaved rounds.",
+        f"# Harness: {_one_line(_csv_harness(ctx, set(summary['workload'].astype(str))))}; interleaved rounds.",
         *(f"# {arm} side forced with {_one_line(how)}." for arm, how in ctx.get("arms", {}).items() if arm != "null"),
         "# decode tok/s; run k of both sides is round k. NA = the run did not happen.",
     ]
@@ -707,13 +714,11 @@ def _mlxcel_csv(input_path: str | Path, data: dict[str, object]) -> str:
     return "\n".join(prose) + "\n" + to_mlxcel_csv(loaded.samples, summary, keys)
 
 
-def _csv_harness(ctx: dict[str, object]) -> str:
-    """What produced the whole-model points: the benchmark command, or moecal's synthetic decoder."""
+def _csv_harness(ctx: dict[str, object], workloads: set[str]) -> str:
+    """What produced the exported points: the benchmark command, or moecal's synthetic decoder."""
     if "bench_command" in ctx:
         return str(ctx["bench_command"])
-    if ctx.get("source_format") or ctx.get("workload") == "command":
-        return "not recorded"
-    return "moecal synthetic decoder (random weights at catalog shapes)"
+    return BUILT_IN["decode"] if workloads == {"decode"} else "not recorded"
 
 
 def _one_line(text: object) -> str:
