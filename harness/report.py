@@ -292,6 +292,7 @@ def _findings(data: dict[str, object]) -> list[str]:
         if p["outliers"]:
             where = md_text(_name(p, several))
             out.append(f"- Outliers dropped (> 6 robust σ from the arm's median) at {where}: {p['outliers']}.")
+    out += _dispatch_findings(d["points"], several)
     unstable = [md_text(_name(p, several)) for p in d["points"] if p["unstable"]]
     if unstable:
         out.append(f"- Unstable (an arm's robust spread > 5%): {', '.join(unstable)}.")
@@ -301,9 +302,9 @@ def _findings(data: dict[str, object]) -> list[str]:
 
 
 UNITS = {"layer": "layer steps/s", "whole": "tok/s"}
-# the per-point fields another pass may add (dispatch verification, parity figures, token counts): a column
-# appears when any point of the table carries the field, so older data renders as before
-OPTIONAL_COLUMNS = (("dispatch", "dispatch"), ("parity", "parity"), ("tokens", "tokens fallback/fused"))
+# the per-point fields of the dispatch verification pass (command workloads; `crossover --json` names them): a
+# column appears when any point of the table carries the field, so built-in runs and older data render as before
+OPTIONAL_COLUMNS = (("dispatch", "dispatch"), ("parity_class", "parity"), ("tokens_fused", "tokens fallback/fused"))
 
 
 def _kind(point: dict[str, object]) -> str:
@@ -312,10 +313,35 @@ def _kind(point: dict[str, object]) -> str:
 
 
 def _optional(point: dict[str, object], key: str) -> str:
+    """A cell of an optional column: tokens as `fallback/fused` (bold and flagged when the arms generated different
+    counts: they did different work), parity with its worst fused-vs-reference NRMS when known."""
+    if key == "tokens_fused":
+        counts = "/".join(_fmt(point.get(k), 0) if point.get(k) is not None else "-" for k in ("tokens_fallback", key))
+        return f"**{counts} differ**" if point.get("tokens_differ") else counts
     value = point.get(key)
-    if key == "tokens" and isinstance(value, dict):
-        value = f"{value.get('fallback', '-')}/{value.get('fused', '-')}"
+    if key == "parity_class" and value and point.get("fused_vs_ref_worst") is not None:
+        value = f"{value} (worst NRMS {point['fused_vs_ref_worst']:.2g})"
     return "-" if value in (None, "") else md_text(value)
+
+
+def _dispatch_findings(points: list[dict], several: bool) -> list[str]:
+    """What the verification pass could not establish, in words: a path predicted rather than observed, a point
+    whose arms did different work."""
+    out = []
+    for state, words in (
+        (
+            "predicted",
+            "the dispatch was not observed (the binary printed no probe line); the path is init's prediction",
+        ),
+        ("unverified", "the dispatch was not verified"),
+    ):
+        names = [md_text(_name(p, several)) for p in points if p.get("dispatch") == state]
+        if names:
+            out.append(f"- At {', '.join(names)} {words}.")
+    differ = [md_text(_name(p, several)) for p in points if p.get("tokens_differ")]
+    if differ:
+        out.append(f"- The arms generated different token counts at {', '.join(differ)}: they did different work.")
+    return out
 
 
 def _table(points: list[dict], several_families: bool, confidence: float, unit: str) -> list[str]:

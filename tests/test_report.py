@@ -131,9 +131,12 @@ def test_dispatch_parity_and_token_columns_appear_only_when_the_points_carry_the
     plain = render_markdown(data)
     assert "| dispatch |" not in plain and "| parity |" not in plain
     first, second = data["decision"]["points"]
-    first.update(dispatch="verified", parity="worst NRMS 0.004", tokens={"fallback": 100, "fused": 87})
-    second.update(dispatch="declined")
-    table = [line for line in render_markdown(data).splitlines() if line.startswith("| ")]
+    first.update(dispatch="verified", parity_class="faithful", fused_vs_ref_worst=0.0041)
+    first.update(tokens_fallback=100, tokens_fused=87, tokens_differ=True)
+    second.update(dispatch="predicted", parity_class="", tokens_fallback=100, tokens_fused=100, tokens_differ=False)
+    text = render_markdown(data)
+    table = [line for line in text.splitlines() if line.startswith("| ")]
     assert table[0].endswith("| verdict | dispatch | parity | tokens fallback/fused |")
-    assert table[1].endswith("| verified | worst NRMS 0.004 | 100/87 |")
-    assert table[2].endswith("| declined | - | - |")
+    assert table[1].endswith("| verified | faithful (worst NRMS 0.0041) | **100/87 differ** |")
+    assert table[2].endswith("| predicted | - | 100/100 |")
+    assert "the dispatch was not observed" in text and "different token counts at synthetic-layer (Dff 1024)" in text
