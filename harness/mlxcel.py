@@ -61,7 +61,23 @@ def _header(path: Path) -> tuple[dict[str, object], list[str]]:
             provenance[key.strip()] = value.strip()
         elif text:
             notes.append(text)
+    # `# expect_null.<model>: why` (what moecal's own export writes for null points) → the dict the analysis reads
+    for group in ("expect_null", "round_positions"):
+        values = {k.removeprefix(f"{group}."): v for k, v in provenance.items() if k.startswith(f"{group}.")}
+        if values:
+            provenance = {k: v for k, v in provenance.items() if not k.startswith(f"{group}.")}
+            provenance[group] = values
     return provenance, notes
+
+
+def _positions(provenance: dict[str, object], model: str, dff: int) -> dict[str, list[str]]:
+    """`# round_positions.<model>@<dff>: fallback 0,1,0 fused 1,0,1` (written by moecal's export of an interleaved
+    sweep): each run's position in its round, so the read-back pairs the arms by round as the sweep did. Anything
+    else (mlxcel's own CSVs have no such line) leaves the positions empty: the runs were not interleaved."""
+    groups = provenance.get("round_positions")
+    text = groups.get(f"{model}@{dff}", "") if isinstance(groups, dict) else ""
+    words = str(text).split()
+    return {arm: values.split(",") for arm, values in zip(words[::2], words[1::2], strict=False) if arm in ARMS}
 
 
 def _run_columns(path: Path, columns: Sequence[str]) -> dict[str, list[str]]:
@@ -96,9 +112,12 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
             raise InputError(str(path), "dff", f"line {line}: {record['dff']!r} is not a positive integer")
         quant_mode = "" if pd.isna(record["quant_mode"]) else str(record["quant_mode"])
         point = {"model": model, "dff": int(dff), "quant_mode": quant_mode}
+        positions = _positions(provenance, model, int(dff))
         missing = []
         for arm, names in runs.items():
             for index, column in enumerate(names):
+                arm_positions = positions.get(arm, [])
+                position = arm_positions[index] if len(arm_positions) == len(names) else ""
                 tok_s = _number(record[column], path, column, line)
                 if tok_s is not None and not (np.isfinite(tok_s) and tok_s > 0):
                     raise InputError(
@@ -114,6 +133,7 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
                         "round": index,
                         "tok_s": tok_s,
                         "status": status,
+                        "position": position,
                         "error": "" if tok_s is not None else NA_REASON,
                     }
                 )
@@ -193,6 +213,24 @@ def import_run_dir(
 
 def _format(value: float, digits: int) -> str:
     return "NA" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+def round_positions(samples: pd.DataFrame, summary: pd.DataFrame) -> dict[str, str]:
+    """`{<model>@<dff>: "fallback 0,1,0 fused 1,0,1"}`: each ok run's position in its round, per point, for the
+    header of an exported CSV (so reading it back pairs the runs by round); points with a missing run are left out
+    (their read-back is unpaired, as their analysis is)."""
+    ok = samples[(samples["status"] == "ok") & samples["arm"].isin(ARMS)]
+    ok_keys = list(point_keys(ok))
+    out = {}
+    for _, point in summary.iterrows():
+        key = point_key(point.to_dict())
+        mine = ok[[k == key for k in ok_keys]].sort_values("round")
+        arms = {arm: pd.to_numeric(mine.loc[mine["arm"] == arm, "position"], errors="coerce") for arm in ARMS}
+        rounds = {arm: mine.loc[mine["arm"] == arm, "round"].tolist() for arm in ARMS}
+        if rounds["fallback"] == rounds["fused"] and len(arms["fused"]) and all(v.notna().all() for v in arms.values()):
+            text = {arm: ",".join(str(int(p)) for p in arms[arm]) for arm in ARMS}
+            out[f"{point['model']}@{int(point['dff'])}"] = " ".join(f"{arm} {text[arm]}" for arm in ARMS)
+    return out
 
 
 def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: dict[str, object]) -> str:

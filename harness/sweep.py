@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import dispatch, provenance, resources
+from harness.analysis import analyse_path
 from harness.backends import BACKEND_NAMES, BackendUnavailable, detect, resolve_name
 from harness.config import SweepConfig, load_config
 from harness.errors import InputError
@@ -153,6 +154,7 @@ def prepare(
         order=plan.order,
     )
     if config.workload.kind == "command":
+        meta["bench_command"] = shlex.join(config.workload.command)  # the addendum's "Harness:" (prompt, tokens)
         apply_null_policy(points, config, meta, measure_null)
     run_dir = _choose_run_dir(out, resume, results, meta, source, lambda folder: _pending(points, plan, folder))
     previous = read_meta(run_dir) if resume is not None else {}
@@ -329,8 +331,10 @@ def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
 
 
 def quick_table(run_dir: Path) -> pd.DataFrame:
-    """Per point: median tok/s of each arm and the ratio of medians (the full statistics are `moecal summarize`),
-    the median generated tokens per arm and the dispatch the verification pass found (harness.dispatch)."""
+    """Per point: median tok/s of each arm, the fused/fallback estimate, run counts, the median generated tokens per
+    arm and the dispatch the verification pass found (harness.dispatch). The estimate is the geometric-mean ratio the
+    summary's interval belongs to (the same number the addendum shows), not a ratio of medians, so the terminal and
+    the addendum never disagree."""
     samples = read_samples(run_dir).fillna({"d_model": 0})
     keys = ["workload", "model", "d_model", "dff"]  # a layer config's decode block shares model names and dffs
     ok = samples[samples["status"] == "ok"]
@@ -338,7 +342,8 @@ def quick_table(run_dir: Path) -> pd.DataFrame:
     for arm in ("fallback", "fused"):
         if arm not in table.columns:
             table[arm] = float("nan")
-    table["ratio"] = table["fused"] / table["fallback"]
+    summary = analyse_path(run_dir).summary.fillna({"d_model": 0})
+    table = table.merge(summary[[*keys, "estimate"]].rename(columns={"estimate": "ratio"}), on=keys, how="left")
     # generated tokens per arm (the binary's count): arms that stopped at different EOS did different work
     tokens = ok.assign(n=pd.to_numeric(ok["tokens"], errors="coerce")).groupby(keys + ["arm"])["n"].median()
     tokens = tokens.unstack("arm").reindex(columns=["fallback", "fused"]).add_prefix("tokens_").reset_index()

@@ -7,6 +7,7 @@ go through `python -m harness` to check the real entry point prints the same sin
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -81,9 +82,8 @@ def ws(tmp_path_factory) -> Path:
     (ws / "foreign").mkdir()
     (ws / "foreign" / "samples.csv").write_text("a,b\n1,2\n")
     (ws / "reports").mkdir()
-    (ws / "reports" / "2026-01-02-synthetic-host-cpu-dff-crossover.md").write_text(
-        '<!-- moecal-report\n{"raw_data": "elsewhere"}\n-->\n'
-    )
+    (ws / "reports" / "2026-01-02-synthetic-host-cpu-dff-crossover.md").write_text("### another run's addendum\n")
+    (ws / "reports" / "2026-01-02-synthetic-host-cpu.json").write_text('{"moecal_report": 3, "raw_data": "elsewhere"}')
     (ws / "a-directory.csv").mkdir()
     return ws
 
@@ -187,3 +187,49 @@ def test_a_summary_of_the_earlier_engine_points_to_the_samples():
     done = cli("crossover", stored / "summary.csv")
     assert done.returncode == 2 and "earlier bootstrap engine" in done.stderr and str(stored) in done.stderr
     assert cli("crossover", stored).returncode == 0  # the run directory reads its samples
+
+
+# Hostile user strings: not errors, but they must reach the addendum and the plot as text, never as structure.
+HOSTILE_NAMES = [
+    ("pipe", "model|with|pipes"),
+    ("newline", "model\n### injected heading"),
+    ("html", "<img src=x onerror=alert(1)>"),
+    ("mathtext", "$x$ and $y$"),
+]
+
+
+def _table_cells(line: str) -> int:
+    """Cells of a markdown table row, counting only unescaped `|`."""
+    return len([i for i, c in enumerate(line) if c == "|" and (i == 0 or line[i - 1] != "\\")]) - 1
+
+
+@pytest.mark.parametrize("name", [h[1] for h in HOSTILE_NAMES], ids=[h[0] for h in HOSTILE_NAMES])
+def test_a_hostile_name_stays_text_in_the_addendum_and_the_plot(tmp_path, monkeypatch, name):
+    import matplotlib.cbook
+    import matplotlib.figure
+    import matplotlib.text
+
+    from harness.report import write_report
+
+    samples = synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=7, workload="command")
+    samples["model"] = name  # every SYNTHETIC point carries the hostile model name
+    meta = {"host": name, "backend": "cpu", "library_pin": name, "workload": "command", "arms": {"fused": name}}
+    run = write_run(tmp_path / "run", samples, meta)
+    labels: list[str] = []
+    save = matplotlib.figure.Figure.savefig
+
+    def capture(fig, *args, **kwargs):
+        labels.extend(t.get_text() for t in fig.findobj(matplotlib.text.Text))
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", capture)
+    md_path, _, _ = write_report(run, tmp_path / "out")
+    body = md_path.read_text()
+    assert body.count("\n#") == 0 and body.startswith("### ")  # one heading, nothing injected
+    prose = re.sub(r"`[^`]*`", "", body)  # inside a code span HTML and `$` are inert (CommonMark)
+    assert "<img" not in prose and "$x$" not in prose
+    rows = [line for line in body.splitlines() if line.startswith("|")]
+    assert rows and len({_table_cells(line) for line in rows}) == 1  # a name never adds or splits a cell
+    assert labels and not any(matplotlib.cbook.is_math_text(label) for label in labels)
+    shown = name.replace("\n", " ").replace("$", "\\$")  # one line, `$` escaped: mathtext shows it as typed
+    assert any(shown in label for label in labels)

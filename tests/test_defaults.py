@@ -64,15 +64,19 @@ def test_report_over_a_metal_and_a_cuda_run_writes_one_defaults_table(calibratio
     (metal_current, metal_cap), (cuda_current, cuda_cap) = (map(int, row.split(" | ")[2:4]) for row in table[:2])
     # the synthetic truths: fused wins up to Dff 5000 on metal, 12000 on cuda; measured between 768 and 14336
     assert (metal_current, cuda_current) == (4096, 8192) and 768 <= metal_cap <= 6400 < cuda_cap <= 14336
-    assert f"FUSED_MOE_MAX_DFF_METAL = {metal_cap}" in text and f"FUSED_MOE_MAX_DFF_CUDA = {cuda_cap}" in text
-    assert f"env override on cuda: MLXCEL_FUSED_MOE_MAX_DFF={cuda_cap}" in text
+    changes = {"METAL": (metal_current, metal_cap), "CUDA": (cuda_current, cuda_cap)}
+    for name, (current, cap) in changes.items():  # a constant to set only where the default changes
+        assert (f"FUSED_MOE_MAX_DFF_{name} = {cap}" in text) == (cap != current)
+    assert (f"env override on cuda: MLXCEL_FUSED_MOE_MAX_DFF={cuda_cap}" in text) == (cuda_cap != cuda_current)
+    patches = list((root / "reports").glob("*-switch_layers.diff"))
+    assert len(patches) == (metal_cap != metal_current or cuda_cap != cuda_current)
     rows = {(r.split(" | ")[0], r.split(" | ")[2]): r for r in text.splitlines() if r.startswith("| ") and "|" in r}
     for model in ("gpt-oss-20b-mxfp4", "llama-4-scout-17b-16e-4bit"):
         assert " | null | " in rows[("| metal", model)] and "expected null" in rows[("| metal", model)]
     assert "diverges at token 3 of 24 — EARLY divergence" in rows[("| metal", "phi-3.5-moe-4bit")]
     assert "identical (24 tokens" in rows[("| cuda", "qwen3-30b-a3b-4bit")]
     assert "No measured model takes a path the other beats beyond the 1% margin" in text
-    assert f"apply: FUSED_MOE_MAX_DFF_CUDA = {cuda_cap}" in result.output
+    assert (f"apply: FUSED_MOE_MAX_DFF_CUDA = {cuda_cap}" in result.output) == (cuda_cap != cuda_current)
 
 
 def test_crossover_over_several_runs_prints_json_per_backend(calibration):
@@ -83,7 +87,8 @@ def test_crossover_over_several_runs_prints_json_per_backend(calibration):
     metal_row, cuda_row = data["backends"]
     assert (metal_row["backend"], cuda_row["backend"]) == ("metal", "cuda")
     assert metal_row["recommended"] < cuda_row["recommended"]  # synthetic crossovers 5000 and 12000
-    assert f"FUSED_MOE_MAX_DFF_CUDA = {cuda_row['recommended']}" in data["apply"][2]
+    changed = cuda_row["recommended"] != cuda_row["current"]
+    assert any(f"FUSED_MOE_MAX_DFF_CUDA = {cuda_row['recommended']}" in line for line in data["apply"]) == changed
 
 
 def test_devices_of_one_backend_are_never_pooled(calibration):

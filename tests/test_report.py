@@ -8,7 +8,7 @@ import pytest
 
 from harness.analysis import Options
 from harness.mlxcel import import_run_dir
-from harness.report import read_block, write_report
+from harness.report import build_report_data, read_sidecar, render_markdown, sidecar_path, write_report
 from tests.helpers import run_cli
 from tests.synthetic_sweeps import SYNTHETIC_META, design_example, linear_curve, synthetic_samples, write_run
 
@@ -26,22 +26,25 @@ def test_report_on_an_imported_mlxcel_csv(project):
     run_dir = project / "results" / "gb10"
     import_run_dir(design_example(project), run_dir, {"host": "gb10", "backend": "cuda", "library_pin": "MLX 0.32.1"})
     md_path, png_path, decision = write_report(run_dir, project / "reports", options=Options(current_default=8192))
-    text = md_path.read_text()
-    block = read_block(text)
+    body = md_path.read_text()
+    block = read_sidecar(md_path)
     assert block["raw_data"] == "results/gb10"
     assert block["decision"]["crossover_dff"] == pytest.approx(7672, rel=0.01)
-    body = text.split("-->\n", 1)[1]
-    assert body.startswith("### ") and " addendum: gb10 cuda fused-MoE Dff crossover under MLX 0.32.1\n" in body
-    assert "| 1792 | lfm2-8b-a1b-4bit | 140.68 | **160.63** | **1.1434** [1.1125, 1.1752] | fused |" in body
-    assert "| 8192 | llama-4-scout-17b-4bit | 21.64 | 21.32 | 0.9866 [0.9589, 1.0151] | inconclusive |" in body
+    heading = " addendum: gb10 cuda fused-MoE Dff crossover under MLX 0.32.1: keep 8192\n"
+    assert body.startswith("### 20") and heading in body
+    assert "{" not in body  # no JSON in the visible text: the record is the sidecar
+    assert "| Dff | model | fallback tok/s | fused tok/s | fused/fallback | 95% CI | verdict |" in body
+    assert "| 1792 | lfm2-8b-a1b-4bit | 140.68 | **160.63** | **1.1434** | [1.1125, 1.1752] | fused |" in body
+    assert "| 8192 | llama-4-scout-17b-4bit | 21.64 | 21.32 | 0.9866 | [0.9589, 1.0151] | inconclusive |" in body
     finding = (
         "- Family command: fused wins beyond the margin at Dff 1792, 6400; fallback wins beyond the margin at Dff "
         "14336; inconclusive at Dff 8192. Curve: the estimated ratio crosses 1.0 at Dff ≈ 7711, 95% CI [7156, 11234]."
     )
     assert finding in body
     assert decision.action == "keep" and "beyond 1 ± 1.0%" in body
-    assert f"Decision: **{decision.action}**" in body and f"`{decision.apply}`" in body
-    assert "Raw data: `results/gb10`" in body
+    assert "**Decision: keep 8192** (`FUSED_MOE_MAX_DFF_CUDA`)" in body
+    assert "Set this constant" not in body and "Line to change" not in body  # a keep changes no constant
+    assert "Raw per-run data: [../results/gb10/samples.csv](../results/gb10/samples.csv)" in body
     assert png_path.read_bytes()[:8] == PNG_MAGIC
     assert matplotlib.image.imread(png_path).shape[2] in (3, 4)
 
@@ -53,36 +56,47 @@ def test_report_lists_null_points_noise_floor_and_the_previous_sweep(project):
     new_samples.loc[new_samples["dff"] == 1024, "quant_mode"] = "mxfp4"
     new = write_run(project / "results" / "new", new_samples, {**SYNTHETIC_META, "current_default": 4096})
     md_path, _, _ = write_report(new, project / "reports", previous=old)
-    body = md_path.read_text().split("-->\n", 1)[1]
-    assert "### 2026-01-02 addendum: synthetic-host cpu fused-MoE Dff crossover under synthetic 1.0" in body
+    body = md_path.read_text()
+    assert "### 2026-01-02 addendum: synthetic-host cpu fused-MoE Dff crossover under synthetic 1.0: " in body
     assert "- synthetic-layer (Dff 1024): quant_mode mxfp4 is not affine" in body
-    assert "A/A noise floor: the null arm" in body
+    assert "- A/A check (the fallback measured twice, " in body and body.count("A/A check") == 1
     assert "Previous sweep (2026-01-02, synthetic 1.0, `results/old`)" in body
-    assert "How each arm was forced: fused: `fused kernel`; fallback: `unfused path`." in body
-    assert "Harness command: `moecal sweep configs/synthetic.yaml --out results/x`" in body
+    assert "Each side forced with fallback `unfused path`, fused `fused kernel`." in body
+    assert "driven by moecal (`moecal sweep configs/synthetic.yaml --out results/x`)" in body
+    assert "| fallback layer steps/s | fused layer steps/s |" in body and "tok/s" not in body
 
 
 def test_check_reports_passes_fresh_and_fails_on_edited_numbers(project):
-    run_dir = write_run(project / "results" / "run", synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=3))
+    run_dir = write_run(
+        project / "results" / "run",
+        synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=3, workload="command"),
+    )
     reports = project / "reports"
     md_path, _, _ = write_report(run_dir, reports, options=Options(current_default=4096))
     done = run_cli("check-reports", reports, cwd=project)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1/1 addenda re-derive" in done.stdout
 
-    original = md_path.read_text()
-    cap = read_block(original)["decision"]["recommended_cap"]
-    md_path.write_text(original.replace(f'"recommended_cap": {cap}', f'"recommended_cap": {cap + 256}', 1))
+    sidecar = sidecar_path(md_path)
+    original = sidecar.read_text()
+    cap = read_sidecar(md_path)["decision"]["recommended_cap"]
+    sidecar.write_text(original.replace(f'"recommended_cap": {cap}', f'"recommended_cap": {cap + 256}', 1))
     done = run_cli("check-reports", reports, cwd=project)
     assert done.returncode == 1 and "decision.recommended_cap: stored" in done.stdout
 
-    block_end = original.index("-->\n")
-    body = original[block_end:]
+    sidecar.write_text(original)
+    body = md_path.read_text()
     edited = body.replace("| 4096 | synthetic-layer | ", "| 4097 | synthetic-layer | ", 1)
     assert edited != body
-    md_path.write_text(original[:block_end] + edited)
+    md_path.write_text(edited)
     done = run_cli("check-reports", reports, cwd=project)
-    assert done.returncode == 1 and "the text differs from what its own block renders to" in done.stdout
+    assert done.returncode == 1 and "the text differs from what its sidecar renders to" in done.stdout
+
+    md_path.write_text(body)
+    (csv,) = reports.glob("*-mlxcel.csv")
+    csv.write_text(csv.read_text().replace(",", ";", 1))
+    done = run_cli("check-reports", reports, cwd=project)
+    assert done.returncode == 1 and "differs from the runs it exports" in done.stdout
 
 
 def test_check_reports_with_nothing_to_check(tmp_path):
@@ -97,8 +111,8 @@ def test_findings_follow_the_verdicts_and_name_every_family(project):
     other = synthetic_samples({1024: 0.9, 2048: 0.8}, rounds=4, noise=0.01, seed=5, d_model=4096)
     run_dir = write_run(project / "results" / "run", pd.concat([samples, other], ignore_index=True))
     md_path, png_path, _ = write_report(run_dir, project / "reports", options=Options(current_default=4096))
-    body = md_path.read_text().split("-->\n", 1)[1]
-    block = read_block(md_path.read_text())
+    body = md_path.read_text()
+    block = read_sidecar(md_path)
     verdicts = {(p["family"], p["dff"]): p["verdict"] for p in block["decision"]["points"]}
     for family in {f for f, _ in verdicts}:
         line = next(line for line in body.splitlines() if line.startswith(f"- Family {family}: "))
@@ -107,3 +121,22 @@ def test_findings_follow_the_verdicts_and_name_every_family(project):
                 assert "inconclusive at Dff" in line and str(dff) in line.split("inconclusive at Dff")[1]
     assert "every measured Dff" not in body.replace("stays above 1.0 at every measured Dff", "")
     assert png_path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_dispatch_parity_and_token_columns_appear_only_when_the_points_carry_them(project):
+    """The verification pass (another module) adds per-point `dispatch`, `parity` and `tokens`: the table shows them
+    when present and is unchanged without them (SYNTHETIC run, fields injected into the record)."""
+    run_dir = write_run(project / "results" / "run", synthetic_samples(linear_curve([1024, 4096], 5000), seed=8))
+    data = build_report_data(run_dir, project, md_dir=project / "reports")
+    plain = render_markdown(data)
+    assert "| dispatch |" not in plain and "| parity |" not in plain
+    first, second = data["decision"]["points"]
+    first.update(dispatch="verified", parity_class="faithful", fused_vs_ref_worst=0.0041)
+    first.update(tokens_fallback=100, tokens_fused=87, tokens_differ=True)
+    second.update(dispatch="predicted", parity_class="", tokens_fallback=100, tokens_fused=100, tokens_differ=False)
+    text = render_markdown(data)
+    table = [line for line in text.splitlines() if line.startswith("| ")]
+    assert table[0].endswith("| verdict | dispatch | parity | tokens fallback/fused |")
+    assert table[1].endswith("| verified | faithful (worst NRMS 0.0041) | **100/87 differ** |")
+    assert table[2].endswith("| predicted | - | 100/100 |")
+    assert "the dispatch was not observed" in text and "different token counts at synthetic-layer (Dff 1024)" in text

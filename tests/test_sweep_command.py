@@ -290,7 +290,8 @@ def test_a_stored_or_foreign_addendum_is_never_overwritten(tmp_path):
     config = fake_config(tmp_path, measure={"rounds": 3})
     reports = tmp_path / "reports"
     reports.mkdir()
-    (reports / "run-dff-crossover.md").write_text('<!-- moecal-report\n{"raw_data": "elsewhere"}\n-->\n')
+    (reports / "run-dff-crossover.md").write_text("### an addendum of another run\n")
+    (reports / "run.json").write_text('{"moecal_report": 3, "raw_data": "elsewhere"}')  # its sidecar
     before = _snapshot(reports)
     done = cli("sweep", config, "--out", tmp_path / "run", "--report-dir", reports)
     assert done.returncode == 2 and "holds the addendum of elsewhere" in done.stderr

@@ -20,7 +20,8 @@ from harness.commands.analysis_options import (
 from harness.defaults import run_checks
 from harness.defaults_report import print_defaults, write_defaults
 from harness.errors import InputError
-from harness.report import write_report
+from harness.mlxcel_source import read_source
+from harness.report import read_sidecar, write_report
 
 
 def report(
@@ -35,24 +36,39 @@ def report(
     interpolation: InterpolationOpt = "linear",
     confidence: ConfidenceOpt = 0.95,
     margin: MarginOpt = 0.01,
+    mlxcel_src: Annotated[
+        Path | None,
+        typer.Option(
+            "--mlxcel-src",
+            help="an mlxcel checkout: its FUSED_MOE_MAX_DFF_* caps are the current defaults, its MLX pin is stated, "
+            "and the switch_layers.rs patch targets it (without it: the published defaults, unchecked)",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Write one run's addendum and plot, or one per-backend defaults addendum over several runs.
 
     One run: `<run-id>-dff-crossover.md` and `.png` into --out (never over another run's addendum). Several runs
-    (backends, devices): `<date>-<backends>-dff-defaults.md` instead (no plot).
+    (backends, devices): `<date>-<backends>-dff-defaults.md` instead (no plot). Beside the addendum: its record
+    `<run-id>.json`, the runs in mlxcel's sweep layout `<run-id>-mlxcel.csv` and, when a Metal or CUDA default
+    changes, a patch of mlxcel's src/models/switch_layers.rs.
     """
     options = build_options(exclude, confidence, margin, current_default, grid, interpolation)
+    source = read_source(mlxcel_src) if mlxcel_src is not None else None
     if len(input_paths) > 1:
         if previous is not None:
             raise InputError("--previous", str(previous), "compares one run with another; give a single RUN")
-        md_path, defaults = write_defaults(input_paths, out, options)
+        md_path, defaults = write_defaults(input_paths, out, options, source)
         print_defaults(defaults, typer.echo)
         typer.echo(f"addendum → {md_path}")
         return
-    md_path, png_path, decision = write_report(input_paths[0], out, previous, options)
+    md_path, png_path, decision = write_report(input_paths[0], out, previous, options, mlxcel=source)
     for line in run_checks(input_paths[0]):
         typer.echo(line)
     typer.echo(f"addendum → {md_path}\nplot     → {png_path}\ndecision: {decision.action} — {decision.reason}")
+    patch = (read_sidecar(md_path) or {}).get("files", {}).get("patch")
+    if patch:
+        typer.echo(f"patch    → {md_path.parent / patch}")
     if decision.apply:
         typer.echo(f"apply: {decision.apply}")
 

@@ -40,7 +40,7 @@ def _tokens_cell(fallback: float, fused: float) -> str:
 
 
 def quick_table_view(run_dir: Path) -> Table:
-    table = Table(title=f"{run_dir} (medians; `moecal summarize` adds CIs and verdicts)")
+    table = Table(title=f"{run_dir} (median tok/s; ratio: geometric-mean fused/fallback, as in the addendum)")
     columns = ("model", "d_model", "dff", "fallback", "fused", "ratio", "tokens", "dispatch", "ok", "fail", "skip")
     for column in columns:
         table.add_column(column, justify="left" if column in ("model", "tokens", "dispatch") else "right")
