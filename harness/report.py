@@ -83,7 +83,7 @@ CONTEXT_KEYS = (
 def _context(provenance: dict[str, object]) -> dict[str, object]:
     """The provenance the addendum shows (flat strings, plus the package and arm dicts)."""
     out = {key: str(provenance[key]) for key in CONTEXT_KEYS if provenance.get(key) not in (None, "")}
-    for key in ("packages", "arms"):
+    for key in ("packages", "arms", "synthetic"):
         value = provenance.get(key)
         if isinstance(value, dict) and value:
             out[key] = {str(k): str(v) for k, v in value.items()}
@@ -293,6 +293,16 @@ def _findings(data: dict[str, object]) -> list[str]:
     return out
 
 
+def _synthetic(ctx: dict[str, object]) -> list[str]:
+    """Which points are synthetic checkpoints (`moecal synth`: random weights, possibly fewer layers), so a reader
+    does not take their tok/s for a real model's."""
+    synthetic = ctx.get("synthetic")
+    if not synthetic:
+        return []
+    notes = "; ".join(f"`{name}`: {how}" for name, how in synthetic.items())
+    return [f"Synthetic checkpoints (`moecal synth`; only the fused/fallback ratio carries over): {notes}.", ""]
+
+
 def render_markdown(data: dict[str, object]) -> str:
     d = data["decision"]
     ctx = data["context"]
@@ -322,6 +332,7 @@ def render_markdown(data: dict[str, object]) -> str:
         + ("; ".join(f"{arm}: `{how}`" for arm, how in ctx["arms"].items()) if "arms" in ctx else "not recorded")
         + ".",
         "",
+        *_synthetic(ctx),
         *_table(points, "families" in d, opts["confidence"]),
         "",
     ]

@@ -263,8 +263,9 @@ def _key(seed: int, name: str) -> object:
 
 def _arrays(tensor: TensorSpec, quant: tuple[int, int] | None, dtype: str, seed: int) -> Iterator[tuple[str, object]]:
     """The stored arrays of one tensor (weight, or weight + scales + biases when quantized), generated and
-    quantized one matrix (expert) at a time. Scales ~ 1/sqrt(fan-in) keep activations of order one through the
-    layers, so greedy decoding of a random model stays finite in any dtype."""
+    quantized one matrix (expert) at a time. Matrices are uniform in ±1/sqrt(fan-in), MLX's own nn.Linear
+    initialisation, which keeps activations of order one through the layers, so greedy decoding of a random model
+    stays finite in any dtype (and uniform numbers are ~4x cheaper to draw than normal ones on a CPU)."""
     import mlx.core as mx
 
     key = _key(seed, tensor.name)
@@ -282,7 +283,7 @@ def _arrays(tensor: TensorSpec, quant: tuple[int, int] | None, dtype: str, seed:
     shape = tensor.shape[1:] if tensor.kind == "expert" else tensor.shape
     parts: list[tuple] = []
     for subkey in mx.random.split(key, matrices):
-        values = (mx.random.normal(shape, key=subkey) * scale).astype(target)
+        values = mx.random.uniform(-scale, scale, shape, key=subkey).astype(target)
         stored = mx.quantize(values, group_size=quant[1], bits=quant[0]) if quant else (values,)
         mx.eval(*stored)
         parts.append(stored)

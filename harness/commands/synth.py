@@ -54,7 +54,7 @@ def synth_command(
     dtype: Annotated[
         str, typer.Option(help="float dtype of non-quantized tensors: source|float32|float16|bfloat16")
     ] = "source",
-    shard_gb: Annotated[float, typer.Option("--shard-gb", min=0.001, help="safetensors shard size limit (GiB)")] = 2.0,
+    shard_gb: Annotated[float, typer.Option("--shard-gb", min=1e-6, help="safetensors shard size limit (GiB)")] = 2.0,
     allow_declined: Annotated[
         bool, typer.Option("--allow-declined", help="write a Dff the fused kernel would decline")
     ] = False,
