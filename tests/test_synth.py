@@ -122,3 +122,17 @@ def test_a_plan_that_does_not_fit_is_refused_before_writing(tmp_path, monkeypatc
     monkeypatch.setattr(synth, "free_bytes", lambda folder: (1000, 1 << 40))
     done = cli("synth", "--like", source, "--dff", "64", "--out", tmp_path / "o")
     assert done.returncode == 2 and "on disk" in done.stderr and not (tmp_path / "o").exists()
+
+
+def test_bad_dff_is_one_line_and_a_crash_leaves_no_folder(tmp_path, monkeypatch):
+    source = source_folder(tmp_path / "src", "mixtral")
+    done = cli("synth", "--like", source, "--dff", "64,x", "--out", tmp_path / "o")
+    assert done.returncode == 2 and done.stderr.startswith("error: --dff: 64,x:") and "Traceback" not in done.stderr
+
+    def crash(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(synth._ShardWriter, "flush", crash)
+    done = cli("synth", "--like", source, "--dff", "64", "--out", tmp_path / "o", "--dtype", "float32")
+    assert done.returncode == 2 and "No space left on device" in done.stderr
+    assert list((tmp_path / "o").iterdir()) == []  # neither the checkpoint nor its partial folder

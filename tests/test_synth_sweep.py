@@ -73,3 +73,22 @@ def test_refinement_over_synthetic_checkpoints_narrows_the_real_gap(tmp_path):
     stamp = (first / "model.safetensors").stat().st_mtime_ns
     assert Path(synthesize(settings, 6400).model_path) == first
     assert (first / "model.safetensors").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "problem"),
+    [
+        (lambda d: d["synth"].update(colour="red"), "synth.colour", "unknown key"),
+        (lambda d: d["synth"].update(dff=[]), "synth.dff", "at least 1"),
+        (lambda d: d.update(models=[], synth=None), "models", "or give a synth: block"),
+        (lambda d: d.update(workload={"kind": "layer"}), "synth", "command workloads only"),
+    ],
+)
+def test_bad_synth_blocks_are_one_line(tmp_path, change, field, problem):
+    path = _config(tmp_path, tmp_path / "src", tmp_path / "cache")
+    data = yaml.safe_load(path.read_text())
+    change(data)
+    path.write_text(yaml.safe_dump(data))
+    done = cli("plan", path)
+    assert done.returncode == 2 and f"{field}: " in done.stderr and problem in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1
