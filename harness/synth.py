@@ -106,8 +106,10 @@ def _shrink_layers(config: dict, layers: int, request: Request) -> None:
 
 
 def _storage_dtype(request: Request, config: dict) -> str:
-    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16") if request.dtype == "source" else None
-    dtype = dtype or request.dtype
+    """The float dtype of non-quantized tensors: the request's, or the source's `torch_dtype` (bf16 if unstated)."""
+    dtype = request.dtype
+    if dtype == "source":
+        dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     if dtype not in DTYPE_BYTES:
         raise _fail(request, "--dtype", f"{dtype!r} is not one of {', '.join(DTYPE_BYTES)} (or source)")
     return dtype
