@@ -64,6 +64,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Run one calibration over several hardware classes (Ray): one run directory per entry, one fleet report.",
     ),
     "bench-kernels": ("bench_kernels", "µs per layer step, fused vs fallback, over a Dff grid at two d_model values."),
+    "synth": (
+        "synth",
+        "Write synthetic checkpoints of MODEL_DIR's family at other expert sizes (random weights, MLX format).",
+    ),
 }
 
 

@@ -195,6 +195,7 @@ class ModelEntry(Strict):
     bits: int | None = Field(None, gt=0)
     group_size: int | None = Field(None, gt=0)
     expect_null: str | None = Field(None, min_length=1)
+    synthetic: str | None = None  # a `moecal synth` checkpoint: how it was made (named in the addendum)
 
     def placeholders(self) -> dict[str, object]:
         values = {k: v for k, v in self.model_dump().items() if k != "args" and v is not None}
@@ -225,17 +226,37 @@ class Measure(Strict):
         return self
 
 
+class SynthSettings(Strict):
+    """`synth:` (command workloads): synthetic checkpoints of the model folder `like` at each `dff`, made by the
+    sweep (harness.synth_sweep) and measured as models `<like>-dff<D>`; Dff refinement synthesizes more. Cached by
+    content hash under `cache` (default $XDG_CACHE_HOME/moecal/synth, i.e. ~/.cache/moecal/synth)."""
+
+    like: str = Field(min_length=1)
+    dff: list[Annotated[int, Field(gt=0)]] = Field(min_length=1)
+    layers: int | None = Field(None, gt=0)
+    experts: int | None = Field(None, gt=0)
+    top_k: int | None = Field(None, gt=0)
+    seed: int = 0
+    dtype: Literal["source", "float32", "float16", "bfloat16"] = "source"
+    cache: str | None = None
+
+
 class SweepConfig(Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     backend: Literal["metal", "cuda", "cpu", "auto"] = "auto"
     current_default: int | None = Field(None, gt=0)
     library_pin: str | None = Field(None, description="what the arms run under, e.g. 'mlxcel 0.4 / MLX 0.32.1'")
     workload: Workload
-    models: list[ModelEntry] = Field(min_length=1)
+    models: list[ModelEntry] = Field(default_factory=list)
     measure: Measure = Field(default_factory=Measure)
+    synth: SynthSettings | None = None
 
     @model_validator(mode="after")
     def _models_fit_workload(self) -> SweepConfig:
+        if not self.models and self.synth is None:
+            raise _FieldError(("models",), "List should have at least 1 item (or give a synth: block)")
+        if self.synth is not None and self.workload.kind != "command":
+            raise _FieldError(("synth",), "synthetic checkpoints are measured by command workloads only")
         names = [m.name for m in self.models]
         duplicate = next((n for n in names if names.count(n) > 1), None)
         if duplicate and self.workload.kind != "layer":

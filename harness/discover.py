@@ -78,6 +78,7 @@ class DiscoveredModel:
     layers: int | None
     shared_dff: int
     quant: Quantization
+    synthetic: dict | None = None  # a `moecal synth` checkpoint's record (harness.synth.SIDECAR); None: a real model
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,14 @@ def read_model(folder: Path) -> DiscoveredModel | Skipped:
         layers=_int(config_text, "num_hidden_layers", source, prefix, required=False),
         shared_dff=shared,
         quant=read_quantization(config, source),
+        synthetic=_synthetic_record(folder),
     )
+
+
+def _synthetic_record(folder: Path) -> dict | None:
+    from harness.synth import read_sidecar  # harness.synth builds on this module
+
+    return read_sidecar(folder)
 
 
 def scan(models_dir: Path) -> tuple[list[DiscoveredModel], list[Skipped]]:

@@ -1,5 +1,6 @@
-"""Adaptive Dff refinement for `layer` workloads (DESIGN §7): after the first pass, add grid points inside the
-crossover's bracket by bisection until the interval (and the bracket) are narrow enough or a run budget is spent.
+"""Adaptive Dff refinement for `layer` workloads and synthetic command sweeps (DESIGN §7): after the first pass,
+add grid points inside the crossover's bracket by bisection until the interval (and the bracket) are narrow enough
+or a run budget is spent.
 
 A `layer` sweep can measure any Dff, so where the crossover interval is wide the cheapest way to narrow it is a new
 point between the two measured Dff that bracket the crossing (interpolation error and the bracket's width shrink
@@ -41,7 +42,10 @@ def refine_target(family: FamilyDecision, grid: int, target_width: float) -> int
 
 def point_at(workload: Workload, template: Point, dff: int) -> Point | None:
     """A new point like `template` at `dff`, built by the workload itself (its memory and skip rules apply):
-    the layer workload makes points from `dff_grid`, so it is asked for that one Dff."""
+    the layer workload makes points from `dff_grid`, so it is asked for that one Dff; a command workload with a
+    `synth:` block synthesizes a checkpoint at that Dff (harness.synth_sweep)."""
+    if workload.kind == "command":
+        return workload.synth_point(dff)  # type: ignore[attr-defined]
     settings = workload.settings  # type: ignore[attr-defined]
     workload.settings = settings.model_copy(update={"dff_grid": [dff]})  # type: ignore[attr-defined]
     try:
@@ -73,12 +77,15 @@ def refine(
     settings: Measure,
     current_default: int | None,
 ) -> int:
-    """Measure bisection points (via `measure`, which returns the rows it wrote) until every deciding layer family's
-    crossover interval is narrow enough, no bracket can split, or the next point would exceed the run budget."""
+    """Measure bisection points (via `measure`, which returns the rows it wrote) until every deciding family's
+    crossover interval is narrow enough, no bracket can split, or the next point would exceed the run budget.
+    Layer families are refined in a layer sweep, the one `command` family in a command sweep over synthetic
+    checkpoints."""
     spent, tried = 0, set()
     while True:
         analysis = analyse_path(run_dir, Options(current_default=current_default))
-        deciding = {f.family for f in deciding_families(analysis.result.families) if f.family.startswith("layer")}
+        families = deciding_families(analysis.result.families)
+        deciding = {f.family for f in families if f.family.startswith(workload.kind)}
         chosen = None
         for family in analysis.result.families:
             dff = refine_target(family, settings.refine_grid, settings.target_crossover_width)

@@ -134,6 +134,9 @@ def _context(provenance: dict[str, object], root: Path) -> dict[str, object]:
         ran = _ran(packages, str(provenance.get("backend") or ""), str(provenance.get("workload") or ""))
         if ran:
             out["packages"] = ran
+    synthetic = provenance.get("synthetic")
+    if isinstance(synthetic, dict) and synthetic:
+        out["synthetic"] = {str(k): str(v) for k, v in synthetic.items()}
     return out
 
 
@@ -506,6 +509,16 @@ def _previous_findings(prev: dict[str, object]) -> list[str]:
     return out
 
 
+def _synthetic(ctx: dict[str, object]) -> list[str]:
+    """Which points are synthetic checkpoints (`moecal synth`: random weights, possibly fewer layers), so a reader
+    does not take their tok/s for a real model's."""
+    synthetic = ctx.get("synthetic")
+    if not synthetic:
+        return []
+    notes = "; ".join(f"{md_code(name)}: {md_text(how)}" for name, how in synthetic.items())
+    return ["", f"Synthetic checkpoints (`moecal synth`; only the fused/fallback ratio carries over): {notes}."]
+
+
 def render_markdown(data: dict[str, object]) -> str:
     """The addendum in the design doc's style: heading, provenance paragraph, table(s), findings, decision."""
     d = data["decision"]
@@ -530,6 +543,7 @@ def render_markdown(data: dict[str, object]) -> str:
         f"where the arms were interleaved, Welch otherwise) with its {opts['confidence']:.0%} t interval; a path wins "
         f"(bold) only when the interval lies beyond 1 ± {opts['margin']:.1%}, `equivalent` inside it, else "
         f"`inconclusive`. The throughput columns are the median of each side.",
+        *_synthetic(ctx),
         "",
     ]
     several = "families" in d

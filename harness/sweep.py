@@ -37,6 +37,7 @@ from harness.rundir import (
     refuse_stored,
     same_run_kind,
 )
+from harness.synth_sweep import synthetic_provenance, with_synthetic_models
 from harness.workloads import build_workload
 from harness.workloads.command import apply_null_policy
 
@@ -103,6 +104,7 @@ def prepare(
     except UnicodeDecodeError as exc:
         raise InputError(str(config_path), "(file)", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     source = str(config_path)
+    config = with_synthetic_models(config, source)
     try:
         backend_name = backend_for(config, backend)
         device_info: dict[str, str] = {}
@@ -156,6 +158,9 @@ def prepare(
     if config.workload.kind == "command":
         meta["bench_command"] = shlex.join(config.workload.command)  # the addendum's "Harness:" (prompt, tokens)
         apply_null_policy(points, config, meta, measure_null)
+        synthetic = synthetic_provenance(config)
+        if synthetic:
+            meta["synthetic"] = synthetic
     run_dir = _choose_run_dir(out, resume, results, meta, source, lambda folder: _pending(points, plan, folder))
     previous = read_meta(run_dir) if resume is not None else {}
     meta["run_id"] = run_id = str(previous.get("run_id") or run_dir.name)
@@ -280,7 +285,8 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> i
             return measure_on_workers(sweep, writer, done, on_run, workers)
         for point in sweep.points:
             written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
-        if sweep.config.measure.refine_budget_runs and sweep.config.workload.kind == "layer":
+        refinable = sweep.config.workload.kind == "layer" or sweep.config.synth is not None
+        if sweep.config.measure.refine_budget_runs and refinable:
             from harness.refine import refine  # adaptive Dff refinement: bisect the crossover bracket (DESIGN §7)
 
             def measure(point: Point) -> int:

@@ -46,7 +46,7 @@ def model_entry(model: DiscoveredModel) -> dict[str, object]:
     entry: dict[str, object] = {
         "name": model.name,
         "model_path": str(model.path.resolve()),
-        "family": model.family,
+        "family": f"{model.family} (synthetic)" if model.synthetic else model.family,
         "dff": model.dff,
         "d_model": model.d_model,
         "n_experts": model.n_experts,
@@ -61,10 +61,20 @@ def model_entry(model: DiscoveredModel) -> dict[str, object]:
         entry["layers"] = model.layers
     if model.shared_dff:
         entry["shared_dff"] = model.shared_dff
+    if model.synthetic:
+        entry["synthetic"] = synthetic_note(model.synthetic)
     reason = predict_null(model)
     if reason:
         entry["expect_null"] = reason
     return entry
+
+
+def synthetic_note(record: dict) -> str:
+    """How a synthetic checkpoint differs from a real one, for the config and the addendum."""
+    return (
+        f"random weights shaped like {record.get('like_name')}, {record.get('layers')} of "
+        f"{record.get('source_layers')} layers, seed {record.get('seed')}"
+    )
 
 
 def init_config(

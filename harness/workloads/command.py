@@ -202,25 +202,38 @@ class CommandWorkloadRunner:
         return caps
 
     def points(self) -> list[Point]:
-        out = []
-        for model in self.config.models:
-            key = {
-                "backend": self.backend_name,
-                "device": self.device,
-                "workload": "command",
-                "model": model.name,
-                "quant_mode": model.quant_mode,
-                "d_model": model.d_model or "",
-                "dff": model.dff,
-                "n_experts": model.n_experts or "",
-                "top_k": model.top_k or "",
-                "bits": model.bits or "",
-                "group_size": model.group_size or "",
-                "dtype": "",
-            }
-            skip = f"expected null: {model.expect_null} (--measure-null measures it)" if model.expect_null else ""
-            out.append(Point(key=key, caps=self.caps(), label=model.name, skip_reason=skip, extra={"model": model}))
-        return out
+        return [self.point_for(model) for model in self.config.models]
+
+    def point_for(self, model: ModelEntry) -> Point:
+        """One model's point (skipped when the config expects it null)."""
+        key = {
+            "backend": self.backend_name,
+            "device": self.device,
+            "workload": "command",
+            "model": model.name,
+            "quant_mode": model.quant_mode,
+            "d_model": model.d_model or "",
+            "dff": model.dff,
+            "n_experts": model.n_experts or "",
+            "top_k": model.top_k or "",
+            "bits": model.bits or "",
+            "group_size": model.group_size or "",
+            "dtype": "",
+        }
+        skip = f"expected null: {model.expect_null} (--measure-null measures it)" if model.expect_null else ""
+        return Point(key=key, caps=self.caps(), label=model.name, skip_reason=skip, extra={"model": model})
+
+    def synth_point(self, dff: int) -> Point | None:
+        """A point at a Dff no model has, synthesized from the config's `synth.like` (Dff refinement); None when
+        the config has no `synth:` block or that Dff cannot be synthesized (a Dff the fused kernel declines)."""
+        if self.config.synth is None:
+            return None
+        from harness.synth_sweep import synthesize  # MLX writes the checkpoint
+
+        try:
+            return self.point_for(synthesize(self.config.synth, dff))
+        except InputError:
+            return None
 
     def preflight(self) -> None:
         """Fail before the sweep starts if a model's command cannot be started at all."""
