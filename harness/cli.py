@@ -46,6 +46,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "recommend": ("crossover", "The decision only: crossover line, keep/raise/lower with its reason, the line."),
     "report": ("report", "Write one run's addendum and plot, or one per-backend defaults addendum over several runs."),
+    "compare": (
+        "compare",
+        "Did the crossover move between two runs (pins, commits, machines), and which points changed beyond noise.",
+    ),
+    "history": (
+        "compare",
+        "Plot the crossover and its interval per run, in the order given (labelled by date and library pin).",
+    ),
     "check": (
         "check",
         "Regression gate: exit 0 ok, 1 regression, changed decision or missing points, 2 unusable input.",
