@@ -44,6 +44,7 @@ def write_history_plot(rows: list[dict[str, object]], path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=110)
     ax.set_yscale("log", base=2)
@@ -65,6 +66,10 @@ def write_history_plot(rows: list[dict[str, object]], path: Path) -> Path:
         else:
             ax.annotate(str(row["outcome"]).replace("_", " "), (x, hi_end or 1), xytext=(6, 0),
                         textcoords="offset points", va="center", fontsize=8, color="0.3")  # fmt: skip
+    ends = [v for r in rows for v in (r["ci_low"], r["ci_high"], r["min_dff"], r["max_dff"]) if v is not None]
+    if ends:  # room for the arrows of open ends (annotations do not widen the axes by themselves)
+        ax.set_ylim(min(ends) / 1.6, max(ends) * 1.6)
+    ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels([str(r["label"]) for r in rows], rotation=20 if len(rows) > 3 else 0, ha="right", fontsize=9)
     ax.set_xlim(-0.5, len(rows) - 0.5)
