@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness.analysis import Analysis, Options, analyse_path
 from harness.check import join_points
+from harness.compare import compare
 from harness.crossover import Decision
 from harness.errors import InputError
 from harness.plot import write_plot
@@ -109,6 +110,8 @@ def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path:
             for b, c in pairs
         ],
         "not_compared": len(dropped),
+        # the crossover shift with its interval and each point's change (harness/compare.py), as `moecal compare`
+        "comparison": compare(previous, analysis, analysis.options.confidence).as_json(),
     }
 
 
@@ -283,10 +286,15 @@ def _findings(data: dict[str, object]) -> list[str]:
             f"- Previous sweep ({prev['date']}, {prev['library_pin']}, `{prev['raw_data']}`): crossover {then}, "
             f"recommended cap {prev['recommended_cap']} ({prev['action']})."
         )
+        comparison = prev.get("comparison") or {"crossover": [], "points": []}
+        out.extend(f"  - {s['family']}: {s['text']}" for s in comparison["crossover"])
+        changes = {(c["model"], c["dff"]): c for c in comparison["points"]}
         for p in prev["points"]:
             ratios = f"estimate {_fmt(p['ratio_before'], 4)} → {_fmt(p['ratio_now'], 4)}"
             verdicts = f"verdict {p['verdict_before']} → {p['verdict_now']}"
-            out.append(f"  - {p['model']} ({p['dff']}): {ratios}, {verdicts}")
+            c = changes.get((p["model"], p["dff"]))
+            change = f", change ×{c['change']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]: {c['verdict']}" if c else ""
+            out.append(f"  - {p['model']} ({p['dff']}): {ratios}, {verdicts}{change}")
         if prev["not_compared"]:
             out.append(f"  - {prev['not_compared']} points had no comparable counterpart and were not compared.")
     return out

@@ -108,3 +108,12 @@ def test_history_plots_each_run(tmp_path: Path) -> None:
     assert out.stat().st_size > 10_000
     again = cli("history", JULY_03, JULY_10, "--out", out)
     assert again.returncode == 2 and "never replaces" in again.stderr
+
+
+def test_report_previous_states_the_shift_and_each_change(tmp_path: Path) -> None:
+    result = cli("report", JULY_10, "--previous", JULY_03, "--out", tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = next(tmp_path.glob("*.md")).read_text()
+    assert "  - command: the crossover moved −4% [" in text
+    assert "mixtral-8x7b-4bit (14336): estimate 0.9881 → 0.9839" in text and "change ×0.996 [" in text
+    assert cli("check-reports", tmp_path).returncode == 0  # the comparison re-derives from the raw data
