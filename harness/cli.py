@@ -191,6 +191,13 @@ def main(argv: list[str] | None = None) -> None:
         _fail("aborted", 130)
     except InputError as exc:
         _fail(str(exc))
+    except ModuleNotFoundError as exc:  # an optional backend library: name the extra that installs it
+        from harness.install_hint import missing_module_hint
+
+        hint = missing_module_hint(exc.name)
+        if hint is None:
+            raise
+        _fail(f"{' '.join(sys.argv[:2])}: {hint}")
     except OSError as exc:  # read-only folder, disk full, vanished file: say which file, not where in the code
         _fail(f"{exc.filename or '(file)'}: {exc.strerror or exc}")
     except UnicodeDecodeError as exc:
