@@ -2,36 +2,24 @@
 moecal itself was installed.
 
 A wheel user must never be told `pip install -e '.[cuda]'` (there is no `.` to install from), and a developer in a
-checkout should not be told to install moecal from the package index over their editable install. pip records an
-editable install in the distribution's `direct_url.json` (PEP 610, `dir_info.editable`); a checkout run without
-installing (`python -m harness` next to pyproject.toml) counts as editable too. Importing no heavy module: doctor and
-the CLI's error path call this.
+checkout should not be told to install moecal from the package index over their editable install. The test is where
+the `harness` package lives: an editable install and a run from the sources import it from the checkout, next to
+pyproject.toml; a wheel installs it into site-packages, where no pyproject.toml sits beside it. (pip's PEP 610
+`direct_url.json` would say the same, but a stray `moecal.egg-info` in the checkout shadows the dist-info that holds
+it.) Imports no heavy module: doctor and the CLI's error path call this.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-from importlib import metadata
 from pathlib import Path
 
 # optional module (top-level import name) → the extra that installs it
 EXTRAS = {"numba": "cpu", "mlx": "cpu", "cupy": "cuda", "cupy_backends": "cuda", "ray": "fleet", "nvidia": "nvrtc"}
 
 
-@functools.cache
-def editable() -> bool:
+def editable(package_root: Path = Path(__file__).resolve().parents[1]) -> bool:
     """True for an editable install or a run from the sources; False for an installed wheel."""
-    try:
-        text = metadata.distribution("moecal").read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        return (Path(__file__).resolve().parents[1] / "pyproject.toml").is_file()
-    if not text:
-        return False
-    try:
-        return bool(json.loads(text).get("dir_info", {}).get("editable"))
-    except ValueError:
-        return False
+    return (package_root / "pyproject.toml").is_file()
 
 
 def install_command(extra: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,29 +12,20 @@ from harness import install_hint
 from tests.helpers import cli
 
 
-class _Dist:
-    def __init__(self, direct_url: dict | None) -> None:
-        self.text = None if direct_url is None else json.dumps(direct_url)
+def test_the_command_fits_the_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site-packages"  # a wheel: harness/ with no pyproject.toml beside it
+    site.mkdir()
+    assert not install_hint.editable(site)
+    (tmp_path / "pyproject.toml").write_text("[project]\n")
+    assert install_hint.editable(tmp_path)
+    monkeypatch.setattr(install_hint, "editable", lambda: False)
+    assert install_hint.install_command("cuda") == "pip install 'moecal[cuda]'"
+    monkeypatch.setattr(install_hint, "editable", lambda: True)
+    assert install_hint.install_command("cuda") == "pip install -e '.[cuda]'"
 
-    def read_text(self, name: str) -> str | None:
-        return self.text
 
-
-@pytest.mark.parametrize(
-    ("direct_url", "expected"),
-    [
-        (None, "pip install 'moecal[cuda]'"),  # a wheel from an index: no direct_url.json
-        ({"url": "file:///tmp/moecal-0.1.0-py3-none-any.whl", "archive_info": {}}, "pip install 'moecal[cuda]'"),
-        ({"url": "file:///src/moecal", "dir_info": {"editable": True}}, "pip install -e '.[cuda]'"),
-    ],
-)
-def test_the_command_fits_the_install(monkeypatch: pytest.MonkeyPatch, direct_url: dict | None, expected: str) -> None:
-    monkeypatch.setattr(install_hint.metadata, "distribution", lambda name: _Dist(direct_url))
-    install_hint.editable.cache_clear()
-    try:
-        assert install_hint.install_command("cuda") == expected
-    finally:
-        install_hint.editable.cache_clear()
+def test_this_checkout_counts_as_editable() -> None:
+    assert install_hint.editable()
 
 
 def test_missing_optional_module_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
