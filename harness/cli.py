@@ -10,7 +10,9 @@ for a usage error — with exit code 2 (a failed check keeps its own code), neve
 from __future__ import annotations
 
 import importlib
+import shutil
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -89,10 +91,31 @@ def load_command(name: str) -> Any:
     if name not in COMMANDS:
         return None
     module = importlib.import_module(f"harness.commands.{COMMANDS[name][0]}")
-    holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
     module.register(holder)
     built = typer.main.get_command(holder)
-    return built.commands.get(name) if hasattr(built, "commands") else built
+    command = built.commands.get(name) if hasattr(built, "commands") else built
+    command.context_settings["max_content_width"] = shutil.get_terminal_size().columns  # wrap at the terminal
+    for param in command.params:
+        if param.param_type_name == "argument":
+            param.display_type_rich = lambda ctx: None  # the metavar says it; typer would add the Python type
+        if param.metavar is None and not getattr(param, "is_flag", False):
+            param.metavar = _metavar(param)
+    return command
+
+
+METAVARS = {int: "N", float: "X", Path: "PATH", str: "TEXT"}
+
+
+def _metavar(param: Any) -> str | None:
+    """A metavar in words (N, X, PATH, TEXT; an argument's own name) instead of the Python type typer would show
+    (`<list[Path]>`); None for a flag, which takes no value."""
+    if param.param_type_name == "argument":
+        return param.name.upper()
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    while typing.get_args(annotation) and annotation not in METAVARS:  # list[Path], Path | None → Path
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    return METAVARS.get(annotation)
 
 
 class LazyGroup(TyperGroup):
@@ -114,9 +137,10 @@ app = typer.Typer(
     cls=LazyGroup,
     help="Calibrate the fused decode-MoE Dff cap: sweep, summarize, find the crossover, recommend, report, check.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # `moecal --install-completion` (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain click help at the top level: rich would load every command to list them
+    context_settings={"max_content_width": shutil.get_terminal_size().columns},  # wrap at the terminal's width
 )
 
 

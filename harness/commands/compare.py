@@ -42,7 +42,7 @@ def compare(
 
 
 def history(
-    runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="runs in time order", show_default=False)],
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN", help="runs in time order", show_default=False)],
     out: Annotated[Path, typer.Option(metavar="PNG", help="the plot to write")] = Path("crossover-history.png"),
     confidence: ConfidenceOpt = 0.95,
     margin: MarginOpt = 0.01,
