@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from harness import resources
+from harness import noise_check, resources
 from harness import sweep as sweeps
 from harness.analysis import write_summary
 from harness.backends import BackendUnavailable
@@ -129,6 +129,9 @@ def sweep(
         return
     with sweeps.writing(plan):  # held through the summary and the addendum: they are this run's files too
         console.print(f"run directory: {plan.run_dir}  ({todo} runs to do)")
+        busy = noise_check.advice(noise_check.findings())
+        if busy:
+            console.print(busy, highlight=False, markup=False)
         with Progress(*PROGRESS_COLUMNS, console=console, transient=False) as progress:
             task = progress.add_task("sweep", total=todo)
 
