@@ -34,7 +34,8 @@ PROGRESS_COLUMNS = (
 def quick_table_view(run_dir: Path) -> Table:
     table = Table(title=f"{run_dir} (medians; `moecal summarize` adds CIs and verdicts)")
     for column in ("model", "d_model", "dff", "fallback", "fused", "ratio", "ok", "fail", "skip"):
-        table.add_column(column, justify="left" if column == "model" else "right")
+        # a model name folds onto a second line, never cut to "…" (a log or a pipe is 80 columns wide)
+        table.add_column(column, justify="left" if column == "model" else "right", overflow="fold")
     for row in sweeps.quick_table(run_dir).to_dict("records"):
         table.add_row(
             str(row["model"]) + (" (decode)" if row["workload"] == "decode" else ""),
