@@ -19,6 +19,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from harness import help_cache
 from harness.errors import InputError
 
 # name → (module defining `register(app)`, the one-line help `moecal --help` shows). tests/test_cli.py checks that
@@ -192,6 +193,19 @@ def _optional_values(argv: list[str]) -> list[str]:
     return out
 
 
+def print_command_help(name: str) -> None:
+    """A command's help, rendered once per width and source state, then read from the cache."""
+    width = shutil.get_terminal_size().columns
+    text = help_cache.cached(name, width)
+    if text is None:
+        group = typer.main.get_command(app)
+        command = load_command(name)
+        text = command.get_help(typer.Context(command, info_name=name, parent=typer.Context(group, info_name="moecal")))
+        text += "\n"
+        help_cache.store(name, width, text)
+    sys.stdout.write(text)
+
+
 def _fail(message: str, code: int = 2) -> None:
     print(f"error: {' '.join(message.split())}", file=sys.stderr)  # one line, whatever the message holds
     sys.exit(code)
@@ -201,6 +215,10 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point (the `moecal` script, `python -m harness`; tests pass `argv`). Exits with the command's code."""
     if argv is not None:  # an in-process call (tests): what a sweep records as its command line
         sys.argv = ["moecal", *argv]
+    asked = help_cache.wants_help(sys.argv[1:], set(COMMANDS))
+    if asked:  # `moecal <command> --help`: from the cache when it is current (harness/help_cache.py)
+        print_command_help(asked)
+        sys.exit(0)
     try:
         code = app(args=_optional_values(sys.argv[1:]), prog_name="moecal", standalone_mode=False)
     except USAGE_ERROR as exc:
