@@ -87,7 +87,8 @@ def _draw_interval(ax, c: dict, left: float, right: float, colour: str, y: float
 def _cap_line(ax, dff: int, label: str, style: str) -> None:
     ax.axvline(dff, color="black", linestyle=style, linewidth=1.1)
     ax.annotate(f"{label} {dff}", (dff, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -3),
-                textcoords="offset points", va="top", fontsize=8, rotation=90)  # fmt: skip
+                textcoords="offset points", va="top", fontsize=8, rotation=90,
+                bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1}, zorder=6)  # fmt: skip
 
 
 def _panel(ax, data: dict, kind: str, families: list[str], y_limits: tuple[float, float]) -> bool:
@@ -131,10 +132,12 @@ def _panel(ax, data: dict, kind: str, families: list[str], y_limits: tuple[float
     nulls = [(dff, min(max(y, y_low), y_high)) for dff, y in nulls if y is not None]
     if nulls:
         ax.scatter(*zip(*nulls, strict=True), marker="x", color="0.4", label="null point (not used)")
-    for family, c in _crossovers(d):
-        if _kind(family) == kind and c.get("outcome") not in (None, "no_points") and family in families:
-            colour = COLOURS[families.index(family) % len(COLOURS)]
-            _draw_interval(ax, c, left, right, colour, 1.0, families.index(family))
+    drawn = [(f, c) for f, c in _crossovers(d) if f in families and c.get("outcome") not in (None, "no_points")]
+    for family, c in drawn:
+        index = families.index(family)
+        # several families' bars sit just above and below the ratio = 1 line, never on top of each other
+        y = float(np.exp((index - (len(drawn) - 1) / 2) * 0.035 * np.log(y_high / y_low)))
+        _draw_interval(ax, c, left, right, COLOURS[index % len(COLOURS)], y, index)
     caps = [(d["current_default"], "current cap", "--")]
     if d["recommended_cap"] != d["current_default"]:
         caps.append((d["recommended_cap"], "recommended", ":"))
