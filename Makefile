@@ -34,7 +34,9 @@ help:
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[cpu,nvrtc,dev,fleet]'
+	@# setuptools warns on every editable install of a flat layout (a folder named like the package in the working
+	@# directory could shadow it): known and intended here, so that one warning is silenced by its message
+	PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m pip install -q -e '.[cpu,nvrtc,dev,fleet]'
 	@touch $@
 
 setup: $(STAMP)

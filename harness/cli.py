@@ -10,13 +10,16 @@ for a usage error — with exit code 2 (a failed check keeps its own code), neve
 from __future__ import annotations
 
 import importlib
+import shutil
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
+from harness import help_cache
 from harness.errors import InputError
 
 # name → (module defining `register(app)`, the one-line help `moecal --help` shows). tests/test_cli.py checks that
@@ -46,6 +49,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "recommend": ("crossover", "The decision only: crossover line, keep/raise/lower with its reason, the line."),
     "report": ("report", "Write one run's addendum and plot, or one per-backend defaults addendum over several runs."),
+    "compare": (
+        "compare",
+        "Did the crossover move between two runs (pins, commits, machines), and which points changed beyond noise.",
+    ),
+    "history": (
+        "compare",
+        "Plot the crossover and its interval per run, in the order given (labelled by date and library pin).",
+    ),
     "check": (
         "check",
         "Regression gate: exit 0 ok, 1 regression, changed decision or missing points, 2 unusable input.",
@@ -85,10 +96,31 @@ def load_command(name: str) -> Any:
     if name not in COMMANDS:
         return None
     module = importlib.import_module(f"harness.commands.{COMMANDS[name][0]}")
-    holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
     module.register(holder)
     built = typer.main.get_command(holder)
-    return built.commands.get(name) if hasattr(built, "commands") else built
+    command = built.commands.get(name) if hasattr(built, "commands") else built
+    command.context_settings["max_content_width"] = shutil.get_terminal_size().columns  # wrap at the terminal
+    for param in command.params:
+        if param.param_type_name == "argument":
+            param.display_type_rich = lambda ctx: None  # the metavar says it; typer would add the Python type
+        if param.metavar is None and not getattr(param, "is_flag", False):
+            param.metavar = _metavar(param)
+    return command
+
+
+METAVARS = {int: "N", float: "X", Path: "PATH", str: "TEXT"}
+
+
+def _metavar(param: Any) -> str | None:
+    """A metavar in words (N, X, PATH, TEXT; an argument's own name) instead of the Python type typer would show
+    (`<list[Path]>`); None for a flag, which takes no value."""
+    if param.param_type_name == "argument":
+        return param.name.upper()
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    while typing.get_args(annotation) and annotation not in METAVARS:  # list[Path], Path | None → Path
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    return METAVARS.get(annotation)
 
 
 class LazyGroup(TyperGroup):
@@ -110,9 +142,10 @@ app = typer.Typer(
     cls=LazyGroup,
     help="Calibrate the fused decode-MoE Dff cap: sweep, summarize, find the crossover, recommend, report, check.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # `moecal --install-completion` (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain click help at the top level: rich would load every command to list them
+    context_settings={"max_content_width": shutil.get_terminal_size().columns},  # wrap at the terminal's width
 )
 
 
@@ -164,6 +197,19 @@ def _optional_values(argv: list[str]) -> list[str]:
     return out
 
 
+def print_command_help(name: str) -> None:
+    """A command's help, rendered once per width and source state, then read from the cache."""
+    width = shutil.get_terminal_size().columns
+    text = help_cache.cached(name, width)
+    if text is None:
+        group = typer.main.get_command(app)
+        command = load_command(name)
+        text = command.get_help(typer.Context(command, info_name=name, parent=typer.Context(group, info_name="moecal")))
+        text += "\n"
+        help_cache.store(name, width, text)
+    sys.stdout.write(text)
+
+
 def _fail(message: str, code: int = 2) -> None:
     print(f"error: {' '.join(message.split())}", file=sys.stderr)  # one line, whatever the message holds
     sys.exit(code)
@@ -173,6 +219,10 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point (the `moecal` script, `python -m harness`; tests pass `argv`). Exits with the command's code."""
     if argv is not None:  # an in-process call (tests): what a sweep records as its command line
         sys.argv = ["moecal", *argv]
+    asked = help_cache.wants_help(sys.argv[1:], set(COMMANDS))
+    if asked:  # `moecal <command> --help`: from the cache when it is current (harness/help_cache.py)
+        print_command_help(asked)
+        sys.exit(0)
     try:
         code = app(args=_optional_values(sys.argv[1:]), prog_name="moecal", standalone_mode=False)
     except USAGE_ERROR as exc:
@@ -187,6 +237,13 @@ def main(argv: list[str] | None = None) -> None:
         _fail("aborted", 130)
     except InputError as exc:
         _fail(str(exc))
+    except ModuleNotFoundError as exc:  # an optional backend library: name the extra that installs it
+        from harness.install_hint import missing_module_hint
+
+        hint = missing_module_hint(exc.name)
+        if hint is None:
+            raise
+        _fail(f"{' '.join(sys.argv[:2])}: {hint}")
     except OSError as exc:  # read-only folder, disk full, vanished file: say which file, not where in the code
         _fail(f"{exc.filename or '(file)'}: {exc.strerror or exc}")
     except UnicodeDecodeError as exc:

@@ -38,6 +38,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import InputError
+from harness.install_hint import missing_module_hint
 from harness.measure import Point, ProgressHook, SweepPlan, measure_point
 from harness.results import RUN_KEY, SAMPLE_COLUMNS, point_key, point_keys, read_samples, run_key
 from harness.rundir import SampleWriter, truncate_torn_tail
@@ -45,7 +46,6 @@ from harness.rundir import SampleWriter, truncate_torn_tail
 if TYPE_CHECKING:
     from harness.sweep import Sweep
 
-FLEET_EXTRA = "install the 'fleet' extra: pip install -e '.[fleet]'"
 WORKER_COLUMNS = [*RUN_KEY, "host", "device_id", "worker_pid", "timestamp"]
 # A worker that dies this many times in a row without finishing a run is given up (a crash loop, not a lost machine).
 MAX_DEATHS_IN_A_ROW = 3
@@ -56,7 +56,7 @@ def require_ray(option: str) -> ModuleType:
     try:
         import ray
     except ImportError:
-        raise InputError(option, "", f"Ray is not installed; {FLEET_EXTRA}") from None
+        raise InputError(option, "", missing_module_hint("ray")) from None
     return ray
 
 

@@ -83,7 +83,7 @@ def test_without_ray_workers_and_fleet_name_the_extra(tmp_path, monkeypatch, cap
     for args in (("sweep", config, "--workers", "2", "--out", tmp_path / "run"), ("fleet", fleet_file)):
         code, err = _cli(monkeypatch, capsys, *args)
         assert code == 2 and len(err.strip().splitlines()) == 1, err
-        assert err.startswith("error: ") and "install the 'fleet' extra: pip install -e '.[fleet]'" in err
+        assert err.startswith("error: ") and "(the 'fleet' extra): pip install -e '.[fleet]'" in err
     assert not (tmp_path / "run").exists()
     code, err = _cli(monkeypatch, capsys, "sweep", config, "--workers", "0", "--dry-run")
     assert code == 2 and err.strip() == "error: --workers: expected a positive number or 'auto', got '0'"

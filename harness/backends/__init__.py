@@ -29,7 +29,10 @@ def availability(name: str) -> tuple[bool, str]:
     try:
         return backend_class(name).availability()
     except Exception as exc:  # an import error in an optional dependency is a reason, not a crash
-        return False, f"{type(exc).__name__}: {exc}"
+        from harness.install_hint import missing_module_hint
+
+        hint = missing_module_hint(exc.name) if isinstance(exc, ModuleNotFoundError) else None
+        return False, hint or f"{type(exc).__name__}: {exc}"
 
 
 @dataclass(frozen=True)

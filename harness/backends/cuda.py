@@ -32,6 +32,7 @@ from harness.backends.cuda_source import (
     KERNEL_NAMES,
     KernelVariant,
 )
+from harness.install_hint import install_command
 from harness.layer import QuantLayer, QuantMatrix, round_to_dtype
 from harness.shapes import MoeShape
 
@@ -222,7 +223,7 @@ class CudaBackend(Backend):
         try:
             import cupy
         except ImportError as exc:
-            return False, f"CuPy is not installed ({exc}); install it with `pip install 'moecal[cuda]'`"
+            return False, f"CuPy is not installed ({exc}); install it with `{install_command('cuda')}`"
         try:
             count = cupy.cuda.runtime.getDeviceCount()
         except Exception as exc:  # CUDARuntimeError: no driver, insufficient driver, no device

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.backends.cuda_source import KernelVariant, all_variants
+from harness.install_hint import install_command
 
 # Ampere (A100, RTX 30), Ada (RTX 40, L4), Hopper (H100/H200), Blackwell (B200; RTX 50; GB10 = sm_121).
 SUPPORTED_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121")
@@ -64,7 +65,7 @@ def nvrtc_status() -> tuple[bool, str]:
     except Exception as exc:  # ImportError without cupy, RuntimeError/OSError when libnvrtc is missing
         return False, (
             f"NVRTC cannot be loaded ({type(exc).__name__}: {exc}); "
-            "install the extra: pip install -e '.[nvrtc]' (cupy-cuda13x + nvidia-cuda-nvrtc==13.0.*)"
+            f"install the extra: {install_command('nvrtc')} (cupy-cuda13x + nvidia-cuda-nvrtc==13.0.*)"
         )
     return True, f"NVRTC {major}.{minor}"
 

@@ -21,6 +21,7 @@ import numpy as np
 from harness import resources
 from harness.backends.base import Backend
 from harness.backends.base import Path as StepPath
+from harness.install_hint import install_command
 from harness.layer import QuantLayer
 
 METAL_SOURCE = resources.kernel_dir() / "metal" / "moe_fused.metal"
@@ -134,7 +135,7 @@ class MetalBackend(Backend):
                 return False, "MLX is installed but sees no Metal GPU (mx.metal.is_available() is False)"
             return True, f"MLX {mx.__version__} on Metal"
         except ImportError as exc:
-            return False, f"MLX is not installed ({exc}); install it with `pip install 'moecal[metal]'`"
+            return False, f"MLX is not installed ({exc}); install it with `{install_command('metal')}`"
         except Exception as exc:  # a broken install is a reason to print, never a crash of `doctor`
             return False, f"MLX failed to start: {type(exc).__name__}: {exc}"
 

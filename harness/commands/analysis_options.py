@@ -20,30 +20,44 @@ from harness.stats import CONFIDENCE, MARGIN, family_labels
 
 InputArg = Annotated[
     Path,
-    typer.Argument(help="a run directory, a samples.csv, a summary.csv or an mlxcel sweep CSV", show_default=False),
+    typer.Argument(
+        metavar="INPUT", help="a run directory, a samples.csv, a summary.csv or an mlxcel sweep CSV", show_default=False
+    ),
 ]
 RunsArg = Annotated[
     list[Path],
     typer.Argument(
+        metavar="RUN",
         help="one input (as above), or several runs (backends, devices) for one per-backend defaults table",
         show_default=False,
     ),
 ]
 ExcludeOpt = Annotated[
     list[str] | None,
-    typer.Option("--exclude", help="model to mark null (repeatable); NAME=why records the reason", show_default=False),
+    typer.Option(
+        "--exclude",
+        metavar="NAME[=WHY]",
+        help="model to mark null (repeatable); NAME=why records the reason",
+        show_default=False,
+    ),
 ]
-ConfidenceOpt = Annotated[float, typer.Option(help="confidence level of every interval")]
+ConfidenceOpt = Annotated[float, typer.Option(metavar="LEVEL", help="confidence level of every interval")]
 MarginOpt = Annotated[
     float,
-    typer.Option(min=0.0, max=0.49, help="practical margin δ: a path wins only beyond 1 ± δ (0.01 = 1%)"),
+    typer.Option(
+        min=0.0, max=0.49, metavar="DELTA", help="practical margin δ: a path wins only beyond 1 ± δ (0.01 = 1%)"
+    ),
 ]
 CurrentDefaultOpt = Annotated[
     int | None,
-    typer.Option(min=1, help="the cap in force now (default: the run's current_default)", show_default=False),
+    typer.Option(
+        min=1, metavar="DFF", help="the cap in force now (default: the run's current_default)", show_default=False
+    ),
 ]
 GridOpt = Annotated[int, typer.Option(min=1, help="recommended caps are multiples of this")]
-InterpolationOpt = Annotated[str, typer.Option(help="linear | log2: how the ratio is interpolated between Dffs")]
+InterpolationOpt = Annotated[
+    str, typer.Option(metavar="linear|log2", help="linear | log2: how the ratio is interpolated between Dffs")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print exactly one JSON object instead of tables")]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -10,6 +11,8 @@ from rich.table import Table
 
 from harness import resources
 from harness import sweep as sweeps
+from harness.commands.analysis_options import JsonOpt
+from harness.plan_estimate import last_run
 
 
 def _bytes(n: int | None) -> str:
@@ -22,39 +25,82 @@ def _bytes(n: int | None) -> str:
     return str(n)
 
 
+def plan_record(plan: sweeps.Sweep) -> dict[str, object]:
+    """The plan as data (what `--json` prints and the table shows): points, runs, memory and the time estimate,
+    calibrated by the last run of this config on this machine when there is one (harness/plan_estimate.py)."""
+    per_point_runs = plan.plan.rounds + plan.plan.warmup_runs
+    points, model_s, unknown, timed = [], 0.0, False, 0
+    for point in plan.points:
+        estimate = point.run_seconds_estimate
+        seconds = None
+        if not point.skip_reason:
+            timed += len(point.arms) * plan.plan.rounds
+            if estimate is None:
+                unknown = True
+            else:
+                seconds = estimate * len(point.arms) * per_point_runs
+                model_s += seconds
+        points.append(
+            {
+                "point": point.label,
+                "dff": point.key.get("dff", ""),
+                "arms": [f"{a}({point.caps[a]})" if point.caps[a] != "" else a for a in point.arms],
+                "runs": len(point.arms) * (1 if point.skip_reason else plan.plan.rounds),
+                "memory_bytes": point.memory_bytes,
+                "model_seconds": seconds,
+                "skip": point.skip_reason or None,
+            }
+        )
+    calibration = last_run(plan.run_dir.parent, plan.meta, exclude=plan.run_dir)
+    if calibration is not None:
+        total = calibration.estimate(timed)
+        source = (
+            f"scaled from {calibration.run_dir.name}: {calibration.rows} timed runs in "
+            f"{calibration.wall_seconds / 60:.1f} min on this machine"
+        )
+    else:
+        total = model_s
+        source = "from the workload's per-run model; no earlier run of this config here to calibrate it" + (
+            "; plus runs of unknown length" if unknown else ""
+        )
+    return {
+        "config": plan.config.name,
+        "backend": plan.meta["backend"],
+        "workload": plan.config.workload.kind,
+        "points": points,
+        "timed_runs": timed,
+        "rounds": plan.plan.rounds,
+        "warmup_runs": plan.plan.warmup_runs,
+        "order": plan.plan.order,
+        "estimated_seconds": round(total, 1),
+        "estimate_source": source,
+        "run_dir": str(plan.run_dir),
+    }
+
+
 def print_plan(plan: sweeps.Sweep) -> None:
+    record = plan_record(plan)
     table = Table(title=f"plan: {plan.config.name} ({plan.meta['backend']}, {plan.config.workload.kind})")
     for column in ("point", "dff", "arms", "runs", "memory", "est. time", "note"):
-        table.add_column(column, justify="left" if column in ("point", "arms", "note") else "right")
-    total_runs, total_s, unknown = 0, 0.0, False
-    per_point_runs = plan.plan.rounds + plan.plan.warmup_runs
-    for point in plan.points:
-        runs = len(point.arms) * (1 if point.skip_reason else plan.plan.rounds)
-        total_runs += runs
-        estimate = point.run_seconds_estimate
-        if point.skip_reason:
-            seconds = 0.0
-        elif estimate is None:
-            seconds, unknown = 0.0, True
-        else:
-            seconds = estimate * len(point.arms) * per_point_runs
-        total_s += seconds
+        justify = "left" if column in ("point", "arms", "note") else "right"
+        table.add_column(column, justify=justify, overflow="fold")  # fold: a name is never cut to "…"
+    for point in record["points"]:
         table.add_row(
-            point.label,
-            str(point.key.get("dff", "")),
-            ",".join(f"{a}({point.caps[a]})" if point.caps[a] != "" else a for a in point.arms),
-            str(runs),
-            _bytes(point.memory_bytes),
-            "-" if estimate is None or point.skip_reason else f"{seconds:.0f} s",
-            f"skip: {point.skip_reason}" if point.skip_reason else "",
+            point["point"],
+            str(point["dff"]),
+            ",".join(point["arms"]),
+            str(point["runs"]),
+            _bytes(point["memory_bytes"]),
+            "-" if point["model_seconds"] is None else f"{point['model_seconds']:.0f} s",
+            f"skip: {point['skip']}" if point["skip"] else "",
         )
     console = Console()
     console.print(table)
-    estimate_text = f"~{total_s / 60:.1f} min" + (" + runs of unknown length" if unknown else "")
     console.print(
-        f"{len(plan.points)} points, {total_runs} timed runs ({plan.plan.rounds} rounds, "
-        f"{plan.plan.warmup_runs} warm-up per arm, order {plan.plan.order}); estimated {estimate_text}; "
-        f"results → {plan.run_dir}"
+        f"{len(plan.points)} points, {record['timed_runs']} timed runs ({plan.plan.rounds} rounds, "
+        f"{plan.plan.warmup_runs} warm-up per arm, order {plan.plan.order}); estimated "
+        f"~{record['estimated_seconds'] / 60:.1f} min ({record['estimate_source']}); results → {plan.run_dir}",
+        highlight=False,
     )
     measure = plan.config.measure
     if measure.refine_budget_runs and plan.config.workload.kind == "layer":
@@ -76,9 +122,14 @@ def plan(
     config: Path = typer.Argument(..., help="Sweep config (YAML file, or a preset name: moecal presets)."),
     backend: str | None = typer.Option(None, "--backend", help="Override the config's backend."),
     rounds: int | None = typer.Option(None, "--rounds", min=1, help="Override measure.rounds."),
+    as_json: JsonOpt = False,
 ) -> None:
     """Print the run plan (points × arms × rounds), memory per point and a time estimate; runs nothing."""
-    print_plan(sweeps.prepare(resources.config_argument(config), backend=backend, rounds=rounds))
+    prepared = sweeps.prepare(resources.config_argument(config), backend=backend, rounds=rounds)
+    if as_json:
+        typer.echo(json.dumps(plan_record(prepared), indent=1))
+        return
+    print_plan(prepared)
 
 
 def register(app: typer.Typer) -> None:

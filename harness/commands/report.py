@@ -26,9 +26,10 @@ from harness.report import read_sidecar, write_report
 
 def report(
     input_paths: RunsArg,
-    out: Annotated[Path, typer.Option(help="folder for the addendum and the plot")] = Path("reports"),
+    out: Annotated[Path, typer.Option(metavar="DIR", help="folder for the addendum and the plot")] = Path("reports"),
     previous: Annotated[
-        Path | None, typer.Option(help="an earlier run (any input form) to compare with", show_default=False)
+        Path | None,
+        typer.Option(metavar="RUN", help="an earlier run (any input form) to compare with", show_default=False),
     ] = None,
     exclude: ExcludeOpt = None,
     current_default: CurrentDefaultOpt = None,

@@ -5,6 +5,7 @@ another file."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,7 @@ from harness.commands.analysis_options import (
     ConfidenceOpt,
     ExcludeOpt,
     InputArg,
+    JsonOpt,
     MarginOpt,
     build_options,
     print_summary,
@@ -33,16 +35,23 @@ def summarize(
     confidence: ConfidenceOpt = 0.95,
     margin: MarginOpt = 0.01,
     out: Annotated[
-        Path | None, typer.Option(help="summary.csv to write (default: INPUT/summary.csv for a run directory)")
+        Path | None,
+        typer.Option(metavar="CSV", help="summary.csv to write (default: INPUT/summary.csv for a run directory)"),
     ] = None,
-    mlxcel: Annotated[Path | None, typer.Option(help="also write the summary as an mlxcel sweep CSV here")] = None,
+    mlxcel: Annotated[
+        Path | None, typer.Option(metavar="CSV", help="also write the summary as an mlxcel sweep CSV here")
+    ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Medians, the fused/fallback estimate with its t interval, and a verdict against the margin, per point."""
     options = build_options(exclude, confidence, margin)
     loaded = load_input(input_path)
     analysis = analyse(loaded, options)
-    console = Console()
-    print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, confidence)
+    console = Console(stderr=as_json)  # with --json, stdout holds the one JSON object and nothing else
+    if as_json:
+        typer.echo(json.dumps({"points": analysis.as_json()["points"], **options.settings()}, indent=1))
+    else:
+        print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, confidence)
     if out is None and input_path.is_dir():
         if stored_reason(input_path) is None:
             out = input_path / "summary.csv"

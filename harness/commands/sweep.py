@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -10,10 +12,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from harness import resources
+from harness import noise_check, resources
 from harness import sweep as sweeps
 from harness.analysis import write_summary
 from harness.backends import BackendUnavailable
+from harness.commands.analysis_options import JsonOpt
 from harness.commands.plan import print_plan
 from harness.errors import InputError
 from harness.report import write_report
@@ -43,7 +46,10 @@ def quick_table_view(run_dir: Path) -> Table:
     table = Table(title=f"{run_dir} (median tok/s; ratio: geometric-mean fused/fallback, as in the addendum)")
     columns = ("model", "d_model", "dff", "fallback", "fused", "ratio", "tokens", "dispatch", "ok", "fail", "skip")
     for column in columns:
-        table.add_column(column, justify="left" if column in ("model", "tokens", "dispatch") else "right")
+        # a model name folds onto a second line, never cut to "…" (a log or a pipe is 80 columns wide)
+        table.add_column(
+            column, justify="left" if column in ("model", "tokens", "dispatch") else "right", overflow="fold"
+        )
     for row in sweeps.quick_table(run_dir).to_dict("records"):
         table.add_row(
             str(row["model"]) + (" (decode)" if row["workload"] == "decode" else ""),
@@ -101,6 +107,7 @@ def sweep(
         help="Spread the points over N Ray workers on this node (N or auto), one device each: one GPU per worker on "
         "cuda; on cpu the workers share the cores, so their timings interfere. Needs the 'fleet' extra.",
     ),
+    as_json: JsonOpt = False,
 ) -> None:
     """Run the sweep: per point, warm-up, then rounds in which every arm runs once in rotating order.
 
@@ -136,10 +143,13 @@ def sweep(
     todo = sweeps.pending(plan)
     if not (todo or plan.plan.adaptive):  # adaptive points may add rounds beyond the planned ones
         console.print(f"run directory: {plan.run_dir}  (0 runs to do)")
-        _finish(plan, written=0, report=report, report_dir=report_dir)
+        _finish(plan, written=0, report=report, report_dir=report_dir, as_json=as_json)
         return
     with sweeps.writing(plan):  # held through the summary and the addendum: they are this run's files too
         console.print(f"run directory: {plan.run_dir}  ({todo} runs to do)")
+        busy = noise_check.advice(noise_check.findings())
+        if busy:
+            console.print(busy, highlight=False, markup=False)
         with Progress(*PROGRESS_COLUMNS, console=console, transient=False) as progress:
             task = progress.add_task("sweep", total=todo)
 
@@ -147,11 +157,13 @@ def sweep(
                 progress.update(task, advance=1, description=message[:60])
 
             written = sweeps.execute(plan, on_run, workers)
-        _finish(plan, written, report, report_dir)
+        _finish(plan, written, report, report_dir, as_json)
 
 
-def _finish(plan: sweeps.Sweep, written: int, report: bool, report_dir: Path | None) -> None:
-    """The final table, then summary + addendum + plot when this sweep measured something new."""
+def _finish(plan: sweeps.Sweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
+    """The final table, then summary + addendum + plot when this sweep measured something new. With --json the
+    result is one JSON object on stdout (the run's files and the decision) and everything else goes to stderr."""
+    result: dict[str, object] = {"run_dir": str(plan.run_dir), "runs_written": written}
     no_result = sweeps.why_no_result(plan.run_dir)
     if no_result:  # nothing to summarize: an addendum would state a decision no measurement supports
         message, failed = no_result
@@ -159,17 +171,27 @@ def _finish(plan: sweeps.Sweep, written: int, report: bool, report_dir: Path | N
             print(f"error: {plan.run_dir / 'samples.csv'}: {message}", file=sys.stderr)
             raise typer.Exit(1)
         console.print(f"{plan.run_dir / 'samples.csv'}: {message}: nothing to summarize or report")
+        _emit({**result, "note": f"{message}: nothing to summarize or report"}, as_json)
         return
-    Console().print(quick_table_view(plan.run_dir))
+    (console if as_json else Console()).print(quick_table_view(plan.run_dir))
+    result["samples"] = str(plan.run_dir / "samples.csv")
     console.print(f"samples:  {plan.run_dir / 'samples.csv'}\nmeta:     {plan.run_dir / 'meta.json'}")
     if not written:
         console.print(f"nothing new measured: no file changed (`moecal report {plan.run_dir}` re-reports it)")
+        _emit({**result, "note": "nothing new measured"}, as_json)
         return
     if report:
         summary = write_summary(plan.run_dir)
         md_path, png_path, decision = write_report(plan.run_dir, report_dir or plan.run_dir)
         console.print(f"summary:  {summary}\naddendum: {md_path}\nplot:     {png_path}")
         console.print(f"decision: {decision.action} — {decision.reason}\napply:    {decision.apply}")
+        result.update(summary=str(summary), addendum=str(md_path), plot=str(png_path), decision=asdict(decision))
+    _emit(result, as_json)
+
+
+def _emit(result: dict[str, object], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(result, indent=1))
 
 
 def register(app: typer.Typer) -> None:
