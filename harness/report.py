@@ -303,6 +303,8 @@ def _findings(data: dict[str, object]) -> list[str]:
     unstable = [md_text(_name(p, several)) for p in d["points"] if p["unstable"]]
     if unstable:
         out.append(f"- Unstable (an arm's robust spread > 5%): {', '.join(unstable)}.")
+    if data["previous"]:
+        out += _previous_findings(data["previous"])
     return out
 
 
@@ -501,10 +503,16 @@ def _previous_findings(prev: dict[str, object]) -> list[str]:
         f"- Previous sweep ({prev['date']}, {md_text(prev['library_pin'])}, {md_code(prev['raw_data'])}): "
         f"crossover {then}, recommended cap {prev['recommended_cap']} ({prev['action']})."
     ]
+    comparison = prev.get("comparison") or {"crossover": [], "points": []}
+    out.extend(f"  - {md_text(s['family'])}: {s['text']}" for s in comparison["crossover"])
+    changes = {(c["model"], c["dff"]): c for c in comparison["points"]}
     for p in prev["points"]:
         ratios = f"estimate {_fmt(p['ratio_before'], 4)} → {_fmt(p['ratio_now'], 4)}"
+        c = changes.get((p["model"], p["dff"]))
+        change = f", change ×{c['change']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]: {c['verdict']}" if c else ""
         out.append(
             f"  - {md_text(p['model'])} ({p['dff']}): {ratios}, verdict {p['verdict_before']} → {p['verdict_now']}"
+            f"{change}"
         )
     if prev["not_compared"]:
         out.append(f"  - {prev['not_compared']} points had no comparable counterpart and were not compared.")
