@@ -12,13 +12,9 @@ decline the checkpoint) is a skipped point unless the sweep runs with --measure-
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 from harness.config import CommandWorkload as CommandSettings
@@ -26,6 +22,7 @@ from harness.config import ModelEntry, SweepConfig
 from harness.errors import InputError
 from harness.measure import Point, RunFailed, RunOutcome
 from harness.parity import agreement, capture_file, capture_regex
+from harness.proc import run_with_deadline
 
 TAIL_CHARS = 400
 
@@ -33,12 +30,6 @@ TAIL_CHARS = 400
 def _tail(text: str) -> str:
     text = text.strip().replace("\r", "")
     return text[-TAIL_CHARS:].replace("\n", " | ")
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the run's whole process group (its session); nothing to do once it is gone."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def argv_for(settings: CommandSettings, model: ModelEntry) -> list[str]:
@@ -67,37 +58,18 @@ class CommandRunner:
     def run(self, path: str) -> RunOutcome:
         if self.output_file is not None:
             self.output_file.unlink(missing_ok=True)  # a stale file must not pass for this run's output
-        started = time.perf_counter()
         try:
-            # its own session (process group), so a timeout can kill the benchmark and every child it started
-            proc = subprocess.Popen(
-                self.argv,
-                env=self.environment(path),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                errors="replace",
-                start_new_session=True,
-            )
+            finished = run_with_deadline(self.argv, self.environment(path), self.settings.timeout_s)
         except OSError as exc:
             raise RunFailed(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
-        try:
-            stdout, stderr = proc.communicate(timeout=self.settings.timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            stdout, _ = proc.communicate()
-            raise RunFailed(f"timed out after {self.settings.timeout_s:g}s; stdout tail: {_tail(stdout)}") from None
-        except BaseException:  # Ctrl-C or a kill of the sweep: leave no benchmark behind
-            _kill_group(proc)
-            proc.wait()
-            raise
-        finally:
-            _kill_group(proc)  # children the benchmark left running after it exited belong to this run too
-        seconds = time.perf_counter() - started
+        stdout, stderr, seconds = finished.stdout, finished.stderr, finished.seconds
+        if finished.timed_out:
+            raise RunFailed(f"timed out after {self.settings.timeout_s:g}s; stdout tail: {_tail(stdout)}")
         output = stdout + "\n" + stderr
-        if proc.returncode != 0:
-            raise RunFailed(f"exit code {proc.returncode}; stderr tail: {_tail(stderr)}; stdout tail: {_tail(stdout)}")
+        if finished.returncode != 0:
+            raise RunFailed(
+                f"exit code {finished.returncode}; stderr tail: {_tail(stderr)}; stdout tail: {_tail(stdout)}"
+            )
         matches = self.metric.findall(output)
         if not matches:
             raise RunFailed(f"metric_regex did not match; stdout tail: {_tail(stdout)}")
