@@ -485,6 +485,7 @@ def write_report(
     md_path = out_dir / data["plot"].replace(".png", ".md")
     _refuse_overwrite(md_path, data["raw_data"])
     refuse_stored(out_dir / data["plot"], "write the report somewhere else (--out / --report-dir)")
+    refuse_stored(md_path, "write the report somewhere else (--out / --report-dir)")  # also: never through a link
     png_path = write_plot(data, out_dir / data["plot"])
     md_path.write_text(_block(data) + render_markdown(data), encoding="utf-8")
     d = data["decision"]
