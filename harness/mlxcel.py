@@ -89,8 +89,8 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
     runs = _run_columns(path, list(frame.columns))
     first_line = data_line(path, 0)
     run_id = str(provenance.get("run_id") or path.stem)
-    dff = _numbers(frame, path, "dff", first_line)
-    bad = np.isnan(dff) | (dff <= 0) | (dff != np.floor(dff))
+    dff, _ = _numbers(frame, path, "dff", first_line)
+    bad = ~(np.isfinite(dff) & (dff > 0)) | (dff != np.floor(dff))
     if bad.any():
         first = int(np.argmax(bad))
         cell = frame["dff"].iloc[first]
@@ -112,8 +112,8 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
     columns = [(arm, index, column) for arm, names in runs.items() for index, column in enumerate(names)]
     blocks = []
     for block, (arm, index, column) in enumerate(columns):
-        tok_s = _numbers(frame, path, column, first_line)
-        measured = ~np.isnan(tok_s)
+        tok_s, missing = _numbers(frame, path, column, first_line)
+        measured = ~missing
         bad = measured & ~(np.isfinite(tok_s) & (tok_s > 0))
         if bad.any():
             line = first_line + int(np.argmax(bad))
@@ -153,22 +153,23 @@ def _plain(value: object) -> object:
     return value.item() if hasattr(value, "item") else value  # numpy scalar → plain number for a message
 
 
-def _numbers(frame: pd.DataFrame, path: Path, column: str, first_line: int) -> np.ndarray:
-    """A column as floats, NaN where the cell is NA or empty; a cell that is neither a number nor NA is an
-    InputError naming its line. A column pandas already read as numbers needs no per-cell look."""
+def _numbers(frame: pd.DataFrame, path: Path, column: str, first_line: int) -> tuple[np.ndarray, np.ndarray]:
+    """A column as floats and where it is NA or empty (a cell reading `NaN` is a number, not NA: the checks
+    refuse it); a cell that is neither a number nor NA is an InputError naming its line. A column pandas already
+    read as numbers needs no per-cell look."""
     cells = frame[column]
+    missing = cells.isna().to_numpy()
     if cells.dtype != object:
-        return cells.to_numpy(float)
+        return cells.to_numpy(float), missing
     values = np.full(len(cells), np.nan)
-    for position, cell in enumerate(cells.to_numpy()):
-        if cell is None or (isinstance(cell, float) and np.isnan(cell)):
-            continue
+    for position in np.flatnonzero(~missing):
+        cell = cells.iloc[position]
         try:
             values[position] = float(cell)
         except (TypeError, ValueError):
             problem = f"line {first_line + position}: {cell!r} is neither a number nor NA"
             raise InputError(str(path), column, problem) from None
-    return values
+    return values, missing
 
 
 def _skipped(point: pd.DataFrame, rows: pd.DataFrame, runs_per_row: int) -> list[str]:
