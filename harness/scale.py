@@ -49,6 +49,8 @@ FLEET_EXTRA = "install the 'fleet' extra: pip install -e '.[fleet]'"
 WORKER_COLUMNS = [*RUN_KEY, "host", "device_id", "worker_pid", "timestamp"]
 # A worker that dies this many times in a row without finishing a run is given up (a crash loop, not a lost machine).
 MAX_DEATHS_IN_A_ROW = 3
+RESTART_WAIT_S = 60.0  # how long a dead worker may take to come back before its thread gives up
+LOOPBACK = "127.0.0.1"  # where the private Ray instance of --workers listens
 
 
 def require_ray(option: str) -> ModuleType:
@@ -72,15 +74,52 @@ def parse_workers(text: str) -> int | None:
 def connect(ray: ModuleType, address: str | None) -> None:
     """Join the Ray cluster at `address` (None: start a private one on this node), unless this process already has.
 
-    Worker output stays out of the driver's terminal: rows and errors come back as values, not log lines.
+    The private instance of `--workers` binds to the loopback address (nothing on the network can join it or
+    submit work to it) and has no dashboard. Worker output stays out of the driver's terminal: rows and errors come
+    back as values, not log lines. What Ray itself prints while connecting is held back: after a failure the one
+    error line replaces it, after a success it is passed on.
     """
     if ray.is_initialized():
         return
-    try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        where = address or "(local)"
-        raise InputError("--address", where, f"cannot join the Ray cluster: {exc}".splitlines()[0]) from None
+    private = {} if address else {"_node_ip_address": LOOPBACK}
+    with _held_stderr() as held:
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False, **private)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            held.failed = True  # Ray's own log lines about the failure: the error line below replaces them
+            where = address or "(local)"
+            raise InputError("--address", where, f"cannot join the Ray cluster: {exc}".splitlines()[0]) from None
+
+
+class _Held:
+    """What was written to file descriptor 2 while held; `failed` drops it instead of passing it on."""
+
+    def __init__(self, file: Any):
+        self.file = file
+        self.failed = False
+
+    def text(self) -> str:
+        sys.stderr.flush()
+        self.file.seek(0)
+        return self.file.read().decode(errors="replace")
+
+
+@contextlib.contextmanager
+def _held_stderr() -> Iterator[_Held]:
+    """Redirect file descriptor 2 (Ray's C++ parts and Python logging write there) into a temporary file."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as file:
+        held = _Held(file)
+        os.dup2(file.fileno(), 2)
+        try:
+            yield held
+        finally:
+            text = held.text()
+            os.dup2(saved, 2)
+            os.close(saved)
+            if text and not held.failed:
+                os.write(2, text.encode())
 
 
 @dataclass(frozen=True)
@@ -334,7 +373,10 @@ def _worker_loop(ray: ModuleType, pool: Pool, actor: Any, index: int, errors: li
 
 def _wait_until_restarted(ray: ModuleType, actor: Any) -> bool:
     """Block until Ray has restarted the actor (on a machine with its resources, whenever one is there); False when
-    it is gone for good (killed without restart)."""
+    it is gone for good (still failing after RESTART_WAIT_S). A call that lands while
+    Ray is still restarting it can fail like a dead actor's, so that alone is no reason to give up (giving up
+    early left points unmeasured: "their workers kept dying")."""
+    deadline = time.monotonic() + RESTART_WAIT_S
     while True:
         try:
             ray.get(actor.ready.remote())
@@ -342,7 +384,9 @@ def _wait_until_restarted(ray: ModuleType, actor: Any) -> bool:
         except ray.exceptions.ActorUnavailableError:
             time.sleep(0.5)
         except ray.exceptions.RayActorError:
-            return False
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
 
 
 def _record(pool: Pool, streamed: dict[str, object]) -> None:
