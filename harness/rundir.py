@@ -23,7 +23,11 @@ addendum. The rules that keep runs trustworthy live here, in one place:
 - **Segments.** meta.json keeps the first segment's provenance at the top level (what reports show) and one entry
   per segment (every start of a sweep into the directory that wrote rows) under `segments`: start, end, rows,
   harness commit and dirty flag, kernel source hash, launch settings, command. Resuming with another kernel hash or
-  launch setting than an earlier segment is refused unless allowed (`--allow-mixed`), and then recorded.
+  launch setting than an earlier segment is refused unless allowed (`--allow-mixed`), and then recorded. A
+  segment's rows and end are rewritten after every row, so a sweep killed without warning still says how far it got.
+- **No links.** A symbolic link in a run directory would carry a write (an append to samples.csv, the lock, a
+  report) to a file outside it: such a directory is refused (`refuse_links`), and every file is opened with
+  O_NOFOLLOW or replaced by a rename (which replaces a link instead of following it).
 """
 
 from __future__ import annotations
@@ -236,7 +240,7 @@ def segments(meta: Mapping[str, object]) -> list[dict]:
 
 
 def new_segment(meta: Mapping[str, object]) -> dict[str, object]:
-    """This process's segment entry, from its provenance (end and rows are filled in when it closes)."""
+    """This process's segment entry, from its provenance (end and rows are filled in as rows are appended)."""
     return {"start": _now(), "end": "", "rows": 0, **{k: meta[k] for k in SEGMENT_KEYS if k in meta}}
 
 
