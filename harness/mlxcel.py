@@ -159,7 +159,7 @@ def _numbers(frame: pd.DataFrame, path: Path, column: str, first_line: int) -> t
     read as numbers needs no per-cell look."""
     cells = frame[column]
     missing = cells.isna().to_numpy()
-    if cells.dtype != object:
+    if pd.api.types.is_numeric_dtype(cells):
         return cells.to_numpy(float), missing
     values = np.full(len(cells), np.nan)
     for position in np.flatnonzero(~missing):
