@@ -49,8 +49,8 @@ FLEET_EXTRA = "install the 'fleet' extra: pip install -e '.[fleet]'"
 WORKER_COLUMNS = [*RUN_KEY, "host", "device_id", "worker_pid", "timestamp"]
 # A worker that dies this many times in a row without finishing a run is given up (a crash loop, not a lost machine).
 MAX_DEATHS_IN_A_ROW = 3
+CONNECT_TIMEOUT_S = 5.0  # `fleet --address`: how long the head node may take to accept a TCP connection
 RESTART_WAIT_S = 60.0  # how long a dead worker may take to come back before its thread gives up
-LOOPBACK = "127.0.0.1"  # where the private Ray instance of --workers listens
 
 
 def require_ray(option: str) -> ModuleType:
@@ -74,21 +74,42 @@ def parse_workers(text: str) -> int | None:
 def connect(ray: ModuleType, address: str | None) -> None:
     """Join the Ray cluster at `address` (None: start a private one on this node), unless this process already has.
 
-    The private instance of `--workers` binds to the loopback address (nothing on the network can join it or
-    submit work to it) and has no dashboard. Worker output stays out of the driver's terminal: rows and errors come
-    back as values, not log lines. What Ray itself prints while connecting is held back: after a failure the one
-    error line replaces it, after a success it is passed on.
+    The private instance of `--workers` has no dashboard. It cannot be kept to the loopback address: Ray replaces
+    a `_node_ip_address` of 127.0.0.1 by the node's own address, and its gRPC servers listen on every interface;
+    what guards it is Ray's token authentication (`RAY_AUTH_MODE`, on by default in the Ray this was tested with).
+    Worker output stays out of the driver's terminal: rows and errors come back as values, not log lines. What Ray
+    itself prints while connecting is held back: after a failure the one error line replaces it, after a success
+    it is passed on.
     """
     if ray.is_initialized():
         return
-    private = {} if address else {"_node_ip_address": LOOPBACK}
+    if address:
+        check_reachable(address)
     with _held_stderr() as held:
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False, **private)
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             held.failed = True  # Ray's own log lines about the failure: the error line below replaces them
             where = address or "(local)"
             raise InputError("--address", where, f"cannot join the Ray cluster: {exc}".splitlines()[0]) from None
+
+
+def check_reachable(address: str) -> None:
+    """Refuse an address nothing answers at, in CONNECT_TIMEOUT_S: Ray itself retries such an address for minutes,
+    printing a log line every few seconds, instead of failing. `auto` (the cluster `ray start` runs here) is Ray's
+    to find."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError("--address", address, "expected HOST:PORT (the head node's GCS address, e.g. 10.0.0.1:6379)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise InputError(
+            "--address", address, f"cannot join the Ray cluster: nothing answers there ({reason})"
+        ) from None
 
 
 class _Held:
@@ -114,6 +135,9 @@ def _held_stderr() -> Iterator[_Held]:
         os.dup2(file.fileno(), 2)
         try:
             yield held
+        except BaseException:  # a failure, Ctrl-C or a signal: Ray's lines about it are noise next to the error line
+            held.failed = True
+            raise
         finally:
             text = held.text()
             os.dup2(saved, 2)

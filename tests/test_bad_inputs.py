@@ -10,6 +10,7 @@ go through `python -m harness` to check the real entry point prints the same sin
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import json
 import os
 import signal
@@ -212,6 +213,7 @@ def ws(tmp_path_factory, outside) -> Path:
         (ws / script).write_text(text)
     _hostile_config(ws, "leaves-a-child", "leaves-a-child.py", 5)
     _hostile_config(ws, "never-exits", "never-exits.py", 1)
+    (ws / "fleet-ok.yaml").write_text(yaml.safe_dump({"entries": [{"config": str(config), "where": {"hw_a": 1}}]}))
     return ws
 
 
@@ -307,6 +309,10 @@ CASES = [
     ("bench-leaves-a-child", ["sweep", "{ws}/leaves-a-child.yaml", "--out", "{out}/r"], 1, "metric_regex did not"),
     ("bench-never-exits", ["sweep", "{ws}/never-exits.yaml", "--out", "{out}/r"], 1, "timed out after 1s"),
 ]
+if importlib.util.find_spec("ray") is not None:  # the 'fleet' extra (make test installs it)
+    CASES.append(
+        ("fleet-address-unreachable", ["fleet", "{ws}/fleet-ok.yaml", "--address", "127.0.0.1:1"], 2, "nothing answers")
+    )
 
 
 def _snapshot(*folders: Path) -> dict[Path, bytes]:

@@ -76,6 +76,21 @@ def _workers_log(out) -> pd.DataFrame:
 MODELS = [{"name": f"m{dff}", "dff": dff} for dff in (1024, 4096, 8192, 14336)]
 
 
+def _driver(sweep) -> tuple[threading.Thread, list[BaseException]]:
+    """The sweep on two workers in a started thread, and the list that collects what it raised."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            sweeps.execute(sweep, lambda _: None, "2")
+        except BaseException as exc:
+            errors.append(exc)
+
+    driver = threading.Thread(target=run)
+    driver.start()
+    return driver, errors
+
+
 def test_without_ray_workers_and_fleet_name_the_extra(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` sees when the extra is not installed
     config = fake_config(tmp_path)
@@ -148,16 +163,7 @@ def test_a_killed_worker_loses_only_its_run_in_flight(tmp_path, ray_cluster):
     config = _sleeping_config(tmp_path, 0.25, 4, MODELS[:2])
     out = tmp_path / "run"
     sweep = sweeps.prepare(config, out=out)
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            sweeps.execute(sweep, lambda _: None, "2")
-        except BaseException as exc:
-            errors.append(exc)
-
-    driver = threading.Thread(target=run)
-    driver.start()
+    driver, errors = _driver(sweep)
     deadline = time.time() + 60
     while time.time() < deadline and not ((out / "workers.csv").exists() and len(_workers_log(out)) >= 3):
         time.sleep(0.05)
@@ -235,16 +241,7 @@ def test_workers_killed_again_and_again_still_finish_the_sweep(tmp_path, ray_clu
     config = _sleeping_config(tmp_path, 0.1, 3, MODELS)
     out = tmp_path / "run"
     sweep = sweeps.prepare(config, out=out)
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            sweeps.execute(sweep, lambda _: None, "2")
-        except BaseException as exc:
-            errors.append(exc)
-
-    driver = threading.Thread(target=run)
-    driver.start()
+    driver, errors = _driver(sweep)
     kills, seen, deadline = [], 0, time.time() + 180
     while driver.is_alive() and len(kills) < 4 and time.time() < deadline:
         log = _workers_log(out) if (out / "workers.csv").exists() else pd.DataFrame()
