@@ -9,10 +9,14 @@ for a usage error — with exit code 2 (a failed check keeps its own code), neve
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import shutil
+import signal
 import sys
+import threading
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +219,42 @@ def _fail(message: str, code: int = 2) -> None:
     sys.exit(code)
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised where the program is, like KeyboardInterrupt for Ctrl-C: every `finally` and
+    context manager on the way out runs (the benchmark's process tree is killed, the meta.json segment closed, the
+    run directory's lock released), then `main` exits 128 + the signal number with one line."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _signals_as_exceptions() -> Iterator[None]:
+    """While a command runs, SIGTERM and SIGHUP raise Terminated (the first one; later ones are ignored while the
+    cleanup runs). The previous handlers come back afterwards (tests call `main` in-process); off the main thread,
+    where Python cannot set handlers, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        if not received:
+            received.append(signum)
+            raise Terminated(signum)
+
+    previous = {signum: signal.signal(signum, handler) for signum in TERMINATING}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point (the `moecal` script, `python -m harness`; tests pass `argv`). Exits with the command's code."""
     if argv is not None:  # an in-process call (tests): what a sweep records as its command line
@@ -224,7 +264,8 @@ def main(argv: list[str] | None = None) -> None:
         print_command_help(asked)
         sys.exit(0)
     try:
-        code = app(args=_optional_values(sys.argv[1:]), prog_name="moecal", standalone_mode=False)
+        with _signals_as_exceptions():
+            code = app(args=_optional_values(sys.argv[1:]), prog_name="moecal", standalone_mode=False)
     except USAGE_ERROR as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # `moecal` alone: the help, as click would print it
             print(exc.format_message())
@@ -250,4 +291,6 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"(input): not UTF-8 text ({exc.reason} at byte {exc.start})")
     except KeyboardInterrupt:
         _fail("interrupted", 130)
+    except Terminated as exc:
+        _fail(f"terminated by {signal.Signals(exc.signum).name}", 128 + exc.signum)
     sys.exit(code if isinstance(code, int) else 0)

@@ -6,13 +6,16 @@ The schema is a contract with users' config files: keys may be added, never rena
 
 from __future__ import annotations
 
+import contextlib
 import re
 import string
 from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from yaml.composer import ComposerError
+from yaml.constructor import ConstructorError
 
 from harness.errors import InputError
 
@@ -20,6 +23,27 @@ DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
 DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
 PARITY_CHECK_ENV = "MLXCEL_FUSED_MOE_PARITY_CHECK"
 PARITY_THRESHOLD_ENV = "MLXCEL_FUSED_MOE_PARITY_THRESHOLD"
+MAX_CAP = 2**31 - 1  # caps (current_default, fused_cap, --current-default): what a 32-bit signed reader takes
+MAX_DIM = 1 << 20  # Dff and every shape field: far above any model, low enough that sizes derived from it stay sane
+MAX_NESTING = 64  # YAML and JSON inputs: deeper is no config, and would exhaust the parser's recursion
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # what a shell accepts as a variable name (no "=", no NUL)
+
+
+def _no_bool(value: object) -> object:
+    """YAML's `true` would pass as 1 where an integer is meant: refuse it."""
+    if isinstance(value, bool):
+        raise ValueError("expected an integer, got a boolean")
+    return value
+
+
+Dim = Annotated[int, BeforeValidator(_no_bool), Field(gt=0, le=MAX_DIM)]  # a Dff or a shape field
+Cap = Annotated[int, BeforeValidator(_no_bool), Field(ge=0, le=MAX_CAP)]
+
+
+def _env_name(value: str) -> str:
+    if not ENV_NAME.match(value):
+        raise ValueError(f"{value!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+    return value
 
 
 class Strict(BaseModel):
@@ -88,8 +112,8 @@ class CommandWorkload(Strict):
     kind: Literal["command"]
     command: list[str] = Field(min_length=1)
     cap_env: str = DEFAULT_CAP_ENV
-    fused_cap: int = Field(20000, ge=0)
-    fallback_cap: int = Field(1, ge=0)
+    fused_cap: Cap = 20000
+    fallback_cap: Cap = 1
     metric_regex: str = DEFAULT_METRIC_REGEX
     timeout_s: float = Field(600, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
@@ -101,6 +125,18 @@ class CommandWorkload(Strict):
     @classmethod
     def _valid(cls, value: str) -> str:
         return _check_regex(value, 1)
+
+    @field_validator("cap_env")
+    @classmethod
+    def _cap_env(cls, value: str) -> str:
+        return _env_name(value)  # "" or "A=B" would leave both arms unforced
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            _env_name(name)
+        return value
 
     @field_validator("command")
     @classmethod
@@ -155,7 +191,7 @@ class LayerWorkload(QuantSettings):
     """One MoE layer decode step per call, at each model shape × dff in `dff_grid` (the model's own dff if empty)."""
 
     kind: Literal["layer"]
-    dff_grid: list[Annotated[int, Field(gt=0)]] = Field(default_factory=list)
+    dff_grid: list[Dim] = Field(default_factory=list)
     min_run_s: float = Field(0.25, gt=0, description="each timed run repeats steps until it lasts this long")
     copies: int | None = Field(None, ge=1, description="layer copies to rotate over; default sized from the cache")
     decode: LayerDecode | None = None
@@ -176,24 +212,24 @@ class ModelEntry(Strict):
     workloads look `name` up in configs/models.yaml and let any shape field override the catalog."""
 
     name: str = Field(min_length=1)
-    dff: int | None = Field(None, gt=0)
+    dff: Dim | None = None
     model_path: str | None = None
     quant_mode: str = "affine"
-    d_model: int | None = Field(None, gt=0)
-    n_experts: int | None = Field(None, gt=0)
-    top_k: int | None = Field(None, gt=0)
-    layers: int | None = Field(None, gt=0)
-    shared_dff: int | None = Field(None, ge=0)
-    n_heads: int | None = Field(None, gt=0)
-    n_kv_heads: int | None = Field(None, gt=0)
-    head_dim: int | None = Field(None, gt=0)
-    vocab: int | None = Field(None, gt=0)
+    d_model: Dim | None = None
+    n_experts: Dim | None = None
+    top_k: Dim | None = None
+    layers: Dim | None = None
+    shared_dff: Annotated[int, BeforeValidator(_no_bool), Field(ge=0, le=MAX_DIM)] | None = None
+    n_heads: Dim | None = None
+    n_kv_heads: Dim | None = None
+    head_dim: Dim | None = None
+    vocab: Dim | None = None
     args: dict[str, str] = Field(default_factory=dict)
     # command workloads (written by `moecal init`): the checkpoint's family and expert quantization, recorded in
     # the point key, and why the fused kernel is expected to decline it (such points run only with --measure-null)
     family: str | None = None
-    bits: int | None = Field(None, gt=0)
-    group_size: int | None = Field(None, gt=0)
+    bits: Dim | None = None
+    group_size: Dim | None = None
     expect_null: str | None = Field(None, min_length=1)
     synthetic: str | None = None  # a `moecal synth` checkpoint: how it was made (named in the addendum)
 
@@ -244,12 +280,21 @@ class SynthSettings(Strict):
 class SweepConfig(Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     backend: Literal["metal", "cuda", "cpu", "auto"] = "auto"
-    current_default: int | None = Field(None, gt=0)
+    current_default: Annotated[Cap, Field(gt=0)] | None = None
     library_pin: str | None = Field(None, description="what the arms run under, e.g. 'mlxcel 0.4 / MLX 0.32.1'")
     workload: Workload
     models: list[ModelEntry] = Field(default_factory=list)
     measure: Measure = Field(default_factory=Measure)
     synth: SynthSettings | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: object) -> object:
+        """A NUL byte cannot pass into an argv or an environment (the sweep would die at the first run)."""
+        where = _nul_path(data, ())
+        if where is not None:
+            raise _FieldError(where, "contains a NUL byte (\\x00), which no command line or environment can carry")
+        return data
 
     @model_validator(mode="after")
     def _models_fit_workload(self) -> SweepConfig:
@@ -277,6 +322,20 @@ class _FieldError(ValueError):
     def __init__(self, loc: tuple, problem: str):
         super().__init__(problem)
         self.loc = loc
+
+
+def _nul_path(data: object, loc: tuple) -> tuple | None:
+    """The location of the first string (value or key) holding a NUL byte in a loaded document, else None."""
+    if isinstance(data, str):
+        return loc if "\x00" in data else None
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        if isinstance(key, str) and "\x00" in key:
+            return (*loc, key)
+        found = _nul_path(value, (*loc, key))
+        if found is not None:
+            return found
+    return None
 
 
 def _check_placeholders(command: list[str], model: ModelEntry, index: int) -> None:
@@ -333,20 +392,52 @@ def parse_config(data: object, source: str) -> SweepConfig:
         raise InputError(source, field_path(_error_location(first)), _error_message(first)) from None
 
 
-def load_config(path: str | Path) -> SweepConfig:
-    """Read and validate a sweep config file; every failure is an InputError naming the file and field."""
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (YAML's last-wins would silently drop the first)
+    and nesting deeper than MAX_NESTING (PyYAML composes recursively: a deep document ends in RecursionError)."""
+
+    depth = 0
+
+    def compose_node(self, parent: object, index: object) -> object:
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING:
+                mark = self.peek_event().start_mark
+                raise ComposerError(None, None, f"nested deeper than {MAX_NESTING} levels", mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            with contextlib.suppress(TypeError):  # an unhashable key: the base class reports it
+                if key in seen:
+                    problem = f"duplicate key {key!r} (each key once per mapping)"
+                    raise ConstructorError(None, None, problem, key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(path: str | Path) -> object:
+    """A YAML file as Python data (config, fleet), read strictly (see _StrictLoader); InputError on any problem."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(str(path), "(file)", f"cannot read: {exc.strerror or exc}") from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "(file)"
         raise InputError(str(path), where, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    return parse_config(data, str(path))
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Read and validate a sweep config file; every failure is an InputError naming the file and field."""
+    return parse_config(load_yaml(path), str(Path(path)))
 
 
 def resolved_dtype(dtype: str, backend: str) -> str:

@@ -12,9 +12,12 @@ mlx-lm writes) or `quantization_config` (Hugging Face; mlx-lm writes both), incl
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.config import MAX_NESTING
 from harness.errors import InputError
 
 
@@ -88,16 +91,48 @@ class Skipped:
     reason: str
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 def _load_json(path: Path) -> dict:
+    """config.json as a dict: finite numbers only (NaN, Infinity, 1e400 refused), nested at most MAX_NESTING deep."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(str(path), "(file)", f"cannot read: {exc.strerror or exc}") from None
+    depth = _nesting(text)
+    if depth > MAX_NESTING:
+        raise InputError(str(path), "(file)", f"nested {depth} levels deep (at most {MAX_NESTING})")
+    try:
+        data = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise InputError(str(path), f"line {exc.lineno}", f"invalid JSON: {exc.msg}") from None
+    except ValueError as exc:
+        raise InputError(str(path), "(file)", f"invalid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise InputError(str(path), "(top level)", "expected a JSON object")
     return data
+
+
+def _nesting(text: str) -> int:
+    """The deepest nesting of `[` and `{` outside strings, counted before parsing (json's parser recurses)."""
+    without_strings = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+    depth = deepest = 0
+    for char in without_strings:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def _int(config: dict, key: str, source: Path, prefix: str, required: bool = True) -> int | None:

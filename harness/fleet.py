@@ -27,10 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from harness.config import SweepConfig, field_path, load_config
+from harness.config import SweepConfig, field_path, load_config, load_yaml
 from harness.errors import InputError
 from harness.measure import ProgressHook, pending_runs
 from harness.results import read_samples
@@ -89,10 +88,8 @@ def load_fleet(path: str | Path) -> list[Entry]:
     path = Path(path)
     source = str(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(source, "(file)", f"cannot read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = load_yaml(path)  # duplicate keys and deep nesting refused as in a sweep config
+    except UnicodeDecodeError as exc:
         raise InputError(source, "(file)", f"invalid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise InputError(source, "(top level)", "expected a mapping with `entries:` (a list of {config, where})")

@@ -53,7 +53,9 @@ def load_input(path: str | Path) -> LoadedInput:
     # a run directory's meta.json beside its CSV is the fuller provenance, with its dispatch verification record
     meta = _run_provenance(path.parent) if path.name in ("samples.csv", "summary.csv") else {}
     if set(SAMPLE_COLUMNS) <= set(columns):
-        return LoadedInput(read_samples(path), None, {**_provenance(path), **meta})
+        samples = read_samples(path)
+        _check_meta_matches(path, meta, samples)
+        return LoadedInput(samples, None, {**_provenance(path), **meta})
     if set(SUMMARY_COLUMNS) <= set(columns):
         return LoadedInput(None, _read_summary(path), {**_provenance(path), **meta})
     if {"round_ratio", "p_value", "verdict"} <= set(columns):  # summary.csv of the earlier bootstrap engine
@@ -72,6 +74,20 @@ def _run_provenance(run_dir: Path) -> dict[str, object]:
     meta = read_meta(run_dir)
     record = dispatch.read_record(run_dir)
     return {**meta, "verification": record} if record else meta
+
+
+def _check_meta_matches(path: Path, meta: dict[str, object], samples: pd.DataFrame) -> None:
+    """meta.json beside a samples.csv describes the run of those rows: another backend or device there means the
+    two files come from different runs, and the report would credit one machine with the other's numbers."""
+    if not len(samples):
+        return
+    for column in ("backend", "device"):
+        if column in meta and str(meta[column]) != str(samples[column].iloc[0]):
+            raise InputError(
+                str(path.parent / "meta.json"),
+                column,
+                f"{meta[column]!r}, but {path} was measured on {samples[column].iloc[0]!r}: they are not one run",
+            )
 
 
 def _load_run_dir(path: Path) -> LoadedInput:

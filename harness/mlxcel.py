@@ -30,7 +30,7 @@ from harness.results import (
     read_frame,
     write_text_atomic,
 )
-from harness.rundir import refuse_stored, write_meta
+from harness.rundir import refuse_links, refuse_stored, write_meta
 
 RUN_COLUMN = re.compile(r"^(fallback|fused)_run(\d+)$")
 LEADING_COLUMNS = ["model", "dff", "quant_mode"]
@@ -80,6 +80,20 @@ def _positions(provenance: dict[str, object], model: str, dff: int) -> dict[str,
     return {arm: values.split(",") for arm, values in zip(words[::2], words[1::2], strict=False) if arm in ARMS}
 
 
+def _position_column(
+    provenance: dict[str, object], point: pd.DataFrame, arm: str, index: int, n_runs: int
+) -> np.ndarray | str:
+    """Run `index` of `arm`'s position in its round for every row (`_positions`), or "" for a file without
+    round positions (mlxcel's own CSVs): one look-up per row only when the header has them."""
+    if not provenance.get("round_positions"):
+        return ""
+    cells = []
+    for model, dff in zip(point["model"], point["dff"], strict=True):
+        arm_positions = _positions(provenance, str(model), int(dff)).get(arm, [])
+        cells.append(arm_positions[index] if len(arm_positions) == n_runs else "")
+    return np.array(cells, dtype=object)
+
+
 def _run_columns(path: Path, columns: Sequence[str]) -> dict[str, list[str]]:
     runs: dict[str, list[str]] = {arm: [] for arm in ARMS}
     for column in columns:
@@ -94,6 +108,9 @@ def _run_columns(path: Path, columns: Sequence[str]) -> dict[str, list[str]]:
 
 
 def read_mlxcel(path: str | Path) -> MlxcelImport:
+    """An mlxcel sweep CSV as sample rows (module docstring), checked column by column: the work is a fixed number
+    of passes over the columns, so a million-row file reads in seconds. A (model, dff) given twice is refused, as
+    samples.csv refuses a run recorded twice: which of the two rows would be the measurement?"""
     path = Path(path)
     frame = read_frame(path)
     if list(frame.columns[:3]) != LEADING_COLUMNS:
@@ -101,46 +118,52 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
     provenance, notes = _header(path)
     runs = _run_columns(path, list(frame.columns))
     first_line = data_line(path, 0)
-    rows: list[dict[str, object]] = []
-    skipped: list[str] = []
     run_id = str(provenance.get("run_id") or path.stem)
-    for position, record in enumerate(frame.to_dict("records")):
-        line = first_line + position
-        model = str(record["model"])
-        dff = _number(record["dff"], path, "dff", line)
-        if dff is None or dff <= 0 or not float(dff).is_integer():
-            raise InputError(str(path), "dff", f"line {line}: {record['dff']!r} is not a positive integer")
-        quant_mode = "" if pd.isna(record["quant_mode"]) else str(record["quant_mode"])
-        point = {"model": model, "dff": int(dff), "quant_mode": quant_mode}
-        positions = _positions(provenance, model, int(dff))
-        missing = []
-        for arm, names in runs.items():
-            for index, column in enumerate(names):
-                arm_positions = positions.get(arm, [])
-                position = arm_positions[index] if len(arm_positions) == len(names) else ""
-                tok_s = _number(record[column], path, column, line)
-                if tok_s is not None and not (np.isfinite(tok_s) and tok_s > 0):
-                    raise InputError(
-                        str(path), column, f"line {line}: throughput must be finite and > 0 (NA if it did not run)"
-                    )
-                if tok_s is None:
-                    missing.append(column)
-                status = "ok" if tok_s is not None else "skip"
-                rows.append(
-                    {
-                        **point,
-                        "arm": arm,
-                        "round": index,
-                        "tok_s": tok_s,
-                        "status": status,
-                        "position": position,
-                        "error": "" if tok_s is not None else NA_REASON,
-                    }
-                )
-        if missing:
-            runs_text = "all runs" if len(missing) == sum(map(len, runs.values())) else ", ".join(missing)
-            skipped.append(f"{model} (dff {int(dff)}): {runs_text} NA (did not run), skipped")
+    dff, _ = _numbers(frame, path, "dff", first_line)
+    bad = ~(np.isfinite(dff) & (dff > 0)) | (dff != np.floor(dff))
+    if bad.any():
+        first = int(np.argmax(bad))
+        cell = frame["dff"].iloc[first]
+        raise InputError(str(path), "dff", f"line {first_line + first}: {_plain(cell)!r} is not a positive integer")
+    point = pd.DataFrame(
+        {
+            "model": frame["model"].astype(str),
+            "dff": dff.astype(np.int64),
+            "quant_mode": frame["quant_mode"].map(lambda v: "" if pd.isna(v) else str(v)),
+        }
+    )
+    repeated = point.duplicated(["model", "dff"]).to_numpy()
+    if repeated.any():
+        first = int(np.argmax(repeated))
+        model, value = point["model"].iloc[first], int(point["dff"].iloc[first])
+        raise InputError(
+            str(path), "model", f"line {first_line + first}: {model!r} at dff {value} already has a row above"
+        )
+    columns = [(arm, index, column) for arm, names in runs.items() for index, column in enumerate(names)]
+    blocks = []
+    for block, (arm, index, column) in enumerate(columns):
+        tok_s, missing = _numbers(frame, path, column, first_line)
+        measured = ~missing
+        bad = measured & ~(np.isfinite(tok_s) & (tok_s > 0))
+        if bad.any():
+            line = first_line + int(np.argmax(bad))
+            raise InputError(
+                str(path), column, f"line {line}: throughput must be finite and > 0 (NA if it did not run)"
+            )
+        blocks.append(
+            point.assign(
+                arm=arm,
+                round=index,
+                position=_position_column(provenance, point, arm, index, len(runs[arm])),
+                tok_s=tok_s,
+                status=np.where(measured, "ok", "skip"),
+                error=np.where(measured, "", NA_REASON),
+                order=np.arange(len(point)) * len(columns) + block,  # row by row, fallback runs then fused runs
+            )
+        )
+    rows = pd.concat(blocks, ignore_index=True).sort_values("order", kind="stable").reset_index(drop=True)
     samples = _as_samples(rows, run_id, provenance)
+    skipped = _skipped(point, rows, len(columns))
     provenance = {
         "workload": "command",
         "cap_env": DEFAULT_CAP_ENV,
@@ -157,17 +180,44 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
     return MlxcelImport(samples, provenance, skipped)
 
 
-def _number(value: object, path: Path, column: str, line: int) -> float | None:
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise InputError(str(path), column, f"line {line}: {value!r} is neither a number nor NA") from None
+def _plain(value: object) -> object:
+    return value.item() if hasattr(value, "item") else value  # numpy scalar → plain number for a message
 
 
-def _as_samples(rows: list[dict[str, object]], run_id: str, provenance: dict[str, object]) -> pd.DataFrame:
-    frame = pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+def _numbers(frame: pd.DataFrame, path: Path, column: str, first_line: int) -> tuple[np.ndarray, np.ndarray]:
+    """A column as floats and where it is NA or empty (a cell reading `NaN` is a number, not NA: the checks
+    refuse it); a cell that is neither a number nor NA is an InputError naming its line. A column pandas already
+    read as numbers needs no per-cell look."""
+    cells = frame[column]
+    missing = cells.isna().to_numpy()
+    if pd.api.types.is_numeric_dtype(cells):
+        return cells.to_numpy(float), missing
+    values = np.full(len(cells), np.nan)
+    for position in np.flatnonzero(~missing):
+        cell = cells.iloc[position]
+        try:
+            values[position] = float(cell)
+        except (TypeError, ValueError):
+            problem = f"line {first_line + position}: {cell!r} is neither a number nor NA"
+            raise InputError(str(path), column, problem) from None
+    return values, missing
+
+
+def _skipped(point: pd.DataFrame, rows: pd.DataFrame, runs_per_row: int) -> list[str]:
+    """One line per row with NA runs: which runs did not happen (or all of them). `rows` is in file order,
+    `runs_per_row` rows per CSV row."""
+    missing = rows[rows["status"] == "skip"]
+    out = []
+    for position, group in missing.groupby(missing.index // runs_per_row, sort=True):
+        model, dff = point["model"].iloc[position], int(point["dff"].iloc[position])
+        names = [f"{arm}_run{r + 1}" for arm, r in zip(group["arm"], group["round"], strict=True)]
+        runs_text = "all runs" if len(names) == runs_per_row else ", ".join(names)
+        out.append(f"{model} (dff {dff}): {runs_text} NA (did not run), skipped")
+    return out
+
+
+def _as_samples(rows: pd.DataFrame, run_id: str, provenance: dict[str, object]) -> pd.DataFrame:
+    frame = rows.reindex(columns=SAMPLE_COLUMNS)
     constant = {
         "run_id": run_id,
         "backend": str(provenance.get("backend", "unknown")),
@@ -198,6 +248,7 @@ def import_run_dir(
         raise InputError(str(run_dir), "--out", "already holds a samples.csv; choose another directory")
     if run_dir.exists() and not run_dir.is_dir():
         raise InputError(str(run_dir), "--out", "exists and is not a directory")
+    refuse_links(run_dir)
     imported = (read or read_mlxcel)(csv_path)
     if extra:
         imported.provenance.update(extra)

@@ -598,6 +598,7 @@ def write_report(
     for name in ("plot", "sidecar", "mlxcel_csv", "patch"):
         if files[name]:
             refuse_stored(out_dir / files[name], "write the report somewhere else (--out / --report-dir)")
+    refuse_stored(md_path, "write the report somewhere else (--out / --report-dir)")  # also: never through a link
     png_path = write_plot(data, out_dir / files["plot"])
     if files["mlxcel_csv"]:
         write_text_atomic(out_dir / files["mlxcel_csv"], _mlxcel_csv(input_path, data))

@@ -9,6 +9,7 @@ How a run directory is written (append, lock, resume, segments) is harness.rundi
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -277,17 +278,22 @@ def csv_line(values: Iterable[object]) -> str:
 
 def write_text_atomic(path: Path, text: str) -> Path:
     """Write `text` to `path` so that a reader sees the old file or the new one, never half of one: a temporary file
-    beside it, fsync'd, then renamed over it. OSError (read-only folder, disk full) → InputError naming the file."""
+    beside it (created anew, never through a link), fsync'd, then renamed over it (a link at `path` is replaced,
+    not followed). OSError (read-only folder, disk full) → InputError naming the file."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as handle:
+        tmp.unlink(missing_ok=True)  # a stale one of a crashed process; a link planted here is removed, not followed
+        with os.fdopen(
+            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), "w", encoding="utf-8"
+        ) as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the error names `path`, never the temporary file
+            tmp.unlink(missing_ok=True)
         raise InputError(str(path), "", f"cannot write: {exc.strerror or exc}") from None
     return path

@@ -23,7 +23,11 @@ addendum. The rules that keep runs trustworthy live here, in one place:
 - **Segments.** meta.json keeps the first segment's provenance at the top level (what reports show) and one entry
   per segment (every start of a sweep into the directory that wrote rows) under `segments`: start, end, rows,
   harness commit and dirty flag, kernel source hash, launch settings, command. Resuming with another kernel hash or
-  launch setting than an earlier segment is refused unless allowed (`--allow-mixed`), and then recorded.
+  launch setting than an earlier segment is refused unless allowed (`--allow-mixed`), and then recorded. A
+  segment's rows and end are rewritten after every row, so a sweep killed without warning still says how far it got.
+- **No links.** A symbolic link in a run directory would carry a write (an append to samples.csv, the lock, a
+  report) to a file outside it: such a directory is refused (`refuse_links`), and every file is opened with
+  O_NOFOLLOW or replaced by a rename (which replaces a link instead of following it).
 """
 
 from __future__ import annotations
@@ -109,10 +113,27 @@ def stored_reason(path: Path) -> str | None:
 
 
 def refuse_stored(path: Path, advice: str) -> None:
-    """InputError naming `path` when it is a stored result (a committed run or addendum)."""
+    """InputError naming `path` when it is a stored result (a committed run or addendum), or a symbolic link
+    (writing through it would change a file elsewhere)."""
     reason = stored_reason(path)
     if reason:
         raise InputError(str(path), "", f"{reason}; {advice}")
+    if Path(path).is_symlink():
+        raise InputError(str(path), "", f"is a symbolic link (to {os.readlink(path)}); moecal never writes through one")
+
+
+def refuse_links(run_dir: Path) -> None:
+    """A run directory whose entries include a symbolic link is refused: moecal writes its files (samples.csv,
+    meta.json, .lock, summary, addendum) in place, and a link would carry those writes out of the directory."""
+    try:
+        entries = list(Path(run_dir).iterdir())
+    except OSError:
+        return  # not there yet (a new run) or unreadable: creating or opening it reports that
+    for entry in sorted(entries):
+        if entry.is_symlink():
+            raise InputError(
+                str(entry), "", f"is a symbolic link (to {os.readlink(entry)}); a run directory's files must be its own"
+            )
 
 
 def read_meta(run_dir: Path) -> dict:
@@ -181,9 +202,10 @@ class RunLock:
         self._fd = -1
 
     def __enter__(self) -> RunLock:
+        refuse_links(self.run_dir)
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             raise InputError(str(self.run_dir), "", f"cannot create the run directory's lock: {exc.strerror}") from None
         try:
@@ -218,7 +240,7 @@ def segments(meta: Mapping[str, object]) -> list[dict]:
 
 
 def new_segment(meta: Mapping[str, object]) -> dict[str, object]:
-    """This process's segment entry, from its provenance (end and rows are filled in when it closes)."""
+    """This process's segment entry, from its provenance (end and rows are filled in as rows are appended)."""
     return {"start": _now(), "end": "", "rows": 0, **{k: meta[k] for k in SEGMENT_KEYS if k in meta}}
 
 
@@ -240,7 +262,7 @@ class SampleWriter:
     """Appends rows to `<run>/samples.csv` (see the module docstring); use inside a RunLock.
 
     The header, the meta.json segment and the torn-tail repair happen at the first `append`; `close` records the
-    segment's end and row count."""
+    segment's end and row count (also rewritten after every row, see `_record_segment`)."""
 
     def __init__(self, run_dir: Path, meta: Mapping[str, object], segment: Mapping[str, object] | None = None):
         self.run_dir = Path(run_dir)
@@ -263,7 +285,7 @@ class SampleWriter:
                 write_text_atomic(self.path, format_provenance(self.meta) + csv_line(SAMPLE_COLUMNS))
             self._meta = {**(previous or self.meta), "segments": [*segments(previous), self.segment]}
             write_meta(self.run_dir, self._meta)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
         except OSError as exc:
             raise InputError(str(self.path), "", f"cannot write: {exc.strerror or exc}") from None
 
@@ -279,15 +301,21 @@ class SampleWriter:
         except OSError as exc:
             raise InputError(str(self.path), "", f"cannot append a row: {exc.strerror or exc}") from None
         self.segment["rows"] = int(self.segment["rows"]) + 1
+        self._record_segment()
+
+    def _record_segment(self) -> None:
+        """meta.json with this segment's rows and end as of now: after every row, so a sweep killed by SIGKILL
+        leaves a segment that says how far it got (the last row's time as its end)."""
+        self.segment["end"] = _now()
+        self._meta["segments"][-1] = self.segment
+        write_meta(self.run_dir, self._meta)
 
     def close(self) -> None:
         if self._fd < 0:
             return
         os.close(self._fd)
         self._fd = -1
-        self.segment["end"] = _now()
-        self._meta["segments"][-1] = self.segment
-        write_meta(self.run_dir, self._meta)
+        self._record_segment()
 
     def __enter__(self) -> SampleWriter:
         return self
@@ -298,7 +326,7 @@ class SampleWriter:
 
 def truncate_torn_tail(path: Path) -> None:
     """Cut a last line without its newline (a write a crash interrupted): no reader takes it for a row."""
-    with open(path, "r+b") as handle:
+    with os.fdopen(os.open(path, os.O_RDWR | os.O_NOFOLLOW), "r+b") as handle:
         data = handle.read()
         if not data.endswith(b"\n"):
             handle.truncate(data.rfind(b"\n") + 1)

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 WORKER_COLUMNS = [*RUN_KEY, "host", "device_id", "worker_pid", "timestamp"]
 # A worker that dies this many times in a row without finishing a run is given up (a crash loop, not a lost machine).
 MAX_DEATHS_IN_A_ROW = 3
+CONNECT_TIMEOUT_S = 5.0  # `fleet --address`: how long the head node may take to accept a TCP connection
+RESTART_WAIT_S = 60.0  # how long a dead worker may take to come back before its thread gives up
 
 
 def require_ray(option: str) -> ModuleType:
@@ -72,15 +74,76 @@ def parse_workers(text: str) -> int | None:
 def connect(ray: ModuleType, address: str | None) -> None:
     """Join the Ray cluster at `address` (None: start a private one on this node), unless this process already has.
 
-    Worker output stays out of the driver's terminal: rows and errors come back as values, not log lines.
+    The private instance of `--workers` has no dashboard. It cannot be kept to the loopback address: Ray replaces
+    a `_node_ip_address` of 127.0.0.1 by the node's own address, and its gRPC servers listen on every interface;
+    what guards it is Ray's token authentication (`RAY_AUTH_MODE`, on by default in the Ray this was tested with).
+    Worker output stays out of the driver's terminal: rows and errors come back as values, not log lines. What Ray
+    itself prints while connecting is held back: after a failure the one error line replaces it, after a success
+    it is passed on.
     """
     if ray.is_initialized():
         return
+    if address:
+        check_reachable(address)
+    with _held_stderr() as held:
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            held.failed = True  # Ray's own log lines about the failure: the error line below replaces them
+            where = address or "(local)"
+            raise InputError("--address", where, f"cannot join the Ray cluster: {exc}".splitlines()[0]) from None
+
+
+def check_reachable(address: str) -> None:
+    """Refuse an address nothing answers at, in CONNECT_TIMEOUT_S: Ray itself retries such an address for minutes,
+    printing a log line every few seconds, instead of failing. `auto` (the cluster `ray start` runs here) is Ray's
+    to find."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError("--address", address, "expected HOST:PORT (the head node's GCS address, e.g. 10.0.0.1:6379)")
     try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        where = address or "(local)"
-        raise InputError("--address", where, f"cannot join the Ray cluster: {exc}".splitlines()[0]) from None
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise InputError(
+            "--address", address, f"cannot join the Ray cluster: nothing answers there ({reason})"
+        ) from None
+
+
+class _Held:
+    """What was written to file descriptor 2 while held; `failed` drops it instead of passing it on."""
+
+    def __init__(self, file: Any):
+        self.file = file
+        self.failed = False
+
+    def text(self) -> str:
+        sys.stderr.flush()
+        self.file.seek(0)
+        return self.file.read().decode(errors="replace")
+
+
+@contextlib.contextmanager
+def _held_stderr() -> Iterator[_Held]:
+    """Redirect file descriptor 2 (Ray's C++ parts and Python logging write there) into a temporary file."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as file:
+        held = _Held(file)
+        os.dup2(file.fileno(), 2)
+        try:
+            yield held
+        except BaseException:  # a failure, Ctrl-C or a signal: Ray's lines about it are noise next to the error line
+            held.failed = True
+            raise
+        finally:
+            text = held.text()
+            os.dup2(saved, 2)
+            os.close(saved)
+            if text and not held.failed:
+                os.write(2, text.encode())
 
 
 @dataclass(frozen=True)
@@ -334,7 +397,10 @@ def _worker_loop(ray: ModuleType, pool: Pool, actor: Any, index: int, errors: li
 
 def _wait_until_restarted(ray: ModuleType, actor: Any) -> bool:
     """Block until Ray has restarted the actor (on a machine with its resources, whenever one is there); False when
-    it is gone for good (killed without restart)."""
+    it is gone for good (still failing after RESTART_WAIT_S). A call that lands while
+    Ray is still restarting it can fail like a dead actor's, so that alone is no reason to give up (giving up
+    early left points unmeasured: "their workers kept dying")."""
+    deadline = time.monotonic() + RESTART_WAIT_S
     while True:
         try:
             ray.get(actor.ready.remote())
@@ -342,7 +408,9 @@ def _wait_until_restarted(ray: ModuleType, actor: Any) -> bool:
         except ray.exceptions.ActorUnavailableError:
             time.sleep(0.5)
         except ray.exceptions.RayActorError:
-            return False
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
 
 
 def _record(pool: Pool, streamed: dict[str, object]) -> None:

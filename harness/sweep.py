@@ -34,6 +34,7 @@ from harness.rundir import (
     new_segment,
     newest_resumable,
     read_meta,
+    refuse_links,
     refuse_stored,
     same_run_kind,
 )
@@ -236,6 +237,7 @@ def check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> None
     if not run_dir.is_dir() or not is_run_dir(run_dir):
         raise InputError(str(run_dir), "--resume", "not a moecal run directory (no samples.csv or meta.json)")
     refuse_stored(run_dir, "start a new run instead (without --resume)")
+    refuse_links(run_dir)
     _check_writable_parent(run_dir, "--resume")
     previous = read_meta(run_dir)
     done_runs(run_dir)  # validates samples.csv: a run whose rows cannot be trusted is not continued

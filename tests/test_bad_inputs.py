@@ -1,5 +1,7 @@
 """A corpus of bad inputs through the real CLI: each must end in exactly one `error:` line on stderr, the expected
-exit code, no traceback, and no existing file changed. Inputs are SYNTHETIC files built in a tmp folder.
+exit code, no traceback, no existing file changed (in the workspace, and outside it where symbolic links point)
+and no process of the case left running. Inputs are SYNTHETIC files built in a tmp folder; the hostile benchmarks
+are small scripts written there.
 
 Most cases call `harness.cli.main` in-process (an exception escaping it fails the test, which is the point); a few
 go through `python -m harness` to check the real entry point prints the same single line.
@@ -7,10 +9,19 @@ go through `python -m harness` to check the real entry point prints the same sin
 
 from __future__ import annotations
 
+import fcntl
+import importlib.util
+import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.results import csv_line
 from tests.helpers import REPO, cli, fake_config, run_cli
@@ -32,8 +43,77 @@ def _samples_with(ws: Path, name: str, edit) -> Path:
     return path
 
 
+# Hostile benchmarks (SYNTHETIC; they measure nothing). Each names the workspace in its command line (the
+# leftover check looks for it); `child` starts a process in a session of its own that keeps stdout open.
+SLEEPER = "import time; time.sleep(120)\n"
+HOSTILE = {
+    # exits at once, without a metric line, leaving a child that left its session and holds stdout
+    "leaves-a-child.py": """import subprocess, sys
+subprocess.Popen([sys.executable, sys.argv[1]], start_new_session=True)
+print("no metric here", flush=True)
+""",
+    # never exits, and neither does its child
+    "never-exits.py": """import subprocess, sys, time
+subprocess.Popen([sys.executable, sys.argv[1]], start_new_session=True)
+time.sleep(120)
+""",
+    # the first run succeeds; every later one writes its pid and hangs with a child (for the signal tests)
+    "hangs-after-first.py": """import os, subprocess, sys, time
+counter = sys.argv[2]
+runs = int(open(counter).read()) if os.path.exists(counter) else 0
+open(counter, "w").write(str(runs + 1))
+if runs:
+    subprocess.Popen([sys.executable, sys.argv[1]], start_new_session=True)
+    open(sys.argv[3], "w").write(str(os.getpid()))
+    time.sleep(120)
+print("Decode: 1.00 ms (100.00 tok/s)", flush=True)
+""",
+}
+
+
+def _hostile_config(ws: Path, name: str, script: str, timeout_s: float, *extra: str) -> Path:
+    data = {
+        "name": name,
+        "backend": "cpu",
+        "current_default": 4096,
+        "workload": {
+            "kind": "command",
+            "command": [sys.executable, str(ws / script), str(ws / "sleeper.py"), *extra],
+            "timeout_s": timeout_s,
+        },
+        "models": [{"name": "m", "dff": 1024}],
+        "measure": {"warmup_runs": 0, "rounds": 1},
+    }
+    path = ws / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _edited_config(ws: Path, name: str, edit) -> None:
+    """A copy of the fake benchmark's config with `edit(data)` applied (written with yaml, so any string fits)."""
+    data = yaml.safe_load((ws / "config.yaml").read_text())
+    edit(data)
+    (ws / name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def _link_run(ws: Path, outside: Path, name: str, link: str) -> None:
+    """A copy of the good run whose `link` file is a symbolic link to a file outside the workspace."""
+    folder = ws / name
+    write_run(folder, synthetic_samples(linear_curve([1024, 4096], 5000), seed=4))
+    target = outside / f"{name}-{link}"
+    target.write_text("a file outside the run directory\n")
+    (folder / link).unlink(missing_ok=True)
+    (folder / link).symlink_to(target)
+
+
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory) -> Path:
+def outside(tmp_path_factory) -> Path:
+    """Files outside the workspace that symbolic links in it point to: no case may change them."""
+    return tmp_path_factory.mktemp("outside")
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory, outside) -> Path:
     """The workspace: one good run, a config of the fake benchmark, and every bad file the cases name."""
     ws = tmp_path_factory.mktemp("bad-inputs")
     good = write_run(ws / "good", synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=1))
@@ -85,6 +165,55 @@ def ws(tmp_path_factory) -> Path:
     (ws / "reports" / "2026-01-02-synthetic-host-cpu-dff-crossover.md").write_text("### another run's addendum\n")
     (ws / "reports" / "2026-01-02-synthetic-host-cpu.json").write_text('{"moecal_report": 3, "raw_data": "elsewhere"}')
     (ws / "a-directory.csv").mkdir()
+    # hardening v3: configs
+    workload = lambda **kw: lambda d: d["workload"].update(kw)  # noqa: E731
+    model = lambda **kw: lambda d: d["models"][0].update(kw)  # noqa: E731
+    _edited_config(ws, "cap-env-empty.yaml", workload(cap_env=""))
+    _edited_config(ws, "cap-env-equals.yaml", workload(cap_env="A=B"))
+    _edited_config(ws, "env-key-equals.yaml", workload(env={"X=Y": "1"}))
+    _edited_config(ws, "nul-model-name.yaml", model(name="a\x00b"))
+    _edited_config(ws, "nul-env-value.yaml", workload(env={"X": "a\x00b"}))
+    _edited_config(ws, "nul-command.yaml", workload(command=["bench\x00", "{dff}"]))
+    _edited_config(ws, "dff-boolean.yaml", model(dff=True))
+    _edited_config(ws, "dff-huge.yaml", model(dff=10**13))
+    _edited_config(ws, "d-model-boolean.yaml", model(d_model=False))
+    _edited_config(ws, "default-huge.yaml", lambda d: d.update(current_default=10**12))
+    (ws / "duplicate-key.yaml").write_text((ws / "config.yaml").read_text() + "name: again\n")
+    (ws / "deep.yaml").write_text("name: deep\nx: " + "[" * 5000 + "]" * 5000 + "\n")
+    (ws / "deep-block.yaml").write_text("x:\n" + "".join("  " * i + "- \n" for i in range(1, 3000)))
+    (ws / "fleet-duplicate.yaml").write_text("entries: []\nentries: []\n")
+    (ws / "fleet-deep.yaml").write_text("entries: " + "[" * 3000 + "]" * 3000 + "\n")
+    for name, text in {
+        "json-deep": '{"model_type": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "json-nan": '{"model_type": "mixtral", "intermediate_size": NaN}',
+        "json-huge": '{"model_type": "mixtral", "intermediate_size": 1e400}',
+    }.items():
+        (ws / "models" / name / "m").mkdir(parents=True)
+        (ws / "models" / name / "m" / "config.json").write_text(text)
+    # mlxcel CSV with a model measured twice at one dff
+    row = "m,1792,affine,1,2,3,2,3,3,3,3,1.5\n"
+    (ws / "mlxcel-duplicate.csv").write_text(MLXCEL_HEADER + row + row.replace(",1,2,3,", ",4,5,6,"))
+    # meta.json naming another device than the samples
+    meta = {"backend": "cpu", "device": "another device"}
+    write_run(ws / "meta-other-device", synthetic_samples(linear_curve([1024, 4096], 5000), seed=5))
+    (ws / "meta-other-device" / "meta.json").write_text(json.dumps(meta))
+    # symbolic links out of the workspace
+    _link_run(ws, outside, "link-samples", "samples.csv")
+    _link_run(ws, outside, "link-meta", "meta.json")
+    (ws / "link-lock").mkdir()
+    (outside / "lock-target").write_text("not a lock\n")
+    (ws / "link-lock" / ".lock").symlink_to(outside / "lock-target")
+    (outside / "summary-target.csv").write_text("not a summary\n")
+    (ws / "summary-link.csv").symlink_to(outside / "summary-target.csv")
+    (ws / "import-link").mkdir()
+    (ws / "import-link" / "meta.json").symlink_to(outside / "dangling-meta.json")
+    # hostile benchmarks
+    (ws / "sleeper.py").write_text(SLEEPER)
+    for script, text in HOSTILE.items():
+        (ws / script).write_text(text)
+    _hostile_config(ws, "leaves-a-child", "leaves-a-child.py", 5)
+    _hostile_config(ws, "never-exits", "never-exits.py", 1)
+    (ws / "fleet-ok.yaml").write_text(yaml.safe_dump({"entries": [{"config": str(config), "where": {"hw_a": 1}}]}))
     return ws
 
 
@@ -146,30 +275,130 @@ CASES = [
     ("report-over-foreign", ["report", "{ws}/good", "--out", "{ws}/reports"], 2, "holds the addendum of elsewhere"),
     ("check-baseline-missing", ["check", "--baseline", "{ws}/nope", "--current", "{ws}/good"], 2, "nope"),
     ("doctor-unknown-backend", ["doctor", "--backend", "tpu"], 2, "unknown backend 'tpu'"),
+    # hardening v3 (issue 20): configs that could unforce an arm or reach a process
+    ("cap-env-empty", ["sweep", "{ws}/cap-env-empty.yaml", "--dry-run"], 2, "cap_env: '' is not an environment"),
+    ("cap-env-equals", ["sweep", "{ws}/cap-env-equals.yaml", "--dry-run"], 2, "cap_env: 'A=B' is not an env"),
+    ("env-key-equals", ["sweep", "{ws}/env-key-equals.yaml", "--dry-run"], 2, "workload.env: 'X=Y' is not"),
+    ("nul-in-model-name", ["sweep", "{ws}/nul-model-name.yaml", "--dry-run"], 2, "models[0].name: contains a NUL"),
+    ("nul-in-env-value", ["sweep", "{ws}/nul-env-value.yaml", "--dry-run"], 2, "workload.env.X: contains a NUL"),
+    ("nul-in-command", ["plan", "{ws}/nul-command.yaml"], 2, "workload.command[0]: contains a NUL"),
+    ("dff-boolean", ["sweep", "{ws}/dff-boolean.yaml", "--dry-run"], 2, "models[0].dff: expected an integer, got a"),
+    ("dff-huge", ["plan", "{ws}/dff-huge.yaml"], 2, "models[0].dff: Input should be less than or equal to 1048576"),
+    ("d-model-boolean", ["plan", "{ws}/d-model-boolean.yaml"], 2, "models[0].d_model: expected an integer"),
+    ("default-huge", ["plan", "{ws}/default-huge.yaml"], 2, "current_default: Input should be less than or equal"),
+    ("cli-default-huge", ["crossover", "{ws}/good", "--current-default", "1000000000000"], 2, "--current-default"),
+    ("import-default-huge", ["import-mlxcel", "{ws}/mlxcel-ok.csv", "--current-default", "10000000000000"], 2, "'--"),
+    ("yaml-duplicate-key", ["plan", "{ws}/duplicate-key.yaml"], 2, "invalid YAML: duplicate key 'name'"),
+    ("yaml-nested-deep", ["plan", "{ws}/deep.yaml"], 2, "deep.yaml: line 2: invalid YAML: nested deeper than 64"),
+    ("yaml-nested-deep-block", ["plan", "{ws}/deep-block.yaml"], 2, "invalid YAML: nested deeper than 64 levels"),
+    ("fleet-duplicate-key", ["fleet", "{ws}/fleet-duplicate.yaml", "--dry-run"], 2, "duplicate key 'entries'"),
+    ("fleet-nested-deep", ["fleet", "{ws}/fleet-deep.yaml", "--dry-run"], 2, "nested deeper than 64 levels"),
+    ("json-nested-deep", ["init", "--models", "{ws}/models/json-deep", "--out", "{out}/c.yaml"], 2, "nested 100001"),
+    ("json-nan", ["init", "--models", "{ws}/models/json-nan", "--out", "{out}/c.yaml"], 2, "NaN is not a number"),
+    ("json-1e400", ["init", "--models", "{ws}/models/json-huge", "--out", "{out}/c.yaml"], 2, "1e400 is out of range"),
+    # readers
+    ("mlxcel-duplicate-row", ["summarize", "{ws}/mlxcel-duplicate.csv"], 2, "model: line 3: 'm' at dff 1792 already"),
+    ("meta-other-device", ["summarize", "{ws}/meta-other-device"], 2, "meta.json: device: 'another device', but"),
+    # run directories: no writes through symbolic links
+    ("resume-samples-link", ["sweep", "{config}", "--resume", "{ws}/link-samples"], 2, "samples.csv: is a symbolic"),
+    ("resume-meta-link", ["sweep", "{config}", "--resume", "{ws}/link-meta"], 2, "meta.json: is a symbolic link"),
+    ("out-lock-link", ["sweep", "{config}", "--out", "{ws}/link-lock", "--no-report"], 2, ".lock: is a symbolic link"),
+    ("summarize-out-link", ["summarize", "{ws}/good", "--out", "{ws}/summary-link.csv"], 2, "is a symbolic link"),
+    ("import-meta-link", ["import-mlxcel", "{ws}/mlxcel-ok.csv", "--out", "{ws}/import-link"], 2, "symbolic link"),
+    # benchmarks whose descendants outlive them: the deadline holds and nothing is left running
+    ("bench-leaves-a-child", ["sweep", "{ws}/leaves-a-child.yaml", "--out", "{out}/r"], 1, "metric_regex did not"),
+    ("bench-never-exits", ["sweep", "{ws}/never-exits.yaml", "--out", "{out}/r"], 1, "timed out after 1s"),
 ]
+if importlib.util.find_spec("ray") is not None:  # the 'fleet' extra (make test installs it)
+    CASES.append(
+        ("fleet-address-unreachable", ["fleet", "{ws}/fleet-ok.yaml", "--address", "127.0.0.1:1"], 2, "nothing answers")
+    )
 
 
-def _snapshot(ws: Path) -> dict[Path, bytes]:
-    return {p: p.read_bytes() for p in ws.rglob("*") if p.is_file() and p.name != ".lock"}
+def _snapshot(*folders: Path) -> dict[Path, bytes]:
+    """Every file's bytes (a link reads as its target's, which `outside` holds too)."""
+    return {p: p.read_bytes() for folder in folders for p in folder.rglob("*") if p.is_file() and p.name != ".lock"}
 
 
-def _argv(args: list[str], ws: Path) -> list[str]:
-    return [a.format(ws=ws, config=ws / "config.yaml") for a in args]
+def _running(marker: Path) -> list[str]:
+    """Command lines of live processes that name `marker` (a case's hostile benchmark and its children)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(marker) in command:
+                found.append(f"{entry.name}: {command}")
+    return found
+
+
+def _argv(args: list[str], ws: Path, out: Path | None = None) -> list[str]:
+    return [a.format(ws=ws, config=ws / "config.yaml", out=out) for a in args]
+
+
+def _assert_one_error_line(stderr: str, stdout: str, code: int, returncode: int, expected: str) -> None:
+    """Exactly one `error:` line, the last one; before it only a sweep that ran (exit 1, or stopped by a signal)
+    may print its progress lines."""
+    lines = stderr.strip().splitlines()
+    assert returncode == code, stderr
+    assert lines and lines[-1].startswith("error: "), stderr
+    assert len(lines) == 1 or code != 2, stderr
+    assert sum(line.startswith("error: ") for line in lines) == 1, stderr
+    assert expected in lines[-1] and "Traceback" not in stderr + stdout, lines[-1]
 
 
 @pytest.mark.parametrize(("argv", "code", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_input_is_one_error_line(ws, argv, code, expected):
-    before = _snapshot(ws)
-    done = cli(*_argv(argv, ws), cwd=ws)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == code, done.stderr
-    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
-    assert expected in lines[0] and "Traceback" not in done.stderr + done.stdout
-    assert _snapshot(ws) == before, "a failing command changed a file"
+def test_bad_input_is_one_error_line(ws, outside, tmp_path, argv, code, expected):
+    """`{out}` is the case's own output folder (a fresh tmp folder): everything else must stay as it was."""
+    before = _snapshot(ws, outside)
+    done = cli(*_argv(argv, ws, tmp_path), cwd=ws)
+    _assert_one_error_line(done.stderr, done.stdout, code, done.returncode, expected)
+    assert _snapshot(ws, outside) == before, "a failing command changed a file"
+    assert not _running(ws), "a process of the case is still running"
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_ends_the_sweep_like_ctrl_c(ws, outside, tmp_path, signum, code):
+    """A real `moecal sweep` whose second run hangs (its benchmark with a child in its own session) gets SIGTERM or
+    SIGHUP: the benchmark and its child end, the segment is closed (end, rows), the lock released, one line."""
+    hung = tmp_path / "hung.pid"
+    config = _hostile_config(tmp_path, "hangs", "hangs-after-first.py", 60, str(tmp_path / "count"), str(hung))
+    for name in ("hangs-after-first.py", "sleeper.py"):
+        (tmp_path / name).write_text((ws / name).read_text())
+    before = _snapshot(ws, outside)
+    run = tmp_path / "run"
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO)}
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "harness", "sweep", str(config), "--out", str(run), "--no-report"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not hung.exists() and time.monotonic() < deadline and sweep.poll() is None:
+            time.sleep(0.05)
+        assert hung.exists(), "the second run never started"
+        time.sleep(0.3)  # the sweep is inside the run now (its tree sampled)
+        sweep.send_signal(signum)
+        stdout, stderr = sweep.communicate(timeout=30)
+    finally:
+        sweep.kill()
+    _assert_one_error_line(stderr, stdout, code, sweep.returncode, f"terminated by {signal.Signals(signum).name}")
+    segment = json.loads((run / "meta.json").read_text())["segments"][-1]
+    assert segment["rows"] == 1 and segment["end"], segment
+    assert not _running(tmp_path), "the benchmark or its child is still running"
+    with open(run / ".lock") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released: no BlockingIOError
+    assert _snapshot(ws, outside) == before
 
 
 def test_the_corpus_is_large_and_names_are_unique():
-    assert len(CASES) >= 40 and len({c[0] for c in CASES}) == len(CASES)
+    assert len(CASES) >= 80 and len({c[0] for c in CASES}) == len(CASES)
 
 
 @pytest.mark.parametrize("name", ["unknown-option", "config-not-utf8", "samples-duplicate", "out-unwritable"])

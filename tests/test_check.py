@@ -20,7 +20,8 @@ def _run(tmp_path, name, fused_scale=1.0, fallback_scale=1.0, seed=0, curve=CURV
     samples = synthetic_samples(curve, rounds=8, noise=0.01, seed=seed, **kwargs)
     samples.loc[samples["arm"] == "fused", "tok_s"] *= fused_scale
     samples.loc[samples["arm"] == "fallback", "tok_s"] *= fallback_scale
-    return write_run(tmp_path / name, samples, {**SYNTHETIC_META, "current_default": 4096})
+    meta = {**SYNTHETIC_META, "current_default": 4096, "backend": samples["backend"].iloc[0]}  # meta names the rows'
+    return write_run(tmp_path / name, samples, meta)
 
 
 def _check(baseline, current, *extra):

@@ -6,6 +6,7 @@ One cluster serves the whole module (starting Ray costs seconds); every test wri
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -73,6 +74,21 @@ def _workers_log(out) -> pd.DataFrame:
 
 
 MODELS = [{"name": f"m{dff}", "dff": dff} for dff in (1024, 4096, 8192, 14336)]
+
+
+def _driver(sweep) -> tuple[threading.Thread, list[BaseException]]:
+    """The sweep on two workers in a started thread, and the list that collects what it raised."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            sweeps.execute(sweep, lambda _: None, "2")
+        except BaseException as exc:
+            errors.append(exc)
+
+    driver = threading.Thread(target=run)
+    driver.start()
+    return driver, errors
 
 
 def test_without_ray_workers_and_fleet_name_the_extra(tmp_path, monkeypatch, capsys):
@@ -147,16 +163,7 @@ def test_a_killed_worker_loses_only_its_run_in_flight(tmp_path, ray_cluster):
     config = _sleeping_config(tmp_path, 0.25, 4, MODELS[:2])
     out = tmp_path / "run"
     sweep = sweeps.prepare(config, out=out)
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            sweeps.execute(sweep, lambda _: None, "2")
-        except BaseException as exc:
-            errors.append(exc)
-
-    driver = threading.Thread(target=run)
-    driver.start()
+    driver, errors = _driver(sweep)
     deadline = time.time() + 60
     while time.time() < deadline and not ((out / "workers.csv").exists() and len(_workers_log(out)) >= 3):
         time.sleep(0.05)
@@ -225,3 +232,27 @@ def test_a_fleet_entry_that_cannot_run_on_its_machine_is_one_error_line(tmp_path
     assert code == 2 and last.startswith(f"error: {fleet_file}: fake-hw_a: {config} (on "), err
     assert "cannot run 'not-installed-on-that-machine'" in last
     assert not (tmp_path / "fleet" / "fake-hw_a" / "samples.csv").exists()
+
+
+@pytest.mark.fleet
+def test_workers_killed_again_and_again_still_finish_the_sweep(tmp_path, ray_cluster):
+    """Four kills in one sweep (each as soon as the log has grown since the last): every killed worker's point is
+    requeued, Ray restarts the worker, and the sweep ends with one ok row per run."""
+    config = _sleeping_config(tmp_path, 0.1, 3, MODELS)
+    out = tmp_path / "run"
+    sweep = sweeps.prepare(config, out=out)
+    driver, errors = _driver(sweep)
+    kills, seen, deadline = [], 0, time.time() + 180
+    while driver.is_alive() and len(kills) < 4 and time.time() < deadline:
+        log = _workers_log(out) if (out / "workers.csv").exists() else pd.DataFrame()
+        if len(log) >= seen + 2:
+            seen = len(log)
+            victim = int(log["worker_pid"].iloc[-1])
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGKILL)
+                kills.append(victim)
+        time.sleep(0.05)
+    driver.join(240)
+    assert not driver.is_alive() and not errors, errors
+    assert len(kills) >= 3, f"the sweep ended before the workers were killed often enough ({kills})"
+    _one_ok_row_per_run(out, models=4, rounds=3)

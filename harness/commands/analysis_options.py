@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.analysis import Options, parse_excludes
+from harness.config import MAX_CAP
 from harness.crossover import DEFAULT_GRID
 from harness.stats import CONFIDENCE, MARGIN, family_labels
 
@@ -51,7 +52,11 @@ MarginOpt = Annotated[
 CurrentDefaultOpt = Annotated[
     int | None,
     typer.Option(
-        min=1, metavar="DFF", help="the cap in force now (default: the run's current_default)", show_default=False
+        min=1,
+        max=MAX_CAP,
+        metavar="DFF",
+        help="the cap in force now (default: the run's current_default)",
+        show_default=False,
     ),
 ]
 GridOpt = Annotated[int, typer.Option(min=1, help="recommended caps are multiples of this")]

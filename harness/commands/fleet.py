@@ -33,10 +33,12 @@ def fleet(
     """
     from harness import fleet as fleets
     from harness.errors import InputError
-    from harness.scale import require_ray
+    from harness.scale import check_reachable, require_ray
 
     entries = fleets.load_fleet(fleet_file)
     require_ray("fleet")
+    if address and not dry_run:
+        check_reachable(address)  # before anything is printed: an address nothing answers at is one error line
     out = out or Path("results") / f"fleet-{fleet_file.stem}"
     for entry in entries:
         console.print(f"{entry.name}: {entry.config_path} on {entry.label} × {entry.workers} → {out / entry.name}")

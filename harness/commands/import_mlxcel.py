@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from harness.config import MAX_CAP
 from harness.errors import InputError
 from harness.mlxcel import MlxcelImport, import_run_dir
 from harness.mlxcel_bench_csv import read_bench_pair
@@ -27,7 +28,9 @@ def import_mlxcel(
     backend: Annotated[str | None, typer.Option(help="provenance: backend label, e.g. metal or cuda")] = None,
     device: Annotated[str | None, typer.Option(help="provenance: device name")] = None,
     library_pin: Annotated[str | None, typer.Option(help="provenance: e.g. 'MLX 0.32.1'")] = None,
-    current_default: Annotated[int | None, typer.Option(help="provenance: the cap in force when measured")] = None,
+    current_default: Annotated[
+        int | None, typer.Option(min=1, max=MAX_CAP, help="provenance: the cap in force when measured")
+    ] = None,
 ) -> None:
     """Each run becomes a sample row (round = run index); NA runs become skip rows with the reason.
 

@@ -17,13 +17,9 @@ same runner with the parity probe's variables added; timed runs never carry them
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 from harness.bench_output import generated_tokens, rejected_flag, usage_error
@@ -32,6 +28,7 @@ from harness.config import CommandWorkload as CommandSettings
 from harness.errors import InputError
 from harness.measure import Point, RunFailed, RunOutcome
 from harness.parity import agreement, capture_file, capture_regex
+from harness.proc import run_with_deadline
 
 TAIL_CHARS = 400
 
@@ -39,12 +36,6 @@ TAIL_CHARS = 400
 def _tail(text: str) -> str:
     text = text.strip().replace("\r", "")
     return text[-TAIL_CHARS:].replace("\n", " | ")
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the run's whole process group (its session); nothing to do once it is gone."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def argv_for(settings: CommandSettings, model: ModelEntry) -> list[str]:
@@ -80,37 +71,18 @@ class CommandRunner:
     def run(self, path: str, extra_env: dict[str, str] | None = None) -> RunOutcome:
         if self.output_file is not None:
             self.output_file.unlink(missing_ok=True)  # a stale file must not pass for this run's output
-        started = time.perf_counter()
         try:
-            # its own session (process group), so a timeout can kill the benchmark and every child it started
-            proc = subprocess.Popen(
-                self.argv,
-                env=self.environment(path, extra_env),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                errors="replace",
-                start_new_session=True,
-            )
+            finished = run_with_deadline(self.argv, self.environment(path, extra_env), self.settings.timeout_s)
         except OSError as exc:
             raise RunFailed(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
-        try:
-            stdout, stderr = proc.communicate(timeout=self.settings.timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            stdout, _ = proc.communicate()
-            raise RunFailed(f"timed out after {self.settings.timeout_s:g}s; stdout tail: {_tail(stdout)}") from None
-        except BaseException:  # Ctrl-C or a kill of the sweep: leave no benchmark behind
-            _kill_group(proc)
-            proc.wait()
-            raise
-        finally:
-            _kill_group(proc)  # children the benchmark left running after it exited belong to this run too
-        seconds = time.perf_counter() - started
+        stdout, stderr, seconds = finished.stdout, finished.stderr, finished.seconds
+        if finished.timed_out:
+            raise RunFailed(f"timed out after {self.settings.timeout_s:g}s; stdout tail: {_tail(stdout)}")
         output = self.last_text = stdout + "\n" + stderr
-        if proc.returncode != 0:
-            raise RunFailed(f"exit code {proc.returncode}; stderr tail: {_tail(stderr)}; stdout tail: {_tail(stdout)}")
+        if finished.returncode != 0:
+            raise RunFailed(
+                f"exit code {finished.returncode}; stderr tail: {_tail(stderr)}; stdout tail: {_tail(stdout)}"
+            )
         matches = self.metric.findall(output)
         if not matches:
             raise RunFailed(f"metric_regex did not match; stdout tail: {_tail(stdout)}")
@@ -160,17 +132,10 @@ def check_usage(argv: list[str], timeout_s: float) -> str | None:
     argument '--x' found`), while accepted arguments print the help and exit 0. Returns the complaint, or None.
     A program that cannot answer `--help` (exit code other than 2, no `error:` line) is not judged here."""
     try:
-        done = subprocess.run(
-            [*argv, "--help"],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            stdin=subprocess.DEVNULL,
-            timeout=min(timeout_s, 60),
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        done = run_with_deadline([*argv, "--help"], os.environ, min(timeout_s, 60))
+    except OSError:
         return None
-    if done.returncode != 2:
+    if done.timed_out or done.returncode != 2:
         return None
     return usage_error(done.stderr + "\n" + done.stdout)
 
