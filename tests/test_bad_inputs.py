@@ -59,6 +59,9 @@ time.sleep(120)
 """,
     # the first run succeeds; every later one writes its pid and hangs with a child (for the signal tests)
     "hangs-after-first.py": """import os, subprocess, sys, time
+if "--help" in sys.argv:  # the sweep's usage check before measuring: answered, not counted as a run
+    print("usage: hangs-after-first.py SLEEPER COUNTER PIDFILE")
+    sys.exit(0)
 counter = sys.argv[2]
 runs = int(open(counter).read()) if os.path.exists(counter) else 0
 open(counter, "w").write(str(runs + 1))
