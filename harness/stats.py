@@ -10,7 +10,9 @@ Choices, and why (DESIGN §7):
 - Variance of d: pooled over the paired points of a shape family when Bartlett's test (1%) finds their variances
   homogeneous — at 3–5 rounds a per-point variance has 2–4 degrees of freedom and t quantiles of 2.8–4.3, pooling
   buys back most of that — else per point. t quantiles with the matching degrees of freedom (Welch–Satterthwaite).
-  A variance is floored at the resolution of the stored numbers (6 significant digits), so no interval has width 0.
+  A run's variance is floored at the precision of the input (precision_step: tok/s written with 2 decimals are
+  rounded by up to ±0.005, a uniform error of variance 0.01²/12, relative to the value), and never below the
+  resolution of 6 significant digits, so identical runs cannot give an interval of width 0.
 - Outliers: a run more than 6 robust σ (1.4826·MAD) from its arm's median drops its round (Welch: the run); σ is
   essentially the family's (see screen_outliers: with 3 runs an arm's own MAD is unusable either way), and a point
   that lost a run keeps its own variance. Dropped runs are listed in the summary (`outliers`).
@@ -40,6 +42,7 @@ from scipy import stats as scipy_stats
 from harness.results import POINT_COLUMNS
 
 CONFIDENCE = 0.95
+POWER = 0.80  # the rounds hint: the chance that the suggested rounds give a decision
 MARGIN = 0.01
 MIN_RUNS = 3
 OUTLIER_SIGMAS = 6.0
@@ -124,11 +127,18 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def compare_arms(a: np.ndarray, b: np.ndarray, paired: np.ndarray | bool, pool: np.ndarray | bool = True) -> Comparison:
+def compare_arms(
+    a: np.ndarray,
+    b: np.ndarray,
+    paired: np.ndarray | bool,
+    pool: np.ndarray | bool = True,
+    floor: tuple[np.ndarray | float, np.ndarray | float] = (RESOLUTION**2, RESOLUTION**2),
+) -> Comparison:
     """ln(a/b) per point: paired (per-round differences) where `paired`, else Welch; arrays (..., points, runs).
 
     Paired points of one family (the `points` axis) allowed to `pool` share a pooled variance when Bartlett's test
-    at 1% does not reject equal variances; the others (and Welch points) keep their own.
+    at 1% does not reject equal variances; the others (and Welch points) keep their own. `floor`: the smallest
+    per-run variance of each arm's ln tok/s (..., points), the input's precision (precision_floor).
     """
     a, b = np.asarray(a, float), np.asarray(b, float)
     if a.shape != b.shape or a.ndim < 2:
@@ -137,10 +147,11 @@ def compare_arms(a: np.ndarray, b: np.ndarray, paired: np.ndarray | bool, pool: 
     with np.errstate(all="ignore"), _quiet():
         d = a - b
         n_d = np.sum(~np.isnan(d), axis=-1)
-        var_d = np.fmax(np.nanvar(d, axis=-1, ddof=1), RESOLUTION**2)
+        floor_a, floor_b = (np.fmax(np.asarray(f, float), RESOLUTION**2) for f in floor)
+        var_d = np.fmax(np.nanvar(d, axis=-1, ddof=1), floor_a + floor_b)
         n_a, n_b = np.sum(~np.isnan(a), axis=-1), np.sum(~np.isnan(b), axis=-1)
-        va = np.fmax(np.nanvar(a, axis=-1, ddof=1), RESOLUTION**2) / n_a
-        vb = np.fmax(np.nanvar(b, axis=-1, ddof=1), RESOLUTION**2) / n_b
+        va = np.fmax(np.nanvar(a, axis=-1, ddof=1), floor_a) / n_a
+        vb = np.fmax(np.nanvar(b, axis=-1, ddof=1), floor_b) / n_b
         welch_se2 = va + vb
         welch_df = welch_se2**2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
         welch_theta = np.nanmean(a, axis=-1) - np.nanmean(b, axis=-1)
@@ -174,7 +185,12 @@ def _homogeneous(var: np.ndarray, dfi: np.ndarray) -> np.ndarray:
     return np.broadcast_to((k >= 2) & (p >= BARTLETT_ALPHA), var.shape)
 
 
-def estimate_family(a: np.ndarray, b: np.ndarray, paired: np.ndarray) -> tuple[Comparison, np.ndarray]:
+def estimate_family(
+    a: np.ndarray,
+    b: np.ndarray,
+    paired: np.ndarray,
+    floor: tuple[np.ndarray | float, np.ndarray | float] = (RESOLUTION**2, RESOLUTION**2),
+) -> tuple[Comparison, np.ndarray]:
     """Screen outliers, drop them (a paired point loses the whole round), compare: the whole per-family estimate.
 
     A point that lost a run keeps its own variance instead of the family's pooled one: its remaining runs are
@@ -189,7 +205,7 @@ def estimate_family(a: np.ndarray, b: np.ndarray, paired: np.ndarray) -> tuple[C
     drop = flagged.any(axis=0)
     a = np.where(np.where(paired_runs, drop, flagged[0]), np.nan, a)
     b = np.where(np.where(paired_runs, drop, flagged[1]), np.nan, b)
-    return compare_arms(a, b, paired, pool=~flagged.any(axis=(0, -1))), flagged
+    return compare_arms(a, b, paired, pool=~flagged.any(axis=(0, -1)), floor=floor), flagged
 
 
 def noise_scale(aa: Comparison) -> float:
@@ -229,10 +245,20 @@ def classify(low: np.ndarray | float, high: np.ndarray | float, margin: float = 
 
 
 def rounds_to_decide(
-    theta: float, se: float, df: float, n: int, margin: float = MARGIN, confidence: float = CONFIDENCE
+    theta: float,
+    se: float,
+    df: float,
+    n: int,
+    margin: float = MARGIN,
+    confidence: float = CONFIDENCE,
+    power: float = POWER,
 ) -> int | None:
-    """About how many runs per arm in total would put the interval on one side of the nearest margin boundary,
-    if θ̂ and the per-run noise stay what they are now (normal-theory sample size; None when not estimable)."""
+    """About how many runs per arm in total give a `power` chance that the interval lands on one side of the
+    nearest margin boundary, if the true θ and per-run noise are what they are now (None when not estimable).
+
+    n = ((t_{1−α/2} + t_{power})·σ / gap)², its t quantiles at the degrees of freedom n rounds would have (the
+    current df scaled by (n−1)/(now−1): a pooled variance keeps its extra points). Without the t_{power} term the
+    answer has 50% power: half the time those rounds would not decide."""
     if not (np.isfinite(theta) and np.isfinite(se) and se > 0 and n >= 1):
         return None
     bounds = np.log([1.0 - margin, 1.0 + margin])
@@ -240,8 +266,34 @@ def rounds_to_decide(
     if gap <= 0:
         return None
     per_run_sd = se * np.sqrt(n)
-    z = float(t_quantile(confidence, max(df, 30.0)))
-    return int(np.ceil((z * per_run_sd / gap) ** 2))
+    needed = float(n)
+    for _ in range(50):
+        df_needed = max(1.0, df * (needed - 1) / (n - 1)) if n > 1 and np.isfinite(df) else max(1.0, needed - 1)
+        z = float(t_quantile(confidence, df_needed)) + float(scipy_stats.t.ppf(power, df_needed))
+        updated = max(2.0, (z * per_run_sd / gap) ** 2)
+        if abs(updated - needed) < 0.01:
+            break
+        needed = updated
+    return int(np.ceil(needed))
+
+
+def precision_step(values: np.ndarray) -> float:
+    """The coarsest power of ten every value is a multiple of (0.01 for tok/s written with 2 decimals); 0 when the
+    values carry more digits than a text file would (simulated floats)."""
+    values = np.asarray(values, float)
+    values = values[np.isfinite(values)]
+    for exponent in range(3, -10, -1):
+        step = 10.0**exponent
+        scaled = values / step
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-6):
+            return step
+    return 0.0
+
+
+def precision_floor(step: float, tok_s: np.ndarray) -> np.ndarray:
+    """Per-run variance of ln tok/s that rounding to `step` adds: (step²/12)/value² (a uniform rounding error)."""
+    with np.errstate(all="ignore"):
+        return np.nan_to_num((step**2 / 12.0) / np.asarray(tok_s, float) ** 2, nan=0.0)
 
 
 # --- the DataFrame layer ---------------------------------------------------------------------------------------
@@ -335,11 +387,13 @@ def analyse_points(
     keys = pd.DataFrame([p.key for p in points], columns=POINT_COLUMNS)
     labels = family_labels(keys).to_numpy() if points else np.array([])
     records = [_describe(p) for p in points]
+    ok = samples["status"] == "ok" if len(samples) else pd.Series([], dtype=bool)
+    step = precision_step(pd.to_numeric(samples.loc[ok, "tok_s"], errors="coerce").to_numpy(float))
     main, aa = {}, {}
     for family in dict.fromkeys(labels):
         members = list(np.flatnonzero(labels == family))
-        main.update(_family(points, members, records, "fused", excludes))
-        aa.update(_family(points, members, records, "null", excludes))
+        main.update(_family(points, members, records, "fused", excludes, step))
+        aa.update(_family(points, members, records, "null", excludes, step))
     aa_cmp = Comparison(*(np.array([aa[i][k] for i in aa]) for k in range(3)), np.zeros(len(aa), bool))
     phi = noise_scale(aa_cmp)
     beyond = []
@@ -389,9 +443,15 @@ def _describe(point: _Point) -> dict[str, object]:
 
 
 def _family(
-    points: Sequence[_Point], members: Sequence[int], records: list[dict], arm: str, excludes: Mapping[str, str]
+    points: Sequence[_Point],
+    members: Sequence[int],
+    records: list[dict],
+    arm: str,
+    excludes: Mapping[str, str],
+    step: float = 0.0,
 ) -> dict[int, tuple[float, float, float, str]]:
-    """θ̂, se, df, method of `arm` vs fallback for the family's points that can have one (outliers screened)."""
+    """θ̂, se, df, method of `arm` vs fallback for the family's points that can have one (outliers screened); `step`
+    is the input's precision (precision_step), which floors each arm's per-run variance."""
     usable = [
         i
         for i in members
@@ -407,7 +467,8 @@ def _family(
         for p, is_paired in zip(mine, paired, strict=True)
     ]
     a, b = _matrix(mine, arm, rounds, paired), _matrix(mine, "fallback", rounds, paired)
-    result, flagged = estimate_family(a, b, np.array(paired))
+    floor = tuple(precision_floor(step, np.exp(np.nanmedian(y, axis=-1))) for y in (a, b))
+    result, flagged = estimate_family(a, b, np.array(paired), floor)
     out = {}
     for j, i in enumerate(usable):
         if arm == "fused":
