@@ -472,13 +472,14 @@ def recommend(
         )
     if action is not None:
         verb, cap, evidence, where = action
-        reason = f"{finding}; {evidence}. {verb.capitalize()} it to {cap}, {where}."
+        reason = f"{finding}; {evidence}. {verb.capitalize()} it to {cap}, {where}"
         line = _line_raise(curve, cap, confidence, margin, grid) if verb == "raise" else None
         if line is not None:
             reason += (
-                f" (The straight line from {line[1]} to {line[2]} would go on to {line[0]}, but no Dff between them "
-                f"was measured; measure Dff {_gap_next(crossover, line[1], line[2], grid)} next.)"
+                f" (the straight line from {line[1]} to {line[2]} would go on to {line[0]}, but no Dff between them "
+                f"was measured; measure Dff {_gap_next(crossover, line[1], line[2], grid)} next)"
             )
+        reason += "."
         return Decision(verb, cap, reason, f"{cap_env}={cap}", caps)
     parts = []
     if m is not None:
