@@ -186,14 +186,14 @@ def acceptance_set(curve: Curve, confidence: float = CONFIDENCE) -> list[tuple[f
     pieces: list[tuple[float, float]] = []
     if len(x) == 1 and abs(a_all[0]) <= t_all[0] * s_all[0]:
         pieces.append((x[0], x[0]))
+    x, a_all, s_all, t_all = (np.asarray(v, float).tolist() for v in (x, a_all, s_all, t_all))
     for i in range(len(x) - 1):
         a, b, var_a, var_b = a_all[i], a_all[i + 1], s_all[i] ** 2, s_all[i + 1] ** 2
         t2 = max(t_all[i], t_all[i + 1]) ** 2  # the smaller df: conservative
         q2 = (b - a) ** 2 - t2 * (var_a + var_b)
         q1 = 2 * a * (b - a) + 2 * t2 * var_a
         q0 = a**2 - t2 * var_a
-        roots = np.roots([q2, q1, q0]) if abs(q2) > 1e-300 else np.roots([q1, q0])
-        cuts = sorted({0.0, 1.0, *(float(r.real) for r in roots if abs(r.imag) < 1e-12 and 0 < r.real < 1)})
+        cuts = sorted({0.0, 1.0, *(r for r in _real_roots(q2, q1, q0) if 0 < r < 1)})
         for w0, w1 in zip(cuts[:-1], cuts[1:], strict=True):
             mid = (w0 + w1) / 2
             if q2 * mid**2 + q1 * mid + q0 <= 0:
@@ -205,6 +205,17 @@ def acceptance_set(curve: Curve, confidence: float = CONFIDENCE) -> list[tuple[f
         else:
             merged.append([low, high])
     return [(float(curve.to_dff(low)), float(curve.to_dff(high))) for low, high in merged]
+
+
+def _real_roots(q2: float, q1: float, q0: float) -> tuple[float, ...]:
+    """Real roots of q2·w² + q1·w + q0 (closed form: the acceptance set is solved once per segment per sweep)."""
+    if abs(q2) <= 1e-300:
+        return (-q0 / q1,) if q1 != 0 else ()
+    disc = q1 * q1 - 4 * q2 * q0
+    if disc < 0:
+        return ()
+    root = math.sqrt(disc)
+    return ((-q1 - root) / (2 * q2), (-q1 + root) / (2 * q2))
 
 
 def _to_measured(curve: Curve, low: float, high: float) -> tuple[float, float]:
@@ -318,24 +329,31 @@ def candidate_caps(
     current = int(curve.dffs[0]) - 1 if current is None else current
     labels = curve.labels or tuple(f"Dff {int(d)}" for d in curve.dffs)
     total = len(curve.dffs)
+    half = t_quantile(confidence, curve.df) * curve.se  # one t quantile per point: the table is built per sweep
     out = []
     for cap in [(int(curve.dffs[0]) - 1) // grid * grid, *(int(d) for d in curve.dffs)]:
         moved = np.flatnonzero((curve.dffs > min(cap, current)) & (curve.dffs <= max(cap, current)))
         sign = 1.0 if cap > current else -1.0
-        switched = []
-        for i in moved:
-            effect, low, high = ratio_interval(sign * curve.theta[i], curve.se[i], curve.df[i], confidence)
-            to = "fused" if sign > 0 else "fallback"
-            switched.append(Switch(int(curve.dffs[i]), labels[i], to, float(effect), float(low), float(high)))
+        to = "fused" if sign > 0 else "fallback"
+        switched = tuple(
+            Switch(
+                int(curve.dffs[i]),
+                labels[i],
+                to,
+                math.exp(sign * curve.theta[i]),
+                math.exp(sign * curve.theta[i] - half[i]),
+                math.exp(sign * curve.theta[i] + half[i]),
+            )
+            for i in moved
+        )
         if moved.size:
             theta = sign * float(np.sum(curve.theta[moved])) / total
-            se = float(np.sqrt(np.sum(curve.se[moved] ** 2))) / total
-            effect, low, high = (
-                float(v) for v in ratio_interval(theta, se, float(np.min(curve.df[moved])), confidence)
-            )
+            # the aggregate's se over the t quantile of the fewest degrees of freedom among the switched points
+            width = float(np.max(half[moved] / curve.se[moved])) * float(np.sqrt(np.sum(curve.se[moved] ** 2))) / total
+            effect, low, high = math.exp(theta), math.exp(theta - width), math.exp(theta + width)
         else:
             effect, low, high = 1.0, 1.0, 1.0
-        out.append(CapOption(cap, tuple(switched), effect, low, high))
+        out.append(CapOption(cap, switched, effect, low, high))
     return tuple(out)
 
 
@@ -408,17 +426,18 @@ def recommend(
     lower_confidence: float | None = None,
     rounds: np.ndarray | None = None,
     withhold: str = "",
+    table: bool = True,
 ) -> Decision:
     """Keep / raise / lower / set for one family from its measured points (module docstring); `withhold` (a
-    reason) turns a raise or lower into keep. Raises are tested at `confidence`: a raise needs every family and
-    every point it switches to agree (an intersection-union test needs no multiplicity correction); lowers, which
+    reason) turns a raise or lower into keep; `table`: attach the candidate-cap table (simulations skip it).
+    Raises are tested at `confidence`: a raise needs every family and every point it switches to agree (an intersection-union test needs no multiplicity correction); lowers, which
     any one family can trigger, at `lower_confidence`."""
     if grid <= 0:
         raise ValueError(f"grid must be positive, got {grid}")
     lower_level = lower_confidence or confidence
     rounds = np.zeros(len(curve.dffs), int) if rounds is None else rounds
     keep_line = f"{cap_env}={current_default}" if current_default is not None else None
-    caps = candidate_caps(curve, current_default, grid, confidence)
+    caps = candidate_caps(curve, current_default, grid, confidence) if table else ()
     if crossover.outcome == "no_points":
         reason = "No point with an interval to decide from; nothing changes."
         return Decision("keep", current_default, reason, keep_line)
@@ -581,23 +600,65 @@ def decide(
         positions = np.flatnonzero((labels == family) & valid)
         positions = positions[np.argsort(summary["dff"].to_numpy()[positions], kind="stable")]
         curve, rounds, notes = family_curve(summary, positions, interpolation)
-        staged.append((family, curve, rounds, notes, find_crossover(curve, confidence, margin, grid)))
-    draft = [FamilyDecision(f, (), c, Decision("keep", None, "", None), len(k.dffs)) for f, k, _, _, c in staged]
-    n_deciding = len(deciding_families(draft)) if draft else 1
-    lower_confidence = 1.0 - (1.0 - confidence) / n_deciding
+        rows = tuple(int(i) for i in np.flatnonzero(labels == family))
+        staged.append(StagedFamily(str(family), curve, rounds, notes, rows))
+    if not staged:
+        staged = [StagedFamily("", Curve(np.array([]), np.array([]), np.array([]), np.array([]), interpolation))]
+        return _no_families(decide_curves(staged, current_default, grid, confidence, cap_env, margin, withhold))
+    return decide_curves(staged, current_default, grid, confidence, cap_env, margin, withhold)
+
+
+@dataclass(frozen=True)
+class StagedFamily:
+    """One shape family's curve before its decision (what decide builds from a summary, simulations directly)."""
+
+    family: str
+    curve: Curve
+    rounds: np.ndarray | None = None
+    notes: tuple[str, ...] = ()
+    rows: tuple[int, ...] = ()
+
+
+def _no_families(result: DecisionResult) -> DecisionResult:
+    return DecisionResult((), result.crossover, result.decision)
+
+
+def decide_curves(
+    staged: Sequence[StagedFamily],
+    current_default: int | None,
+    grid: int = DEFAULT_GRID,
+    confidence: float = CONFIDENCE,
+    cap_env: str = DEFAULT_CAP_ENV,
+    margin: float = MARGIN,
+    withhold: str = "",
+    table: bool = True,
+) -> DecisionResult:
+    """Each family's crossover and decision, then the overall one (_overall). Lowers are tested at the Bonferroni
+    level 1 − α/k over the k deciding families (any one can trigger a lower), raises at the plain level."""
+    crossovers = [find_crossover(s.curve, confidence, margin, grid) for s in staged]
+    draft = [
+        FamilyDecision(s.family, (), c, Decision("keep", None, "", None), len(s.curve.dffs))
+        for s, c in zip(staged, crossovers, strict=True)
+    ]
+    lower_confidence = 1.0 - (1.0 - confidence) / len(deciding_families(draft))
     families = []
-    for family, curve, rounds, notes, crossover in staged:
+    for s, crossover in zip(staged, crossovers, strict=True):
         decision = recommend(
-            curve, crossover, current_default, grid, cap_env, confidence, margin, lower_confidence, rounds, withhold
+            s.curve,
+            crossover,
+            current_default,
+            grid,
+            cap_env,
+            confidence,
+            margin,
+            lower_confidence,
+            s.rounds,
+            withhold,
+            table,
         )
-        if notes:
-            decision = replace(decision, reason=f"{decision.reason} Note: {'; '.join(notes)}.")
-        all_rows = tuple(int(i) for i in np.flatnonzero(labels == family))
-        families.append(FamilyDecision(family, all_rows, crossover, decision, len(curve.dffs)))
-    if not families:
-        curve = Curve(np.array([]), np.array([]), np.array([]), np.array([]), interpolation)
-        empty = find_crossover(curve)
-        return DecisionResult((), empty, recommend(curve, empty, current_default, grid, cap_env, confidence, margin))
+        if s.notes:
+            decision = replace(decision, reason=f"{decision.reason} Note: {'; '.join(s.notes)}.")
+        families.append(FamilyDecision(s.family, s.rows, crossover, decision, len(s.curve.dffs)))
     candidates = deciding_families(families)
     binding = min(
         candidates, key=lambda f: math.inf if f.decision.recommended_cap is None else f.decision.recommended_cap
