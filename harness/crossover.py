@@ -430,8 +430,9 @@ def recommend(
 ) -> Decision:
     """Keep / raise / lower / set for one family from its measured points (module docstring); `withhold` (a
     reason) turns a raise or lower into keep; `table`: attach the candidate-cap table (simulations skip it).
-    Raises are tested at `confidence`: a raise needs every family and every point it switches to agree (an intersection-union test needs no multiplicity correction); lowers, which
-    any one family can trigger, at `lower_confidence`."""
+    Raises are tested at `confidence`: a raise needs every family and every point it switches to agree (an
+    intersection-union test needs no multiplicity correction); lowers, which any one family can trigger, at
+    `lower_confidence`."""
     if grid <= 0:
         raise ValueError(f"grid must be positive, got {grid}")
     lower_level = lower_confidence or confidence

@@ -140,9 +140,7 @@ REGIMES = {
 
 def table(rounds: tuple[int, ...], sweeps: int) -> list[str]:
     """The calibration table, one line per regime × rounds."""
-    lines = [
-        f"{'regime':30} {'n':>3} {'point cov':>9} {'crossover cov':>13} {'actions':>7} {'raises':>6} {'false':>6}"
-    ]
+    lines = [f"{'regime':30} {'n':>3} {'point cov':>9} {'crossover cov':>13} {'actions':>7} {'raises':>6} {'false':>6}"]
     for k, regime in enumerate(REGIMES.values()):
         for n in rounds:
             sc = score(regime, n, sweeps, seed=1000 * k + n)
