@@ -18,7 +18,8 @@ Pure functions over arrays and the summary DataFrame; no I/O (ValueError on bad 
   which measured points change path and the aggregate effect): **lower** when fallback wins beyond δ at the
   largest measured Dff ≤ c, to the crossover interval's lower end or the last measured Dff below where fused is not
   measurably worse, whichever is smaller; **raise** when fused wins beyond δ at every measured Dff above c up to the
-  new cap (never past the measured range); else **keep**, saying about how many rounds give an 80% chance of a
+  new cap (never past the measured range); each is a one-sided question, tested one-sided at α (the intervals
+  shown stay two-sided); else **keep**, saying about how many rounds give an 80% chance of a
   decision. A straight line across an unmeasured gap never moves the cap: it is reported as a withheld raise.
   Several deciding families: a raise needs every family (intersection-union test, no correction); a lower needs
   one, so each family's lower test runs at the Bonferroni level 1 − α/k. **set**: no current default was given;
@@ -452,7 +453,8 @@ def recommend(
         return Decision("set", cap, reason, f"{cap_env}={cap}", caps)
     c = current_default
     band = f"1 ± {margin:.1%}"
-    t_low, t_raise = t_quantile(lower_level, curve.df), t_quantile(confidence, curve.df)
+    # one-sided questions (does fused win beyond δ at every point a raise switches?), so one-sided tests at α
+    t_low, t_raise = t_quantile(2 * lower_level - 1, curve.df), t_quantile(2 * confidence - 1, curve.df)
     worse = curve.theta + t_low * curve.se < math.log1p(-margin)
     better = curve.theta - t_raise * curve.se > math.log1p(margin)
     fused_now = np.flatnonzero(curve.dffs <= c)
@@ -480,7 +482,10 @@ def recommend(
         if wins:
             best = int(curve.dffs[above[wins - 1]])
             switched = ", ".join(str(int(d)) for d in curve.dffs[above[:wins]])
-            evidence = f"fused wins beyond {band} at every measured Dff above {c} up to {best} ({switched})"
+            evidence = (
+                f"fused wins beyond {band} at every measured Dff above {c} up to {best} ({switched}; one-sided "
+                f"{confidence:.0%} test at each)"
+            )
             where = "the largest measured Dff up to which every measured point shows it"
             if best == int(curve.dffs[-1]):
                 where += f"; Dff above {best} are unmeasured"

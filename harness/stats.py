@@ -13,6 +13,9 @@ Choices, and why (DESIGN §7):
   A run's variance is floored at the precision of the input (precision_step: tok/s written with 2 decimals are
   rounded by up to ±0.005, a uniform error of variance 0.01²/12, relative to the value), and never below the
   resolution of 6 significant digits, so identical runs cannot give an interval of width 0.
+- Drift the arms do not share (drift_inflation): the first and second half of each point's runs, in time order,
+  differ by more than the model's noise allows → every se of the family is widened by that ratio (pooled over its
+  points; shown in `method` when ≥ 1.5). Needs 4 runs per point; it recovers part of the lost coverage, not all.
 - Outliers: a run more than 6 robust σ (1.4826·MAD) from its arm's median drops its round (Welch: the run); σ is
   essentially the family's (see screen_outliers: with 3 runs an arm's own MAD is unusable either way), and a point
   that lost a run keeps its own variance. Dropped runs are listed in the summary (`outliers`).
@@ -49,6 +52,7 @@ OUTLIER_SIGMAS = 6.0
 OWN_SIGMA_CAP = 1.5  # an arm's own robust σ counts up to this multiple of its family's (screen_outliers)
 BARTLETT_ALPHA = 0.01
 UNSTABLE_SPREAD = 0.05
+DRIFT_FLAG = 1.5  # a drift inflation at least this large is named in the point's method
 MAD_TO_SIGMA = 1.4826  # scales the median absolute deviation to σ for normally distributed noise
 RESOLUTION = 1e-6  # tok/s are stored with 6 significant digits: smaller relative differences are not resolved
 SUMMARY_COLUMNS = [
@@ -98,6 +102,7 @@ class Comparison:
     se: np.ndarray
     df: np.ndarray
     pooled: np.ndarray  # bool: the variance is the family's pooled one
+    drift: np.ndarray | float = 1.0  # variance inflation for runs that drift (drift_inflation), 1: none seen
 
 
 def screen_outliers(arm_ys: Sequence[np.ndarray], sigmas: float = OUTLIER_SIGMAS) -> np.ndarray:
@@ -205,7 +210,32 @@ def estimate_family(
     drop = flagged.any(axis=0)
     a = np.where(np.where(paired_runs, drop, flagged[0]), np.nan, a)
     b = np.where(np.where(paired_runs, drop, flagged[1]), np.nan, b)
-    return compare_arms(a, b, paired, pool=~flagged.any(axis=(0, -1)), floor=floor), flagged
+    result = compare_arms(a, b, paired, pool=~flagged.any(axis=(0, -1)), floor=floor)
+    inflation = np.where(paired, drift_inflation(a - b), drift_inflation(np.concatenate([a, b], axis=-2)))
+    return Comparison(result.theta, result.se * np.sqrt(inflation), result.df, result.pooled, inflation), flagged
+
+
+def drift_inflation(y: np.ndarray) -> np.ndarray:
+    """Variance inflation (..., 1) for runs that drift, from each point's runs in time order (rounds, or run order
+    within an arm), pooled over the family's points (..., points, runs); 1 where no drift shows.
+
+    A drift the two arms do not share (each arm's own, or the fused path's alone — invisible to the A/A arm) makes
+    neighbouring runs alike, and the mean of n runs then varies more than σ²/n. Batch means see it: the first and
+    the second half of a point's runs differ by more than their noise allows. Pooled over the points,
+    mean (b₁ − b₂)²/4 estimates the mean's variance whatever the drift's shape; its ratio to the model's s²/n is the
+    inflation (at least 1). Needs 4 runs per point (fewer: 1)."""
+    with np.errstate(all="ignore"), _quiet():
+        n = np.sum(~np.isnan(y), axis=-1)
+        half = np.maximum(n // 2, 1)[..., None]
+        valid = ~np.isnan(y)
+        order = np.cumsum(valid, axis=-1) - 1  # position among the point's ok runs
+        first = np.where(valid & (order < half), y, np.nan)
+        second = np.where(valid & (order >= n[..., None] - half), y, np.nan)
+        batch = (np.nanmean(first, axis=-1) - np.nanmean(second, axis=-1)) ** 2 / 4
+        model = np.nanvar(y, axis=-1, ddof=1) / n
+        usable = n >= 4
+        ratio = np.nansum(np.where(usable, batch, 0), axis=-1) / np.nansum(np.where(usable, model, 0), axis=-1)
+        return np.fmax(np.nan_to_num(ratio, nan=1.0), 1.0)[..., None]
 
 
 def noise_scale(aa: Comparison) -> float:
@@ -474,6 +504,9 @@ def _family(
         if arm == "fused":
             records[i]["outliers"] = _outlier_text(mine[j], rounds[j], flagged[:, j], paired[j])
         method = "welch" if not paired[j] else ("paired, pooled" if result.pooled[j] else "paired")
+        inflation = float(np.broadcast_to(result.drift, result.se.shape)[j])
+        if inflation >= DRIFT_FLAG:
+            method += f", drift: variance ×{inflation:.1f}"
         out[i] = (float(result.theta[j]), float(result.se[j]), float(result.df[j]), method)
     return out
 
