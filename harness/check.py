@@ -136,19 +136,25 @@ def verdict_flipped(before: str, after: str) -> bool:
     return "null" in (before, after) or {before, after} == {"fused", "fallback"}
 
 
-def _consistent(cap: int | None, result: DecisionResult) -> bool:
-    """The cap lies in the crossover interval [low, high): it sends the measured points below the crossing to fused
-    and those past it to fallback, as far as the data can tell (high is a measured Dff past the crossing)."""
+def _consistent(cap: int | None, result: DecisionResult, dffs: np.ndarray) -> bool:
+    """The cap agrees with the crossover interval [low, high] (measured Dff after widening), allowing one measured
+    step below `low`: a lower goes at or below the interval's lower end by design, so two sweeps of one truth can
+    lower to neighbouring measured Dff."""
     c = result.crossover
-    return cap is not None and c.outcome != "no_points" and c.ci_low <= cap < c.ci_high
+    if cap is None or c.outcome == "no_points":
+        return False
+    below = dffs[dffs < c.ci_low]
+    low = float(below[-1]) if below.size else -np.inf
+    return low <= cap <= c.ci_high
 
 
-def decision_moved(before: DecisionResult, after: DecisionResult) -> str:
+def decision_moved(before: DecisionResult, after: DecisionResult, dffs: np.ndarray) -> str:
     """Why the decision changed beyond noise ('' when it did not): the baseline's recommended cap lies outside the
     current crossover interval while the caps differ or the baseline's own interval held it (the crossover moved
-    away from the cap). A cap both sweeps leave outside their intervals is the same decision twice."""
+    away from the cap). A cap both sweeps leave outside their intervals is the same decision twice. `dffs`: the
+    measured Dff both decisions were made from."""
     old, new = before.decision.recommended_cap, after.decision.recommended_cap
-    if _consistent(old, after) or (old == new and not _consistent(old, before)):
+    if _consistent(old, after, dffs) or (old == new and not _consistent(old, before, dffs)):
         return ""
     return (
         f"decision recommended_cap: {old} → {new}; the baseline's cap lies outside the current crossover interval "
@@ -214,7 +220,8 @@ def compare(
         side: {"recommended_cap": d.decision.recommended_cap, "action": d.decision.action, "reason": d.decision.reason}
         for side, d in (("baseline", before), ("current", after))
     }
-    moved = decision_moved(before, after)
+    dffs = np.unique(current.summary["dff"].iloc[[c for _, c in pairs]].to_numpy(float))
+    moved = decision_moved(before, after, dffs)
     if moved:
         changes.append(moved)
     missing = [] if allow_missing else missing

@@ -198,19 +198,31 @@ def estimate_family(
 ) -> tuple[Comparison, np.ndarray]:
     """Screen outliers, drop them (a paired point loses the whole round), compare: the whole per-family estimate.
 
-    A point that lost a run keeps its own variance instead of the family's pooled one: its remaining runs are
-    the ones that looked typical, and when two of three runs were hit (the clean one then looks like the outlier)
-    only its own, few-degrees-of-freedom variance keeps the interval honest.
+    A point that lost a run keeps its own variance instead of the family's pooled one. A point whose flagged run is
+    faster than its arm's median gets no interval: outliers are slowdowns, so most of that arm was slowed (two of
+    three runs hit, the clean one looking like the outlier) and the runs left agree on the wrong value.
 
     Arrays (..., points, runs) of ln tok/s, `paired` (..., points). Returns the comparison and the outlier mask
     (2, ..., points, runs) for arms (a, b). The summary and the calibration simulations both run exactly this.
     """
+    arms = (a, b)
     flagged = screen_outliers([a, b])
     paired_runs = np.broadcast_to(np.asarray(paired, bool)[..., None], a.shape)
     drop = flagged.any(axis=0)
     a = np.where(np.where(paired_runs, drop, flagged[0]), np.nan, a)
     b = np.where(np.where(paired_runs, drop, flagged[1]), np.nan, b)
     result = compare_arms(a, b, paired, pool=~flagged.any(axis=(0, -1)), floor=floor)
+    # outliers are slowdowns (a background task never speeds a run up): a flagged run *faster* than its arm's median
+    # means most of the arm was slowed (two of three runs hit), and what is left cannot be trusted
+    with np.errstate(all="ignore"), _quiet():
+        fast = np.stack([y > np.nanmedian(y, axis=-1, keepdims=True) for y in arms]) & flagged
+    contaminated = fast.any(axis=(0, -1))
+    result = Comparison(
+        np.where(contaminated, np.nan, result.theta),
+        np.where(contaminated, np.nan, result.se),
+        np.where(contaminated, np.nan, result.df),
+        result.pooled & ~contaminated,
+    )
     inflation = np.where(paired, drift_inflation(a - b), drift_inflation(np.concatenate([a, b], axis=-2)))
     return Comparison(result.theta, result.se * np.sqrt(inflation), result.df, result.pooled, inflation), flagged
 
@@ -553,7 +565,7 @@ def _verdict(
             )
     low, high = record["ci_low"], record["ci_high"]
     if not (np.isfinite(low) and np.isfinite(high)):
-        return "insufficient", "fewer than 2 rounds left after dropping outliers"
+        return "insufficient", "too few runs agree after dropping outliers (fewer than 2 rounds, or most runs slowed)"
     verdict = str(classify(low, high, margin))
     level = f"{confidence:.0%} CI [{low:.4f}, {high:.4f}]"
     band = f"1 ± {margin:.1%}"

@@ -114,7 +114,7 @@ def check_pass_rate(regime: Regime, rounds: int, pairs: int, seed: int) -> float
     _, low, high = ratio_interval(comparison.theta, comparison.se, comparison.df, CONFIDENCE)
     fused, fallback = low > 1.01, high < 0.99
     flips = np.any((fused[0::2] & fallback[1::2]) | (fallback[0::2] & fused[1::2]), axis=(1, 2))
-    moved = np.array([bool(decision_moved(results[2 * i], results[2 * i + 1])) for i in range(pairs)])
+    moved = np.array([bool(decision_moved(results[2 * i], results[2 * i + 1], sim.grid)) for i in range(pairs)])
     return float(np.mean(~(flips | moved)))
 
 

@@ -56,7 +56,7 @@ def test_crossover_coverage_does_not_fall_as_rounds_grow(curved):
         ("sparse flat", 3),
         ("sparse flat", 10),
         ("dense flat 4 families", 5),
-        ("sparse flat 15% outliers", 3),
+        ("sparse flat 15% outliers", 10),
         ("sparse flat not interleaved", 3),
         ("sparse flat not interleaved", 10),
     ],
@@ -88,6 +88,18 @@ def test_drift_widening_recovers_per_point_coverage(name):
     """What the batch-means widening achieves at n = 10 (without it: 0.69, 0.75, 0.70 here)."""
     sc = _score(name, 10)
     _at_least(sc, sc.point_coverage, 0.78)
+
+
+def test_outliers_at_3_rounds_rarely_move_the_cap_on_a_flat_truth():
+    """15% of runs slowed by 10–20%, 3 rounds: what the engine achieves (the earlier engine: 6.0%)."""
+    sc = _score("sparse flat 15% outliers", 3)
+    assert sc.action_rate <= 0.05 + 2 * sc.mc_error(0.05), sc
+
+
+@pytest.mark.xfail(strict=True, reason="issue 18 target (≤ 3%) not met at 3 rounds with 15% outliers")
+def test_outlier_target_at_3_rounds():
+    sc = _score("sparse flat 15% outliers", 3)
+    assert sc.action_rate <= 0.03, sc
 
 
 @pytest.mark.xfail(strict=True, reason="issue 18 item 9 target not met: drift offsets within a point's window")
