@@ -259,3 +259,24 @@ def test_models_the_config_expected_null_stay_null_in_a_single_run_analysis():
     assert set(analysis.summary["verdict"]) == {"null"}
     assert analysis.summary["reason"].str.contains("expected null: mxfp4 quantization").all()
     assert analysis.options.excludes == {}  # derived from the run, not recorded as a user option
+
+
+def test_models_that_disagree_at_one_dff_are_not_averaged_into_a_confident_point(tmp_path):
+    """SYNTHETIC: a twin of phi-3.5-moe at Dff 6400 whose fused runs are 6% slower (ratio ≈ 0.976 against 1.036):
+    Cochran's Q rejects agreement, the random-effects point is wide, and the decision says so."""
+    lines = DESIGN_CSV.read_text().splitlines(keepends=True)
+    phi = next(line for line in lines if line.startswith("phi-3.5-moe-4bit"))
+    fields = phi.split(",")
+    fields[0] = "phi-twin-4bit"
+    fields[7:11] = [f"{float(v) * 0.94:.2f}" for v in fields[7:11]]
+    path = tmp_path / "disagree.csv"
+    path.write_text("".join(lines) + ",".join(fields))
+    analysis = analyse_path(path, Options(current_default=8192))
+    assert "the models at Dff 6400 (phi-3.5-moe-4bit, phi-twin-4bit) disagree" in analysis.result.decision.reason
+    summary = analysis.summary
+    rows = summary[summary["dff"] == 6400]
+    from harness.crossover import family_curve
+
+    curve = family_curve(summary, np.flatnonzero(summary["verdict"] != "null"), "linear")[0]
+    pooled_se = curve.se[list(curve.dffs).index(6400)]
+    assert pooled_se > 3 * rows["se"].max()  # widened by the spread between them, not narrowed by pooling
