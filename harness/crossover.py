@@ -550,8 +550,8 @@ def family_curve(
         for d, (_, _, p) in zip(unique, combined, strict=True):
             if p < HETEROGENEITY_ALPHA:
                 notes.append(
-                    f"the models at Dff {d:.0f} ({', '.join(models[dffs == d])}) disagree (Cochran's Q test p = "
-                    f"{p:.3f}): their average is widened by the spread between them"
+                    f"the models at Dff {d:.0f} ({', '.join(models[dffs == d])}) disagree (Cochran's Q, a test of "
+                    f"whether they measure one ratio: p = {p:.3f}): their average is widened by the spread between them"
                 )
         theta = np.array([x[0] for x in combined])
         se = np.array([x[1] for x in combined])
@@ -685,8 +685,8 @@ def _overall(binding: FamilyDecision, candidates: Sequence[FamilyDecision], curr
     k = len(candidates)
     if decision.action == "lower":
         who = (
-            f"The shape family {binding.family} sets the smallest cap (lowering is tested per family at a "
-            f"Bonferroni-corrected level for {k} deciding families, because any one of them can trigger it)"
+            f"The shape family {binding.family} sets the smallest cap (each of the {k} deciding families tests a "
+            f"lower at the stricter level 1 − α/{k}, Bonferroni, because any one of them can trigger it)"
         )
     elif decision.action == "raise":
         who = (
