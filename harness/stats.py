@@ -15,7 +15,8 @@ Choices, and why (DESIGN §7):
   resolution of 6 significant digits, so identical runs cannot give an interval of width 0.
 - Drift the arms do not share (drift_inflation): the first and second half of each point's runs, in time order,
   differ by more than the model's noise allows → every se of the family is widened by that ratio (pooled over its
-  points; shown in `method` when ≥ 1.5). Needs 4 runs per point; it recovers part of the lost coverage, not all.
+  points; at least 1), and `method` names it when an F test at 5% finds the drift. Needs 4 runs per point; it
+  recovers part of the lost coverage, not all.
 - Outliers: a run more than 6 robust σ (1.4826·MAD) from its arm's median drops its round (Welch: the run); σ is
   essentially the family's (see screen_outliers: with 3 runs an arm's own MAD is unusable either way), and a point
   that lost a run keeps its own variance. Dropped runs are listed in the summary (`outliers`).
@@ -52,7 +53,7 @@ OUTLIER_SIGMAS = 6.0
 OWN_SIGMA_CAP = 1.5  # an arm's own robust σ counts up to this multiple of its family's (screen_outliers)
 BARTLETT_ALPHA = 0.01
 UNSTABLE_SPREAD = 0.05
-DRIFT_FLAG = 1.5  # a drift inflation at least this large is named in the point's method
+DRIFT_ALPHA = 0.05  # the batch-means test for drift (drift_inflation)
 MAD_TO_SIGMA = 1.4826  # scales the median absolute deviation to σ for normally distributed noise
 RESOLUTION = 1e-6  # tok/s are stored with 6 significant digits: smaller relative differences are not resolved
 SUMMARY_COLUMNS = [
@@ -103,6 +104,7 @@ class Comparison:
     df: np.ndarray
     pooled: np.ndarray  # bool: the variance is the family's pooled one
     drift: np.ndarray | float = 1.0  # variance inflation for runs that drift (drift_inflation), 1: none seen
+    drift_found: np.ndarray | bool = False  # the batch-means test found drift (named in the point's method)
 
 
 def screen_outliers(arm_ys: Sequence[np.ndarray], sigmas: float = OUTLIER_SIGMAS) -> np.ndarray:
@@ -223,31 +225,41 @@ def estimate_family(
         np.where(contaminated, np.nan, result.df),
         result.pooled & ~contaminated,
     )
-    inflation = np.where(paired, drift_inflation(a - b), drift_inflation(np.concatenate([a, b], axis=-2)))
-    return Comparison(result.theta, result.se * np.sqrt(inflation), result.df, result.pooled, inflation), flagged
+    (own, own_found), (both, both_found) = drift_inflation(a - b), drift_inflation(np.concatenate([a, b], axis=-2))
+    inflation, found = np.where(paired, own, both), np.where(paired, own_found, both_found)
+    widened = Comparison(result.theta, result.se * np.sqrt(inflation), result.df, result.pooled, inflation, found)
+    return widened, flagged
 
 
-def drift_inflation(y: np.ndarray) -> np.ndarray:
+def drift_inflation(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Variance inflation (..., 1) for runs that drift, from each point's runs in time order (rounds, or run order
     within an arm), pooled over the family's points (..., points, runs); 1 where no drift shows.
 
     A drift the two arms do not share (each arm's own, or the fused path's alone — invisible to the A/A arm) makes
-    neighbouring runs alike, and the mean of n runs then varies more than σ²/n. Batch means see it: the first and
-    the second half of a point's runs differ by more than their noise allows. Pooled over the points,
-    mean (b₁ − b₂)²/4 estimates the mean's variance whatever the drift's shape; its ratio to the model's s²/n is the
-    inflation (at least 1). Needs 4 runs per point (fewer: 1)."""
+    neighbouring runs alike, and the mean of n runs then varies more than σ²/n. Batch means see it: the means b₁, b₂
+    of the first and the last h = ⌊n/2⌋ runs differ by more than their noise allows. (b₁ − b₂)²·h/2 estimates the
+    long-run variance whatever the drift's shape; pooled over the points, its ratio to the runs' own variance is an
+    F statistic (points, Σ(n − 1) degrees of freedom). The ratio (at least 1) widens every interval of the family —
+    a drift too small to be proven still costs coverage, so waiting for proof would leave it uncorrected — and the
+    F test at DRIFT_ALPHA says whether drift was found (shown to the user). Needs 4 runs per point (fewer: 1).
+    Returns (inflation (..., 1), found (..., 1))."""
     with np.errstate(all="ignore"), _quiet():
-        n = np.sum(~np.isnan(y), axis=-1)
-        half = np.maximum(n // 2, 1)[..., None]
         valid = ~np.isnan(y)
+        n = np.sum(valid, axis=-1)
+        half = n // 2
         order = np.cumsum(valid, axis=-1) - 1  # position among the point's ok runs
-        first = np.where(valid & (order < half), y, np.nan)
-        second = np.where(valid & (order >= n[..., None] - half), y, np.nan)
-        batch = (np.nanmean(first, axis=-1) - np.nanmean(second, axis=-1)) ** 2 / 4
-        model = np.nanvar(y, axis=-1, ddof=1) / n
+        first = np.where(valid & (order < half[..., None]), y, np.nan)
+        second = np.where(valid & (order >= (n - half)[..., None]), y, np.nan)
+        long_run = (np.nanmean(first, axis=-1) - np.nanmean(second, axis=-1)) ** 2 * half / 2
         usable = n >= 4
-        ratio = np.nansum(np.where(usable, batch, 0), axis=-1) / np.nansum(np.where(usable, model, 0), axis=-1)
-        return np.fmax(np.nan_to_num(ratio, nan=1.0), 1.0)[..., None]
+        numerator = np.nansum(np.where(usable, long_run, 0), axis=-1)
+        own = np.nansum(np.where(usable, np.nanvar(y, axis=-1, ddof=1), 0), axis=-1)
+        k = np.sum(usable, axis=-1)
+        dof = np.sum(np.where(usable, n - 1, 0), axis=-1)
+        ratio = np.nan_to_num(numerator / own, nan=1.0)
+        p = scipy_stats.f.sf(ratio, np.maximum(k, 1), np.maximum(dof, 1))
+        found = (k >= 1) & (p < DRIFT_ALPHA)
+        return np.where(k >= 1, np.fmax(ratio, 1.0), 1.0)[..., None], found[..., None]
 
 
 def noise_scale(aa: Comparison) -> float:
@@ -517,7 +529,7 @@ def _family(
             records[i]["outliers"] = _outlier_text(mine[j], rounds[j], flagged[:, j], paired[j])
         method = "welch" if not paired[j] else ("paired, pooled" if result.pooled[j] else "paired")
         inflation = float(np.broadcast_to(result.drift, result.se.shape)[j])
-        if inflation >= DRIFT_FLAG:
+        if bool(np.broadcast_to(result.drift_found, result.se.shape)[j]):
             method += f", drift: variance ×{inflation:.1f}"
         out[i] = (float(result.theta[j]), float(result.se[j]), float(result.df[j]), method)
     return out

@@ -105,7 +105,7 @@ def test_an_aa_comparison_beyond_the_margin_withholds_raise_and_lower():
     assert analysis.aa_beyond_margin == ("synthetic-layer (Dff 4096)",)
     d = analysis.result.decision
     assert d.action == "keep" and "Raise it to" not in d.reason
-    assert "a raise to 4096 was withheld because the A/A comparison" in d.reason
+    assert "a raise to 2048 was withheld because the A/A comparison" in d.reason
 
 
 def test_non_affine_and_failed_probe_are_null():
