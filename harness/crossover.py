@@ -1,40 +1,58 @@
-"""Crossover Dff with a test-inversion interval, and the keep/raise/lower policy that turns it into a default cap.
+"""Crossover Dff with an interval that holds between measured points, and the keep/raise/lower policy read from a
+table of candidate caps on the measured Dff.
 
 Pure functions over arrays and the summary DataFrame; no I/O (ValueError on bad input). DESIGN §7:
 
 - The curve: θ(x) = ln(fused/fallback) interpolated between neighbouring valid points (linear in Dff by default,
   which reproduces the published numbers; log2 Dff optional). Between points i and i+1 at weight w,
   θ̂(x) = (1−w)θ̂ᵢ + wθ̂ᵢ₊₁ and se² = (1−w)²seᵢ² + w²seᵢ₊₁² (the points are measured independently), with the
-  smaller of the two degrees of freedom (conservative).
-- The crossover is the first Dff, scanning upward, where θ̂ stops being > 0; every sign change is reported.
-- Its interval inverts the test: the Dff where |θ̂(x)| ≤ t·se(x) — between a bracketing pair this is Fieller's
-  interval (a quadratic in w, solved exactly). The reported interval is the hull of that set (each crossing also
-  gets the piece holding it); it is open (±inf, JSON null) where it reaches the end of the measured range, because
-  the data say nothing beyond it.
-- Policy at the current cap c (the cap means "fused when Dff ≤ cap"): **lower** only when fallback wins beyond δ at
-  c (upper bound of the ratio at c below 1 − δ; c above the measured range is judged at the largest measured Dff),
-  to the largest grid multiple below c where it no longer does; **raise** only when fused wins beyond δ above c
-  (lower bound above 1 + δ), to the largest grid multiple up to which it still does, never past the measured range;
-  else **keep**, saying about how many rounds at which Dff would decide. Several deciding families → Bonferroni
-  (each family's policy intervals at 1 − α/k). A run whose A/A comparison lies beyond the margin gets no
-  raise/lower at all: its drift is larger than its noise model.
+  smaller of the two degrees of freedom (conservative). Models sharing a Dff: a random-effects mean (family_curve).
+- The crossover is where fused stops winning after the region where it wins: the first down-crossing of θ̂ after
+  the first point where fused wins beyond the margin (winning_start); every sign change is listed.
+- Its interval: the Dff where |θ̂(x)| ≤ t·se(x) (test inversion; Fieller's interval between a bracketing pair),
+  from the winning start on, then widened to the measured Dff at or outside each end — the straight line is only
+  a guess between points, and on a curved truth an interval without this widening gets *less* honest as rounds
+  grow. Open (±inf, JSON null) where it reaches the end of the measured range. When the crossover's bracket spans
+  more than one grid step, it says so ("between 6400 and 14336: no measured point") and names the Dff to measure.
+- Policy at the current cap c ("fused when Dff ≤ cap"), on measured points only (candidate_caps lists, per cap,
+  which measured points change path and the aggregate effect): **lower** when fallback wins beyond δ at the
+  largest measured Dff ≤ c, to the crossover interval's lower end or the last measured Dff below where fused is not
+  measurably worse, whichever is smaller; **raise** when fused wins beyond δ at every measured Dff above c up to the
+  new cap (never past the measured range); each is a one-sided question, tested one-sided at α (the intervals
+  shown stay two-sided); else **keep**, saying about how many rounds give an 80% chance of a
+  decision. A straight line across an unmeasured gap never moves the cap: it is reported as a withheld raise.
+  Several deciding families: a raise needs every family (intersection-union test, no correction); a lower needs
+  one, so each family's lower test runs at the Bonferroni level 1 − α/k. **set**: no current default was given;
+  the cap to set is the crossover interval's lower end. A run whose A/A comparison lies beyond the margin gets no
+  raise/lower at all (keep, saying which was withheld and why): its drift is larger than its noise model.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
+from scipy.stats import chi2
 
 from harness.config import DEFAULT_CAP_ENV
-from harness.stats import CONFIDENCE, DECIDED, MARGIN, family_labels, ratio_interval, rounds_to_decide, t_quantile
+from harness.stats import (
+    CONFIDENCE,
+    DECIDED,
+    MARGIN,
+    classify,
+    family_labels,
+    ratio_interval,
+    rounds_to_decide,
+    t_quantile,
+)
 
 INTERPOLATIONS = ("linear", "log2")
 DEFAULT_GRID = 256
-CI_METHOD = "test inversion (Fieller)"
+CI_METHOD = "test inversion (Fieller), widened to the measured Dff around it"
+HETEROGENEITY_ALPHA = 0.05  # Cochran's Q: models at one Dff disagree
 
 
 @dataclass(frozen=True)
@@ -46,6 +64,7 @@ class Curve:
     se: np.ndarray
     df: np.ndarray
     interpolation: str = "linear"
+    labels: tuple[str, ...] = ()  # the model(s) behind each point, for the candidate-cap table
 
     def __post_init__(self) -> None:
         if self.interpolation not in INTERPOLATIONS:
@@ -96,14 +115,48 @@ class Crossover:
     ci_method: str
     min_dff: int | None
     max_dff: int | None
+    gap: tuple[int, int] | None = None  # the measured Dff around the crossover when none was measured between them
+    next_dff: int | None = None  # the grid multiple inside that gap to measure next (the estimated crossover)
+
+    def gap_text(self) -> str:
+        """`between 6400 and 14336: no measured point; measure Dff 11776 next` ('' when the gap is one grid step)."""
+        if self.gap is None or self.next_dff is None:
+            return ""
+        return f"between {self.gap[0]} and {self.gap[1]}: no measured point; measure Dff {self.next_dff} next"
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One measured point that changes path when the cap moves: the new path's tok/s over the old path's."""
+
+    dff: int
+    model: str
+    to: str  # fused | fallback
+    effect: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class CapOption:
+    """One candidate cap (each differs from its neighbours in which measured points run fused): the points that
+    change path against the current default and the aggregate effect over all the family's measured points (the
+    geometric mean of every point's tok/s change; a point that keeps its path counts as 1)."""
+
+    cap: int
+    switched: tuple[Switch, ...]
+    effect: float
+    ci_low: float
+    ci_high: float
 
 
 @dataclass(frozen=True)
 class Decision:
-    action: str  # keep | raise | lower | set (no current default known)
+    action: str  # keep | raise | lower | set (no current default was given: the cap to set from scratch)
     recommended_cap: int | None
     reason: str
     apply: str | None  # the environment line that applies the cap
+    caps: tuple[CapOption, ...] = ()  # the candidate-cap table the decision was read from
 
 
 @dataclass(frozen=True)
@@ -134,14 +187,14 @@ def acceptance_set(curve: Curve, confidence: float = CONFIDENCE) -> list[tuple[f
     pieces: list[tuple[float, float]] = []
     if len(x) == 1 and abs(a_all[0]) <= t_all[0] * s_all[0]:
         pieces.append((x[0], x[0]))
+    x, a_all, s_all, t_all = (np.asarray(v, float).tolist() for v in (x, a_all, s_all, t_all))
     for i in range(len(x) - 1):
         a, b, var_a, var_b = a_all[i], a_all[i + 1], s_all[i] ** 2, s_all[i + 1] ** 2
         t2 = max(t_all[i], t_all[i + 1]) ** 2  # the smaller df: conservative
         q2 = (b - a) ** 2 - t2 * (var_a + var_b)
         q1 = 2 * a * (b - a) + 2 * t2 * var_a
         q0 = a**2 - t2 * var_a
-        roots = np.roots([q2, q1, q0]) if abs(q2) > 1e-300 else np.roots([q1, q0])
-        cuts = sorted({0.0, 1.0, *(float(r.real) for r in roots if abs(r.imag) < 1e-12 and 0 < r.real < 1)})
+        cuts = sorted({0.0, 1.0, *(r for r in _real_roots(q2, q1, q0) if 0 < r < 1)})
         for w0, w1 in zip(cuts[:-1], cuts[1:], strict=True):
             mid = (w0 + w1) / 2
             if q2 * mid**2 + q1 * mid + q0 <= 0:
@@ -155,11 +208,39 @@ def acceptance_set(curve: Curve, confidence: float = CONFIDENCE) -> list[tuple[f
     return [(float(curve.to_dff(low)), float(curve.to_dff(high))) for low, high in merged]
 
 
-def _component(pieces: list[tuple[float, float]], dff: float, lo: float, hi: float) -> tuple[float, float] | None:
-    """The piece holding `dff`, opened (±inf) where it reaches the measured range's ends [lo, hi]."""
+def _real_roots(q2: float, q1: float, q0: float) -> tuple[float, ...]:
+    """Real roots of q2·w² + q1·w + q0 (closed form: the acceptance set is solved once per segment per sweep)."""
+    if abs(q2) <= 1e-300:
+        return (-q0 / q1,) if q1 != 0 else ()
+    disc = q1 * q1 - 4 * q2 * q0
+    if disc < 0:
+        return ()
+    root = math.sqrt(disc)
+    return ((-q1 - root) / (2 * q2), (-q1 + root) / (2 * q2))
+
+
+def _to_measured(curve: Curve, low: float, high: float) -> tuple[float, float]:
+    """Widen [low, high] to the measured Dff at or outside each end, open (±inf) only where the acceptance set
+    itself reaches an end of the measured range.
+
+    Why: the acceptance set is exact only if the curve is the straight line between neighbouring points. A true
+    curve that bends between them (ln r = a(C/d − 1) does) puts its crossing elsewhere in the gap, and more rounds
+    shrink the set around the wrong place. A monotone true curve crosses 1 somewhere between the last measured point
+    above 1 and the first below it, so the bracket of measured points holds it whatever its shape.
+    """
+    dffs = curve.dffs.astype(float)
+    lo, hi = dffs[0], dffs[-1]
+    tol = 1e-9 * hi
+    widened_low = -math.inf if low <= lo + tol else float(dffs[dffs <= low + tol][-1])
+    widened_high = math.inf if high >= hi - tol else float(dffs[dffs >= high - tol][0])
+    return widened_low, widened_high
+
+
+def _component(pieces: list[tuple[float, float]], dff: float, curve: Curve) -> tuple[float, float] | None:
+    """The piece holding `dff`, widened to the measured Dff around it (see _to_measured)."""
     for low, high in pieces:
-        if low - 1e-6 * lo <= dff <= high + 1e-6 * hi:
-            return (-math.inf if low <= lo * (1 + 1e-9) else low, math.inf if high >= hi * (1 - 1e-9) else high)
+        if low - 1e-6 * abs(low) <= dff <= high + 1e-6 * abs(high):
+            return _to_measured(curve, low, high)
     return None
 
 
@@ -167,37 +248,56 @@ def crossings(curve: Curve, pieces: list[tuple[float, float]]) -> tuple[Crossing
     """Every change between fused winning (θ̂ > 0) and not, in increasing Dff, each with its interval."""
     wins = curve.theta > 0
     out = []
-    lo, hi = float(curve.dffs[0]), float(curve.dffs[-1])
     for i in np.flatnonzero(wins[:-1] != wins[1:]):
         x0, x1 = curve.x[i], curve.x[i + 1]
         w = curve.theta[i] / (curve.theta[i] - curve.theta[i + 1])
         dff = float(curve.to_dff(x0 + w * (x1 - x0)))
-        low, high = _component(pieces, dff, lo, hi) or (dff, dff)
+        low, high = _component(pieces, dff, curve) or (dff, dff)
         direction = "down" if wins[i] else "up"
         out.append(Crossing(dff, direction, (int(curve.dffs[i]), int(curve.dffs[i + 1])), low, high))
     return tuple(out)
 
 
-def find_crossover(curve: Curve, confidence: float = CONFIDENCE) -> Crossover:
-    """The decision point (first down-crossing) and its interval: the hull of the whole acceptance set, because a
-    noisy point can make the estimated curve cross 1.0 early while the true crossing lies in another piece of the
-    set (its `crossings` keep each piece). Open where the set reaches an end of the measured range; when the set is
-    empty the crossover lies beyond the end where the estimate points (fused winning everywhere: above the largest
-    measured Dff)."""
+def winning_start(curve: Curve, confidence: float = CONFIDENCE, margin: float = MARGIN) -> int | None:
+    """Index of the first point where fused wins beyond the margin (else the first with θ̂ > 0; None: nowhere).
+
+    The crossover is where fused stops winning *after* this point: an inconclusive first point just below 1 (the
+    2026-07-03 GB10 sweep's Dff 768, 0.995) is noise before the winning region, not "fused never wins"."""
+    low = curve.theta - t_quantile(confidence, curve.df) * curve.se
+    for candidates in (low > math.log1p(margin), curve.theta > 0):
+        if candidates.any():
+            return int(np.argmax(candidates))
+    return None
+
+
+def find_crossover(
+    curve: Curve, confidence: float = CONFIDENCE, margin: float = MARGIN, grid: int = DEFAULT_GRID
+) -> Crossover:
+    """The decision point — the first down-crossing after the winning region starts (winning_start) — and its
+    interval: the hull of the acceptance set from that start on, widened to the measured Dff around it
+    (_to_measured). A noisy point can make the estimated curve cross 1.0 early while the true crossing lies in
+    another piece of the set; every crossing keeps its own piece. Open where the set reaches an end of the measured
+    range; when the set is empty the crossover lies beyond the end where the estimate points."""
     if len(curve.dffs) == 0:
         return Crossover("no_points", None, -math.inf, math.inf, (), CI_METHOD, None, None)
     lo, hi = int(curve.dffs[0]), int(curve.dffs[-1])
     pieces = acceptance_set(curve, confidence)
     found = crossings(curve, pieces)
-    low, high = (pieces[0][0], pieces[-1][1]) if pieces else (math.nan, math.nan)
-    low = -math.inf if pieces and low <= lo * (1 + 1e-9) else low
-    high = math.inf if pieces and high >= hi * (1 - 1e-9) else high
-    if curve.theta[0] <= 0:
-        return Crossover("fused_never", None, -math.inf, lo if not pieces else high, found, CI_METHOD, lo, hi)
-    first = next((c for c in found if c.direction == "down"), None)
+    start = winning_start(curve, confidence, margin)
+    if start is None:
+        high = _to_measured(curve, pieces[0][0], pieces[-1][1])[1] if pieces else lo
+        return Crossover("fused_never", None, -math.inf, high, found, CI_METHOD, lo, hi)
+    begin = float(curve.dffs[start])
+    after = [(max(low, begin), high) for low, high in pieces if high >= begin]
+    low, high = _to_measured(curve, after[0][0], after[-1][1]) if after else (hi, math.inf)
+    first = next((c for c in found if c.direction == "down" and c.between[0] >= begin), None)
     if first is None:
-        return Crossover("fused_everywhere", None, hi if not pieces else low, math.inf, found, CI_METHOD, lo, hi)
-    return Crossover("crossing", first.dff, low, high, found, CI_METHOD, lo, hi)
+        return Crossover("fused_everywhere", None, low, math.inf, found, CI_METHOD, lo, hi)
+    a, b = first.between
+    inside = range(-(-(a + 1) // grid) * grid, b, grid)
+    next_dff = min(inside, key=lambda d: abs(d - first.dff)) if len(inside) > 1 else None
+    gap = (a, b) if next_dff is not None else None
+    return Crossover("crossing", first.dff, low, high, found, CI_METHOD, lo, hi, gap, next_dff)
 
 
 def format_ci(crossover: Crossover) -> str:
@@ -211,35 +311,75 @@ def format_ci(crossover: Crossover) -> str:
 
 
 def _finding(c: Crossover, confidence: float) -> str:
-    ci = f"{confidence:.0%} CI {format_ci(c)}"
+    ci = f"{confidence:.0%} CI {format_ci(c)}, which includes the error of interpolating between measured points"
     if c.outcome == "crossing":
-        return f"The ratio crosses 1.0 at Dff ≈ {c.dff:.0f} ({ci})"
+        gap = f"; {c.gap_text()}" if c.gap_text() else ""
+        return f"The ratio crosses 1.0 at Dff ≈ {c.dff:.0f} ({ci}{gap})"
     if c.outcome == "fused_everywhere":
         return f"The estimated ratio stays above 1.0 up to the largest measured Dff {c.max_dff} (crossover {ci})"
-    return f"The estimated ratio is not above 1.0 even at the smallest measured Dff {c.min_dff} (crossover {ci})"
+    return f"The estimated ratio is not above 1.0 at any measured Dff (crossover {ci})"
 
 
-def _bounds(curve: Curve, dff: float, confidence: float) -> tuple[float, float, float]:
-    theta, se, df = curve.at(dff)
-    estimate, low, high = ratio_interval(theta, se, df, confidence)
-    return float(estimate), float(low), float(high)
+def candidate_caps(
+    curve: Curve, current: int | None, grid: int = DEFAULT_GRID, confidence: float = CONFIDENCE
+) -> tuple[CapOption, ...]:
+    """One row per cap that sends a different set of measured points to fused: below the smallest measured Dff,
+    then each measured Dff (a cap anywhere up to the next measured Dff selects the same paths for measured models)."""
+    if len(curve.dffs) == 0:
+        return ()
+    current = int(curve.dffs[0]) - 1 if current is None else current
+    labels = curve.labels or tuple(f"Dff {int(d)}" for d in curve.dffs)
+    total = len(curve.dffs)
+    half = t_quantile(confidence, curve.df) * curve.se  # one t quantile per point: the table is built per sweep
+    out = []
+    for cap in [(int(curve.dffs[0]) - 1) // grid * grid, *(int(d) for d in curve.dffs)]:
+        moved = np.flatnonzero((curve.dffs > min(cap, current)) & (curve.dffs <= max(cap, current)))
+        sign = 1.0 if cap > current else -1.0
+        to = "fused" if sign > 0 else "fallback"
+        switched = tuple(
+            Switch(
+                int(curve.dffs[i]),
+                labels[i],
+                to,
+                math.exp(sign * curve.theta[i]),
+                math.exp(sign * curve.theta[i] - half[i]),
+                math.exp(sign * curve.theta[i] + half[i]),
+            )
+            for i in moved
+        )
+        if moved.size:
+            theta = sign * float(np.sum(curve.theta[moved])) / total
+            # the aggregate's se over the t quantile of the fewest degrees of freedom among the switched points
+            width = float(np.max(half[moved] / curve.se[moved])) * float(np.sqrt(np.sum(curve.se[moved] ** 2))) / total
+            effect, low, high = math.exp(theta), math.exp(theta - width), math.exp(theta + width)
+        else:
+            effect, low, high = 1.0, 1.0, 1.0
+        out.append(CapOption(cap, switched, effect, low, high))
+    return tuple(out)
 
 
-def _grid_bounds(curve: Curve, dffs: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) of the ratio at each Dff in one vectorised call (the policy scans whole grids)."""
-    if len(dffs) == 0:
-        return np.array([]), np.array([])
-    _, low, high = ratio_interval(*curve.at(dffs), confidence)
-    return np.atleast_1d(low), np.atleast_1d(high)
+def _point_words(low: float, high: float, margin: float) -> str:
+    band = f"1 ± {margin:.1%}"
+    verdict = str(classify(low, high, margin))
+    return {
+        "fused": f"fused wins beyond {band}",
+        "fallback": f"fallback wins beyond {band}",
+        "equivalent": f"inside {band}: the two paths are equivalent there",
+        "inconclusive": f"which cannot tell it from {band}",
+    }.get(verdict, "no interval")
 
 
-def _nearest_point(curve: Curve, dff: float) -> int:
-    return int(np.argmin(np.abs(curve.dffs - dff)))
+def _at_point(curve: Curve, i: int, level: float, margin: float, role: str) -> str:
+    estimate, low, high = (float(v) for v in ratio_interval(curve.theta[i], curve.se[i], curve.df[i], level))
+    at = f"{level:.1%}" if round(level, 2) != level else f"{level:.0%}"
+    return (
+        f"at Dff {int(curve.dffs[i])} ({role}) the ratio is {estimate:.4f}, {at} CI [{low:.4f}, {high:.4f}], "
+        f"{_point_words(low, high, margin)}"
+    )
 
 
-def _to_decide(curve: Curve, dff: float, margin: float, confidence: float, rounds: np.ndarray) -> str:
-    """`about N rounds at Dff D would likely decide` for the measured point nearest `dff`."""
-    i = _nearest_point(curve, dff)
+def _to_decide(curve: Curve, i: int, margin: float, confidence: float, rounds: np.ndarray) -> str:
+    """`about N rounds per arm give an 80% chance of a decision at Dff D` for measured point i."""
     n = int(rounds[i])
     needed = rounds_to_decide(curve.theta[i], curve.se[i], curve.df[i], n, margin, confidence)
     where = f"Dff {int(curve.dffs[i])}"
@@ -248,8 +388,32 @@ def _to_decide(curve: Curve, dff: float, margin: float, confidence: float, round
     if needed <= n:
         return f"the interval at {where} is as narrow as it needs to be; it straddles the margin's edge"
     if needed > 100 * max(n, 1):
-        return f"at {where} even {100 * n} rounds would likely not decide (the ratio sits near the margin's edge)"
-    return f"about {needed} rounds per arm at {where} (now {n}) would likely decide"
+        return (
+            f"at {where} even {100 * n} rounds per arm would likely not decide (the ratio sits near the margin's edge)"
+        )
+    return f"about {needed} rounds per arm at {where} (now {n}) give an 80% chance of a decision"
+
+
+def _line_raise(curve: Curve, start: int, level: float, margin: float, grid: int) -> tuple[int, int, int] | None:
+    """(cap, a, b): the largest grid multiple above `start` up to which the straight line between the measured Dff
+    a < cap < b around it still shows fused winning beyond the margin — a suggestion across an unmeasured gap."""
+    nxt = np.flatnonzero(curve.dffs > start)
+    if not nxt.size or nxt[0] == 0:
+        return None
+    a, b = int(curve.dffs[nxt[0] - 1]), int(curve.dffs[nxt[0]])
+    above = np.arange(start // grid * grid + grid, b, grid)
+    if not above.size:
+        return None
+    _, low, _ = ratio_interval(*curve.at(above), level)
+    wins = np.atleast_1d(low) > 1.0 + margin
+    stop = int(np.argmin(wins)) if not wins.all() else len(wins)
+    return (int(above[stop - 1]), a, b) if stop else None
+
+
+def _gap_next(crossover: Crossover, a: int, b: int, grid: int) -> int:
+    if crossover.gap == (a, b) and crossover.next_dff is not None:
+        return crossover.next_dff
+    return max(a + grid, min(b - grid, round((a + b) / 2 / grid) * grid))
 
 
 def recommend(
@@ -260,100 +424,156 @@ def recommend(
     cap_env: str = DEFAULT_CAP_ENV,
     confidence: float = CONFIDENCE,
     margin: float = MARGIN,
-    policy_confidence: float | None = None,
+    lower_confidence: float | None = None,
     rounds: np.ndarray | None = None,
     withhold: str = "",
+    table: bool = True,
 ) -> Decision:
-    """Keep / raise / lower / set for one family (module docstring); `withhold` (a reason) forbids raise/lower."""
+    """Keep / raise / lower / set for one family from its measured points (module docstring); `withhold` (a
+    reason) turns a raise or lower into keep; `table`: attach the candidate-cap table (simulations skip it).
+    Raises are tested at `confidence`: a raise needs every family and every point it switches to agree (an
+    intersection-union test needs no multiplicity correction); lowers, which any one family can trigger, at
+    `lower_confidence`."""
     if grid <= 0:
         raise ValueError(f"grid must be positive, got {grid}")
-    level = policy_confidence or confidence
+    lower_level = lower_confidence or confidence
     rounds = np.zeros(len(curve.dffs), int) if rounds is None else rounds
     keep_line = f"{cap_env}={current_default}" if current_default is not None else None
+    caps = candidate_caps(curve, current_default, grid, confidence) if table else ()
     if crossover.outcome == "no_points":
         reason = "No point with an interval to decide from; nothing changes."
         return Decision("keep", current_default, reason, keep_line)
     finding = _finding(crossover, confidence)
-    lo, hi = int(curve.dffs[0]), int(curve.dffs[-1])
+    lo = int(curve.dffs[0])
+    below_all = (lo - 1) // grid * grid
     if current_default is None:
-        if crossover.ci_low == -math.inf:
-            cap = (lo - 1) // grid * grid
-            bound = f"below the smallest measured Dff {lo} (the interval is open below)"
-        else:
-            cap = int(crossover.ci_low // grid * grid)
-            bound = f"not above the interval's lower end {crossover.ci_low:.0f}"
-        reason = f"{finding}; with no current default given, set {cap}, the largest multiple of {grid} {bound}."
-        return Decision("set", cap, reason, f"{cap_env}={cap}")
+        cap = int(crossover.ci_low) if math.isfinite(crossover.ci_low) else below_all
+        bound = "the crossover interval's lower end" if math.isfinite(crossover.ci_low) else f"below Dff {lo}"
+        reason = f"{finding}; with no current default given, set {cap} ({bound}, a measured Dff or below them all)."
+        return Decision("set", cap, reason, f"{cap_env}={cap}", caps)
     c = current_default
-    low_band, high_band = 1.0 - margin, 1.0 + margin
     band = f"1 ± {margin:.1%}"
-    at = f"{level:.1%}" if level != confidence else f"{level:.0%}"
-    estimate, low, high = _bounds(curve, c, level)
-    judged = f"Dff {c}" if lo <= c <= hi else f"Dff {hi if c > hi else lo} (the measured Dff nearest {c})"
-    evidence = f"at {judged} the ratio is {estimate:.4f}, {at} CI [{low:.4f}, {high:.4f}]"
+    # one-sided questions (does fused win beyond δ at every point a raise switches?), so one-sided tests at α
+    t_low, t_raise = t_quantile(2 * lower_level - 1, curve.df), t_quantile(2 * confidence - 1, curve.df)
+    worse = curve.theta + t_low * curve.se < math.log1p(-margin)
+    better = curve.theta - t_raise * curve.se > math.log1p(margin)
+    fused_now = np.flatnonzero(curve.dffs <= c)
+    above = np.flatnonzero(curve.dffs > c)
+    m = int(fused_now[-1]) if fused_now.size else None
     action = None
-    if c >= lo and high < low_band:
-        below = np.arange((c - 1) // grid * grid, max(lo - 1, 0), -grid)
-        released = np.flatnonzero(_grid_bounds(curve, below, level)[1] >= low_band)
-        cap = int(below[released[0]]) if released.size else None
-        if cap is None:
-            cap = (lo - 1) // grid * grid
-            where = f"below the smallest measured Dff {lo}: fallback wins beyond the margin at every Dff down to it"
+    if m is not None and worse[m]:
+        fine = np.flatnonzero(~worse[:m])
+        last_fine = int(curve.dffs[fine[-1]]) if fine.size else None
+        ci_low = crossover.ci_low if crossover.outcome == "crossing" and math.isfinite(crossover.ci_low) else None
+        target = min(x for x in (ci_low, last_fine, curve.dffs[m] - 1) if x is not None)
+        if last_fine is None:
+            target = below_all
+            where = f"below the smallest measured Dff {lo}: fallback wins beyond the margin at every one up to {c}"
+        elif ci_low is not None and target == ci_low:
+            where = "the crossover interval's lower end"
         else:
-            where = f"the largest multiple of {grid} below {c} where fallback no longer wins beyond the margin"
-        reason = f"{finding}; {evidence}, below {band}: fallback wins there. Lower it to {cap}, {where}."
-        action = ("lower", cap, reason)
+            where = "the largest measured Dff below it where fused is not measurably worse"
+        evidence = _at_point(curve, m, lower_level, margin, f"the largest measured Dff at or below {c}")
+        action = ("lower", int(target), f"{evidence}", where)
     else:
-        above = np.arange(max(c // grid * grid + grid, -(-lo // grid) * grid), hi + 1, grid)
-        wins = _grid_bounds(curve, above, level)[0] > high_band
-        stop = int(np.argmin(wins)) if not wins.all() else len(wins)
-        best = int(above[stop - 1]) if stop else None
-        if best is not None:
-            _, g_low, _ = _bounds(curve, best, level)
-            reason = (
-                f"{finding}; fused wins beyond {band} above the current default {c} up to Dff {best} (lower bound "
-                f"{g_low:.4f} there, {at} CI). Raise it to {best}, the largest multiple of {grid} up to which it does"
+        wins = 0
+        while wins < above.size and better[above[wins]]:
+            wins += 1
+        if wins:
+            best = int(curve.dffs[above[wins - 1]])
+            switched = ", ".join(str(int(d)) for d in curve.dffs[above[:wins]])
+            evidence = (
+                f"fused wins beyond {band} at every measured Dff above {c} up to {best} ({switched}; one-sided "
+                f"{confidence:.0%} test at each)"
             )
-            reason += f"; Dff above {hi} are unmeasured." if best + grid > hi else "."
-            action = ("raise", best, reason)
+            where = "the largest measured Dff up to which every measured point shows it"
+            if best == int(curve.dffs[-1]):
+                where += f"; Dff above {best} are unmeasured"
+            action = ("raise", best, evidence, where)
     if action is not None and withhold:
-        return Decision("keep", c, f"{action[2]} Withheld: {withhold}", keep_line)
+        verb, cap, evidence, where = action
+        return Decision(
+            "keep", c, f"{finding}; {evidence}; a {verb} to {cap} was withheld because {withhold}", keep_line, caps
+        )
     if action is not None:
-        return Decision(action[0], action[1], action[2], f"{cap_env}={action[1]}")
-    if high < low_band or c < lo:
-        why = f"no measured Dff at or below {c}" if c < lo else "fallback wins, but no smaller Dff was measured"
-        return Decision("keep", c, f"{finding}; {evidence}; {why}, so it stays.", keep_line)
-    if low >= low_band and high <= high_band:
-        verdict = f"inside {band}: the two paths are equivalent there"
-    elif low > high_band:
-        verdict = f"above {band}, but no larger multiple of {grid} within the measured range shows fused winning"
+        verb, cap, evidence, where = action
+        reason = f"{finding}; {evidence}. {verb.capitalize()} it to {cap}, {where}"
+        line = _line_raise(curve, cap, confidence, margin, grid) if verb == "raise" else None
+        if line is not None:
+            reason += (
+                f" (the straight line from {line[1]} to {line[2]} would go on to {line[0]}, but no Dff between them "
+                f"was measured; measure Dff {_gap_next(crossover, line[1], line[2], grid)} next)"
+            )
+        reason += "."
+        return Decision(verb, cap, reason, f"{cap_env}={cap}", caps)
+    parts = []
+    if m is not None:
+        parts.append(_at_point(curve, m, confidence, margin, f"the largest measured Dff at or below {c}"))
     else:
-        verdict = f"which cannot tell it from {band}"
-    decide = _to_decide(curve, min(max(c, lo), hi), margin, level, rounds)
-    return Decision("keep", c, f"{finding}; {evidence}, {verdict}. It stays; {decide}.", keep_line)
+        parts.append(f"no measured Dff is at or below {c}")
+    if above.size:
+        parts.append(_at_point(curve, int(above[0]), confidence, margin, f"the smallest measured Dff above {c}"))
+    undecided = [i for i in ([m] if m is not None else []) + [int(j) for j in above[:1]] if not (worse[i] or better[i])]
+    hint = f"; {_to_decide(curve, undecided[0], margin, confidence, rounds)}" if undecided else ""
+    line = _line_raise(curve, c, confidence, margin, grid)
+    withheld = ""
+    if line is not None:
+        measure = _gap_next(crossover, line[1], line[2], grid)
+        withheld = (
+            f" (a raise to {line[0]} was withheld because no Dff between {line[1]} and {line[2]} was measured: the "
+            f"straight line across that gap is not evidence; measure Dff {measure} next)"
+        )
+    reason = f"{finding}; {'; '.join(parts)}. Keep {c}{withheld}{hint}."
+    return Decision("keep", c, reason, keep_line, caps)
 
 
-def family_curve(summary: pd.DataFrame, positions: np.ndarray, interpolation: str) -> tuple[Curve, np.ndarray]:
-    """The curve of a family's valid points (sorted by Dff) and the rounds per arm behind each curve point.
+def family_curve(
+    summary: pd.DataFrame, positions: np.ndarray, interpolation: str
+) -> tuple[Curve, np.ndarray, tuple[str, ...]]:
+    """The curve of a family's valid points (sorted by Dff), the rounds per arm behind each curve point, and a note
+    per Dff whose models disagree.
 
     Two points of one family can share a Dff: a command sweep of two checkpoints with the same expert size (say
-    qwen3-30b-a3b and its VL variant, both 768), or an mlxcel CSV without d_model. They become one curve point: the
-    fixed-effect (inverse-variance weighted) mean of their ln ratios, its standard error 1/sqrt(Σ 1/se²), the smaller
-    of their degrees of freedom (conservative) and the sum of their rounds."""
+    qwen3-30b-a3b and its VL variant, both 768), or an mlxcel CSV without d_model. They become one curve point, a
+    random-effects mean (DerSimonian–Laird): the between-model variance τ² is added to each model's se² before
+    weighting, so two models that disagree (+3% and −3%) give a wide point instead of a confident 1.000; Cochran's
+    Q test (5%) says when they disagree. The smaller of their degrees of freedom (conservative), the sum of rounds."""
     rows = summary.iloc[positions]
     dffs = rows["dff"].to_numpy(float)
     theta, se, df = (pd.to_numeric(rows[c]).to_numpy(float) for c in ("ln_estimate", "se", "df"))
     rounds = np.minimum(rows["n_fused"].to_numpy(int), rows["n_fallback"].to_numpy(int))
+    models = rows["model"].astype(str).to_numpy()
     unique = np.unique(dffs)
+    notes: list[str] = []
     if len(unique) < len(dffs):
-        weight = 1.0 / se**2
-        groups = [dffs == d for d in unique]
-        theta = np.array([np.sum(weight[g] * theta[g]) / np.sum(weight[g]) for g in groups])
-        se = np.array([1.0 / np.sqrt(np.sum(weight[g])) for g in groups])
-        df = np.array([np.min(df[g]) for g in groups])
-        rounds = np.array([np.sum(rounds[g]) for g in groups])
+        combined = [random_effects(theta[dffs == d], se[dffs == d]) for d in unique]
+        for d, (_, _, p) in zip(unique, combined, strict=True):
+            if p < HETEROGENEITY_ALPHA:
+                notes.append(
+                    f"the models at Dff {d:.0f} ({', '.join(models[dffs == d])}) disagree (Cochran's Q, a test of "
+                    f"whether they measure one ratio: p = {p:.3f}): their average is widened by the spread between them"
+                )
+        theta = np.array([x[0] for x in combined])
+        se = np.array([x[1] for x in combined])
+        df = np.array([np.min(df[dffs == d]) for d in unique])
+        rounds = np.array([np.sum(rounds[dffs == d]) for d in unique])
+        models = np.array([" + ".join(models[dffs == d]) for d in unique])
         dffs = unique
-    return Curve(dffs, theta, se, df, interpolation), rounds
+    return Curve(dffs, theta, se, df, interpolation, tuple(models)), rounds, tuple(notes)
+
+
+def random_effects(theta: np.ndarray, se: np.ndarray) -> tuple[float, float, float]:
+    """DerSimonian–Laird: (pooled θ, its se, Cochran's Q p-value; 1.0 for one value)."""
+    if len(theta) == 1:
+        return float(theta[0]), float(se[0]), 1.0
+    w = 1.0 / se**2
+    fixed = np.sum(w * theta) / np.sum(w)
+    q = float(np.sum(w * (theta - fixed) ** 2))
+    k = len(theta)
+    tau2 = max(0.0, (q - (k - 1)) / (np.sum(w) - np.sum(w**2) / np.sum(w)))
+    w_star = 1.0 / (se**2 + tau2)
+    pooled = float(np.sum(w_star * theta) / np.sum(w_star))
+    return pooled, float(1.0 / np.sqrt(np.sum(w_star))), float(chi2.sf(q, k - 1))
 
 
 def deciding_families(families: Sequence[FamilyDecision]) -> list[FamilyDecision]:
@@ -385,22 +605,66 @@ def decide(
     for family in dict.fromkeys(labels):
         positions = np.flatnonzero((labels == family) & valid)
         positions = positions[np.argsort(summary["dff"].to_numpy()[positions], kind="stable")]
-        curve, rounds = family_curve(summary, positions, interpolation)
-        staged.append((family, curve, rounds, find_crossover(curve, confidence)))
-    draft = [FamilyDecision(f, (), c, Decision("keep", None, "", None), len(k.dffs)) for f, k, _, c in staged]
-    n_deciding = len(deciding_families(draft)) if draft else 1
-    policy_confidence = 1.0 - (1.0 - confidence) / n_deciding
+        curve, rounds, notes = family_curve(summary, positions, interpolation)
+        rows = tuple(int(i) for i in np.flatnonzero(labels == family))
+        staged.append(StagedFamily(str(family), curve, rounds, notes, rows))
+    if not staged:
+        staged = [StagedFamily("", Curve(np.array([]), np.array([]), np.array([]), np.array([]), interpolation))]
+        return _no_families(decide_curves(staged, current_default, grid, confidence, cap_env, margin, withhold))
+    return decide_curves(staged, current_default, grid, confidence, cap_env, margin, withhold)
+
+
+@dataclass(frozen=True)
+class StagedFamily:
+    """One shape family's curve before its decision (what decide builds from a summary, simulations directly)."""
+
+    family: str
+    curve: Curve
+    rounds: np.ndarray | None = None
+    notes: tuple[str, ...] = ()
+    rows: tuple[int, ...] = ()
+
+
+def _no_families(result: DecisionResult) -> DecisionResult:
+    return DecisionResult((), result.crossover, result.decision)
+
+
+def decide_curves(
+    staged: Sequence[StagedFamily],
+    current_default: int | None,
+    grid: int = DEFAULT_GRID,
+    confidence: float = CONFIDENCE,
+    cap_env: str = DEFAULT_CAP_ENV,
+    margin: float = MARGIN,
+    withhold: str = "",
+    table: bool = True,
+) -> DecisionResult:
+    """Each family's crossover and decision, then the overall one (_overall). Lowers are tested at the Bonferroni
+    level 1 − α/k over the k deciding families (any one can trigger a lower), raises at the plain level."""
+    crossovers = [find_crossover(s.curve, confidence, margin, grid) for s in staged]
+    draft = [
+        FamilyDecision(s.family, (), c, Decision("keep", None, "", None), len(s.curve.dffs))
+        for s, c in zip(staged, crossovers, strict=True)
+    ]
+    lower_confidence = 1.0 - (1.0 - confidence) / len(deciding_families(draft))
     families = []
-    for family, curve, rounds, crossover in staged:
+    for s, crossover in zip(staged, crossovers, strict=True):
         decision = recommend(
-            curve, crossover, current_default, grid, cap_env, confidence, margin, policy_confidence, rounds, withhold
+            s.curve,
+            crossover,
+            current_default,
+            grid,
+            cap_env,
+            confidence,
+            margin,
+            lower_confidence,
+            s.rounds,
+            withhold,
+            table,
         )
-        all_rows = tuple(int(i) for i in np.flatnonzero(labels == family))
-        families.append(FamilyDecision(family, all_rows, crossover, decision, len(curve.dffs)))
-    if not families:
-        empty = find_crossover(Curve(np.array([]), np.array([]), np.array([]), np.array([]), interpolation))
-        curve = Curve(np.array([]), np.array([]), np.array([]), np.array([]), interpolation)
-        return DecisionResult((), empty, recommend(curve, empty, current_default, grid, cap_env, confidence, margin))
+        if s.notes:
+            decision = replace(decision, reason=f"{decision.reason} Note: {'; '.join(s.notes)}.")
+        families.append(FamilyDecision(s.family, s.rows, crossover, decision, len(s.curve.dffs)))
     candidates = deciding_families(families)
     binding = min(
         candidates, key=lambda f: math.inf if f.decision.recommended_cap is None else f.decision.recommended_cap
@@ -409,26 +673,34 @@ def decide(
 
 
 def _overall(binding: FamilyDecision, candidates: Sequence[FamilyDecision], current_default: int | None) -> Decision:
-    """One cap must serve every deciding family, so the smallest family cap wins (a raise needs every family)."""
+    """One cap must serve every deciding family, so the smallest family cap wins: a raise needs every family (each
+    tested at the plain level: intersection-union), a lower needs one (each tested at a Bonferroni level)."""
     decision = binding.decision
     if len(candidates) == 1 or decision.recommended_cap is None:
         return decision
     if current_default is not None and decision.action != "set":
         cap = decision.recommended_cap
         action = "keep" if cap == current_default else ("raise" if cap > current_default else "lower")
-        decision = Decision(action, cap, decision.reason, decision.apply)
-    caps = {f.decision.recommended_cap for f in candidates}
-    who = (
-        f"All {len(candidates)} deciding families give the same cap; the reason of {binding.family} follows"
-        if len(caps) == 1
-        else f"The shape family {binding.family} sets the smallest cap"
-    )
-    return Decision(
-        decision.action,
-        decision.recommended_cap,
-        f"{who} (policy intervals Bonferroni-corrected for {len(candidates)} deciding families). {decision.reason}",
-        decision.apply,
-    )
+        decision = replace(decision, action=action)
+    k = len(candidates)
+    if decision.action == "lower":
+        who = (
+            f"The shape family {binding.family} sets the smallest cap (each of the {k} deciding families tests a "
+            f"lower at the stricter level 1 − α/{k}, Bonferroni, because any one of them can trigger it)"
+        )
+    elif decision.action == "raise":
+        who = (
+            f"All {k} deciding families support a raise (each tested at the plain level: every family must agree, so "
+            f"no correction is needed); the smallest raised cap holds, set by {binding.family}"
+        )
+    else:
+        raisers = [f for f in candidates if f.decision.action == "raise"]
+        others = [f.family for f in candidates if f.decision.action != "raise"]
+        who = f"The shape family {binding.family} keeps the cap"
+        if raisers:
+            smallest = min(f.decision.recommended_cap or 0 for f in raisers)
+            who += f" (a raise to {smallest} was withheld because {', '.join(others)} does not support it)"
+    return replace(decision, reason=f"{who}. {decision.reason}")
 
 
 # --- JSON ---------------------------------------------------------------------------------------------------------
@@ -447,6 +719,8 @@ def crossover_json(c: Crossover) -> dict[str, object]:
         "outcome": c.outcome,
         "ci_method": c.ci_method,
         "ci_text": format_ci(c) if c.outcome != "no_points" else None,
+        "gap": list(c.gap) if c.gap else None,
+        "next_dff": c.next_dff,
         "crossings": [
             {
                 "dff": round(x.dff, 1),
@@ -458,6 +732,30 @@ def crossover_json(c: Crossover) -> dict[str, object]:
             for x in c.crossings
         ],
     }
+
+
+def caps_json(caps: Sequence[CapOption]) -> list[dict[str, object]]:
+    """The candidate-cap table: per cap, the measured points that change path and the aggregate effect."""
+    return [
+        {
+            "cap": option.cap,
+            "switched": [
+                {
+                    "dff": s.dff,
+                    "model": s.model,
+                    "to": s.to,
+                    "effect": _number(s.effect, 5),
+                    "ci_low": _number(s.ci_low, 5),
+                    "ci_high": _number(s.ci_high, 5),
+                }
+                for s in option.switched
+            ],
+            "effect": _number(option.effect, 5),
+            "ci_low": _number(option.ci_low, 5),
+            "ci_high": _number(option.ci_high, 5),
+        }
+        for option in caps
+    ]
 
 
 def point_json(row: pd.Series, family: str) -> dict[str, object]:
@@ -519,6 +817,7 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
         "action": d.action,
         "reason": d.reason,
         "apply": d.apply,
+        "candidate_caps": caps_json(result.decision.caps),
         **settings,
     }
     if len(result.families) > 1:
@@ -529,6 +828,7 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
                 "recommended_cap": f.decision.recommended_cap,
                 "action": f.decision.action,
                 "reason": f.decision.reason,
+                "candidate_caps": caps_json(f.decision.caps),
             }
             for f in result.families
         ]

@@ -33,7 +33,7 @@ def refine_target(family: FamilyDecision, grid: int, target_width: float) -> int
         return None
     low = c.min_dff if c.ci_low == -math.inf else c.ci_low
     high = c.max_dff if c.ci_high == math.inf else c.ci_high
-    a, b = next(x for x in c.crossings if x.direction == "down").between
+    a, b = next(x for x in c.crossings if x.dff == c.dff).between  # the crossing the crossover is
     if max(high - low, b - a) / c.dff <= target_width:
         return None
     middle = round((a + b) / 2 / grid) * grid

@@ -10,7 +10,13 @@ Choices, and why (DESIGN §7):
 - Variance of d: pooled over the paired points of a shape family when Bartlett's test (1%) finds their variances
   homogeneous — at 3–5 rounds a per-point variance has 2–4 degrees of freedom and t quantiles of 2.8–4.3, pooling
   buys back most of that — else per point. t quantiles with the matching degrees of freedom (Welch–Satterthwaite).
-  A variance is floored at the resolution of the stored numbers (6 significant digits), so no interval has width 0.
+  A run's variance is floored at the precision of the input (precision_step: tok/s written with 2 decimals are
+  rounded by up to ±0.005, a uniform error of variance 0.01²/12, relative to the value), and never below the
+  resolution of 6 significant digits, so identical runs cannot give an interval of width 0.
+- Drift the arms do not share (drift_inflation): the first and second half of each point's runs, in time order,
+  differ by more than the model's noise allows → every se of the family is widened by that ratio (pooled over its
+  points; at least 1), and `method` names it when an F test at 5% finds the drift. Needs 4 runs per point; it
+  recovers part of the lost coverage, not all.
 - Outliers: a run more than 6 robust σ (1.4826·MAD) from its arm's median drops its round (Welch: the run); σ is
   essentially the family's (see screen_outliers: with 3 runs an arm's own MAD is unusable either way), and a point
   that lost a run keeps its own variance. Dropped runs are listed in the summary (`outliers`).
@@ -40,12 +46,14 @@ from scipy import stats as scipy_stats
 from harness.results import POINT_COLUMNS
 
 CONFIDENCE = 0.95
+POWER = 0.80  # the rounds hint: the chance that the suggested rounds give a decision
 MARGIN = 0.01
 MIN_RUNS = 3
 OUTLIER_SIGMAS = 6.0
 OWN_SIGMA_CAP = 1.5  # an arm's own robust σ counts up to this multiple of its family's (screen_outliers)
 BARTLETT_ALPHA = 0.01
 UNSTABLE_SPREAD = 0.05
+DRIFT_ALPHA = 0.05  # the batch-means test for drift (drift_inflation)
 MAD_TO_SIGMA = 1.4826  # scales the median absolute deviation to σ for normally distributed noise
 RESOLUTION = 1e-6  # tok/s are stored with 6 significant digits: smaller relative differences are not resolved
 SUMMARY_COLUMNS = [
@@ -95,6 +103,8 @@ class Comparison:
     se: np.ndarray
     df: np.ndarray
     pooled: np.ndarray  # bool: the variance is the family's pooled one
+    drift: np.ndarray | float = 1.0  # variance inflation for runs that drift (drift_inflation), 1: none seen
+    drift_found: np.ndarray | bool = False  # the batch-means test found drift (named in the point's method)
 
 
 def screen_outliers(arm_ys: Sequence[np.ndarray], sigmas: float = OUTLIER_SIGMAS) -> np.ndarray:
@@ -124,11 +134,18 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def compare_arms(a: np.ndarray, b: np.ndarray, paired: np.ndarray | bool, pool: np.ndarray | bool = True) -> Comparison:
+def compare_arms(
+    a: np.ndarray,
+    b: np.ndarray,
+    paired: np.ndarray | bool,
+    pool: np.ndarray | bool = True,
+    floor: tuple[np.ndarray | float, np.ndarray | float] = (RESOLUTION**2, RESOLUTION**2),
+) -> Comparison:
     """ln(a/b) per point: paired (per-round differences) where `paired`, else Welch; arrays (..., points, runs).
 
     Paired points of one family (the `points` axis) allowed to `pool` share a pooled variance when Bartlett's test
-    at 1% does not reject equal variances; the others (and Welch points) keep their own.
+    at 1% does not reject equal variances; the others (and Welch points) keep their own. `floor`: the smallest
+    per-run variance of each arm's ln tok/s (..., points), the input's precision (precision_floor).
     """
     a, b = np.asarray(a, float), np.asarray(b, float)
     if a.shape != b.shape or a.ndim < 2:
@@ -137,10 +154,11 @@ def compare_arms(a: np.ndarray, b: np.ndarray, paired: np.ndarray | bool, pool: 
     with np.errstate(all="ignore"), _quiet():
         d = a - b
         n_d = np.sum(~np.isnan(d), axis=-1)
-        var_d = np.fmax(np.nanvar(d, axis=-1, ddof=1), RESOLUTION**2)
+        floor_a, floor_b = (np.fmax(np.asarray(f, float), RESOLUTION**2) for f in floor)
+        var_d = np.fmax(np.nanvar(d, axis=-1, ddof=1), floor_a + floor_b)
         n_a, n_b = np.sum(~np.isnan(a), axis=-1), np.sum(~np.isnan(b), axis=-1)
-        va = np.fmax(np.nanvar(a, axis=-1, ddof=1), RESOLUTION**2) / n_a
-        vb = np.fmax(np.nanvar(b, axis=-1, ddof=1), RESOLUTION**2) / n_b
+        va = np.fmax(np.nanvar(a, axis=-1, ddof=1), floor_a) / n_a
+        vb = np.fmax(np.nanvar(b, axis=-1, ddof=1), floor_b) / n_b
         welch_se2 = va + vb
         welch_df = welch_se2**2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
         welch_theta = np.nanmean(a, axis=-1) - np.nanmean(b, axis=-1)
@@ -174,22 +192,74 @@ def _homogeneous(var: np.ndarray, dfi: np.ndarray) -> np.ndarray:
     return np.broadcast_to((k >= 2) & (p >= BARTLETT_ALPHA), var.shape)
 
 
-def estimate_family(a: np.ndarray, b: np.ndarray, paired: np.ndarray) -> tuple[Comparison, np.ndarray]:
+def estimate_family(
+    a: np.ndarray,
+    b: np.ndarray,
+    paired: np.ndarray,
+    floor: tuple[np.ndarray | float, np.ndarray | float] = (RESOLUTION**2, RESOLUTION**2),
+) -> tuple[Comparison, np.ndarray]:
     """Screen outliers, drop them (a paired point loses the whole round), compare: the whole per-family estimate.
 
-    A point that lost a run keeps its own variance instead of the family's pooled one: its remaining runs are
-    the ones that looked typical, and when two of three runs were hit (the clean one then looks like the outlier)
-    only its own, few-degrees-of-freedom variance keeps the interval honest.
+    A point that lost a run keeps its own variance instead of the family's pooled one. A point whose flagged run is
+    faster than its arm's median gets no interval: outliers are slowdowns, so most of that arm was slowed (two of
+    three runs hit, the clean one looking like the outlier) and the runs left agree on the wrong value.
 
     Arrays (..., points, runs) of ln tok/s, `paired` (..., points). Returns the comparison and the outlier mask
     (2, ..., points, runs) for arms (a, b). The summary and the calibration simulations both run exactly this.
     """
+    arms = (a, b)
     flagged = screen_outliers([a, b])
     paired_runs = np.broadcast_to(np.asarray(paired, bool)[..., None], a.shape)
     drop = flagged.any(axis=0)
     a = np.where(np.where(paired_runs, drop, flagged[0]), np.nan, a)
     b = np.where(np.where(paired_runs, drop, flagged[1]), np.nan, b)
-    return compare_arms(a, b, paired, pool=~flagged.any(axis=(0, -1))), flagged
+    result = compare_arms(a, b, paired, pool=~flagged.any(axis=(0, -1)), floor=floor)
+    # outliers are slowdowns (a background task never speeds a run up): a flagged run *faster* than its arm's median
+    # means most of the arm was slowed (two of three runs hit), and what is left cannot be trusted
+    with np.errstate(all="ignore"), _quiet():
+        fast = np.stack([y > np.nanmedian(y, axis=-1, keepdims=True) for y in arms]) & flagged
+    contaminated = fast.any(axis=(0, -1))
+    result = Comparison(
+        np.where(contaminated, np.nan, result.theta),
+        np.where(contaminated, np.nan, result.se),
+        np.where(contaminated, np.nan, result.df),
+        result.pooled & ~contaminated,
+    )
+    (own, own_found), (both, both_found) = drift_inflation(a - b), drift_inflation(np.concatenate([a, b], axis=-2))
+    inflation, found = np.where(paired, own, both), np.where(paired, own_found, both_found)
+    widened = Comparison(result.theta, result.se * np.sqrt(inflation), result.df, result.pooled, inflation, found)
+    return widened, flagged
+
+
+def drift_inflation(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Variance inflation (..., 1) for runs that drift, from each point's runs in time order (rounds, or run order
+    within an arm), pooled over the family's points (..., points, runs); 1 where no drift shows.
+
+    A drift the two arms do not share (each arm's own, or the fused path's alone — invisible to the A/A arm) makes
+    neighbouring runs alike, and the mean of n runs then varies more than σ²/n. Batch means see it: the means b₁, b₂
+    of the first and the last h = ⌊n/2⌋ runs differ by more than their noise allows. (b₁ − b₂)²·h/2 estimates the
+    long-run variance whatever the drift's shape; pooled over the points, its ratio to the runs' own variance is an
+    F statistic (points, Σ(n − 1) degrees of freedom). The ratio (at least 1) widens every interval of the family —
+    a drift too small to be proven still costs coverage, so waiting for proof would leave it uncorrected — and the
+    F test at DRIFT_ALPHA says whether drift was found (shown to the user). Needs 4 runs per point (fewer: 1).
+    Returns (inflation (..., 1), found (..., 1))."""
+    with np.errstate(all="ignore"), _quiet():
+        valid = ~np.isnan(y)
+        n = np.sum(valid, axis=-1)
+        half = n // 2
+        order = np.cumsum(valid, axis=-1) - 1  # position among the point's ok runs
+        first = np.where(valid & (order < half[..., None]), y, np.nan)
+        second = np.where(valid & (order >= (n - half)[..., None]), y, np.nan)
+        long_run = (np.nanmean(first, axis=-1) - np.nanmean(second, axis=-1)) ** 2 * half / 2
+        usable = n >= 4
+        numerator = np.nansum(np.where(usable, long_run, 0), axis=-1)
+        own = np.nansum(np.where(usable, np.nanvar(y, axis=-1, ddof=1), 0), axis=-1)
+        k = np.sum(usable, axis=-1)
+        dof = np.sum(np.where(usable, n - 1, 0), axis=-1)
+        ratio = np.nan_to_num(numerator / own, nan=1.0)
+        p = scipy_stats.f.sf(ratio, np.maximum(k, 1), np.maximum(dof, 1))
+        found = (k >= 1) & (p < DRIFT_ALPHA)
+        return np.where(k >= 1, np.fmax(ratio, 1.0), 1.0)[..., None], found[..., None]
 
 
 def noise_scale(aa: Comparison) -> float:
@@ -229,10 +299,20 @@ def classify(low: np.ndarray | float, high: np.ndarray | float, margin: float = 
 
 
 def rounds_to_decide(
-    theta: float, se: float, df: float, n: int, margin: float = MARGIN, confidence: float = CONFIDENCE
+    theta: float,
+    se: float,
+    df: float,
+    n: int,
+    margin: float = MARGIN,
+    confidence: float = CONFIDENCE,
+    power: float = POWER,
 ) -> int | None:
-    """About how many runs per arm in total would put the interval on one side of the nearest margin boundary,
-    if θ̂ and the per-run noise stay what they are now (normal-theory sample size; None when not estimable)."""
+    """About how many runs per arm in total give a `power` chance that the interval lands on one side of the
+    nearest margin boundary, if the true θ and per-run noise are what they are now (None when not estimable).
+
+    n = ((t_{1−α/2} + t_{power})·σ / gap)², its t quantiles at the degrees of freedom n rounds would have (the
+    current df scaled by (n−1)/(now−1): a pooled variance keeps its extra points). Without the t_{power} term the
+    answer has 50% power: half the time those rounds would not decide."""
     if not (np.isfinite(theta) and np.isfinite(se) and se > 0 and n >= 1):
         return None
     bounds = np.log([1.0 - margin, 1.0 + margin])
@@ -240,8 +320,34 @@ def rounds_to_decide(
     if gap <= 0:
         return None
     per_run_sd = se * np.sqrt(n)
-    z = float(t_quantile(confidence, max(df, 30.0)))
-    return int(np.ceil((z * per_run_sd / gap) ** 2))
+    needed = float(n)
+    for _ in range(50):
+        df_needed = max(1.0, df * (needed - 1) / (n - 1)) if n > 1 and np.isfinite(df) else max(1.0, needed - 1)
+        z = float(t_quantile(confidence, df_needed)) + float(scipy_stats.t.ppf(power, df_needed))
+        updated = max(2.0, (z * per_run_sd / gap) ** 2)
+        if abs(updated - needed) < 0.01:
+            break
+        needed = updated
+    return int(np.ceil(needed))
+
+
+def precision_step(values: np.ndarray) -> float:
+    """The coarsest power of ten every value is a multiple of (0.01 for tok/s written with 2 decimals); 0 when the
+    values carry more digits than a text file would (simulated floats)."""
+    values = np.asarray(values, float)
+    values = values[np.isfinite(values)]
+    for exponent in range(3, -10, -1):
+        step = 10.0**exponent
+        scaled = values / step
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-6):
+            return step
+    return 0.0
+
+
+def precision_floor(step: float, tok_s: np.ndarray) -> np.ndarray:
+    """Per-run variance of ln tok/s that rounding to `step` adds: (step²/12)/value² (a uniform rounding error)."""
+    with np.errstate(all="ignore"):
+        return np.nan_to_num((step**2 / 12.0) / np.asarray(tok_s, float) ** 2, nan=0.0)
 
 
 # --- the DataFrame layer ---------------------------------------------------------------------------------------
@@ -348,11 +454,13 @@ def analyse_points(
     keys = pd.DataFrame([p.key for p in points], columns=POINT_COLUMNS)
     labels = family_labels(keys).to_numpy() if points else np.array([])
     records = [_describe(p) for p in points]
+    ok = samples["status"] == "ok" if len(samples) else pd.Series([], dtype=bool)
+    step = precision_step(pd.to_numeric(samples.loc[ok, "tok_s"], errors="coerce").to_numpy(float))
     main, aa = {}, {}
     for family in dict.fromkeys(labels):
         members = list(np.flatnonzero(labels == family))
-        main.update(_family(points, members, records, "fused", excludes))
-        aa.update(_family(points, members, records, "null", excludes))
+        main.update(_family(points, members, records, "fused", excludes, step))
+        aa.update(_family(points, members, records, "null", excludes, step))
     aa_cmp = Comparison(*(np.array([aa[i][k] for i in aa]) for k in range(3)), np.zeros(len(aa), bool))
     phi = noise_scale(aa_cmp)
     beyond = []
@@ -410,9 +518,15 @@ def _describe(point: _Point) -> dict[str, object]:
 
 
 def _family(
-    points: Sequence[_Point], members: Sequence[int], records: list[dict], arm: str, excludes: Mapping[str, str]
+    points: Sequence[_Point],
+    members: Sequence[int],
+    records: list[dict],
+    arm: str,
+    excludes: Mapping[str, str],
+    step: float = 0.0,
 ) -> dict[int, tuple[float, float, float, str]]:
-    """θ̂, se, df, method of `arm` vs fallback for the family's points that can have one (outliers screened)."""
+    """θ̂, se, df, method of `arm` vs fallback for the family's points that can have one (outliers screened); `step`
+    is the input's precision (precision_step), which floors each arm's per-run variance."""
     usable = [
         i
         for i in members
@@ -428,12 +542,16 @@ def _family(
         for p, is_paired in zip(mine, paired, strict=True)
     ]
     a, b = _matrix(mine, arm, rounds, paired), _matrix(mine, "fallback", rounds, paired)
-    result, flagged = estimate_family(a, b, np.array(paired))
+    floor = tuple(precision_floor(step, np.exp(np.nanmedian(y, axis=-1))) for y in (a, b))
+    result, flagged = estimate_family(a, b, np.array(paired), floor)
     out = {}
     for j, i in enumerate(usable):
         if arm == "fused":
             records[i]["outliers"] = _outlier_text(mine[j], rounds[j], flagged[:, j], paired[j])
         method = "welch" if not paired[j] else ("paired, pooled" if result.pooled[j] else "paired")
+        inflation = float(np.broadcast_to(result.drift, result.se.shape)[j])
+        if bool(np.broadcast_to(result.drift_found, result.se.shape)[j]):
+            method += f", drift: variance ×{inflation:.1f}"
         out[i] = (float(result.theta[j]), float(result.se[j]), float(result.df[j]), method)
     return out
 
@@ -481,7 +599,7 @@ def _verdict(
             )
     low, high = record["ci_low"], record["ci_high"]
     if not (np.isfinite(low) and np.isfinite(high)):
-        return "insufficient", "fewer than 2 rounds left after dropping outliers"
+        return "insufficient", "too few runs agree after dropping outliers (fewer than 2 rounds, or most runs slowed)"
     verdict = str(classify(low, high, margin))
     level = f"{confidence:.0%} CI [{low:.4f}, {high:.4f}]"
     band = f"1 ± {margin:.1%}"

@@ -1,66 +1,156 @@
 """Run the decision engine on SYNTHETIC simulated sweeps (tests/simulation.py) and score it against the known truth.
 
-Shared by tests/test_calibration.py; nothing is written anywhere.
+Shared by tests/test_calibration.py; nothing is written anywhere. `python -m tests.calibration` prints the whole
+calibration table (regime × rounds → coverage, action rate, power) with larger replicate counts.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from harness.crossover import Curve, find_crossover, recommend
-from harness.stats import CONFIDENCE, MARGIN, estimate_family, ratio_interval
-from tests.simulation import CROSSOVER_TRUE, CURRENT_DEFAULT, DFFS, SimulatedSweeps, simulate
+from harness.check import decision_moved
+from harness.crossover import Curve, DecisionResult, StagedFamily, decide_curves
+from harness.stats import CONFIDENCE, estimate_family, ratio_interval
+from tests.simulation import DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
+
+CURRENT_DEFAULT = 8192
 
 
 @dataclass(frozen=True)
 class Score:
+    sweeps: int
     point_coverage: float  # share of per-point intervals holding the true ratio
-    crossover_coverage: float  # share of sweeps whose crossover interval holds the true crossover
-    action_rate: float  # share of sweeps whose decision is not `keep`
-    median_error: float  # median |estimated − true crossover| (inf where no crossing was estimated)
-    plain_median_error: float  # the same for plain linear interpolation of the ratio of medians
+    crossover_coverage: float  # share of family crossover intervals holding the true crossover (NaN: flat truth)
+    action_rate: float  # share of sweeps whose overall decision is not `keep`
+    raise_rate: float  # share of sweeps whose overall decision is `raise`
+    false_action: float  # share of sweeps with a raise or lower the truth does not support (_false_action)
+
+    def mc_error(self, share: float) -> float:
+        """Monte-Carlo standard error of a share estimated from this many sweeps."""
+        return math.sqrt(max(share * (1 - share), 0.0) / self.sweeps) if math.isfinite(share) else math.nan
 
 
-def plain_interpolation(sim: SimulatedSweeps) -> np.ndarray:
-    """First down-crossing of median(fused)/median(fallback) − 1, linear in Dff (what a spreadsheet does)."""
-    ratio = np.median(np.exp(sim.fused), axis=2) / np.median(np.exp(sim.fallback), axis=2)
-    out = np.full(len(ratio), np.inf)
-    for s, r in enumerate(ratio):
-        loses = np.flatnonzero(r <= 1.0)
-        if loses.size and loses[0] > 0:
-            i = loses[0] - 1
-            out[s] = DFFS[i] + (r[i] - 1.0) / (r[i] - r[i + 1]) * (DFFS[i + 1] - DFFS[i])
-    return out
+def run_engine(sim: SimulatedSweeps, rounds: int, current_default: int = CURRENT_DEFAULT) -> list[DecisionResult]:
+    """The engine on every simulated sweep: estimate_family per family (exactly what the summary runs), then
+    decide_curves on the families' curves (exactly what `crossover` runs)."""
+    sweeps, families, points = sim.truth.shape
+    paired = np.full((sweeps, families, points), sim.interleaved)
+    comparison, _ = estimate_family(sim.fused, sim.fallback, paired)
+    results = []
+    for s in range(sweeps):
+        staged = []
+        for f in range(families):
+            keep = np.isfinite(comparison.se[s, f])
+            curve = Curve(
+                sim.grid[keep].astype(float),
+                comparison.theta[s, f, keep],
+                comparison.se[s, f, keep],
+                comparison.df[s, f, keep],
+            )
+            staged.append(StagedFamily(f"layer family {f}", curve, np.full(keep.sum(), rounds)))
+        results.append(decide_curves(staged, current_default, table=False))
+    return results
 
 
-def score(truth: np.ndarray, rounds: int, sweeps: int, seed: int, margin: float = MARGIN) -> Score:
-    sim = simulate(truth, rounds, sweeps, seed)
-    paired = np.ones(sim.fused.shape[:2], bool)
+def _point_coverage(sim: SimulatedSweeps) -> float:
+    paired = np.full(sim.truth.shape, sim.interleaved)
     comparison, _ = estimate_family(sim.fused, sim.fallback, paired)
     _, low, high = ratio_interval(comparison.theta, comparison.se, comparison.df, CONFIDENCE)
-    true_ratio = np.exp(truth)[None, :]
+    truth = np.exp(sim.truth)
     valid = np.isfinite(low)
-    point_coverage = float(np.mean(((low <= true_ratio) & (true_ratio <= high))[valid]))
-    covered, actions, errors = 0, 0, []
-    crossing = bool(np.any(truth > 0) and np.any(truth < 0))
-    for s in range(sweeps):
-        keep = valid[s]
-        curve = Curve(
-            DFFS[keep].astype(float), comparison.theta[s, keep], comparison.se[s, keep], comparison.df[s, keep]
-        )
-        crossover = find_crossover(curve, CONFIDENCE)
-        decision = recommend(curve, crossover, CURRENT_DEFAULT, margin=margin, rounds=np.full(keep.sum(), rounds))
-        actions += decision.action != "keep"
-        covered += crossover.ci_low <= CROSSOVER_TRUE <= crossover.ci_high
-        errors.append(abs(crossover.dff - CROSSOVER_TRUE) if crossover.dff is not None else math.inf)
-    plain = np.abs(plain_interpolation(sim) - CROSSOVER_TRUE)
+    return float(np.mean(((low <= truth) & (truth <= high))[valid]))
+
+
+def _false_action(sim: SimulatedSweeps, s: int, result: DecisionResult, margin: float = 0.01) -> bool:
+    """A raise that sends to fused a measured point where fused does not truly win beyond δ (in any family), or a
+    lower triggered at a point (the largest measured Dff ≤ the current default) where fallback does not truly win
+    beyond δ in any family."""
+    cap = result.decision.recommended_cap
+    ratio = np.exp(sim.truth[s])
+    if result.decision.action == "raise" and cap is not None:
+        moved = (sim.grid > CURRENT_DEFAULT) & (sim.grid <= cap)
+        return bool(np.any(ratio[:, moved] <= 1 + margin))
+    if result.decision.action == "lower":
+        trigger = np.flatnonzero(sim.grid <= CURRENT_DEFAULT)[-1]
+        return bool(np.all(ratio[:, trigger] >= 1 - margin))
+    return False
+
+
+def score(regime: Regime, rounds: int, sweeps: int, seed: int) -> Score:
+    sim = simulate(regime, rounds, sweeps, seed)
+    results = run_engine(sim, rounds)
+    inside = (sim.crossover > sim.grid[0]) & (sim.crossover < sim.grid[-1])
+    covered = [
+        family.crossover.ci_low <= sim.crossover[s, f] <= family.crossover.ci_high
+        for s, result in enumerate(results)
+        for f, family in enumerate(result.families)
+        if inside[s, f]
+    ]
+    actions = [r.decision.action for r in results]
     return Score(
-        point_coverage,
-        covered / sweeps if crossing else math.nan,
-        actions / sweeps,
-        float(np.median(errors)),
-        float(np.median(plain)),
+        sweeps,
+        _point_coverage(sim),
+        float(np.mean(covered)) if covered else math.nan,
+        float(np.mean([a != "keep" for a in actions])),
+        float(np.mean([a == "raise" for a in actions])),
+        float(np.mean([_false_action(sim, s, r) for s, r in enumerate(results)])),
     )
+
+
+def check_pass_rate(regime: Regime, rounds: int, pairs: int, seed: int) -> float:
+    """Share of same-truth sweep pairs that `check`'s decision rule passes (no verdict flip fused ↔ fallback, the
+    baseline's cap consistent with the current crossover interval)."""
+    rng = np.random.default_rng(seed)
+    ln_ratio, crossover = draw_truth(regime, pairs, rng)
+    twice = (np.repeat(ln_ratio, 2, axis=0), np.repeat(crossover, 2, axis=0))
+    sim = simulate(regime, rounds, 2 * pairs, seed + 1, truth=twice)
+    results = run_engine(sim, rounds)
+    paired = np.full(sim.truth.shape, sim.interleaved)
+    comparison, _ = estimate_family(sim.fused, sim.fallback, paired)
+    _, low, high = ratio_interval(comparison.theta, comparison.se, comparison.df, CONFIDENCE)
+    fused, fallback = low > 1.01, high < 0.99
+    flips = np.any((fused[0::2] & fallback[1::2]) | (fallback[0::2] & fused[1::2]), axis=(1, 2))
+    moved = np.array([bool(decision_moved(results[2 * i], results[2 * i + 1], sim.grid)) for i in range(pairs)])
+    return float(np.mean(~(flips | moved)))
+
+
+REGIMES = {
+    "sparse curved": Regime("sparse curved", SPARSE, crossover=(2000.0, 13000.0)),
+    "dense curved": Regime("dense curved", DENSE, crossover=(2000.0, 15000.0)),
+    "dense 4 families": Regime("dense 4 families", DENSE, families=4, crossover=(2000.0, 15000.0)),
+    "sparse per-arm drift": Regime("sparse per-arm drift", SPARSE, drift="per_arm"),
+    "dense per-arm drift": Regime("dense per-arm drift", DENSE, drift="per_arm", crossover=(2000.0, 15000.0)),
+    "sparse fused-only drift": Regime("sparse fused-only drift", SPARSE, drift="fused_only"),
+    "sparse 15% outliers": Regime("sparse 15% outliers", SPARSE, outlier_rate=0.15),
+    "sparse not interleaved": Regime("sparse not interleaved", SPARSE, interleaved=False),
+    "sparse flat": Regime("sparse flat", SPARSE, flat=True),
+    "dense flat 4 families": Regime("dense flat 4 families", DENSE, families=4, flat=True),
+    "sparse flat 15% outliers": Regime("sparse flat 15% outliers", SPARSE, flat=True, outlier_rate=0.15),
+    "sparse flat not interleaved": Regime("sparse flat not interleaved", SPARSE, flat=True, interleaved=False),
+    # every family clearly wins at the cap 8192 (crossovers 11000–13000, a = .08): the raise's power
+    "dense 4 families win at 8192": Regime(
+        "dense 4 families win at 8192", DENSE, families=4, crossover=(11000.0, 13000.0), slope=(0.08, 0.08)
+    ),
+}
+
+
+def table(rounds: tuple[int, ...], sweeps: int) -> list[str]:
+    """The calibration table, one line per regime × rounds."""
+    lines = [f"{'regime':30} {'n':>3} {'point cov':>9} {'crossover cov':>13} {'actions':>7} {'raises':>6} {'false':>6}"]
+    for k, regime in enumerate(REGIMES.values()):
+        for n in rounds:
+            sc = score(regime, n, sweeps, seed=1000 * k + n)
+            lines.append(
+                f"{regime.name:30} {n:3d} {sc.point_coverage:9.3f} {sc.crossover_coverage:13.3f} "
+                f"{sc.action_rate:7.3f} {sc.raise_rate:6.3f} {sc.false_action:6.3f}"
+            )
+    return lines
+
+
+if __name__ == "__main__":
+    chosen = tuple(int(a) for a in sys.argv[1:]) or (3, 5, 10, 20, 40)
+    print("\n".join(table(chosen, sweeps=400)))

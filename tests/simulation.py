@@ -1,19 +1,27 @@
 """SYNTHETIC sweeps with a known truth, for calibrating the decision engine (DESIGN §7). Nothing here was measured;
 nothing is written anywhere (arrays in memory only).
 
-One simulated sweep measures a grid of Dff points one after another, each in n interleaved rounds of the two arms
-with the arm order rotating every round, like `moecal sweep`. Per run:
+Truths are drawn, not chosen: each family of each sweep gets its own curve
 
-    ln tok/s = level(point) + ln ratio(point) [fused only] + drift(time slot) + noise + outlier
+    ln ratio(d) = a · (C/d − 1)        (fused wins below the crossover C, loses above it; bends between points)
 
-- drift: shared by every run in time order, an AR(1) (ρ = 0.9, innovations 0.5%) plus a linear trend of −3% over
-  the whole sweep (a machine warming up) — rotation and pairing must cope with it;
-- noise: 1% lognormal per run (the spread of the GB10 sweep in DESIGN §6);
-- outliers: one run in 20 loses 15% (a background task).
+with C and a drawn uniformly from the regime's ranges, so linear interpolation between measured points is never
+exact, and no single curve can be tuned to. FLAT regimes have ln ratio = 0 everywhere.
 
-Truths: FLAT (fused == fallback everywhere) and GB10_LIKE (a shallow crossing: 1.04 at Dff 6400 → 0.98 at 8192,
-ln ratio linear in Dff between grid points, so linear interpolation is exact and its crossing is CROSSOVER_TRUE).
-Everything is vectorised over sweeps: arrays (sweeps, points, rounds).
+One simulated sweep measures each family's grid one point after another, each point in n rounds. Interleaved
+(like `moecal sweep`): the two arms alternate within a round and the arm order rotates every round. Not interleaved
+(like an imported mlxcel CSV): every fallback run of a point, then every fused run. Per run:
+
+    ln tok/s = level(point) + ln ratio(point) [fused only] + drift(time slot, arm) + noise + outlier
+
+- noise: 1% lognormal per run;
+- shared drift (every regime): an AR(1) over time slots (ρ = 0.9, innovations 0.5%) plus a linear trend of −3% over
+  the sweep (a machine warming up), felt by both arms alike;
+- per-arm drift: each arm also gets its own, independent AR(1) (ρ = 0.9, innovations 0.5%);
+- fused-only drift: the fused arm alone gets one (the A/A arm, fallback against fallback, cannot see it);
+- outliers: a share of runs (1 in 20, or 15% in the outlier regime) loses 10–20% (a background task).
+
+Everything is vectorised: arrays (sweeps, families, points, rounds).
 """
 
 from __future__ import annotations
@@ -26,61 +34,105 @@ from scipy.signal import lfilter
 
 from harness.results import SAMPLE_COLUMNS
 
-DFFS = np.array([1024, 2048, 4096, 6400, 8192, 14336])
-FLAT = np.zeros(len(DFFS))
-GB10_LIKE = np.log([1.16, 1.12, 1.07, 1.04, 0.98, 0.975])
-CROSSOVER_TRUE = float(6400 + np.log(1.04) / (np.log(1.04) - np.log(0.98)) * (8192 - 6400))
-CURRENT_DEFAULT = 8192
+SPARSE = np.array([768, 1792, 2880, 6400, 8192, 14336])  # the Dff of mlxcel's published GB10 sweeps
+DENSE = np.arange(512, 16385, 256)  # a refined layer sweep's grid (refine_grid 256)
 NOISE = 0.01
 AR_RHO = 0.9
 AR_INNOVATION = 0.005
 TREND = -0.03
-OUTLIER_RATE = 1 / 20
-OUTLIER_DROP = np.log(0.85)
+OUTLIER_DROP = (0.10, 0.20)
+
+
+@dataclass(frozen=True)
+class Regime:
+    """How one batch of synthetic sweeps is generated (module docstring)."""
+
+    name: str
+    grid: np.ndarray
+    families: int = 1
+    drift: str = "shared"  # shared | per_arm | fused_only
+    interleaved: bool = True
+    outlier_rate: float = 1 / 20
+    flat: bool = False
+    crossover: tuple[float, float] = (2000.0, 13000.0)  # C ~ uniform
+    slope: tuple[float, float] = (0.03, 0.12)  # a ~ uniform
 
 
 @dataclass(frozen=True)
 class SimulatedSweeps:
-    """ln tok/s per arm, (sweeps, points, rounds), and which rounds ran the fused arm first."""
+    """ln tok/s per arm (sweeps, families, points, rounds), the true ln ratios (sweeps, families, points) and the
+    true crossover per family (sweeps, families; NaN for a flat truth)."""
 
     fused: np.ndarray
     fallback: np.ndarray
-    fused_first: np.ndarray  # (rounds,) bool
+    truth: np.ndarray
+    crossover: np.ndarray
+    grid: np.ndarray
+    interleaved: bool
 
 
-def simulate(truth: np.ndarray, rounds: int, sweeps: int, seed: int) -> SimulatedSweeps:
-    """`sweeps` independent sweeps of the grid with true ln ratios `truth` (module docstring)."""
+def draw_truth(regime: Regime, sweeps: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(ln ratios (sweeps, families, points), crossovers (sweeps, families)) drawn from the regime's ranges."""
+    shape = (sweeps, regime.families)
+    if regime.flat:
+        return np.zeros((*shape, len(regime.grid))), np.full(shape, np.nan)
+    crossover = rng.uniform(*regime.crossover, size=shape)
+    slope = rng.uniform(*regime.slope, size=shape)
+    return slope[..., None] * (crossover[..., None] / regime.grid - 1.0), crossover
+
+
+def _ar1(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Stationary AR(1) paths along the last axis."""
+    innovations = rng.normal(0.0, AR_INNOVATION, size=shape)
+    start = rng.normal(0.0, AR_INNOVATION / np.sqrt(1 - AR_RHO**2), size=(*shape[:-1], 1))
+    return lfilter([1.0], [1.0, -AR_RHO], innovations, axis=-1) + start * AR_RHO ** np.arange(1, shape[-1] + 1)
+
+
+def simulate(
+    regime: Regime, rounds: int, sweeps: int, seed: int, truth: tuple[np.ndarray, np.ndarray] | None = None
+) -> SimulatedSweeps:
+    """`sweeps` independent sweeps of the regime (truths drawn unless given as (ln ratios, crossovers))."""
     rng = np.random.default_rng(seed)
-    points = len(truth)
+    ln_ratio, crossover = truth if truth is not None else draw_truth(regime, sweeps, rng)
+    families, points = regime.families, len(regime.grid)
     slots = points * rounds * 2
-    innovations = rng.normal(0.0, AR_INNOVATION, size=(sweeps, slots))
-    start = rng.normal(0.0, AR_INNOVATION / np.sqrt(1 - AR_RHO**2), size=(sweeps, 1))
-    drift = lfilter([1.0], [1.0, -AR_RHO], innovations, axis=1) + start * AR_RHO ** np.arange(1, slots + 1)
-    drift += TREND * np.arange(slots) / slots
-    drift = drift.reshape(sweeps, points, rounds, 2)
-    fused_first = np.arange(rounds) % 2 == 1  # rotate: fallback first in even rounds, fused first in odd ones
-    fused_slot = np.broadcast_to(np.where(fused_first, 0, 1)[None, None, :, None], (sweeps, points, rounds, 1))
-    fused_drift = np.take_along_axis(drift, fused_slot, 3)
-    fallback_drift = np.take_along_axis(drift, 1 - fused_slot, 3)
-    level = np.log(1e5 / DFFS[:points])[None, :, None]
+    shape = (sweeps, families, slots)
+    shared = _ar1(rng, shape) + TREND * np.arange(slots) / slots
+    own = {
+        "fused": _ar1(rng, shape) if regime.drift in ("per_arm", "fused_only") else 0.0,
+        "fallback": _ar1(rng, shape) if regime.drift == "per_arm" else 0.0,
+    }
+    slot = np.arange(slots).reshape(points, rounds, 2)
+    if regime.interleaved:
+        fused_first = np.arange(rounds) % 2 == 1  # rotate: fallback first in even rounds, fused first in odd ones
+        fused_slot = np.where(fused_first[None, :], slot[..., 0], slot[..., 1])
+        fallback_slot = np.where(fused_first[None, :], slot[..., 1], slot[..., 0])
+    else:  # every fallback run of a point, then every fused run
+        block = np.arange(points * 2 * rounds).reshape(points, 2, rounds)
+        fallback_slot, fused_slot = block[:, 0, :], block[:, 1, :]
+    level = np.log(1e5 / regime.grid)[None, None, :, None]
 
-    def arm(drift_part: np.ndarray, effect: np.ndarray) -> np.ndarray:
-        noise = rng.normal(0.0, NOISE, size=(sweeps, points, rounds))
-        outliers = np.where(rng.random((sweeps, points, rounds)) < OUTLIER_RATE, OUTLIER_DROP, 0.0)
-        return level + effect + drift_part[..., 0] + noise + outliers
+    def arm(name: str, slots_of: np.ndarray, effect: np.ndarray | float) -> np.ndarray:
+        drift = shared + own[name]
+        noise = rng.normal(0.0, NOISE, size=(sweeps, families, points, rounds))
+        hit = rng.random((sweeps, families, points, rounds)) < regime.outlier_rate
+        outliers = np.where(hit, np.log1p(-rng.uniform(*OUTLIER_DROP, size=hit.shape)), 0.0)
+        return level + effect + drift[..., slots_of] + noise + outliers
 
-    return SimulatedSweeps(arm(fused_drift, truth[None, :, None]), arm(fallback_drift, 0.0), fused_first)
+    fused = arm("fused", fused_slot, ln_ratio[..., None])
+    fallback = arm("fallback", fallback_slot, 0.0)
+    return SimulatedSweeps(fused, fallback, ln_ratio, crossover, regime.grid, regime.interleaved)
 
 
-def as_samples(sim: SimulatedSweeps, sweep: int) -> pd.DataFrame:
-    """One simulated sweep as the samples.csv rows `moecal sweep` would have written (a layer workload)."""
+def as_samples(sim: SimulatedSweeps, sweep: int, family: int = 0) -> pd.DataFrame:
+    """One simulated family sweep as the samples.csv rows `moecal sweep` would have written (a layer workload)."""
     rows = []
-    points, rounds = sim.fused.shape[1:]
+    points, rounds = sim.fused.shape[2:]
     for p in range(points):
         for r in range(rounds):
-            order = ("fused", "fallback") if sim.fused_first[r] else ("fallback", "fused")
+            order = ("fused", "fallback") if r % 2 == 1 else ("fallback", "fused")
             for position, arm in enumerate(order):
-                y = (sim.fused if arm == "fused" else sim.fallback)[sweep, p, r]
+                y = (sim.fused if arm == "fused" else sim.fallback)[sweep, family, p, r]
                 rows.append(
                     {
                         "run_id": "simulated",
@@ -90,7 +142,7 @@ def as_samples(sim: SimulatedSweeps, sweep: int) -> pd.DataFrame:
                         "model": "simulated",
                         "quant_mode": "affine",
                         "d_model": 4096,
-                        "dff": int(DFFS[p]),
+                        "dff": int(sim.grid[p]),
                         "n_experts": 8,
                         "top_k": 2,
                         "bits": 4,
@@ -99,7 +151,7 @@ def as_samples(sim: SimulatedSweeps, sweep: int) -> pd.DataFrame:
                         "arm": arm,
                         "cap": "",
                         "round": r,
-                        "position": position,
+                        "position": position if sim.interleaved else "",
                         "tokens": 100,
                         "seconds": 100 / float(np.exp(y)),
                         "tok_s": float(np.exp(y)),

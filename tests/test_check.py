@@ -48,7 +48,7 @@ def test_a_significant_drop_beyond_the_threshold_fails(tmp_path):
 
 def test_a_changed_decision_fails(tmp_path):
     baseline = _run(tmp_path, "base", seed=3)
-    moved = _run(tmp_path, "moved", seed=3, curve=linear_curve([1024, 2048, 4096, 6144, 8192], 7000))
+    moved = _run(tmp_path, "moved", seed=3, curve=linear_curve([1024, 2048, 4096, 6144, 8192], 10000))
     result = compare(analyse_path(baseline), analyse_path(moved))
     assert result.status == "changed" and result.exit_code == 1
     assert any(p.startswith("decision recommended_cap") for p in result.problems)

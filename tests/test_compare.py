@@ -1,6 +1,6 @@
 """`moecal compare` / `moecal history`: the crossover shift and per-point changes between two runs.
 
-Real data: tests/fixtures/gb10-2026-07-03.csv is mlxcel's published GB10 sweep
+Real data: tests/fixtures/gb10-sweep-2026-07-03.csv is mlxcel's published GB10 sweep
 (docs/benchmark_results/fused-moe-decode-dff-sweep-gb10-2026-07-03.csv in github.com/chiuchris/mlxcel, MIT,
 copied byte for byte); tests/fixtures/gb10-design-example.csv is the 07-10 sweep of the design example.
 Calibration: SYNTHETIC sweeps (tests/simulation.py) with a known truth, analysed exactly as a run is.
@@ -22,7 +22,7 @@ from tests.helpers import cli
 from tests.simulation import DFFS, GB10_LIKE, simulate
 
 FIXTURES = Path(__file__).parent / "fixtures"
-JULY_03 = FIXTURES / "gb10-2026-07-03.csv"
+JULY_03 = FIXTURES / "gb10-sweep-2026-07-03.csv"
 JULY_10 = FIXTURES / "gb10-design-example.csv"
 
 

@@ -38,7 +38,7 @@ def test_report_on_an_imported_mlxcel_csv(project):
     assert "| 8192 | llama-4-scout-17b-4bit | 21.64 | 21.32 | 0.9866 | [0.9589, 1.0151] | inconclusive |" in body
     finding = (
         "- Family command: fused wins beyond the margin at Dff 1792, 6400; fallback wins beyond the margin at Dff "
-        "14336; inconclusive at Dff 8192. Curve: the estimated ratio crosses 1.0 at Dff ≈ 7711, 95% CI [7156, 11234]."
+        "14336; inconclusive at Dff 8192. Curve: the estimated ratio crosses 1.0 at Dff ≈ 7711, 95% CI [6400, 14336]."
     )
     assert finding in body
     assert decision.action == "keep" and "beyond 1 ± 1.0%" in body

@@ -104,7 +104,8 @@ def test_an_aa_comparison_beyond_the_margin_withholds_raise_and_lower():
     analysis = analyse(LoadedInput(samples, None, {}), Options(current_default=1024))
     assert analysis.aa_beyond_margin == ("synthetic-layer (Dff 4096)",)
     d = analysis.result.decision
-    assert d.action == "keep" and "Raise it to" in d.reason and "Withheld: the A/A comparison" in d.reason
+    assert d.action == "keep" and "Raise it to" not in d.reason
+    assert "a raise to 2048 was withheld because the A/A comparison" in d.reason
 
 
 def test_non_affine_and_failed_probe_are_null():
@@ -163,3 +164,21 @@ def test_rounds_to_decide_grows_as_the_estimate_nears_the_margin():
 def test_relative_spread_is_sigma_over_mu_for_normal_noise():
     values = np.random.default_rng(0).normal(100.0, 3.0, size=20000)
     assert relative_spread(values) == pytest.approx(0.03, rel=0.05)
+
+
+def test_identical_runs_at_two_decimals_keep_the_rounding_in_their_interval(tmp_path):
+    """SYNTHETIC mlxcel CSV whose runs repeat exactly (2 decimals): the interval is at least the rounding error's
+    (0.01²/12 per value, relative), not zero wide."""
+    from harness.analysis import analyse_path
+    from harness.stats import precision_step
+
+    assert precision_step(np.array([91.0, 91.66, 90.44])) == pytest.approx(0.01)
+    assert precision_step(np.array([1234.5678912345])) == 0.0  # simulated floats: only the 6-digit floor
+    path = tmp_path / "identical.csv"
+    path.write_text(
+        "model,dff,quant_mode,fallback_run1,fallback_run2,fallback_run3,fused_run1,fused_run2,fused_run3\n"
+        "synthetic-a,1024,affine,21.00,21.00,21.00,21.50,21.50,21.50\n"
+    )
+    row = analyse_path(path).summary.iloc[0]
+    floor = np.sqrt(((0.01 / 21.0) ** 2 + (0.01 / 21.5) ** 2) / 12 / 3)
+    assert row["se"] >= floor * 0.999 and row["ci_high"] > row["ci_low"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import typer
 from rich.console import Console
@@ -20,9 +21,26 @@ from harness.commands.analysis_options import (
     build_options,
     print_summary,
 )
-from harness.crossover import format_ci
+from harness.crossover import CapOption, format_ci
 from harness.defaults import build_defaults
 from harness.defaults_report import defaults_json, print_defaults
+
+
+def cap_table(caps: Sequence[CapOption], current: int | None) -> list[str]:
+    """The candidate caps as plain lines: per cap, the measured points that change path (each one's tok/s change)
+    and the aggregate change over every measured point (geometric mean, 95% CI)."""
+    if not caps or current is None:
+        return []
+    lines = [f"candidate caps (against the current {current}; tok/s change of the measured points that switch path):"]
+    for option in caps:
+        moved = ", ".join(f"{s.model} {s.dff} → {s.to} {s.effect - 1:+.1%}" for s in option.switched) or "no change"
+        total = (
+            f"all points {option.effect - 1:+.2%} [{option.ci_low - 1:+.2%}, {option.ci_high - 1:+.2%}]"
+            if option.switched
+            else "all points ±0"
+        )
+        lines.append(f"  cap {option.cap:>6}: {moved}; {total}")
+    return lines
 
 
 def print_decision(analysis: Analysis, console: Console) -> None:
@@ -42,6 +60,8 @@ def print_decision(analysis: Analysis, console: Console) -> None:
         label = f"[{family.family}] " if len(result.families) > 1 else ""
         console.print(f"{label}crossover: {where}, {conf} CI {format_ci(c)} ({c.ci_method}); crossings: {crossings}")
     d = result.decision
+    for line in cap_table(d.caps, analysis.current_default):
+        console.print(line, highlight=False)
     console.print(f"decision: [bold]{d.action}[/bold] — {d.reason}", highlight=False)
     if d.apply:
         console.print(f"apply: {d.apply}", highlight=False)
