@@ -316,7 +316,10 @@ def _finding(c: Crossover, confidence: float) -> str:
         gap = f"; {c.gap_text()}" if c.gap_text() else ""
         return f"The ratio crosses 1.0 at Dff ≈ {c.dff:.0f} ({ci}{gap})"
     if c.outcome == "fused_everywhere":
-        return f"The estimated ratio stays above 1.0 up to the largest measured Dff {c.max_dff} (crossover {ci})"
+        # the region above 1.0 may begin after lower points below it: then say where it begins, never "stays"
+        ups = [x for x in c.crossings if x.direction == "up"]
+        where = f"rises above 1.0 near Dff {ups[-1].dff:.0f} and stays above it" if ups else "stays above 1.0"
+        return f"The estimated ratio {where} up to the largest measured Dff {c.max_dff} (crossover {ci})"
     return f"The estimated ratio is not above 1.0 at any measured Dff (crossover {ci})"
 
 

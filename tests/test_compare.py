@@ -2,7 +2,8 @@
 
 Real data: tests/fixtures/gb10-sweep-2026-07-03.csv is mlxcel's published GB10 sweep
 (docs/benchmark_results/fused-moe-decode-dff-sweep-gb10-2026-07-03.csv in github.com/chiuchris/mlxcel, MIT,
-copied byte for byte); tests/fixtures/gb10-design-example.csv is the 07-10 sweep of the design example.
+copied unchanged below a two-line source header); tests/fixtures/gb10-design-example.csv is the 07-10 sweep
+of the design example.
 Calibration: SYNTHETIC sweeps (tests/simulation.py) with a known truth, analysed exactly as a run is.
 """
 
