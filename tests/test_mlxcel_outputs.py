@@ -65,9 +65,11 @@ def fixture_tree(folder):
 
 
 def command_run(folder, crossover: float, backend: str = "cpu", current_default: int = 4096, null_dff=None):
-    """A SYNTHETIC command-workload run: one model per Dff (as mlxcel sweeps are), fused wins below `crossover`."""
+    """A SYNTHETIC command-workload run: one model per Dff (as mlxcel sweeps are), fused wins below `crossover`. The
+    grid has measured points above 8192, so a raise there rests on measurements (the policy never raises across an
+    unmeasured gap)."""
     parts = []
-    for dff, ratio in linear_curve([1792, 4096, 6400, 8192, 14336], crossover, slope_per_1k=0.03).items():
+    for dff, ratio in linear_curve([1792, 4096, 6400, 8192, 10240, 12288, 14336], crossover, slope_per_1k=0.03).items():
         one = synthetic_samples({dff: ratio}, rounds=5, noise=0.004, seed=dff, workload="command", backend=backend)
         one["model"] = f"model-{dff}"
         one[["d_model", "n_experts", "top_k", "bits", "group_size"]] = float("nan")
