@@ -378,30 +378,53 @@ def family_labels(frame: pd.DataFrame) -> pd.Series:
     return frame.apply(label, axis=1)
 
 
+@dataclass(frozen=True)
+class _Runs:
+    """One arm's ok runs of a point: tok/s with their rounds, in round order. Plain arrays rather than a pandas
+    Series: building three Series per point cost about a millisecond, most of the analysis of a file of many points
+    (an mlxcel CSV of 10,000 models)."""
+
+    index: np.ndarray  # the rounds
+    values: np.ndarray  # tok/s
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def to_numpy(self, dtype: type = float) -> np.ndarray:
+        return self.values.astype(dtype)
+
+    def at(self, rounds: np.ndarray) -> np.ndarray:
+        """tok/s at `rounds` (NaN where the arm has no ok run); only asked of paired points, whose rounds are
+        unique."""
+        lookup = dict(zip(self.index.tolist(), self.values.tolist(), strict=True))
+        return np.array([lookup.get(r, np.nan) for r in np.asarray(rounds).tolist()], dtype=float)
+
+
 @dataclass
 class _Point:
     key: dict[str, object]
     rows: dict[str, np.ndarray]  # the point's rows, ROW_FIELDS only, as arrays (see _arm_runs for why)
-    runs: dict[str, pd.Series]  # arm → ok tok/s indexed by round
+    runs: dict[str, _Runs]  # arm → ok tok/s by round
     interleaved: bool
 
 
 ROW_FIELDS = ("arm", "status", "round", "tok_s", "position", "dispatch_ok")
 
 
-def _arm_runs(rows: Mapping[str, np.ndarray], arm: str) -> pd.Series:
+def _arm_runs(rows: Mapping[str, np.ndarray], arm: str) -> _Runs:
     """The ok runs of one arm, tok/s by round. A point's rows are numpy arrays, not a frame: per-point pandas
     filtering costs milliseconds, which a file of many points (an mlxcel CSV of 10,000 models) made minutes."""
     ok = (rows["arm"] == arm) & (rows["status"] == "ok")
     rounds, tok_s = rows["round"][ok], rows["tok_s"][ok].astype(float)
     order = np.argsort(rounds, kind="stable")
-    return pd.Series(tok_s[order], index=rounds[order])
+    return _Runs(rounds[order], tok_s[order])
 
 
 def _is_paired(point: _Point, other: str) -> bool:
     """Every ok run of both arms has its partner of the same round, and the rows were measured in rounds."""
     a, b = point.runs[other], point.runs["fallback"]
-    return point.interleaved and a.index.is_unique and b.index.is_unique and set(a.index) == set(b.index)
+    unique = len(set(a.index.tolist())) == len(a) and len(set(b.index.tolist())) == len(b)
+    return point.interleaved and unique and set(a.index.tolist()) == set(b.index.tolist())
 
 
 def _matrix(points: Sequence[_Point], arm: str, rounds: Sequence[np.ndarray], paired: Sequence[bool]) -> np.ndarray:
@@ -412,7 +435,7 @@ def _matrix(points: Sequence[_Point], arm: str, rounds: Sequence[np.ndarray], pa
     for i, (point, index, is_paired) in enumerate(zip(points, rounds, paired, strict=True)):
         series = point.runs[arm]
         if is_paired:
-            out[i, : len(index)] = np.log(series.reindex(index).to_numpy(float))
+            out[i, : len(index)] = np.log(series.at(index))
         else:
             out[i, : len(series)] = np.log(series.to_numpy(float))
     return out
@@ -561,8 +584,8 @@ def _outlier_text(point: _Point, rounds: np.ndarray, flagged: np.ndarray, paired
     out = []
     for arm_index, arm in enumerate(("fused", "fallback")):
         series = point.runs[arm]
-        values = series.reindex(rounds).to_numpy(float) if paired else series.to_numpy(float)
-        labels = rounds if paired else series.index.to_numpy()
+        values = series.at(rounds) if paired else series.to_numpy(float)
+        labels = rounds if paired else series.index
         median = np.nanmedian(values)
         for column in np.flatnonzero(flagged[arm_index][: len(values)]):
             out.append(f"{arm} r{int(labels[column])} ({values[column] / median - 1.0:+.1%})")
