@@ -321,13 +321,17 @@ def _kind(point: dict[str, object]) -> str:
 
 def _optional(point: dict[str, object], key: str) -> str:
     """A cell of an optional column: tokens as `fallback/fused` (bold and flagged when the arms generated different
-    counts: they did different work), parity with its worst fused-vs-reference NRMS when known."""
+    counts: they did different work), parity with its fused-vs-reference NRMS (worst, median) when known."""
     if key == "tokens_fused":
         counts = "/".join(_fmt(point.get(k), 0) if point.get(k) is not None else "-" for k in ("tokens_fallback", key))
         return f"**{counts} differ**" if point.get("tokens_differ") else counts
     value = point.get(key)
     if key == "parity_class" and value and point.get("fused_vs_ref_worst") is not None:
-        value = f"{value} (worst NRMS {point['fused_vs_ref_worst']:.2g})"
+        # the class names the worst fused-vs-truth NRMS; the fused-vs-reference figures complete the picture
+        median = point.get("fused_vs_ref_median")
+        value = f"{value}; fused-vs-ref NRMS worst {point['fused_vs_ref_worst']:.2g}" + (
+            f", median {median:.2g}" if median is not None else ""
+        )
     return "-" if value in (None, "") else md_text(value)
 
 
@@ -558,7 +562,8 @@ def render_markdown(data: dict[str, object]) -> str:
     ]
     several = "families" in d
     for kind in ("whole", "layer"):
-        mine = [p for p in points if _kind(p) == kind]
+        # by family, then Dff: a reader scans the table along Dff as along the plot's axis
+        mine = sorted((p for p in points if _kind(p) == kind), key=lambda p: (str(p["family"]), p["dff"]))
         if mine:
             families = len({p["family"] for p in mine}) > 1
             lines += [*_table(mine, families, opts["confidence"], UNITS[kind]), ""]

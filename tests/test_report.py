@@ -137,6 +137,6 @@ def test_dispatch_parity_and_token_columns_appear_only_when_the_points_carry_the
     text = render_markdown(data)
     table = [line for line in text.splitlines() if line.startswith("| ")]
     assert table[0].endswith("| verdict | dispatch | parity | tokens fallback/fused |")
-    assert table[1].endswith("| verified | faithful (worst NRMS 0.0041) | **100/87 differ** |")
+    assert table[1].endswith("| verified | faithful; fused-vs-ref NRMS worst 0.0041 | **100/87 differ** |")
     assert table[2].endswith("| predicted | - | 100/100 |")
     assert "the dispatch was not observed" in text and "different token counts at synthetic-layer (Dff 1024)" in text
