@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -21,7 +22,16 @@ from harness.commands.plan import print_plan
 from harness.errors import InputError
 from harness.report import write_report
 
-console = Console(stderr=True, soft_wrap=True)  # paths and messages stay on one line
+
+def _console(stderr: bool = False) -> Console:
+    """Paths and messages stay on one line; a log or a pipe (no terminal, no COLUMNS) gets a 200-column table
+    rather than rich's 80, so model names are neither cut nor folded into slivers."""
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not stream.isatty() and not os.environ.get("COLUMNS")
+    return Console(stderr=stderr, soft_wrap=True, width=200 if wide else None)
+
+
+console = _console(stderr=True)
 
 
 PROGRESS_COLUMNS = (
@@ -173,7 +183,7 @@ def _finish(plan: sweeps.Sweep, written: int, report: bool, report_dir: Path | N
         console.print(f"{plan.run_dir / 'samples.csv'}: {message}: nothing to summarize or report")
         _emit({**result, "note": f"{message}: nothing to summarize or report"}, as_json)
         return
-    (console if as_json else Console()).print(quick_table_view(plan.run_dir))
+    (console if as_json else _console()).print(quick_table_view(plan.run_dir))
     result["samples"] = str(plan.run_dir / "samples.csv")
     console.print(f"samples:  {plan.run_dir / 'samples.csv'}\nmeta:     {plan.run_dir / 'meta.json'}")
     if not written:
