@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from harness.analysis import analyse
+from harness.commands.analysis_options import CONSOLE_ROWS
 from harness.errors import InputError
 from harness.inputs import load_input
 from harness.mlxcel import import_run_dir, read_mlxcel, to_mlxcel_csv
@@ -104,3 +107,26 @@ def test_import_command_writes_a_run_directory_and_refuses_to_overwrite(tmp_path
     assert set(loaded.samples["backend"]) == {"metal"}
     with pytest.raises(InputError, match="already holds a samples.csv"):
         import_run_dir(csv_path, run_dir)
+
+
+def test_a_file_of_many_points_prints_a_bounded_table(tmp_path):
+    """SYNTHETIC: 260 models in one family; the terminal table stops at CONSOLE_ROWS and says how many more (a
+    100,000-row table took a minute to draw), while --json still carries every point."""
+    lines = [
+        "model,dff,quant_mode,fallback_run1,fallback_run2,fallback_run3,fallback_median,"
+        "fused_run1,fused_run2,fused_run3,fused_median,fused_over_fallback"
+    ]
+    for i in range(CONSOLE_ROWS + 60):
+        dff = 256 * (1 + i % 48)
+        fused = 100 * (1.1 - dff / 24576)
+        lines.append(
+            f"m{i},{dff},affine,100.1,99.9,100.0,100.0,{fused + 0.1:.2f},{fused - 0.1:.2f},{fused:.2f},{fused:.2f},1"
+        )
+    csv = tmp_path / "many.csv"
+    csv.write_text("\n".join(lines) + "\n")
+    done = cli("crossover", csv)
+    assert done.returncode == 0, done.stderr
+    assert "… and 60 more points of command" in done.stdout
+    assert done.stdout.count("\n m") <= CONSOLE_ROWS  # rows start with the Dff column, then the model name
+    as_json = cli("crossover", csv, "--json")
+    assert len(json.loads(as_json.stdout)["points"]) == CONSOLE_ROWS + 60

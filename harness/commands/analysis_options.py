@@ -88,9 +88,13 @@ def _cell(value: object, digits: int) -> str:
     return "-" if value is None or pd.isna(value) else f"{value:.{digits}f}"
 
 
+CONSOLE_ROWS = 200  # per family on the terminal: a table of 100,000 rows takes a minute to draw and nobody reads it
+
+
 def print_summary(summary: pd.DataFrame, title: str, console: Console, confidence: float = CONFIDENCE) -> None:
-    """One table per shape family that fits 80 columns (numbers never wrap; long model names fold), then one line
-    per point whose verdict needs a word (no interval, outliers dropped, unstable)."""
+    """One table per shape family that fits 80 columns (numbers never wrap; long model names fold; at most
+    CONSOLE_ROWS rows, then how many more), then one line per shown point whose verdict needs a word (no interval,
+    outliers dropped, unstable)."""
     labels = family_labels(summary)
     console.print(title, highlight=False)
     notes = []
@@ -101,7 +105,8 @@ def print_summary(summary: pd.DataFrame, title: str, console: Console, confidenc
         for column in ("fallback", "fused", "ratio", f"{confidence:.0%} CI", "n"):
             table.add_column(column, justify="right", no_wrap=True)
         table.add_column("verdict", no_wrap=True)
-        for _, row in summary[labels == family].iterrows():
+        mine = summary[labels == family]
+        for _, row in mine.head(CONSOLE_ROWS).iterrows():
             style = {"fused": "green", "fallback": "red", "null": "dim", "insufficient": "dim"}.get(row["verdict"], "")
             ci = "-" if pd.isna(row["ci_low"]) else f"{row['ci_low']:.3f}–{row['ci_high']:.3f}"
             table.add_row(
@@ -123,6 +128,12 @@ def print_summary(summary: pd.DataFrame, title: str, console: Console, confidenc
                 spread = max(row["fallback_spread"], row["fused_spread"])
                 notes.append(f"{name}: unstable (an arm's spread is {spread:.1%}, above 5%)")
         console.print(table)
+        if len(mine) > CONSOLE_ROWS:
+            console.print(
+                f"… and {len(mine) - CONSOLE_ROWS} more points of {family} (`moecal summarize INPUT --out CSV` or "
+                "`--json` lists every one)",
+                highlight=False,
+            )
     console.print("fallback, fused: median tok/s; ratio: geometric-mean fused/fallback; n: ok runs per arm")
     for note in notes:
         console.print(note, highlight=False)
