@@ -228,14 +228,21 @@ def read_model(folder: Path) -> DiscoveredModel | Skipped:
         layers=_int(config_text, "num_hidden_layers", source, prefix, required=False),
         shared_dff=shared,
         quant=read_quantization(config, source),
-        synthetic=_synthetic_record(folder),
+        synthetic=read_synth_sidecar(folder),
     )
 
 
-def _synthetic_record(folder: Path) -> dict | None:
-    from harness.synth import read_sidecar  # harness.synth builds on this module
+SYNTH_SIDECAR = "moecal-synth.json"  # written by `moecal synth` (harness.synth) beside a synthetic checkpoint
 
-    return read_sidecar(folder)
+
+def read_synth_sidecar(folder: Path) -> dict | None:
+    """A synthetic checkpoint's record (None for a real model folder, or an unreadable record). It lives here, with
+    the rest of reading a model folder, so harness.synth builds on this module and not the other way round."""
+    try:
+        data = json.loads((Path(folder) / SYNTH_SIDECAR).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("moecal_synthetic") else None
 
 
 def scan(models_dir: Path) -> tuple[list[DiscoveredModel], list[Skipped]]:

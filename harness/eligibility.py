@@ -45,3 +45,41 @@ def predict_null(model: DiscoveredModel) -> str | None:
     if any(bits == 6 for bits, _ in down) and model.dff % 16:
         return f"6-bit down_proj needs Dff divisible by 16 (Dff {model.dff})"
     return None
+
+
+def model_entry(model: DiscoveredModel) -> dict[str, object]:
+    """The config entry `moecal init` writes for a discovered model (shape, quantization, synthetic note), with
+    `expect_null` when the kernel is predicted to decline it. Here rather than in the init command so a sweep that
+    synthesizes checkpoints builds the same entries without importing a CLI module."""
+    entry: dict[str, object] = {
+        "name": model.name,
+        "model_path": str(model.path.resolve()),
+        "family": f"{model.family} (synthetic)" if model.synthetic else model.family,
+        "dff": model.dff,
+        "d_model": model.d_model,
+        "n_experts": model.n_experts,
+        "top_k": model.top_k,
+        "quant_mode": model.quant.mode,
+    }
+    if model.quant.bits:
+        entry["bits"] = model.quant.bits
+    if model.quant.group_size:
+        entry["group_size"] = model.quant.group_size
+    if model.layers:
+        entry["layers"] = model.layers
+    if model.shared_dff:
+        entry["shared_dff"] = model.shared_dff
+    if model.synthetic:
+        entry["synthetic"] = synthetic_note(model.synthetic)
+    reason = predict_null(model)
+    if reason:
+        entry["expect_null"] = reason
+    return entry
+
+
+def synthetic_note(record: dict) -> str:
+    """How a synthetic checkpoint differs from a real one, for the config and the addendum."""
+    return (
+        f"random weights shaped like {record.get('like_name')}, {record.get('layers')} of "
+        f"{record.get('source_layers')} layers, seed {record.get('seed')}"
+    )

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import __version__
-from harness.discover import FAMILIES, DiscoveredModel, read_model
+from harness.discover import FAMILIES, SYNTH_SIDECAR, DiscoveredModel, read_model, read_synth_sidecar
 from harness.eligibility import predict_null
 from harness.errors import InputError
 from harness.synth_layouts import LAYOUTS, TensorSpec
 
-SIDECAR = "moecal-synth.json"
+SIDECAR = SYNTH_SIDECAR
 FORMAT = 1  # bump when the written bytes for the same request change (invalidates cached checkpoints)
 DEFAULT_SHARD_BYTES = 2 << 30
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".npz", ".index.json")
@@ -247,15 +247,6 @@ def content_hash(sidecar: dict) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 
-def read_sidecar(folder: Path) -> dict | None:
-    """A synthetic checkpoint's record (None for a real model folder, or an unreadable record)."""
-    try:
-        data = json.loads((Path(folder) / SIDECAR).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("moecal_synthetic") else None
-
-
 def _key(seed: int, name: str) -> object:
     """A PRNG key per (seed, tensor name): a layer's weights do not depend on how many layers were asked for."""
     import mlx.core as mx
@@ -353,7 +344,7 @@ def write(
     is kept as it is, any other existing folder is refused."""
     target = out_dir / plan_.name
     if target.exists():
-        existing = read_sidecar(target)
+        existing = read_synth_sidecar(target)
         if existing and existing.get("content_hash") == plan_.sidecar["content_hash"]:
             return target
         raise InputError(str(target), "--out", "exists and is not this synthetic checkpoint: choose another --out")

@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 
 from harness import synth
-from harness.commands.init import model_entry
 from harness.config import ModelEntry, SweepConfig, SynthSettings
 from harness.discover import DiscoveredModel, read_model
+from harness.eligibility import model_entry
 from harness.errors import InputError
 
 

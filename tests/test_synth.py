@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import synth
-from harness.discover import FAMILIES, read_model
+from harness.discover import FAMILIES, read_model, read_synth_sidecar
 from tests.helpers import cli
 from tests.synth_sources import CONFIGS, source_folder
 
@@ -84,7 +84,7 @@ def test_layers_seed_and_shards(tmp_path):
     a, b = tmp_path / "a" / "lfm2_moe-tiny-dff64", tmp_path / "b" / "lfm2_moe-tiny-dff64"
     config = json.loads((a / "config.json").read_text())
     assert config["num_hidden_layers"] == 2 and config["layer_types"] == ["conv", "full_attention"]
-    assert synth.read_sidecar(a)["content_hash"] == synth.read_sidecar(b)["content_hash"]
+    assert read_synth_sidecar(a)["content_hash"] == read_synth_sidecar(b)["content_hash"]
     assert (a / "model.safetensors").is_file()
     index = json.loads((b / "model.safetensors.index.json").read_text())
     assert len(set(index["weight_map"].values())) > 1

@@ -19,7 +19,7 @@ from harness.backends import detect
 from harness.config import DEFAULT_CAP_ENV, parse_config
 from harness.defaults import MLXCEL_DEFAULT_CAPS
 from harness.discover import DiscoveredModel, Skipped, scan
-from harness.eligibility import predict_null
+from harness.eligibility import model_entry
 from harness.errors import InputError
 from harness.results import write_text_atomic
 from harness.rundir import refuse_stored
@@ -40,41 +40,6 @@ HEADER = """\
 #   at a greedy generator that prints it and give `parity: {{regex: ...}}` (see README "Calibrating mlxcel").
 # expect_null: the fused kernel should decline this checkpoint; measured only with `moecal sweep --measure-null`.
 """
-
-
-def model_entry(model: DiscoveredModel) -> dict[str, object]:
-    entry: dict[str, object] = {
-        "name": model.name,
-        "model_path": str(model.path.resolve()),
-        "family": f"{model.family} (synthetic)" if model.synthetic else model.family,
-        "dff": model.dff,
-        "d_model": model.d_model,
-        "n_experts": model.n_experts,
-        "top_k": model.top_k,
-        "quant_mode": model.quant.mode,
-    }
-    if model.quant.bits:
-        entry["bits"] = model.quant.bits
-    if model.quant.group_size:
-        entry["group_size"] = model.quant.group_size
-    if model.layers:
-        entry["layers"] = model.layers
-    if model.shared_dff:
-        entry["shared_dff"] = model.shared_dff
-    if model.synthetic:
-        entry["synthetic"] = synthetic_note(model.synthetic)
-    reason = predict_null(model)
-    if reason:
-        entry["expect_null"] = reason
-    return entry
-
-
-def synthetic_note(record: dict) -> str:
-    """How a synthetic checkpoint differs from a real one, for the config and the addendum."""
-    return (
-        f"random weights shaped like {record.get('like_name')}, {record.get('layers')} of "
-        f"{record.get('source_layers')} layers, seed {record.get('seed')}"
-    )
 
 
 def init_config(
