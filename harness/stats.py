@@ -226,8 +226,10 @@ def estimate_family(
         np.where(contaminated, np.nan, result.df),
         result.pooled & ~contaminated,
     )
-    (own, own_found), (both, both_found) = drift_inflation(a - b), drift_inflation(np.concatenate([a, b], axis=-2))
-    both = np.fmax(*np.split(both, 2, axis=-1))  # Welch: the larger of the two arms' inflations
+    no_drift = (np.ones(paired.shape), np.zeros((*paired.shape[:-1], 1), bool))  # what a kind of point absent gets
+    own, own_found = drift_inflation(a - b) if np.any(paired) else no_drift
+    both, both_found = drift_inflation(np.concatenate([a, b], axis=-2)) if not np.all(paired) else no_drift
+    both = np.fmax(*np.split(both, 2, axis=-1)) if both.shape != paired.shape else both  # Welch: the larger arm's
     inflation, found = np.where(paired, own, both), np.where(paired, own_found, both_found)
     # the drift's share of the variance rests on fewer independent pieces than the runs: about df / inflation
     df = np.fmax(result.df / inflation, 1.0)
