@@ -63,7 +63,7 @@ def test_crossover_coverage_does_not_fall_as_rounds_grow(curved):
 )
 def test_a_flat_truth_almost_never_moves_the_cap(name, n):
     sc = _score(name, n)
-    assert sc.action_rate <= 0.03 + 2 * sc.mc_error(0.03), sc
+    assert sc.action_rate <= 0.03, sc
 
 
 @pytest.mark.parametrize(
@@ -95,13 +95,9 @@ def test_drift_keeps_per_point_coverage_at_n10(name):
 
 
 def test_outliers_at_3_rounds_rarely_move_the_cap_on_a_flat_truth():
-    """15% of runs slowed by 10–20%, 3 rounds: what the engine achieves (the earlier engine: 6.0%)."""
-    sc = _score("sparse flat 15% outliers", 3)
-    assert sc.action_rate <= 0.05 + 2 * sc.mc_error(0.05), sc
-
-
-@pytest.mark.xfail(strict=True, reason="issue 18 target (≤ 3%) not met at 3 rounds with 15% outliers")
-def test_outlier_target_at_3_rounds():
+    """15% of runs slowed by 10–20%, 3 rounds: at most 3% of sweeps move the cap (issue 18 item 11; the earlier
+    engine: 6.0%, before split arms lost their interval: 3.7%). An arm with all its runs slowed alike remains
+    invisible at one point."""
     sc = _score("sparse flat 15% outliers", 3)
     assert sc.action_rate <= 0.03, sc
 
