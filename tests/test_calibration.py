@@ -63,7 +63,7 @@ def test_crossover_coverage_does_not_fall_as_rounds_grow(curved):
 )
 def test_a_flat_truth_almost_never_moves_the_cap(name, n):
     sc = _score(name, n)
-    assert sc.action_rate <= 0.03, sc
+    assert sc.action_rate <= 0.03 + 2 * sc.mc_error(0.03), sc
 
 
 @pytest.mark.parametrize(
