@@ -13,13 +13,16 @@ Choices, and why (DESIGN §7):
   A run's variance is floored at the precision of the input (precision_step: tok/s written with 2 decimals are
   rounded by up to ±0.005, a uniform error of variance 0.01²/12, relative to the value), and never below the
   resolution of 6 significant digits, so identical runs cannot give an interval of width 0.
-- Drift the arms do not share (drift_inflation): the first and second half of each point's runs, in time order,
-  differ by more than the model's noise allows → every se of the family is widened by that ratio (pooled over its
-  points; at least 1), and `method` names it when an F test at 5% finds the drift. Needs 4 runs per point; it
-  recovers part of the lost coverage, not all.
+- Drift the arms do not share (drift_inflation, drift_variance): each point's runs in time order are modelled as
+  white noise plus an AR(1) drift; the likelihood-weighted average over a grid of drift models, fitted on the
+  family's points together, says how much more the point mean varies than its runs' spread shows → each se is
+  widened by that ratio (at least 1) and its degrees of freedom divided by it; `method` names it when a batch-means
+  F test at 5% finds the drift. Needs 4 runs per point.
 - Outliers: a run more than 6 robust σ (1.4826·MAD) from its arm's median drops its round (Welch: the run); σ is
   essentially the family's (see screen_outliers: with 3 runs an arm's own MAD is unusable either way), and a point
-  that lost a run keeps its own variance. Dropped runs are listed in the summary (`outliers`).
+  that lost a run keeps its own variance. Dropped runs are listed in the summary (`outliers`). An arm of 3–4 runs
+  with a run more than 4 σ *faster* than its median (two slowed runs moved the median: split_arms) gives no
+  interval.
 - Fewer than 3 ok runs in an arm (or fewer than 2 left after screening) → `insufficient`, no interval.
 - A/A arm (`null`, the fallback measured again): φ² = mean over points of (θ̂_AA / se_AA)². φ² > 1 means the
   runs drift more than the model sees; every standard error is then multiplied by φ (`noise_scale`). An A/A
