@@ -13,13 +13,16 @@ Choices, and why (DESIGN §7):
   A run's variance is floored at the precision of the input (precision_step: tok/s written with 2 decimals are
   rounded by up to ±0.005, a uniform error of variance 0.01²/12, relative to the value), and never below the
   resolution of 6 significant digits, so identical runs cannot give an interval of width 0.
-- Drift the arms do not share (drift_inflation): the first and second half of each point's runs, in time order,
-  differ by more than the model's noise allows → every se of the family is widened by that ratio (pooled over its
-  points; at least 1), and `method` names it when an F test at 5% finds the drift. Needs 4 runs per point; it
-  recovers part of the lost coverage, not all.
+- Drift the arms do not share (drift_inflation, drift_variance): each point's runs in time order are modelled as
+  white noise plus an AR(1) drift; the likelihood-weighted average over a grid of drift models, fitted on the
+  family's points together, says how much more the point mean varies than its runs' spread shows → each se is
+  widened by that ratio (at least 1) and its degrees of freedom divided by it; `method` names it when a batch-means
+  F test at 5% finds the drift. Needs 4 runs per point.
 - Outliers: a run more than 6 robust σ (1.4826·MAD) from its arm's median drops its round (Welch: the run); σ is
   essentially the family's (see screen_outliers: with 3 runs an arm's own MAD is unusable either way), and a point
-  that lost a run keeps its own variance. Dropped runs are listed in the summary (`outliers`).
+  that lost a run keeps its own variance. Dropped runs are listed in the summary (`outliers`). An arm of 3–4 runs
+  with a run more than 4 σ *faster* than its median (two slowed runs moved the median: split_arms) gives no
+  interval.
 - Fewer than 3 ok runs in an arm (or fewer than 2 left after screening) → `insufficient`, no interval.
 - A/A arm (`null`, the fallback measured again): φ² = mean over points of (θ̂_AA / se_AA)². φ² > 1 means the
   runs drift more than the model sees; every standard error is then multiplied by φ (`noise_scale`). An A/A
@@ -35,6 +38,7 @@ Choices, and why (DESIGN §7):
 from __future__ import annotations
 
 import contextlib
+import itertools
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,6 +54,8 @@ POWER = 0.80  # the rounds hint: the chance that the suggested rounds give a dec
 MARGIN = 0.01
 MIN_RUNS = 3
 OUTLIER_SIGMAS = 6.0
+SPLIT_RUNS = 5  # below this many runs two slowed runs can move an arm's median (split_arms)
+FAST_SIGMAS = 4.0  # a run this far above such an arm's median means the median was slowed (split_arms)
 OWN_SIGMA_CAP = 1.5  # an arm's own robust σ counts up to this multiple of its family's (screen_outliers)
 BARTLETT_ALPHA = 0.01
 UNSTABLE_SPREAD = 0.05
@@ -119,11 +125,38 @@ def screen_outliers(arm_ys: Sequence[np.ndarray], sigmas: float = OUTLIER_SIGMAS
     with np.errstate(all="ignore"), _quiet():
         resid = np.abs(ys - np.nanmedian(ys, axis=-1, keepdims=True))
         own = MAD_TO_SIGMA * np.nanmedian(resid, axis=-1, keepdims=True)
-        nonzero = np.where(resid > 0, resid, np.nan)
-        flat = np.moveaxis(nonzero, 0, -3).reshape(*nonzero.shape[1:-2], -1)
-        family = MAD_TO_SIGMA * np.nanmedian(flat, axis=-1)[None, ..., None, None]
+        family = family_sigma(resid)[None, ..., None, None]
         sigma = np.fmax(family, np.fmin(own, OWN_SIGMA_CAP * family))
     return resid > sigmas * np.fmax(sigma, RESOLUTION)
+
+
+def family_sigma(resid: np.ndarray) -> np.ndarray:
+    """The family's robust σ (...) from absolute residuals from the arms' medians (arms, ..., points, runs):
+    1.4826·MAD over every arm and point, exact zeros (the median itself at odd n) left out."""
+    with np.errstate(all="ignore"), _quiet():
+        nonzero = np.where(resid > 0, resid, np.nan)
+        flat = np.moveaxis(nonzero, 0, -3).reshape(*nonzero.shape[1:-2], -1)
+        return MAD_TO_SIGMA * np.nanmedian(flat, axis=-1)
+
+
+def split_arms(arm_ys: Sequence[np.ndarray], kept: Sequence[np.ndarray], sigmas: float = FAST_SIGMAS) -> np.ndarray:
+    """Points (..., points) where an arm with fewer than SPLIT_RUNS runs left after screening (`kept`) has a run
+    more than `sigmas` of the family's robust σ (of the unscreened `arm_ys`) *faster* than the arm's median.
+
+    Why: the median-based screen survives ⌊(n − 1)/2⌋ slowed runs. With 3 or 4 runs two slowed runs move the median
+    too, the clean run then sits far above it, often not quite 6 σ (the slowdowns also widen σ), and the arm's mean
+    is off by most of a slowdown while its spread, pooled with the calm points, looks ordinary: flat truths with 15%
+    slowed runs moved the cap in 3.7% of sweeps at 3 rounds. Outliers are slowdowns, so only the fast side is read
+    at this lower threshold: one slow run (mlxcel's published 768 and 6400 points) keeps its interval."""
+    ys = np.stack(arm_ys)
+    with np.errstate(all="ignore"), _quiet():
+        family = family_sigma(np.abs(ys - np.nanmedian(ys, axis=-1, keepdims=True)))[..., None]
+        split = [
+            (np.nanmax(y, axis=-1) - np.nanmedian(y, axis=-1) > sigmas * np.fmax(family, RESOLUTION))
+            & (np.sum(~np.isnan(y), axis=-1) < SPLIT_RUNS)
+            for y in kept
+        ]
+    return np.any(split, axis=0)
 
 
 @contextlib.contextmanager
@@ -218,31 +251,35 @@ def estimate_family(
     # means most of the arm was slowed (two of three runs hit), and what is left cannot be trusted
     with np.errstate(all="ignore"), _quiet():
         fast = np.stack([y > np.nanmedian(y, axis=-1, keepdims=True) for y in arms]) & flagged
-    contaminated = fast.any(axis=(0, -1))
+    contaminated = fast.any(axis=(0, -1)) | split_arms(arms, (a, b))
     result = Comparison(
         np.where(contaminated, np.nan, result.theta),
         np.where(contaminated, np.nan, result.se),
         np.where(contaminated, np.nan, result.df),
         result.pooled & ~contaminated,
     )
-    (own, own_found), (both, both_found) = drift_inflation(a - b), drift_inflation(np.concatenate([a, b], axis=-2))
+    no_drift = (np.ones(paired.shape), np.zeros((*paired.shape[:-1], 1), bool))  # what a kind of point absent gets
+    own, own_found = drift_inflation(a - b) if np.any(paired) else no_drift
+    both, both_found = drift_inflation(np.concatenate([a, b], axis=-2)) if not np.all(paired) else no_drift
+    both = np.fmax(*np.split(both, 2, axis=-1)) if both.shape != paired.shape else both  # Welch: the larger arm's
     inflation, found = np.where(paired, own, both), np.where(paired, own_found, both_found)
-    widened = Comparison(result.theta, result.se * np.sqrt(inflation), result.df, result.pooled, inflation, found)
+    # the drift's share of the variance rests on fewer independent pieces than the runs: about df / inflation
+    df = np.fmax(result.df / inflation, 1.0)
+    widened = Comparison(result.theta, result.se * np.sqrt(inflation), df, result.pooled, inflation, found)
     return widened, flagged
 
 
 def drift_inflation(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Variance inflation (..., 1) for runs that drift, from each point's runs in time order (rounds, or run order
-    within an arm), pooled over the family's points (..., points, runs); 1 where no drift shows.
+    """Variance inflation (..., points) for runs that drift, from each point's runs in time order (rounds, or run
+    order within an arm) of a family (..., points, runs); 1 where no drift shows, or with fewer than 4 runs.
 
     A drift the two arms do not share (each arm's own, or the fused path's alone — invisible to the A/A arm) makes
-    neighbouring runs alike, and the mean of n runs then varies more than σ²/n. Batch means see it: the means b₁, b₂
-    of the first and the last h = ⌊n/2⌋ runs differ by more than their noise allows. (b₁ − b₂)²·h/2 estimates the
-    long-run variance whatever the drift's shape; pooled over the points, its ratio to the runs' own variance is an
-    F statistic (points, Σ(n − 1) degrees of freedom). The ratio (at least 1) widens every interval of the family —
-    a drift too small to be proven still costs coverage, so waiting for proof would leave it uncorrected — and the
-    F test at DRIFT_ALPHA says whether drift was found (shown to the user). Needs 4 runs per point (fewer: 1).
-    Returns (inflation (..., 1), found (..., 1))."""
+    neighbouring runs alike, and the mean of n runs then varies more than σ²/n. How much more is drift_variance's
+    model (fitted on the family's runs); it widens every interval, even when the drift is too small to be proven — a
+    drift too small to prove still costs coverage. Whether drift was *found* (shown to the user) is a batch-means F
+    test at DRIFT_ALPHA: the means b₁, b₂ of the first and the last h = ⌊n/2⌋ runs of each point differ by more than
+    their noise allows ((b₁ − b₂)²·h/2 against the runs' own variance, pooled over the points: F with (points,
+    Σ(n − 1)) degrees of freedom). Returns (inflation (..., points), found (..., 1))."""
     with np.errstate(all="ignore"), _quiet():
         valid = ~np.isnan(y)
         n = np.sum(valid, axis=-1)
@@ -259,7 +296,64 @@ def drift_inflation(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ratio = np.nan_to_num(numerator / own, nan=1.0)
         p = scipy_stats.f.sf(ratio, np.maximum(k, 1), np.maximum(dof, 1))
         found = (k >= 1) & (p < DRIFT_ALPHA)
-        return np.where(k >= 1, np.fmax(ratio, 1.0), 1.0)[..., None], found[..., None]
+    return drift_variance(y), found[..., None]
+
+
+# the drift models drift_variance weighs: run-to-run correlation ρ of the drift and its share λ of the runs' variance
+DRIFT_RHOS = np.linspace(0.0, 0.9, 10)
+DRIFT_SHARES = np.linspace(0.0, 0.95, 8)
+
+
+def drift_variance(y: np.ndarray) -> np.ndarray:
+    """Var(point mean) / (sample variance / n) per point (..., points), at least 1, for a family's runs in time order
+    (..., points, runs); 1 for points with fewer than 4 runs.
+
+    Why a model: a drift offset spanning a point's whole window moves every run of the point alike, so the point's
+    own spread cannot show it, and splitting its runs in two halves (batch means) sees only the part that changes
+    within half a window (at 10 rounds about a third of an AR(1) drift's effect on the mean). A drift that wanders and
+    comes back shows its size in how alike neighbouring runs are. The runs of each point are modelled as its own
+    mean plus white noise plus an AR(1) drift: correlation ρ^|i−j| between runs i and j, a share λ of the variance,
+    V = (1 − λ)·I + λ·R_ρ. Each (ρ, λ) of a grid gets its restricted likelihood (REML: the point means profiled out,
+    the variance pooled over the family's points), and the inflation of the model, (1'V1/n) / ((tr V − 1'V1/n)/(n − 1)),
+    is averaged with those likelihoods as weights (a flat prior over the grid). The average, not the best fit: with
+    6 points of 10 runs the best fit is often a strong slow drift fitted to noise (inflation 10 and more for 1 family
+    in 10 under white noise), while the average stays near 1 when the runs are white and near the truth when they
+    drift. A drift slower than ρ = 0.9 between runs is mostly beyond a 10-run window: it is only partly accounted for.
+    """
+    with np.errstate(all="ignore"), _quiet():
+        valid = ~np.isnan(y)
+        n = np.sum(valid, axis=-1)
+        # each point's ok runs first, in time order (a dropped run closes its gap: a small error in the lags)
+        y = np.take_along_axis(y, np.argsort(~valid, axis=-1, kind="stable"), axis=-1)
+        grid = (len(DRIFT_RHOS), len(DRIFT_SHARES))
+        loglik, quad = np.zeros((*y.shape[:-2], *grid)), np.zeros((*y.shape[:-2], *grid))
+        dof = np.zeros(y.shape[:-2])
+        inflation = {}
+        for m in np.unique(n[n >= 4]):
+            mine = n == m
+            z = np.where(mine[..., None], np.nan_to_num(y[..., :m]), 0.0)
+            lag = np.abs(np.subtract.outer(np.arange(m), np.arange(m)))
+            count = np.sum(mine, axis=-1)
+            inflation[m] = np.zeros(grid)
+            for (i, rho), (j, share) in itertools.product(enumerate(DRIFT_RHOS), enumerate(DRIFT_SHARES)):
+                cov = (1 - share) * np.eye(m) + share * rho**lag
+                inverse = np.linalg.inv(cov)
+                inverse_ones = inverse.sum(axis=-1)
+                total = inverse_ones.sum()  # 1'V⁻¹1
+                residual = np.sum((z @ inverse) * z, axis=-1) - (z @ inverse_ones) ** 2 / total
+                quad[..., i, j] += np.sum(np.where(mine, residual, 0.0), axis=-1)
+                loglik[..., i, j] -= 0.5 * count * (np.linalg.slogdet(cov)[1] + np.log(total))
+                mean_var = cov.sum() / m
+                inflation[m][i, j] = mean_var / ((m - mean_var) / (m - 1))
+            dof += count * (m - 1)
+        loglik -= 0.5 * dof[..., None, None] * np.log(quad / dof[..., None, None])
+        loglik = np.nan_to_num(loglik, nan=-np.inf)
+        weight = np.exp(loglik - np.max(loglik, axis=(-2, -1), keepdims=True))
+        weight /= np.sum(weight, axis=(-2, -1), keepdims=True)
+        out = np.ones(n.shape)
+        for m, grid_inflation in inflation.items():
+            out = np.where(n == m, np.sum(weight * grid_inflation, axis=(-2, -1))[..., None], out)
+    return np.where(np.isfinite(out), np.fmax(out, 1.0), 1.0)
 
 
 def noise_scale(aa: Comparison) -> float:

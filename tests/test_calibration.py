@@ -83,30 +83,23 @@ def test_a_raise_happens_when_every_family_clearly_wins_at_the_cap():
     assert sc.false_action <= 0.05, sc
 
 
-@pytest.mark.parametrize("name", ["sparse per-arm drift", "sparse fused-only drift", "sparse not interleaved"])
-def test_drift_widening_recovers_per_point_coverage(name):
-    """What the batch-means widening achieves at n = 10 (without it: 0.69, 0.75, 0.70 here)."""
+@pytest.mark.parametrize(
+    "name", ["sparse per-arm drift", "dense per-arm drift", "sparse fused-only drift", "sparse not interleaved"]
+)
+def test_drift_keeps_per_point_coverage_at_n10(name):
+    """Drift the arms do not share (each arm's own, the fused path's alone, or runs not interleaved under shared
+    drift): the drift model's widening holds per-point coverage at 0.90 (issue 18 item 9; the batch-means widening
+    reached 0.79–0.82, no widening 0.69–0.75)."""
     sc = _score(name, 10)
-    _at_least(sc, sc.point_coverage, 0.78)
+    _at_least(sc, sc.point_coverage, 0.90)
 
 
 def test_outliers_at_3_rounds_rarely_move_the_cap_on_a_flat_truth():
-    """15% of runs slowed by 10–20%, 3 rounds: what the engine achieves (the earlier engine: 6.0%)."""
-    sc = _score("sparse flat 15% outliers", 3)
-    assert sc.action_rate <= 0.05 + 2 * sc.mc_error(0.05), sc
-
-
-@pytest.mark.xfail(strict=True, reason="issue 18 target (≤ 3%) not met at 3 rounds with 15% outliers")
-def test_outlier_target_at_3_rounds():
-    sc = _score("sparse flat 15% outliers", 3)
+    """15% of runs slowed by 10–20%, 3 rounds: at most 3% of sweeps move the cap (issue 18 item 11; the earlier
+    engine: 6.0%, before split arms lost their interval: 3.7%; 2.2% ± 0.2% on 4000 sweeps). An arm with all its
+    runs slowed alike remains invisible at one point."""
+    sc = score(REGIMES["sparse flat 15% outliers"], 3, 2000, seed=303)  # 2000 sweeps: the rate is near 2–3%
     assert sc.action_rate <= 0.03, sc
-
-
-@pytest.mark.xfail(strict=True, reason="issue 18 item 9 target not met: drift offsets within a point's window")
-@pytest.mark.parametrize("name", ["sparse per-arm drift", "sparse fused-only drift"])
-def test_drift_target_per_point_coverage_at_n10(name):
-    sc = _score(name, 10)
-    _at_least(sc, sc.point_coverage, 0.90)
 
 
 def test_same_truth_sweep_pairs_pass_check():

@@ -3,6 +3,8 @@ margin verdicts, pairing vs Welch, outliers, the A/A noise floor, null and insuf
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -90,7 +92,10 @@ def test_the_aa_arm_widens_intervals_when_runs_drift_more_than_the_model_sees():
     samples = synthetic_samples({d: 1.0 for d in (1024, 2048, 4096, 8192)}, rounds=8, seed=7, with_null_arm=True)
     rng = np.random.default_rng(0)
     null = samples["arm"] == "null"
-    samples.loc[null, "tok_s"] *= np.exp(rng.normal(0, 0.05, null.sum()))  # the A/A arm drifts by itself
+    # the A/A arm drifts by itself, by an offset spanning each point's whole window: what no model of the runs
+    # within a point can see (run-to-run drift is drift_variance's), and what the A/A arm is there for
+    offset = dict(zip((1024, 2048, 4096, 8192), rng.normal(0, 0.05, 4), strict=True))
+    samples.loc[null, "tok_s"] *= np.exp(samples.loc[null, "dff"].map(offset))
     drifting = analyse_points(samples)
     assert drifting.noise_scale > 2
     calm = analyse_points(samples[~null])
@@ -105,7 +110,8 @@ def test_an_aa_comparison_beyond_the_margin_withholds_raise_and_lower():
     assert analysis.aa_beyond_margin == ("synthetic-layer (Dff 4096)",)
     d = analysis.result.decision
     assert d.action == "keep" and "Raise it to" not in d.reason
-    assert "a raise to 2048 was withheld because the A/A comparison" in d.reason
+    # fused truly wins at 2048 and 4096 (1.25, 1.2): the raise withheld goes to either, as the A/A's φ allows
+    assert re.search(r"a raise to (2048|4096) was withheld because the A/A comparison", d.reason), d.reason
 
 
 def test_non_affine_and_failed_probe_are_null():
