@@ -162,7 +162,7 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
             )
         )
     rows = pd.concat(blocks, ignore_index=True).sort_values("order", kind="stable").reset_index(drop=True)
-    samples = _as_samples(rows, run_id, provenance)
+    samples = samples_frame(rows, run_id, provenance)
     skipped = _skipped(point, rows, len(columns))
     provenance = {
         "workload": "command",
@@ -216,7 +216,9 @@ def _skipped(point: pd.DataFrame, rows: pd.DataFrame, runs_per_row: int) -> list
     return out
 
 
-def _as_samples(rows: pd.DataFrame, run_id: str, provenance: dict[str, object]) -> pd.DataFrame:
+def samples_frame(rows: pd.DataFrame, run_id: str, provenance: dict[str, object]) -> pd.DataFrame:
+    """Imported run rows as samples.csv rows: the run's constants filled in, the columns an import cannot know left
+    empty. Shared by both mlxcel readers (the sweep CSV here, bench_decode.sh CSVs in harness.mlxcel_bench_csv)."""
     frame = rows.reindex(columns=SAMPLE_COLUMNS)
     constant = {
         "run_id": run_id,

@@ -25,7 +25,7 @@ import pandas as pd
 from harness.config import DEFAULT_CAP_ENV
 from harness.discover import DiscoveredModel, read_model
 from harness.errors import InputError
-from harness.mlxcel import MlxcelImport, _as_samples
+from harness.mlxcel import MlxcelImport, samples_frame
 from harness.results import read_csv_text
 
 COLUMNS = (
@@ -172,7 +172,7 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
         "source": ", ".join(map(str, files)),
         **({"backend": backend} if backend in BACKENDS else {}),
     }
-    frame = _as_samples(pd.DataFrame(samples), str(first.stem), provenance)
+    frame = samples_frame(pd.DataFrame(samples), str(first.stem), provenance)
     for column in ("d_model", "n_experts", "top_k"):
         frame[column] = [s.get(column) for s in samples]
     for column in ("tokens", "seconds", "error"):
