@@ -17,6 +17,7 @@ from harness.config import DEFAULT_CAP_ENV
 from harness.crossover import DEFAULT_GRID, INTERPOLATIONS, DecisionResult, decide, decision_json
 from harness.errors import InputError
 from harness.inputs import LoadedInput, load_input, write_summary_csv
+from harness.rundir import RunDirectory
 from harness.stats import CONFIDENCE, MARGIN, PointSet, analyse_points, apply_excludes
 
 NUMERIC_SUMMARY = ("estimate", "ln_estimate", "se", "df", "null_ratio", "null_ci_low", "null_ci_high", "p_value")
@@ -191,4 +192,4 @@ def save_summary(analysis: Analysis, path: str | Path) -> Path:
 
 def write_summary(run_dir: str | Path, options: Options = Options()) -> Path:
     """`run_dir/summary.csv` from `run_dir/samples.csv`: what a sweep calls when it finishes."""
-    return save_summary(analyse_path(run_dir, options), Path(run_dir) / "summary.csv")
+    return save_summary(analyse_path(run_dir, options), RunDirectory(run_dir).summary)

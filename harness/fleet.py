@@ -32,8 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.config import SweepConfig, field_path, load_config, load_yaml
 from harness.errors import InputError
 from harness.measure import ProgressHook, pending_runs
-from harness.results import read_samples
-from harness.rundir import RunLock, SampleWriter, is_run_dir, mixed_settings, new_segment, read_meta
+from harness.rundir import RunDirectory, RunLock, SampleWriter, mixed_settings, new_segment
 from harness.scale import Pool, SweepSpec, connect, require_ray, serve, start_workers, stop_workers
 
 # Ray's own resources: a hardware class needs a custom label, or every machine would match.
@@ -193,9 +192,10 @@ def _run_entry(ray, result: EntryResult, say: Callable[[str], None], track: Trac
         )
         result.host, result.backend, result.device = str(meta["host"]), str(meta["backend"]), str(meta["device"])
         segment = new_segment(meta)
-        if is_run_dir(result.run_dir):  # re-running the fleet continues each entry's run, with the same code only
+        run = RunDirectory(result.run_dir)
+        if run.is_run():  # re-running the fleet continues each entry's run, with the same code only
             sweeps.check_resumable(result.run_dir, meta, str(entry.config_path))
-            mixed = mixed_settings(read_meta(result.run_dir), segment)
+            mixed = mixed_settings(run.read_meta(), segment)
             if mixed:
                 raise InputError(
                     str(result.run_dir),
@@ -209,7 +209,7 @@ def _run_entry(ray, result: EntryResult, say: Callable[[str], None], track: Trac
             pool = Pool(entry.name, actors, points, plan, entry.name, writer, done, on_run, say)
             pool.waiting_for = f"a machine with {entry.label} (Ray restarts the worker there)"
             serve(ray, pool)
-        counts = read_samples(result.run_dir)["status"].value_counts()
+        counts = run.read_samples()["status"].value_counts()
         result.counts = {status: int(counts.get(status, 0)) for status in ("ok", "fail", "skip")}
         if report and result.counts["ok"]:
             _report(result)

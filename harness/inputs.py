@@ -16,6 +16,7 @@ from harness import dispatch, mlxcel
 from harness.errors import InputError
 from harness.results import (
     SAMPLE_COLUMNS,
+    SAMPLES_FILE,
     first_bad,
     format_provenance,
     header_lines,
@@ -29,7 +30,7 @@ from harness.results import (
     text_column,
     write_text_atomic,
 )
-from harness.rundir import read_meta
+from harness.rundir import META_FILE, SUMMARY_FILE, RunDirectory
 from harness.stats import SUMMARY_COLUMNS, VERDICTS
 
 
@@ -51,7 +52,7 @@ def load_input(path: str | Path) -> LoadedInput:
         imported = mlxcel.read_mlxcel(path)
         return LoadedInput(imported.samples, None, imported.provenance)
     # a run directory's meta.json beside its CSV is the fuller provenance, with its dispatch verification record
-    meta = _run_provenance(path.parent) if path.name in ("samples.csv", "summary.csv") else {}
+    meta = _run_provenance(path.parent) if path.name in (SAMPLES_FILE, SUMMARY_FILE) else {}
     if set(SAMPLE_COLUMNS) <= set(columns):
         samples = read_samples(path)
         _check_meta_matches(path, meta, samples)
@@ -63,7 +64,7 @@ def load_input(path: str | Path) -> LoadedInput:
             str(path),
             "columns",
             "a summary.csv of the earlier bootstrap engine, whose intervals this version does not reuse: "
-            f"analyse the run's samples instead ({path.parent if path.name == 'summary.csv' else 'its samples.csv'})",
+            f"analyse the run's samples instead ({path.parent if path.name == SUMMARY_FILE else 'its samples.csv'})",
         )
     raise InputError(
         str(path), "columns", "not a samples.csv, summary.csv or mlxcel sweep CSV (header: " + ",".join(columns) + ")"
@@ -71,7 +72,7 @@ def load_input(path: str | Path) -> LoadedInput:
 
 
 def _run_provenance(run_dir: Path) -> dict[str, object]:
-    meta = read_meta(run_dir)
+    meta = RunDirectory(run_dir).read_meta()
     record = dispatch.read_record(run_dir)
     return {**meta, "verification": record} if record else meta
 
@@ -84,18 +85,18 @@ def _check_meta_matches(path: Path, meta: dict[str, object], samples: pd.DataFra
     for column in ("backend", "device"):
         if column in meta and str(meta[column]) != str(samples[column].iloc[0]):
             raise InputError(
-                str(path.parent / "meta.json"),
+                str(path.parent / META_FILE),
                 column,
                 f"{meta[column]!r}, but {path} was measured on {samples[column].iloc[0]!r}: they are not one run",
             )
 
 
 def _load_run_dir(path: Path) -> LoadedInput:
-    samples_path, summary_path = path / "samples.csv", path / "summary.csv"
-    if not samples_path.exists() and not summary_path.exists():
+    run = RunDirectory(path)
+    if not run.samples.exists() and not run.summary.exists():
         raise InputError(str(path), "", "a run directory needs samples.csv or summary.csv; neither is there")
     # the same sniffing as for a CSV given directly, so a foreign samples.csv is an InputError, not a KeyError
-    return load_input(samples_path if samples_path.exists() else summary_path)
+    return load_input(run.samples if run.samples.exists() else run.summary)
 
 
 def _columns(path: Path) -> list[str]:

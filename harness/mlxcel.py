@@ -30,7 +30,7 @@ from harness.results import (
     read_frame,
     write_text_atomic,
 )
-from harness.rundir import refuse_links, refuse_stored, write_meta
+from harness.rundir import RunDirectory, refuse_links, refuse_stored
 
 RUN_COLUMN = re.compile(r"^(fallback|fused)_run(\d+)$")
 LEADING_COLUMNS = ["model", "dff", "quant_mode"]
@@ -245,7 +245,8 @@ def import_run_dir(
     """Write an mlxcel CSV as a run directory (samples.csv + meta.json); refuses to overwrite an existing run.
     `read` turns `csv_path` into samples (default: the sweep CSV reader)."""
     run_dir = Path(run_dir)
-    if (run_dir / "samples.csv").exists():
+    run = RunDirectory(run_dir)
+    if run.samples.exists():
         refuse_stored(run_dir, "choose another --out")
         raise InputError(str(run_dir), "--out", "already holds a samples.csv; choose another directory")
     if run_dir.exists() and not run_dir.is_dir():
@@ -259,8 +260,8 @@ def import_run_dir(
                 imported.samples[column] = extra[column]
     imported.provenance.setdefault("run_id", run_dir.name)
     text = format_provenance(imported.provenance) + imported.samples.to_csv(index=False)
-    write_text_atomic(run_dir / "samples.csv", text)
-    write_meta(run_dir, imported.provenance)
+    write_text_atomic(run.samples, text)
+    run.write_meta(imported.provenance)
     return imported
 
 

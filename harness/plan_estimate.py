@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import InputError
-from harness.results import read_provenance, read_samples
+from harness.results import SAMPLES_FILE, read_provenance
+from harness.rundir import RunDirectory
 
 MIN_ROWS = 10
 
@@ -41,11 +42,12 @@ def _when(text: str) -> dt.datetime | None:
 
 def run_timing(run_dir: Path) -> Calibration | None:
     """Rows and wall time of one finished-or-not run directory (None when it cannot tell)."""
-    start = _when(str(read_provenance(run_dir / "samples.csv").get("date", "")))
+    run = RunDirectory(run_dir)
+    start = _when(str(read_provenance(run.samples).get("date", "")))
     if start is None:
         return None
     try:
-        samples = read_samples(run_dir)
+        samples = run.read_samples()
     except InputError:  # an unreadable earlier run calibrates nothing; the plan says which estimate it used
         return None
     ok = samples[samples["status"] == "ok"]
@@ -59,7 +61,7 @@ def last_run(results: Path, meta: dict[str, object], exclude: Path | None = None
     """The newest run under `results` of the same config on the same host, backend and device."""
     keys = ("config_name", "host", "backend", "device")
     found: list[tuple[str, Path]] = []
-    for samples in results.glob("*/samples.csv"):
+    for samples in results.glob(f"*/{SAMPLES_FILE}"):
         if exclude is not None and samples.parent.resolve() == Path(exclude).resolve():
             continue
         header = read_provenance(samples)

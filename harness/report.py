@@ -37,7 +37,7 @@ from harness.mlxcel import round_positions, to_mlxcel_csv
 from harness.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
 from harness.plot import write_plot
 from harness.results import write_text_atomic
-from harness.rundir import refuse_stored
+from harness.rundir import RunDirectory, refuse_stored
 
 OLD_BLOCK_START = "<!-- moecal-report\n"  # format 2 kept its record in the text; recognised to say "regenerate"
 REPORT_FORMAT = 3  # 3: sidecar record, design-doc style text, mlxcel CSV and patch beside it
@@ -174,7 +174,7 @@ def _round(value: float) -> float | None:
 def _files(stem: str, raw: Path, md_dir: Path, root: Path, mlxcel_csv: bool, patch: bool) -> dict[str, str | None]:
     """The file names the addendum links to (beside it), and the raw data relative to it (to the project root
     when the addendum is written outside the project)."""
-    raw = raw / "samples.csv" if raw.is_dir() else raw
+    raw = RunDirectory(raw).samples if raw.is_dir() else raw
     return {
         "addendum": f"{stem}-dff-crossover.md",
         "plot": f"{stem}-dff-crossover.png",

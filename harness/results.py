@@ -22,6 +22,8 @@ import pandas as pd
 
 from harness.errors import InputError
 
+SAMPLES_FILE = "samples.csv"  # a run directory's rows (harness.rundir.RunDirectory owns the other files)
+
 # Columns of samples.csv. `tok_s` is the throughput of the run: tokens/s for decode and command workloads,
 # layer steps/s for the layer workload (one step = one token through one MoE layer); `seconds` is the timed span
 # and `tokens` the tokens (or steps) in it, so µs/step = seconds / tokens * 1e6.
@@ -223,7 +225,7 @@ def read_samples(path: Path) -> pd.DataFrame:
     """samples.csv (or the run directory holding it), validated; text columns as str, NUMBER_COLUMNS as numbers."""
     path = Path(path)
     if path.is_dir():
-        path = path / "samples.csv"
+        path = path / SAMPLES_FILE
     text = _complete_text(path)
     frame = read_frame(path, text)
     missing = [c for c in SAMPLE_COLUMNS if c not in frame.columns]
@@ -254,7 +256,7 @@ def done_runs(path: Path) -> dict[RunKey, str]:
     measured. Read-only: resume decisions and `--dry-run` must not touch the files."""
     path = Path(path)
     if path.is_dir():
-        path = path / "samples.csv"
+        path = path / SAMPLES_FILE
     if not path.exists():
         return {}
     frame = read_samples(path)

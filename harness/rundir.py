@@ -25,6 +25,12 @@ addendum. The rules that keep runs trustworthy live here, in one place:
   harness commit and dirty flag, kernel source hash, launch settings, command. Resuming with another kernel hash or
   launch setting than an earlier segment is refused unless allowed (`--allow-mixed`), and then recorded. A
   segment's rows and end are rewritten after every row, so a sweep killed without warning still says how far it got.
+- **Format version.** meta.json names the layout of the directory's files in `format` (FORMAT_VERSION), written by
+  `RunDirectory.write_meta`. A directory without it (written before versions existed, such as the stored CI
+  baseline) is format 0 and goes through the named migrations in MIGRATIONS, in memory, on every read: the files on
+  disk are never rewritten by a reader. A newer version than this moecal knows is refused in one line, never
+  guessed at. `format` describes the files, not the measurement: `read_meta` returns the meta without it, so no
+  report or CSV header shows it.
 - **No links.** A symbolic link in a run directory would carry a write (an append to samples.csv, the lock, a
   report) to a file outside it: such a directory is refused (`refuse_links`), and every file is opened with
   O_NOFOLLOW or replaced by a rename (which replaces a link instead of following it).
@@ -41,13 +47,28 @@ import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import pandas as pd
+
 from harness.errors import InputError
-from harness.results import SAMPLE_COLUMNS, csv_line, done_runs, format_provenance, write_text_atomic
+from harness.results import (
+    SAMPLE_COLUMNS,
+    SAMPLES_FILE,
+    RunKey,
+    csv_line,
+    done_runs,
+    format_provenance,
+    read_samples,
+    write_text_atomic,
+)
 
 DEFAULT_RESULTS = Path("results")
 STORED_MARKER = ".stored"  # documented in README 'Run directories': marks a read-only baseline outside git
-RUN_FILES = ("samples.csv", "meta.json")  # either one makes a folder a run directory
+META_FILE = "meta.json"
+SUMMARY_FILE = "summary.csv"
+RUN_FILES = (SAMPLES_FILE, META_FILE)  # either one makes a folder a run directory
 LOCK_FILE = ".lock"
+FORMAT_KEY = "format"
+FORMAT_VERSION = 1  # 1: meta.json carries `format`; the files are laid out as in format 0
 SEGMENT_KEYS = ("harness_commit", "harness_dirty", "kernel_source_hash", "launch", "command")
 MIXABLE_KEYS = ("kernel_source_hash", "launch")  # what a resumed run may not change silently
 SLUG_WORDS = 2  # of the device name: "amd-epyc", "nvidia-h200", "apple-m3" — enough to tell machines apart
@@ -65,10 +86,6 @@ def default_run_id(config_name: str, backend: str, device: str, now: _dt.datetim
     """`<UTC yyyymmddThhmm>-<backend>-<device slug>-<config name>` (see the module docstring)."""
     now = now or _dt.datetime.now(_dt.UTC)
     return f"{now:%Y%m%dT%H%M}-{backend}-{device_slug(device)}-{config_name}"
-
-
-def is_run_dir(path: Path) -> bool:
-    return any((Path(path) / name).exists() for name in RUN_FILES)
 
 
 def fresh_run_dir(results: Path, run_id: str) -> Path:
@@ -107,7 +124,7 @@ def stored_reason(path: Path) -> str | None:
         return f"a stored run ({folder / STORED_MARKER} marks it read-only)"
     if tracked_by_git(path):
         return "a stored result (tracked by git) is read-only"
-    if folder != path and is_run_dir(folder) and tracked_by_git(folder):  # a new file inside a committed run
+    if folder != path and RunDirectory(folder).is_run() and tracked_by_git(folder):  # a new file inside a committed run
         return f"{folder} is a stored run (tracked by git): read-only"
     return None
 
@@ -136,18 +153,79 @@ def refuse_links(run_dir: Path) -> None:
             )
 
 
-def read_meta(run_dir: Path) -> dict:
-    """meta.json of a run directory ({} when there is none); unreadable or not an object → InputError."""
-    path = Path(run_dir) / "meta.json"
-    if not path.exists():
-        return {}
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        raise InputError(str(path), "", f"not a moecal meta.json: {exc}") from None
-    if not isinstance(meta, dict):
-        raise InputError(str(path), "", "not a moecal meta.json: expected a JSON object")
+# --- the directory and its files --------------------------------------------------------------------------------
+
+
+def migrate_v0_to_v1(meta: dict[str, object]) -> dict[str, object]:
+    """Format 0 (no `format` key: every run before versions existed, the stored CI baseline among them) → 1.
+
+    Format 1 only started naming its version: the files' layout and meta.json's keys are those of format 0
+    (a run from before segments existed is still described by its top level, see `segments`), so nothing is
+    converted. The next change of layout adds its own function to MIGRATIONS."""
+    return {**meta, FORMAT_KEY: 1}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {0: migrate_v0_to_v1}  # from → from + 1
+
+
+def migrate_meta(meta: dict[str, object], source: Path) -> dict[str, object]:
+    """meta.json brought to FORMAT_VERSION through MIGRATIONS, one version at a time; a version this moecal does
+    not know (newer, or not a whole number) is an InputError in one line: guessing at its files could misread them."""
+    version = meta.get(FORMAT_KEY, 0)
+    if type(version) is not int or not 0 <= version <= FORMAT_VERSION:
+        raise InputError(
+            str(source), FORMAT_KEY, f"run format {version!r} is not one this moecal reads (up to {FORMAT_VERSION})"
+        )
+    while version < FORMAT_VERSION:
+        meta = MIGRATIONS[version](meta)
+        version = int(meta[FORMAT_KEY])  # type: ignore[call-overload]
     return meta
+
+
+class RunDirectory:
+    """One run directory's files — samples.csv, meta.json, summary.csv, the lock — and the format of meta.json.
+
+    Every caller reaches a run's files through here, so their names and meta.json's version are kept in one place."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.samples = self.path / SAMPLES_FILE
+        self.meta_path = self.path / META_FILE
+        self.summary = self.path / SUMMARY_FILE
+        self.lock_path = self.path / LOCK_FILE
+
+    def is_run(self) -> bool:
+        """Holds samples.csv or meta.json: a run directory, as opposed to an empty or foreign folder."""
+        return any((self.path / name).exists() for name in RUN_FILES)
+
+    def read_meta(self) -> dict[str, object]:
+        """meta.json migrated to FORMAT_VERSION, without its `format` key ({} when there is none); unreadable, not
+        an object or of an unknown format → InputError."""
+        if not self.meta_path.exists():
+            return {}
+        try:
+            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+            raise InputError(str(self.meta_path), "", f"not a moecal meta.json: {exc}") from None
+        if not isinstance(meta, dict):
+            raise InputError(str(self.meta_path), "", "not a moecal meta.json: expected a JSON object")
+        migrated = migrate_meta(meta, self.meta_path)
+        migrated.pop(FORMAT_KEY)
+        return migrated
+
+    def write_meta(self, meta: Mapping[str, object]) -> None:
+        """meta.json at FORMAT_VERSION, replaced atomically (a reader never sees half a file)."""
+        body = {key: value for key, value in meta.items() if key != FORMAT_KEY}
+        text = json.dumps({FORMAT_KEY: FORMAT_VERSION, **body}, indent=2, default=str) + "\n"
+        write_text_atomic(self.meta_path, text)
+
+    def read_samples(self) -> pd.DataFrame:
+        """samples.csv, validated (harness.results.read_samples)."""
+        return read_samples(self.samples)
+
+    def done_runs(self) -> dict[RunKey, str]:
+        """Runs already recorded as ok or skip ({} before the first row); reads, never writes."""
+        return done_runs(self.samples)
 
 
 def same_run_kind(meta: dict, wanted: dict) -> str | None:
@@ -167,10 +245,11 @@ def newest_resumable(results: Path, wanted: dict, pending: Callable[[Path], int]
         return None
     candidates = []
     for folder in results.iterdir():
-        if not folder.is_dir() or not (folder / "meta.json").exists():
+        run = RunDirectory(folder)
+        if not folder.is_dir() or not run.meta_path.exists():
             continue
         try:
-            meta = read_meta(folder)
+            meta = run.read_meta()
         except InputError:
             continue  # not ours to judge here; `--resume DIR` on it reports the problem
         if same_run_kind(meta, wanted) is None:
@@ -179,11 +258,6 @@ def newest_resumable(results: Path, wanted: dict, pending: Callable[[Path], int]
         if stored_reason(folder) is None and pending(folder) > 0:
             return folder
     return None
-
-
-def write_meta(run_dir: Path, meta: Mapping[str, object]) -> None:
-    """meta.json, replaced atomically (a reader never sees half a file)."""
-    write_text_atomic(Path(run_dir) / "meta.json", json.dumps(meta, indent=2, default=str) + "\n")
 
 
 def _now() -> str:
@@ -198,7 +272,7 @@ class RunLock:
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
-        self.path = self.run_dir / LOCK_FILE
+        self.path = RunDirectory(run_dir).lock_path
         self._fd = -1
 
     def __enter__(self) -> RunLock:
@@ -266,25 +340,26 @@ class SampleWriter:
 
     def __init__(self, run_dir: Path, meta: Mapping[str, object], segment: Mapping[str, object] | None = None):
         self.run_dir = Path(run_dir)
-        self.path = self.run_dir / "samples.csv"
+        self.run = RunDirectory(run_dir)
+        self.path = self.run.samples
         self.meta = dict(meta)
         self.segment = dict(segment if segment is not None else new_segment(meta))
         self._fd = -1
         self._meta: dict[str, object] = {}
 
     def done_keys(self) -> dict[tuple, str]:
-        return done_runs(self.path)
+        return self.run.done_runs()
 
     def _start(self) -> None:
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            previous = read_meta(self.run_dir)
+            previous = self.run.read_meta()
             if self.path.exists() and self.path.stat().st_size > 0:
                 truncate_torn_tail(self.path)
             else:
                 write_text_atomic(self.path, format_provenance(self.meta) + csv_line(SAMPLE_COLUMNS))
             self._meta = {**(previous or self.meta), "segments": [*segments(previous), self.segment]}
-            write_meta(self.run_dir, self._meta)
+            self.run.write_meta(self._meta)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
         except OSError as exc:
             raise InputError(str(self.path), "", f"cannot write: {exc.strerror or exc}") from None
@@ -308,7 +383,7 @@ class SampleWriter:
         leaves a segment that says how far it got (the last row's time as its end)."""
         self.segment["end"] = _now()
         self._meta["segments"][-1] = self.segment
-        write_meta(self.run_dir, self._meta)
+        self.run.write_meta(self._meta)
 
     def close(self) -> None:
         if self._fd < 0:

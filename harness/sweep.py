@@ -22,18 +22,16 @@ from harness.backends import BACKEND_NAMES, BackendUnavailable, detect, resolve_
 from harness.config import SweepConfig, load_config
 from harness.errors import InputError
 from harness.measure import Point, ProgressHook, SweepPlan, Workload, measure_point, pending_runs
-from harness.results import done_runs, read_samples
 from harness.rundir import (
     DEFAULT_RESULTS,
+    RunDirectory,
     RunLock,
     SampleWriter,
     default_run_id,
     fresh_run_dir,
-    is_run_dir,
     mixed_settings,
     new_segment,
     newest_resumable,
-    read_meta,
     refuse_links,
     refuse_stored,
     same_run_kind,
@@ -163,7 +161,7 @@ def prepare(
         if synthetic:
             meta["synthetic"] = synthetic
     run_dir = _choose_run_dir(out, resume, results, meta, source, lambda folder: _pending(points, plan, folder))
-    previous = read_meta(run_dir) if resume is not None else {}
+    previous = RunDirectory(run_dir).read_meta() if resume is not None else {}
     meta["run_id"] = run_id = str(previous.get("run_id") or run_dir.name)
     segment = new_segment(meta)
     mixed = mixed_settings(previous, segment)
@@ -224,7 +222,7 @@ def _check_writable_parent(path: Path, option: str) -> None:
 def _check_new(out: Path) -> None:
     """`--out` names a new run: it must not hold one already (continuing a run is explicit: --resume)."""
     _check_writable_parent(out, "--out")
-    if is_run_dir(out):
+    if RunDirectory(out).is_run():
         refuse_stored(out, "choose another --out")
         raise InputError(
             str(out), "--out", f"already holds a run; continue it with --resume {out}, or choose another --out"
@@ -234,13 +232,14 @@ def _check_new(out: Path) -> None:
 def check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> None:
     """The run directory must be a run of the same config on the same backend and device, and not a stored one:
     mixing them would make the samples incomparable, and resume would count another device's rows as done."""
-    if not run_dir.is_dir() or not is_run_dir(run_dir):
+    run = RunDirectory(run_dir)
+    if not run_dir.is_dir() or not run.is_run():
         raise InputError(str(run_dir), "--resume", "not a moecal run directory (no samples.csv or meta.json)")
     refuse_stored(run_dir, "start a new run instead (without --resume)")
     refuse_links(run_dir)
     _check_writable_parent(run_dir, "--resume")
-    previous = read_meta(run_dir)
-    done_runs(run_dir)  # validates samples.csv: a run whose rows cannot be trusted is not continued
+    previous = run.read_meta()
+    run.done_runs()  # validates samples.csv: a run whose rows cannot be trusted is not continued
     differs = same_run_kind(previous, meta)
     if differs:
         raise InputError(
@@ -252,14 +251,14 @@ def check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> None
 
 
 def _pending(points: list[Point], plan: SweepPlan, run_dir: Path) -> int:
-    return pending_runs(points, plan, "", done_runs(run_dir))
+    return pending_runs(points, plan, "", RunDirectory(run_dir).done_runs())
 
 
 @contextlib.contextmanager
 def writing(sweep: Sweep) -> Iterator[None]:
     """Hold the run directory as its one writer (creating it: an unwritable place fails here, before any output)."""
     with RunLock(sweep.run_dir):
-        if not sweep.resuming and is_run_dir(sweep.run_dir):  # another sweep started it since `prepare`
+        if not sweep.resuming and RunDirectory(sweep.run_dir).is_run():  # another sweep started it since `prepare`
             raise InputError(str(sweep.run_dir), "--out", "already holds a run; continue it with --resume")
         yield
 
@@ -326,9 +325,10 @@ def pending(sweep: Sweep) -> int:
 def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
     """Why a finished sweep has nothing to analyse (not one ok run), as one line, and whether that is a failure
     (some run failed) rather than every point skipped (nothing fits here); None when it has results."""
-    if not (run_dir / "samples.csv").exists():
+    run = RunDirectory(run_dir)
+    if not run.samples.exists():
         return "no run was recorded", False
-    samples = read_samples(run_dir)
+    samples = run.read_samples()
     statuses = samples["status"].value_counts()
     if statuses.get("ok", 0):
         return None
@@ -343,7 +343,8 @@ def quick_table(run_dir: Path) -> pd.DataFrame:
     arm and the dispatch the verification pass found (harness.dispatch). The estimate is the geometric-mean ratio the
     summary's interval belongs to (the same number the addendum shows), not a ratio of medians, so the terminal and
     the addendum never disagree."""
-    samples = read_samples(run_dir).fillna({"d_model": 0})
+    run = RunDirectory(run_dir)
+    samples = run.read_samples().fillna({"d_model": 0})
     keys = ["workload", "model", "d_model", "dff"]  # a layer config's decode block shares model names and dffs
     ok = samples[samples["status"] == "ok"]
     table = ok.pivot_table(index=keys, columns="arm", values="tok_s", aggfunc="median").reset_index()
@@ -359,6 +360,6 @@ def quick_table(run_dir: Path) -> pd.DataFrame:
     counts = samples.groupby(keys)["status"].value_counts().unstack(fill_value=0)
     counts = counts.reindex(columns=["ok", "fail", "skip"], fill_value=0).reset_index()
     table = table.merge(counts, on=keys, how="outer").fillna({"ok": 0, "fail": 0, "skip": 0})
-    facts = dispatch.per_model(dispatch.read_record(run_dir), dict(read_meta(run_dir).get("expect_null") or {}))
+    facts = dispatch.per_model(dispatch.read_record(run_dir), dict(run.read_meta().get("expect_null") or {}))
     table["dispatch"] = [str(facts.get(str(m), {}).get("dispatch", "")) for m in table["model"]]
     return table.sort_values(["workload", "d_model", "dff"])

@@ -21,7 +21,7 @@ from harness import cli
 from harness import sweep as sweeps
 from harness.errors import InputError
 from harness.results import read_samples
-from harness.rundir import read_meta
+from harness.rundir import RunDirectory
 from tests.helpers import FAKE_BENCH, REPO, fake_config
 
 HARDWARE_CLASSES = {"hw_a": 1, "hw_b": 1}
@@ -152,7 +152,7 @@ def test_two_workers_finish_a_sweep_with_one_ok_row_per_run(tmp_path, ray_cluste
     assert len(log) == len(ok) and log["worker_pid"].nunique() == 2, "both workers measured"
     assert (log.groupby("model")["worker_pid"].nunique() == 1).all(), "all runs of a point on one worker"
     assert set(log["dff"][:2]) <= {14336, 8192}, "largest points first"
-    assert set(ok["device"]) == {read_meta(tmp_path / "run")["device"]}, "one device per run directory"
+    assert set(ok["device"]) == {RunDirectory(tmp_path / "run").read_meta()["device"]}, "one device per run directory"
     assert sweeps.pending(sweep) == 0 and sweeps.execute(sweep, lambda _: None, "2") == 0
     with pytest.raises(InputError, match="3 workers need 3 CPU cores; this node has 2 for Ray"):
         sweeps.execute(sweep, lambda _: None, "3")
@@ -207,7 +207,7 @@ def test_a_fleet_of_two_classes_gives_two_run_directories_and_one_report(tmp_pat
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["a", "b"]
     for name, config in (("a", configs[0]), ("b", configs[1])):
         _one_ok_row_per_run(out / name, models=3, rounds=3)
-        meta = read_meta(out / name)
+        meta = RunDirectory(out / name).read_meta()
         assert meta["run_id"] == name and meta["config_path"] == str(config) and meta["host"]
         assert meta["fleet_where"] == f"hw_{name}: 1"
         assert len(list((out / name).glob("*.md"))) == 1, "the entry's addendum lives in its run directory"

@@ -26,7 +26,7 @@ from harness.errors import InputError
 from harness.inputs import load_input
 from harness.mlxcel import to_mlxcel_csv
 from harness.results import write_text_atomic
-from harness.rundir import refuse_stored, stored_reason
+from harness.rundir import RunDirectory, refuse_stored, stored_reason
 
 
 def summarize(
@@ -54,7 +54,7 @@ def summarize(
         print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, confidence)
     if out is None and input_path.is_dir():
         if stored_reason(input_path) is None:
-            out = input_path / "summary.csv"
+            out = RunDirectory(input_path).summary
         else:  # a stored baseline keeps the summary it was committed with
             console.print(f"{input_path} is a stored run: its summary.csv is left as it is (--out to write one)")
     for path, option in ((out, "--out"), (mlxcel, "--mlxcel")):  # every output checked before any is written

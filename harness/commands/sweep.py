@@ -21,6 +21,7 @@ from harness.commands.analysis_options import JsonOpt
 from harness.commands.plan import print_plan
 from harness.errors import InputError
 from harness.report import write_report
+from harness.rundir import RunDirectory
 
 
 def _console(stderr: bool = False) -> Console:
@@ -173,19 +174,20 @@ def sweep(
 def _finish(plan: sweeps.Sweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
     """The final table, then summary + addendum + plot when this sweep measured something new. With --json the
     result is one JSON object on stdout (the run's files and the decision) and everything else goes to stderr."""
+    run = RunDirectory(plan.run_dir)
     result: dict[str, object] = {"run_dir": str(plan.run_dir), "runs_written": written}
     no_result = sweeps.why_no_result(plan.run_dir)
     if no_result:  # nothing to summarize: an addendum would state a decision no measurement supports
         message, failed = no_result
         if failed:
-            print(f"error: {plan.run_dir / 'samples.csv'}: {message}", file=sys.stderr)
+            print(f"error: {run.samples}: {message}", file=sys.stderr)
             raise typer.Exit(1)
-        console.print(f"{plan.run_dir / 'samples.csv'}: {message}: nothing to summarize or report")
+        console.print(f"{run.samples}: {message}: nothing to summarize or report")
         _emit({**result, "note": f"{message}: nothing to summarize or report"}, as_json)
         return
     (console if as_json else _console()).print(quick_table_view(plan.run_dir))
-    result["samples"] = str(plan.run_dir / "samples.csv")
-    console.print(f"samples:  {plan.run_dir / 'samples.csv'}\nmeta:     {plan.run_dir / 'meta.json'}")
+    result["samples"] = str(run.samples)
+    console.print(f"samples:  {run.samples}\nmeta:     {run.meta_path}")
     if not written:
         console.print(f"nothing new measured: no file changed (`moecal report {plan.run_dir}` re-reports it)")
         _emit({**result, "note": "nothing new measured"}, as_json)
