@@ -19,8 +19,18 @@ from harness.errors import InputError
 from harness.inputs import LoadedInput, load_input, write_summary_csv
 from harness.rundir import RunDirectory
 from harness.stats import CONFIDENCE, MARGIN, PointSet, analyse_points, apply_excludes
+from harness.summary_columns import SummaryCol
 
-NUMERIC_SUMMARY = ("estimate", "ln_estimate", "se", "df", "null_ratio", "null_ci_low", "null_ci_high", "p_value")
+NUMERIC_SUMMARY = (
+    SummaryCol.ESTIMATE,
+    SummaryCol.LN_ESTIMATE,
+    SummaryCol.SE,
+    SummaryCol.DF,
+    SummaryCol.NULL_RATIO,
+    SummaryCol.NULL_CI_LOW,
+    SummaryCol.NULL_CI_HIGH,
+    SummaryCol.P_VALUE,
+)
 
 
 @dataclass(frozen=True)

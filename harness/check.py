@@ -28,6 +28,7 @@ from harness.analysis import Analysis, withheld_reason
 from harness.crossover import DecisionResult, decide, format_ci
 from harness.results import POINT_COLUMNS, point_keys
 from harness.stats import MIN_RUNS, compare_arms, ratio_interval
+from harness.summary_columns import SummaryCol
 
 MAX_REGRESSION = 0.05
 ARMS = ("fallback", "fused")
@@ -193,14 +194,14 @@ def compare(
     for base_row, cur_row in pairs:
         point = current.summary.iloc[cur_row]
         arms = {arm: _arm_change(baseline, current, (base_row, cur_row), arm, max_regression) for arm in ARMS}
-        verdicts = (str(baseline.summary["verdict"].iloc[base_row]), str(point["verdict"]))
+        verdicts = (str(baseline.summary[SummaryCol.VERDICT].iloc[base_row]), str(point[SummaryCol.VERDICT]))
         result.points.append(
             {
                 "model": str(point["model"]),
                 "dff": int(point["dff"]),
                 **{arm: arms[arm] for arm in ARMS},
-                "ratio_before": float(baseline.summary["estimate"].iloc[base_row]),
-                "ratio_after": float(point["estimate"]),
+                "ratio_before": float(baseline.summary[SummaryCol.ESTIMATE].iloc[base_row]),
+                "ratio_after": float(point[SummaryCol.ESTIMATE]),
                 "verdict_before": verdicts[0],
                 "verdict_after": verdicts[1],
             }

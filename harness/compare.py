@@ -27,6 +27,7 @@ import pandas as pd
 from harness.analysis import Analysis
 from harness.crossover import Curve, family_curve
 from harness.stats import DECIDED, family_labels, t_quantile
+from harness.summary_columns import SummaryCol
 
 DRAWS = 4000
 SEED = 20260703  # fixed: the same two runs always print the same interval
@@ -204,7 +205,7 @@ def point_change(theta_a: float, se_a: float, df_a: float, theta_b: float, se_b:
 
 
 def _valid(summary: pd.DataFrame) -> pd.DataFrame:
-    return summary[summary["verdict"].isin(DECIDED)]
+    return summary[summary[SummaryCol.VERDICT].isin(DECIDED)]
 
 
 def point_changes(a: Analysis, b: Analysis, confidence: float) -> tuple[list[PointChange], list[str]]:
@@ -217,11 +218,11 @@ def point_changes(a: Analysis, b: Analysis, confidence: float) -> tuple[list[Poi
         if ra is None:
             unmatched.append(f"{rb['model']} (Dff {int(rb['dff'])}) in B only")
             continue
-        values = [float(r[c]) for r in (ra, rb) for c in ("ln_estimate", "se", "df")]
+        values = [float(r[c]) for r in (ra, rb) for c in (SummaryCol.LN_ESTIMATE, SummaryCol.SE, SummaryCol.DF)]
         change, low, high, df = point_change(*values, confidence)
         changes.append(
-            PointChange(str(rb["model"]), int(rb["dff"]), str(family), float(ra["estimate"]), float(rb["estimate"]),
-                        change, low, high, df)
+            PointChange(str(rb["model"]), int(rb["dff"]), str(family),
+                        float(ra[SummaryCol.ESTIMATE]), float(rb[SummaryCol.ESTIMATE]), change, low, high, df)
         )  # fmt: skip
     unmatched += [f"{r['model']} (Dff {int(r['dff'])}) in A only" for k, r in rows_a.items() if k not in rows_b]
     return sorted(changes, key=lambda p: (p.family, p.dff)), unmatched
@@ -234,7 +235,7 @@ def _curves(analysis: Analysis, shared: set[tuple[str, ...]]) -> dict[str, Curve
     """Per shape family, the curve of its valid points that the other run measured too."""
     summary = analysis.summary
     labels = family_labels(summary).to_numpy()
-    valid = summary["verdict"].isin(DECIDED).to_numpy() if len(summary) else np.array([], bool)
+    valid = summary[SummaryCol.VERDICT].isin(DECIDED).to_numpy() if len(summary) else np.array([], bool)
     matched = np.array([_match_key(row) in shared for _, row in summary.iterrows()], bool)
     out = {}
     for family in dict.fromkeys(labels):

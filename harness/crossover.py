@@ -48,6 +48,7 @@ from harness.stats import (
     rounds_to_decide,
     t_quantile,
 )
+from harness.summary_columns import SummaryCol
 
 INTERPOLATIONS = ("linear", "log2")
 DEFAULT_GRID = 256
@@ -543,8 +544,10 @@ def family_curve(
     Q test (5%) says when they disagree. The smaller of their degrees of freedom (conservative), the sum of rounds."""
     rows = summary.iloc[positions]
     dffs = rows["dff"].to_numpy(float)
-    theta, se, df = (pd.to_numeric(rows[c]).to_numpy(float) for c in ("ln_estimate", "se", "df"))
-    rounds = np.minimum(rows["n_fused"].to_numpy(int), rows["n_fallback"].to_numpy(int))
+    theta, se, df = (
+        pd.to_numeric(rows[c]).to_numpy(float) for c in (SummaryCol.LN_ESTIMATE, SummaryCol.SE, SummaryCol.DF)
+    )
+    rounds = np.minimum(rows[SummaryCol.N_FUSED].to_numpy(int), rows[SummaryCol.N_FALLBACK].to_numpy(int))
     models = rows["model"].astype(str).to_numpy()
     unique = np.unique(dffs)
     notes: list[str] = []
@@ -603,7 +606,7 @@ def decide(
 ) -> DecisionResult:
     """Crossover and decision per shape family, then overall (the smallest deciding family cap)."""
     labels = family_labels(summary).to_numpy()
-    valid = summary["verdict"].isin(DECIDED).to_numpy() if len(summary) else np.array([], bool)
+    valid = summary[SummaryCol.VERDICT].isin(DECIDED).to_numpy() if len(summary) else np.array([], bool)
     staged = []
     for family in dict.fromkeys(labels):
         positions = np.flatnonzero((labels == family) & valid)
@@ -766,20 +769,20 @@ def point_json(row: pd.Series, family: str) -> dict[str, object]:
         "model": str(row["model"]),
         "dff": int(row["dff"]),
         "family": family,
-        "fallback_tok_s": _number(row["fallback_tok_s"], 4),
-        "fused_tok_s": _number(row["fused_tok_s"], 4),
-        "ratio": _number(row["ratio"], 5),
-        "estimate": _number(row["estimate"], 5),
-        "ci_low": _number(row["ci_low"], 5),
-        "ci_high": _number(row["ci_high"], 5),
-        "method": str(row["method"]) if isinstance(row["method"], str) else "",
-        "verdict": str(row["verdict"]),
-        "unstable": bool(row["unstable"]),
-        "n_fallback": int(row["n_fallback"]),
-        "n_fused": int(row["n_fused"]),
-        "null_ratio": _number(row["null_ratio"], 5),
-        "outliers": str(row["outliers"]) if isinstance(row["outliers"], str) else "",
-        "reason": str(row["reason"]),
+        SummaryCol.FALLBACK_TOK_S: _number(row[SummaryCol.FALLBACK_TOK_S], 4),
+        SummaryCol.FUSED_TOK_S: _number(row[SummaryCol.FUSED_TOK_S], 4),
+        SummaryCol.RATIO: _number(row[SummaryCol.RATIO], 5),
+        SummaryCol.ESTIMATE: _number(row[SummaryCol.ESTIMATE], 5),
+        SummaryCol.CI_LOW: _number(row[SummaryCol.CI_LOW], 5),
+        SummaryCol.CI_HIGH: _number(row[SummaryCol.CI_HIGH], 5),
+        SummaryCol.METHOD: str(row[SummaryCol.METHOD]) if isinstance(row[SummaryCol.METHOD], str) else "",
+        SummaryCol.VERDICT: str(row[SummaryCol.VERDICT]),
+        SummaryCol.UNSTABLE: bool(row[SummaryCol.UNSTABLE]),
+        SummaryCol.N_FALLBACK: int(row[SummaryCol.N_FALLBACK]),
+        SummaryCol.N_FUSED: int(row[SummaryCol.N_FUSED]),
+        SummaryCol.NULL_RATIO: _number(row[SummaryCol.NULL_RATIO], 5),
+        SummaryCol.OUTLIERS: str(row[SummaryCol.OUTLIERS]) if isinstance(row[SummaryCol.OUTLIERS], str) else "",
+        SummaryCol.REASON: str(row[SummaryCol.REASON]),
         **(dispatch_json(row) if isinstance(row.get("dispatch"), str) and row["dispatch"] else {}),
     }
 

@@ -33,6 +33,7 @@ from harness.analysis import Analysis, Options, analyse, expected_null
 from harness.errors import InputError
 from harness.inputs import load_input
 from harness.parity import PointParity, parity_by_model
+from harness.summary_columns import SummaryCol
 
 # mlxcel's compiled-in caps and the constants that hold them (src/models/switch_layers.rs)
 MLXCEL_DEFAULT_CAPS = {"metal": 4096, "cuda": 8192}
@@ -199,7 +200,7 @@ def load_run(path: Path, options: Options) -> RunResult:
 
 def faster_path(row: Mapping[str, object]) -> str | None:
     """The evidence standard of the module docstring: the engine's verdict, when it names a path."""
-    verdict = row["verdict"]
+    verdict = row[SummaryCol.VERDICT]
     return verdict if verdict in ("fused", "fallback") else None
 
 
@@ -267,12 +268,14 @@ def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow]) -> 
                 d_model=_float(row.get("d_model")),
                 top_k=_float(row.get("top_k")),
                 bits=_float(row.get("bits")),
-                fallback_tok_s=_float(row["fallback_tok_s"]),
-                fused_tok_s=_float(row["fused_tok_s"]),
-                ratio=_float(row["estimate"]),  # the estimate its interval belongs to (not the ratio of medians)
-                ci_low=_float(row["ci_low"]),
-                ci_high=_float(row["ci_high"]),
-                verdict=str(row["verdict"]),
+                fallback_tok_s=_float(row[SummaryCol.FALLBACK_TOK_S]),
+                fused_tok_s=_float(row[SummaryCol.FUSED_TOK_S]),
+                ratio=_float(
+                    row[SummaryCol.ESTIMATE]
+                ),  # the estimate its interval belongs to (not the ratio of medians)
+                ci_low=_float(row[SummaryCol.CI_LOW]),
+                ci_high=_float(row[SummaryCol.CI_HIGH]),
+                verdict=str(row[SummaryCol.VERDICT]),
                 faster=faster_path(row),
                 parity=parity.label if parity else "no parity data",
                 note="; ".join(x for x in (run.mispredicted.get(model, ""), _null_reason(row)) if x),
@@ -285,7 +288,7 @@ def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow]) -> 
 
 
 def _null_reason(row: Mapping[str, object]) -> str:
-    return str(row["reason"]) if row["verdict"] == "null" else ""
+    return str(row[SummaryCol.REASON]) if row[SummaryCol.VERDICT] == "null" else ""
 
 
 def _float(value: object) -> float:

@@ -31,7 +31,8 @@ from harness.results import (
     write_text_atomic,
 )
 from harness.rundir import META_FILE, SUMMARY_FILE, RunDirectory
-from harness.stats import SUMMARY_COLUMNS, VERDICTS
+from harness.stats import VERDICTS
+from harness.summary_columns import SUMMARY_COLUMNS, SummaryCol
 
 
 class LoadedInput(NamedTuple):
@@ -126,15 +127,24 @@ def _read_summary(path: Path) -> pd.DataFrame:
     """summary.csv, validated like samples: numbers where needed, finite positive throughputs and ratios for every
     non-null point, known verdicts, each point once, one backend and device."""
     frame = read_frame(path)
-    for column in ("backend", "device", "workload", "model", "quant_mode", "dtype", "verdict", "reason"):
+    for column in (
+        "backend",
+        "device",
+        "workload",
+        "model",
+        "quant_mode",
+        "dtype",
+        SummaryCol.VERDICT,
+        SummaryCol.REASON,
+    ):
         frame[column] = text_column(frame[column])
-    first_bad(path, frame, ~frame["verdict"].isin(VERDICTS), "verdict", "unknown verdict {value!r}")
-    valid = frame["verdict"] != "null"
+    first_bad(path, frame, ~frame[SummaryCol.VERDICT].isin(VERDICTS), SummaryCol.VERDICT, "unknown verdict {value!r}")
+    valid = frame[SummaryCol.VERDICT] != "null"
     numeric_column(frame, path, "dff", pd.Series(True, frame.index))
-    for column in ("ratio", "fallback_tok_s", "fused_tok_s"):
+    for column in (SummaryCol.RATIO, SummaryCol.FALLBACK_TOK_S, SummaryCol.FUSED_TOK_S):
         numeric_column(frame, path, column, valid)
         positive_column(frame, path, column, valid)
-    for column in ("d_model", "n_experts", "top_k", "bits", "group_size", "ci_low", "ci_high"):
+    for column in ("d_model", "n_experts", "top_k", "bits", "group_size", SummaryCol.CI_LOW, SummaryCol.CI_HIGH):
         numeric_column(frame, path, column, None)
     for column in ("backend", "device"):
         if len(frame):
@@ -142,7 +152,7 @@ def _read_summary(path: Path) -> pd.DataFrame:
             first_bad(path, frame, frame[column] != frame[column].iloc[0], column, problem)
     keys = point_keys(frame)
     first_bad(path, frame, keys.duplicated(), "dff", "this point ({value}) already has a row")
-    frame["unstable"] = frame["unstable"].astype(str).str.lower().isin(("true", "1"))
+    frame[SummaryCol.UNSTABLE] = frame[SummaryCol.UNSTABLE].astype(str).str.lower().isin(("true", "1"))
     return frame
 
 

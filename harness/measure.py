@@ -16,6 +16,7 @@ from typing import Protocol
 
 from harness.results import POINT_COLUMNS, RunKey, point_key, point_keys, read_samples, run_key
 from harness.rundir import SampleWriter
+from harness.summary_columns import SummaryCol
 
 # The A/A noise-floor arm runs the fallback path a second time under its own label.
 ARM_PATH = {"fused": "fused", "fallback": "fallback", "null": "fallback"}
@@ -196,13 +197,15 @@ def _settled(point: Point, writer: SampleWriter, plan: SweepPlan) -> bool:
     mine = point_key(point.key)
     rows = samples[point_keys(samples) == mine]
     stats = analyse_points(rows).summary.iloc[0]
-    if stats["ci_low"] != stats["ci_low"]:  # NaN: no interval yet (too few runs)
+    if stats[SummaryCol.CI_LOW] != stats[SummaryCol.CI_LOW]:  # NaN: no interval yet (too few runs)
         return False
     looks = max(plan.max_rounds - plan.rounds + 1, 1)
-    _, low, high = ratio_interval(stats["ln_estimate"], stats["se"], stats["df"], 1 - (1 - CONFIDENCE) / looks)
+    _, low, high = ratio_interval(
+        stats[SummaryCol.LN_ESTIMATE], stats[SummaryCol.SE], stats[SummaryCol.DF], 1 - (1 - CONFIDENCE) / looks
+    )
     if classify(low, high, MARGIN) != "inconclusive":
         return True
-    return (stats["ci_high"] - stats["ci_low"]) / stats["estimate"] <= plan.target_ci_width
+    return (stats[SummaryCol.CI_HIGH] - stats[SummaryCol.CI_LOW]) / stats[SummaryCol.ESTIMATE] <= plan.target_ci_width
 
 
 def _write_skips(point: Point, writer: SampleWriter, run_id: str, done: dict[RunKey, str], on_run: ProgressHook) -> int:

@@ -31,6 +31,7 @@ from harness.results import (
     write_text_atomic,
 )
 from harness.rundir import RunDirectory, refuse_links, refuse_stored
+from harness.summary_columns import SummaryCol
 
 RUN_COLUMN = re.compile(r"^(fallback|fused)_run(\d+)$")
 LEADING_COLUMNS = ["model", "dff", "quant_mode"]
@@ -306,6 +307,6 @@ def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: dict
                 zip(mine.loc[mine["arm"] == arm, "round"], mine.loc[mine["arm"] == arm, "tok_s"], strict=True)
             )
             cells += [_format(by_round.get(r), 2) for r in range(n_runs)] + [_format(point[f"{arm}_tok_s"], 2)]
-        cells.append(_format(point["ratio"], 4))
+        cells.append(_format(point[SummaryCol.RATIO], 4))
         lines.append(",".join(cells))
     return format_provenance(provenance) + "\n".join(lines) + "\n"

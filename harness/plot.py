@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.markdown_text import plot_label
+from harness.summary_columns import SummaryCol
 
 
 def _plot_limits(values: list[float], margin: float) -> tuple[float, float]:
@@ -113,27 +114,43 @@ def _panel(ax, data: dict, kind: str, families: list[str], y_limits: tuple[float
         colour, style = COLOURS[index % len(COLOURS)], LINE_STYLES[index % len(LINE_STYLES)]
         shift = 2 ** ((index - (len(families) - 1) / 2) * OFFSET)
         pts = sorted(
-            (p for p in points if p["family"] == family and p["verdict"] != "null" and p["estimate"] is not None),
+            (
+                p
+                for p in points
+                if p["family"] == family and p[SummaryCol.VERDICT] != "null" and p[SummaryCol.ESTIMATE] is not None
+            ),
             key=lambda p: p["dff"],
         )
         if not pts:
             continue
         xs = [p["dff"] * shift for p in pts]
         ax.plot(
-            xs, [p["estimate"] for p in pts], color=colour, linestyle=style, linewidth=1.3, label=plot_label(family)
+            xs,
+            [p[SummaryCol.ESTIMATE] for p in pts],
+            color=colour,
+            linestyle=style,
+            linewidth=1.3,
+            label=plot_label(family),
         )
         for x, p in zip(xs, pts, strict=True):
-            ax.scatter(x, p["estimate"], marker=MARKERS.get(p["verdict"], "o"), color=colour, edgecolor="black",
-                       linewidth=0.5, zorder=3, s=40)  # fmt: skip
-            if p["ci_low"] is None:
+            ax.scatter(x, p[SummaryCol.ESTIMATE], marker=MARKERS.get(p[SummaryCol.VERDICT], "o"), color=colour,
+                       edgecolor="black", linewidth=0.5, zorder=3, s=40)  # fmt: skip
+            if p[SummaryCol.CI_LOW] is None:
                 continue
-            ax.vlines(x, max(p["ci_low"], y_low), min(p["ci_high"], y_high), color=colour, linewidth=1.2)
-            for end, edge, mark in ((p["ci_low"], y_low, 7), (p["ci_high"], y_high, 6)):  # 7/6: caret down/up
+            ax.vlines(
+                x, max(p[SummaryCol.CI_LOW], y_low), min(p[SummaryCol.CI_HIGH], y_high), color=colour, linewidth=1.2
+            )
+            for end, edge, mark in (
+                (p[SummaryCol.CI_LOW], y_low, 7),
+                (p[SummaryCol.CI_HIGH], y_high, 6),
+            ):  # 7/6: caret down/up
                 if (end < edge) if mark == 7 else (end > edge):
                     ax.plot(x, edge, marker=mark, color=colour, markersize=9, clip_on=False)
                     clipped = True
     # a null point has no estimate (it never entered the statistics): it is placed at its ratio of medians
-    nulls = [(p["dff"], p["estimate"] or p["ratio"]) for p in points if p["verdict"] == "null"]
+    nulls = [
+        (p["dff"], p[SummaryCol.ESTIMATE] or p[SummaryCol.RATIO]) for p in points if p[SummaryCol.VERDICT] == "null"
+    ]
     nulls = [(dff, min(max(y, y_low), y_high)) for dff, y in nulls if y is not None]
     if nulls:
         ax.scatter(*zip(*nulls, strict=True), marker="x", color="0.4", label="null point (not used)")
@@ -184,9 +201,9 @@ def write_plot(data: dict[str, object], path: Path) -> Path:
     clipped = False
     for ax, kind in zip(axes[:, 0], kinds, strict=True):
         estimates = [
-            p["estimate"]
+            p[SummaryCol.ESTIMATE]
             for p in d["points"]
-            if p["estimate"] is not None and p["verdict"] != "null" and _kind(p["family"]) == kind
+            if p[SummaryCol.ESTIMATE] is not None and p[SummaryCol.VERDICT] != "null" and _kind(p["family"]) == kind
         ]
         y_limits = _plot_limits(estimates or [1.0], margin)
         clipped |= _panel(ax, data, kind, [f for f in families if _kind(f) == kind], y_limits)

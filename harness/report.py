@@ -38,6 +38,7 @@ from harness.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSource, c
 from harness.plot import write_plot
 from harness.results import write_text_atomic
 from harness.rundir import RunDirectory, refuse_stored
+from harness.summary_columns import SummaryCol
 
 OLD_BLOCK_START = "<!-- moecal-report\n"  # format 2 kept its record in the text; recognised to say "regenerate"
 REPORT_FORMAT = 3  # 3: sidecar record, design-doc style text, mlxcel CSV and patch beside it
@@ -154,10 +155,10 @@ def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path:
             {
                 "model": str(analysis.summary["model"].iloc[c]),
                 "dff": int(analysis.summary["dff"].iloc[c]),
-                "ratio_before": _round(previous.summary["estimate"].iloc[b]),
-                "ratio_now": _round(analysis.summary["estimate"].iloc[c]),
-                "verdict_before": str(previous.summary["verdict"].iloc[b]),
-                "verdict_now": str(analysis.summary["verdict"].iloc[c]),
+                "ratio_before": _round(previous.summary[SummaryCol.ESTIMATE].iloc[b]),
+                "ratio_now": _round(analysis.summary[SummaryCol.ESTIMATE].iloc[c]),
+                "verdict_before": str(previous.summary[SummaryCol.VERDICT].iloc[b]),
+                "verdict_now": str(analysis.summary[SummaryCol.VERDICT].iloc[c]),
             }
             for b, c in pairs
         ],
@@ -255,7 +256,7 @@ def _family_finding(name: str, points: list[dict], crossover: dict[str, object],
     """What one family's verdicts say, verdict by verdict (never more than they say), then its crossover."""
     by_verdict: dict[str, list[int]] = {}
     for p in sorted(points, key=lambda p: p["dff"]):
-        by_verdict.setdefault(p["verdict"], []).append(p["dff"])
+        by_verdict.setdefault(p[SummaryCol.VERDICT], []).append(p["dff"])
     words = {
         "fused": "fused wins beyond the margin at Dff",
         "fallback": "fallback wins beyond the margin at Dff",
@@ -296,11 +297,11 @@ def _findings(data: dict[str, object]) -> list[str]:
         out.append(aa)
     several = "families" in d
     for p in d["points"]:
-        if p["outliers"]:
+        if p[SummaryCol.OUTLIERS]:
             where = md_text(_name(p, several))
-            out.append(f"- Outliers dropped (> 6 robust σ from the arm's median) at {where}: {p['outliers']}.")
+            out.append(f"- Outliers dropped (> 6 robust σ from the arm's median) at {where}: {p[SummaryCol.OUTLIERS]}.")
     out += _dispatch_findings(d["points"], several)
-    unstable = [md_text(_name(p, several)) for p in d["points"] if p["unstable"]]
+    unstable = [md_text(_name(p, several)) for p in d["points"] if p[SummaryCol.UNSTABLE]]
     if unstable:
         out.append(f"- Unstable (an arm's robust spread > 5%): {', '.join(unstable)}.")
     if data["previous"]:
@@ -367,13 +368,17 @@ def _table(points: list[dict], several_families: bool, confidence: float, unit: 
     rule += ["---"] * len(extra)
     lines = ["| " + " | ".join(heads) + " |", "|" + "|".join(rule) + "|"]
     for p in points:
-        fallback, fused, ratio = _fmt(p["fallback_tok_s"], 2), _fmt(p["fused_tok_s"], 2), _fmt(p["estimate"], 4)
-        if p["verdict"] == "fused":
+        fallback, fused, ratio = (
+            _fmt(p[SummaryCol.FALLBACK_TOK_S], 2),
+            _fmt(p[SummaryCol.FUSED_TOK_S], 2),
+            _fmt(p[SummaryCol.ESTIMATE], 4),
+        )
+        if p[SummaryCol.VERDICT] == "fused":
             fused, ratio = f"**{fused}**", f"**{ratio}**"
-        elif p["verdict"] == "fallback":
+        elif p[SummaryCol.VERDICT] == "fallback":
             fallback, ratio = f"**{fallback}**", f"**{ratio}**"
-        ci = "-" if p["ci_low"] is None else f"[{p['ci_low']:.4f}, {p['ci_high']:.4f}]"
-        verdict = p["verdict"] + (" (unstable)" if p["unstable"] else "")
+        ci = "-" if p[SummaryCol.CI_LOW] is None else f"[{p[SummaryCol.CI_LOW]:.4f}, {p[SummaryCol.CI_HIGH]:.4f}]"
+        verdict = p[SummaryCol.VERDICT] + (" (unstable)" if p[SummaryCol.UNSTABLE] else "")
         cells = [str(p["dff"]), md_text(p["model"]), fallback, fused, ratio, ci, verdict]
         if several_families:
             cells.insert(0, md_text(p["family"]))
@@ -540,8 +545,8 @@ def render_markdown(data: dict[str, object]) -> str:
     opts = data["options"]
     files = data["files"]
     points = d["points"]
-    valid = [p for p in points if p["verdict"] != "null"]
-    runs = sorted({min(p["n_fused"], p["n_fallback"]) for p in valid})
+    valid = [p for p in points if p[SummaryCol.VERDICT] != "null"]
+    runs = sorted({min(p[SummaryCol.N_FUSED], p[SummaryCol.N_FALLBACK]) for p in valid})
     runs_text = f"{runs[0]}–{runs[-1]}" if len(runs) > 1 else (str(runs[0]) if runs else "0")
     raw = [f"[{name}]({name})" for name in (files["raw_data"], files["mlxcel_csv"]) if name]
     kinds = {_kind(p) for p in points}
@@ -567,11 +572,11 @@ def render_markdown(data: dict[str, object]) -> str:
         if mine:
             families = len({p["family"] for p in mine}) > 1
             lines += [*_table(mine, families, opts["confidence"], UNITS[kind]), ""]
-    nulls = [p for p in points if p["verdict"] in ("null", "insufficient")]
+    nulls = [p for p in points if p[SummaryCol.VERDICT] in ("null", "insufficient")]
     if nulls:
         lines += ["Not used for the crossover (null: both arms ran the same code, or excluded; insufficient: too "
                   "few runs):", ""]  # fmt: skip
-        lines += [f"- {md_text(_name(p, several))}: {md_text(p['reason'])}" for p in nulls] + [""]
+        lines += [f"- {md_text(_name(p, several))}: {md_text(p[SummaryCol.REASON])}" for p in nulls] + [""]
     lines += ["Findings:", "", *_findings(data), ""]
     lines += _decision(data)
     lines += [f"![fused/fallback ratio vs Dff]({files['plot']})", ""]
@@ -638,9 +643,9 @@ def _mlxcel_csv(input_path: str | Path, data: dict[str, object]) -> str:
         "# decode tok/s; run k of both sides is round k. NA = the run did not happen.",
     ]
     nulls = {
-        str(row["model"]): str(row["reason"])
+        str(row["model"]): str(row[SummaryCol.REASON])
         for _, row in summary.iterrows()
-        if row["verdict"] == "null" and str(row["quant_mode"] or "affine") == "affine"
+        if row[SummaryCol.VERDICT] == "null" and str(row["quant_mode"] or "affine") == "affine"
     }
     keys = {
         "run_id": analysis.provenance.get("run_id", ""),

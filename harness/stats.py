@@ -48,6 +48,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from harness.results import POINT_COLUMNS
+from harness.summary_columns import SUMMARY_COLUMNS, SummaryCol
 
 CONFIDENCE = 0.95
 POWER = 0.80  # the rounds hint: the chance that the suggested rounds give a decision
@@ -62,35 +63,6 @@ UNSTABLE_SPREAD = 0.05
 DRIFT_ALPHA = 0.05  # the batch-means test for drift (drift_inflation)
 MAD_TO_SIGMA = 1.4826  # scales the median absolute deviation to σ for normally distributed noise
 RESOLUTION = 1e-6  # tok/s are stored with 6 significant digits: smaller relative differences are not resolved
-SUMMARY_COLUMNS = [
-    *POINT_COLUMNS,
-    "n_fallback",
-    "n_fused",
-    "n_null",
-    "n_failed",
-    "n_skipped",
-    "fallback_tok_s",
-    "fused_tok_s",
-    "ratio",  # median fused / median fallback (the number mlxcel sweeps publish)
-    "estimate",  # exp(θ̂): the geometric-mean ratio the interval is about
-    "ci_low",
-    "ci_high",
-    "ln_estimate",
-    "se",  # standard error of θ̂ (after the A/A noise scale)
-    "df",
-    "method",  # paired | paired, pooled | welch
-    "paired",
-    "p_value",  # t test of θ = 0
-    "fallback_spread",
-    "fused_spread",
-    "null_ratio",  # exp(θ̂_AA): the A/A comparison (null arm vs fallback)
-    "null_ci_low",
-    "null_ci_high",
-    "outliers",
-    "unstable",
-    "verdict",
-    "reason",
-]
 VERDICTS = ("fused", "fallback", "equivalent", "inconclusive", "insufficient", "null")
 DECIDED = ("fused", "fallback", "equivalent", "inconclusive")  # verdicts that carry an interval
 # Points are listed shape family by shape family, by increasing Dff within a family.
@@ -597,19 +569,29 @@ def analyse_points(
         method = main.get(i, (np.nan, np.nan, np.nan, ""))[3]
         estimate, low, high = (float(v) for v in intervals[i])
         record.update(
-            estimate=estimate, ci_low=low, ci_high=high, ln_estimate=theta[i], se=se[i], df=df[i], method=method
+            {
+                SummaryCol.ESTIMATE: estimate,
+                SummaryCol.CI_LOW: low,
+                SummaryCol.CI_HIGH: high,
+                SummaryCol.LN_ESTIMATE: theta[i],
+                SummaryCol.SE: se[i],
+                SummaryCol.DF: df[i],
+                SummaryCol.METHOD: method,
+            }
         )
-        record["p_value"] = float(p_values[i])
+        record[SummaryCol.P_VALUE] = float(p_values[i])
         if i in aa:
             aa_theta, aa_se, aa_df, _ = aa[i]
-            record["null_ratio"], record["null_ci_low"], record["null_ci_high"] = (
+            record[SummaryCol.NULL_RATIO], record[SummaryCol.NULL_CI_LOW], record[SummaryCol.NULL_CI_HIGH] = (
                 float(v) for v in ratio_interval(aa_theta, aa_se * phi, aa_df, confidence)
             )
             # judged at the model's own se: widening by φ, which this very deviation inflates, would hide it
             _, model_low, model_high = ratio_interval(aa_theta, aa_se, aa_df, confidence)
             if classify(model_low, model_high, margin) in ("fused", "fallback"):
                 beyond.append(f"{record['model']} (Dff {int(record['dff'])})")
-        record["verdict"], record["reason"] = _verdict(points[i], record, confidence, margin, excludes)
+        record[SummaryCol.VERDICT], record[SummaryCol.REASON] = _verdict(
+            points[i], record, confidence, margin, excludes
+        )
     summary = pd.DataFrame(records, columns=SUMMARY_COLUMNS)
     return PointSet(summary, phi, len(aa), tuple(beyond))
 
@@ -621,21 +603,23 @@ def _describe(point: _Point) -> dict[str, object]:
     record: dict[str, object] = {
         **point.key,
         **{f"n_{arm}": len(runs[arm]) for arm in ARMS},
-        "n_failed": int((rows["status"] == "fail").sum()),
-        "n_skipped": int((rows["status"] == "skip").sum()),
-        "fallback_tok_s": float(np.median(fallback)) if len(fallback) else np.nan,
-        "fused_tok_s": float(np.median(fused)) if len(fused) else np.nan,
-        "paired": _is_paired(point, "fused"),
-        "fallback_spread": relative_spread(fallback),
-        "fused_spread": relative_spread(fused),
-        "null_ratio": np.nan,
-        "null_ci_low": np.nan,
-        "null_ci_high": np.nan,
-        "outliers": "",
+        SummaryCol.N_FAILED: int((rows["status"] == "fail").sum()),
+        SummaryCol.N_SKIPPED: int((rows["status"] == "skip").sum()),
+        SummaryCol.FALLBACK_TOK_S: float(np.median(fallback)) if len(fallback) else np.nan,
+        SummaryCol.FUSED_TOK_S: float(np.median(fused)) if len(fused) else np.nan,
+        SummaryCol.PAIRED: _is_paired(point, "fused"),
+        SummaryCol.FALLBACK_SPREAD: relative_spread(fallback),
+        SummaryCol.FUSED_SPREAD: relative_spread(fused),
+        SummaryCol.NULL_RATIO: np.nan,
+        SummaryCol.NULL_CI_LOW: np.nan,
+        SummaryCol.NULL_CI_HIGH: np.nan,
+        SummaryCol.OUTLIERS: "",
     }
-    record["ratio"] = record["fused_tok_s"] / record["fallback_tok_s"] if len(fused) and len(fallback) else np.nan
-    spreads = np.nan_to_num([record["fallback_spread"], record["fused_spread"]])
-    record["unstable"] = bool(max(spreads) > UNSTABLE_SPREAD)
+    record[SummaryCol.RATIO] = (
+        record[SummaryCol.FUSED_TOK_S] / record[SummaryCol.FALLBACK_TOK_S] if len(fused) and len(fallback) else np.nan
+    )
+    spreads = np.nan_to_num([record[SummaryCol.FALLBACK_SPREAD], record[SummaryCol.FUSED_SPREAD]])
+    record[SummaryCol.UNSTABLE] = bool(max(spreads) > UNSTABLE_SPREAD)
     return record
 
 
@@ -669,7 +653,7 @@ def _family(
     out = {}
     for j, i in enumerate(usable):
         if arm == "fused":
-            records[i]["outliers"] = _outlier_text(mine[j], rounds[j], flagged[:, j], paired[j])
+            records[i][SummaryCol.OUTLIERS] = _outlier_text(mine[j], rounds[j], flagged[:, j], paired[j])
         method = "welch" if not paired[j] else ("paired, pooled" if result.pooled[j] else "paired")
         inflation = float(np.broadcast_to(result.drift, result.se.shape)[j])
         if bool(np.broadcast_to(result.drift_found, result.se.shape)[j]):
@@ -716,10 +700,11 @@ def _verdict(
     for arm in ("fallback", "fused"):
         if record[f"n_{arm}"] < MIN_RUNS:
             return "insufficient", (
-                f"{record[f'n_{arm}']} ok {arm} runs ({record['n_failed']} failed, {record['n_skipped']} skipped); "
+                f"{record[f'n_{arm}']} ok {arm} runs ({record[SummaryCol.N_FAILED]} failed, "
+                f"{record[SummaryCol.N_SKIPPED]} skipped); "
                 f"an interval needs {MIN_RUNS} per arm"
             )
-    low, high = record["ci_low"], record["ci_high"]
+    low, high = record[SummaryCol.CI_LOW], record[SummaryCol.CI_HIGH]
     if not (np.isfinite(low) and np.isfinite(high)):
         return "insufficient", "too few runs agree after dropping outliers (fewer than 2 rounds, or most runs slowed)"
     verdict = str(classify(low, high, margin))
@@ -731,7 +716,7 @@ def _verdict(
         "equivalent": f"inside {band}",
         "inconclusive": f"overlaps the edge of {band}",
     }[verdict]
-    return verdict, f"{level} {where} ({record['method']})"
+    return verdict, f"{level} {where} ({record[SummaryCol.METHOD]})"
 
 
 def check_excludes(summary: pd.DataFrame, excludes: Mapping[str, str]) -> None:
@@ -748,8 +733,8 @@ def apply_excludes(summary: pd.DataFrame, excludes: Mapping[str, str]) -> pd.Dat
     out = summary.copy()
     for name, reason in excludes.items():
         mask = out["model"].astype(str) == name
-        out.loc[mask, "verdict"] = "null"
-        out.loc[mask, "reason"] = reason
+        out.loc[mask, SummaryCol.VERDICT] = "null"
+        out.loc[mask, SummaryCol.REASON] = reason
     return out
 
 

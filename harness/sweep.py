@@ -36,6 +36,7 @@ from harness.rundir import (
     refuse_stored,
     same_run_kind,
 )
+from harness.summary_columns import SummaryCol
 from harness.synth_sweep import synthetic_provenance, with_synthetic_models
 from harness.workloads import build_workload
 from harness.workloads.command import apply_null_policy
@@ -352,7 +353,9 @@ def quick_table(run_dir: Path) -> pd.DataFrame:
         if arm not in table.columns:
             table[arm] = float("nan")
     summary = analyse_path(run_dir).summary.fillna({"d_model": 0})
-    table = table.merge(summary[[*keys, "estimate"]].rename(columns={"estimate": "ratio"}), on=keys, how="left")
+    table = table.merge(
+        summary[[*keys, SummaryCol.ESTIMATE]].rename(columns={SummaryCol.ESTIMATE: "ratio"}), on=keys, how="left"
+    )
     # generated tokens per arm (the binary's count): arms that stopped at different EOS did different work
     tokens = ok.assign(n=pd.to_numeric(ok["tokens"], errors="coerce")).groupby(keys + ["arm"])["n"].median()
     tokens = tokens.unstack("arm").reindex(columns=["fallback", "fused"]).add_prefix("tokens_").reset_index()

@@ -18,6 +18,7 @@ from harness.analysis import Options, parse_excludes
 from harness.config import MAX_CAP
 from harness.crossover import DEFAULT_GRID
 from harness.stats import CONFIDENCE, MARGIN, family_labels
+from harness.summary_columns import SummaryCol
 
 InputArg = Annotated[
     Path,
@@ -107,25 +108,31 @@ def print_summary(summary: pd.DataFrame, title: str, console: Console, confidenc
         table.add_column("verdict", no_wrap=True)
         mine = summary[labels == family]
         for _, row in mine.head(CONSOLE_ROWS).iterrows():
-            style = {"fused": "green", "fallback": "red", "null": "dim", "insufficient": "dim"}.get(row["verdict"], "")
-            ci = "-" if pd.isna(row["ci_low"]) else f"{row['ci_low']:.3f}–{row['ci_high']:.3f}"
+            style = {"fused": "green", "fallback": "red", "null": "dim", "insufficient": "dim"}.get(
+                row[SummaryCol.VERDICT], ""
+            )
+            ci = (
+                "-"
+                if pd.isna(row[SummaryCol.CI_LOW])
+                else f"{row[SummaryCol.CI_LOW]:.3f}–{row[SummaryCol.CI_HIGH]:.3f}"
+            )
             table.add_row(
                 str(int(row["dff"])),
                 str(row["model"]),
-                _cell(row["fallback_tok_s"], 1),
-                _cell(row["fused_tok_s"], 1),
-                _cell(row["estimate"], 3),
+                _cell(row[SummaryCol.FALLBACK_TOK_S], 1),
+                _cell(row[SummaryCol.FUSED_TOK_S], 1),
+                _cell(row[SummaryCol.ESTIMATE], 3),
                 ci,
-                f"{row['n_fallback']}/{row['n_fused']}",
-                f"[{style}]{row['verdict']}[/]" if style else row["verdict"],
+                f"{row[SummaryCol.N_FALLBACK]}/{row[SummaryCol.N_FUSED]}",
+                f"[{style}]{row[SummaryCol.VERDICT]}[/]" if style else row[SummaryCol.VERDICT],
             )
             name = f"{row['model']} Dff {int(row['dff'])}"
-            if row["verdict"] in ("null", "insufficient"):
-                notes.append(f"{name}: {row['verdict']}: {row['reason']}")
-            if isinstance(row["outliers"], str) and row["outliers"]:
-                notes.append(f"{name}: outliers dropped: {row['outliers']}")
-            if row["unstable"]:
-                spread = max(row["fallback_spread"], row["fused_spread"])
+            if row[SummaryCol.VERDICT] in ("null", "insufficient"):
+                notes.append(f"{name}: {row[SummaryCol.VERDICT]}: {row[SummaryCol.REASON]}")
+            if isinstance(row[SummaryCol.OUTLIERS], str) and row[SummaryCol.OUTLIERS]:
+                notes.append(f"{name}: outliers dropped: {row[SummaryCol.OUTLIERS]}")
+            if row[SummaryCol.UNSTABLE]:
+                spread = max(row[SummaryCol.FALLBACK_SPREAD], row[SummaryCol.FUSED_SPREAD])
                 notes.append(f"{name}: unstable (an arm's spread is {spread:.1%}, above 5%)")
         console.print(table)
         if len(mine) > CONSOLE_ROWS:
