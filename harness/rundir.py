@@ -178,7 +178,7 @@ def migrate_meta(meta: dict[str, object], source: Path) -> dict[str, object]:
         )
     while version < FORMAT_VERSION:
         meta = MIGRATIONS[version](meta)
-        version = int(meta[FORMAT_KEY])  # type: ignore[call-overload]
+        version += 1
     return meta
 
 
