@@ -12,10 +12,13 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from harness.results import POINT_COLUMNS, RunKey, point_key, point_keys, read_samples, run_key
 from harness.rundir import SampleWriter
+
+if TYPE_CHECKING:
+    from harness.backends.base import Backend
 
 # The A/A noise-floor arm runs the fallback path a second time under its own label.
 ARM_PATH = {"fused": "fused", "fallback": "fallback", "null": "fallback"}
@@ -61,7 +64,11 @@ class PointRunner(Protocol):
 
 
 class Workload(Protocol):
+    """What the sweep asks of every workload kind (registered in harness.workloads), so it never branches on one."""
+
     kind: str
+    backend: Backend | None  # the live backend a built-in workload runs on; None for an external command
+    refinable: bool  # Dff refinement (harness.refine) can add points between measured Dffs
 
     def points(self) -> list[Point]: ...
 
@@ -69,6 +76,19 @@ class Workload(Protocol):
         """Raise InputError for problems that doom every run (missing binary), before anything runs."""
 
     def open(self, point: Point) -> PointRunner: ...
+
+    def describe_arms(self) -> dict[str, str]:
+        """How each arm is forced, for meta.json and the report."""
+
+    def device_info(self) -> dict[str, str]:
+        """Provenance of the device the runs use (`device` and what else is known), for meta.json."""
+
+    def describe_run(self, meta: dict[str, object], points: list[Point], measure_null: bool) -> None:
+        """Add this kind's own provenance to `meta` (after the common fields; may mark `points` skipped or not)."""
+
+    def point_at(self, template: Point, dff: int) -> Point | None:
+        """A new point like `template` at `dff`, built by the workload itself (its memory and skip rules apply),
+        for Dff refinement; None when it cannot make one (only called when `refinable`)."""
 
 
 def arm_order(arms: Sequence[str], round_index: int, order: str, seed: int, point_label: str) -> list[str]:

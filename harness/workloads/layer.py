@@ -125,6 +125,7 @@ class LayerWorkloadRunner(BuiltinWorkload):
     points of the optional `decode:` block (a synthetic decode of its models, run by DecodeWorkloadRunner)."""
 
     kind = "layer"
+    refinable = True
 
     def __init__(self, config: SweepConfig, config_path: str, backend: Backend):
         super().__init__(config, config_path, backend)
@@ -173,6 +174,19 @@ class LayerWorkloadRunner(BuiltinWorkload):
                 )
         return out
 
+    def point_at(self, template: Point, dff: int) -> Point | None:
+        """The layer point like `template` at `dff`: the points `dff_grid = [dff]` makes (so the memory and skip
+        rules apply), the one whose key matches the template's but for Dff."""
+        assert isinstance(self.settings, LayerWorkload)
+        settings = self.settings
+        self.settings = settings.model_copy(update={"dff_grid": [dff]})
+        try:
+            candidates = self.layer_points()
+        finally:
+            self.settings = settings
+        same = [p for p in candidates if all(p.key[k] == v for k, v in template.key.items() if k != "dff")]
+        return same[0] if same else None
+
     def open(self, point: Point) -> PointRunner:
         settings = self.settings
         assert isinstance(settings, LayerWorkload)
@@ -180,3 +194,6 @@ class LayerWorkloadRunner(BuiltinWorkload):
             return self.decode.open(point)
         shape, copies = point.extra["shape"], point.extra["copies"]
         return open_or_fail(lambda: LayerRunner(self.backend, shape, copies, settings.seed, settings.min_run_s))
+
+
+WORKLOAD = LayerWorkloadRunner
