@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.backends.base import Backend
@@ -59,7 +59,15 @@ def layer_memory_bytes(shape: MoeShape, copies: int) -> int:
 class LayerRunner:
     """One point: `copies` layers on the device, their inputs, the reference output, the calibrated step count."""
 
-    def __init__(self, backend: Backend, shape: MoeShape, copies: int, seed: int, min_run_s: float):
+    def __init__(
+        self,
+        backend: Backend,
+        shape: MoeShape,
+        copies: int,
+        seed: int,
+        min_run_s: float,
+        paths: Sequence[str] = ("fused", "fallback"),
+    ):
         self.backend = backend
         # One random host layer, uploaded `copies` times: what defeats the cache is distinct device memory, not
         # distinct values, and generating random packed words (~0.2-0.8 GB/s on one core) would otherwise dominate
@@ -73,7 +81,7 @@ class LayerRunner:
                 self.reference = moe_reference(host, x, indices, scores)
             self.inputs.append(backend.upload_inputs(x, indices, scores, shape.dtype))
         del host
-        self.steps_by_path = {name: self._step_calls(name) for name in ("fused", "fallback")}
+        self.steps_by_path = {name: self._step_calls(name) for name in paths}
         self.steps = self._calibrate(min_run_s)
 
     def _step_calls(self, path: str) -> list[Callable[[], Any]]:
