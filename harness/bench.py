@@ -2,14 +2,13 @@
 fallback.
 
 A decode step streams its top_k experts' weights from memory (every layer of a model is visited once per token),
-so timing one layer over and over would measure cache, not memory. Each point therefore builds
-`copies = max(1, ceil(2 · cache_bytes / step_bytes))` independent layers (cache_bytes = the backend's
-last-level cache, step_bytes = the packed weights + scales + biases one step reads) and every call steps the
-next copy in turn: a full rotation touches at least twice the cache, so a step's weights were evicted before
-they are read again. One sample = a whole number of rotations, at least MIN_SAMPLE_SECONDS long, timed by
-`harness.timing.time_calls`; rounds interleave the paths (rotating their order) and the reported figure is the
-median over rounds. GB/s = step_bytes / seconds; frac_of_copy compares it with the backend's measured copy
-bandwidth (read + write), the memory ceiling.
+so timing one layer over and over would measure cache, not memory. A bench shape is therefore timed exactly as a
+`layer` sweep times a point: the sweep's LayerRunner (harness.workloads.layer) rotates over as many device copies
+as its cache rule asks (`copies_for_cache`: between two visits to one copy the others stream at least twice the
+last-level cache), each run is a calibrated whole number of rotations lasting at least MIN_SAMPLE_SECONDS, and the
+sweep's loop (`harness.measure.measure_point`) runs the rounds, each path once per round in rotating order. The
+reported figure is the median over rounds of seconds per step. GB/s = step_bytes / seconds; frac_of_copy compares
+it with the backend's measured copy bandwidth (read + write), the memory ceiling.
 
 Backends that can capture a whole step into one replayable call (`graph`, CUDA graphs) are timed through it, so
 the host-side cost of issuing each launch from Python — not part of the kernels, and far smaller in a C++
@@ -20,18 +19,16 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import statistics
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from harness.backends.base import Backend
-from harness.layer import make_inputs, make_layers
+from harness.measure import Point, RunFailed, SweepPlan, measure_point
 from harness.results import format_provenance, write_text_atomic
 from harness.rundir import refuse_stored
 from harness.shapes import MoeShape
-from harness.timing import time_calls
+from harness.workloads.layer import LayerRunner, copies_for_cache
 
 MIN_SAMPLE_SECONDS = 0.02  # long enough that timer and thread wake-up jitter stay below ~1%
 
@@ -63,54 +60,42 @@ class BenchRow:
 COLUMNS = [f.name for f in fields(BenchRow)]
 
 
-def rotation_copies(shape: MoeShape, cache_bytes: int) -> int:
-    """Layer copies to rotate over so that one rotation reads at least twice the last-level cache."""
-    return max(1, math.ceil(2 * cache_bytes / shape.weight_bytes_per_step()))
+class _Rows(list[dict[str, object]]):
+    """The rows measure_point writes for one bench shape, kept in memory: a benchmark writes no samples.csv (so
+    `path` is None; only the adaptive stop rule reads it, and benchmark rounds are not adaptive)."""
+
+    path = None
 
 
-def _steppers(backend: Backend, path: str, device_layers: list, inputs: tuple) -> list[Callable]:
-    """One zero-argument call per layer copy that runs one step of `path` on it."""
-    graph = getattr(backend, "graph", None)
-    if graph is not None:
-        return [graph(path, *inputs, layer) for layer in device_layers]
-    step = backend.paths()[path]
-    return [lambda layer=layer: step(*inputs, layer) for layer in device_layers]
+@dataclass(frozen=True)
+class _OneLayer:
+    """The workload of one bench shape: every path opens on the same LayerRunner (the sweep's layer runner)."""
 
+    runner: LayerRunner
 
-def _rotation(steppers: list[Callable]) -> Callable[[], object]:
-    """A call that runs the next copy's step each time it is called."""
-    position = [0]
-
-    def call() -> object:
-        stepper = steppers[position[0]]
-        position[0] = (position[0] + 1) % len(steppers)
-        return stepper()
-
-    return call
+    def open(self, point: Point) -> LayerRunner:
+        return self.runner
 
 
 def bench_shape(
     backend: Backend, shape: MoeShape, paths: list[str], rounds: int, seed: int, copy_gb_s: float
 ) -> list[BenchRow]:
-    """Time every path at one shape (see the module docstring for the protocol)."""
-    copies = rotation_copies(shape, backend.cache_bytes())
-    device_layers = [backend.upload(layer) for layer in make_layers(shape, seed, copies)]
-    inputs = backend.upload_inputs(*make_inputs(shape, seed), shape.dtype)
-    calls = {path: _rotation(_steppers(backend, path, device_layers, inputs)) for path in paths}
-    steps = {}
-    for path, call in calls.items():  # warm-up: compile, fault pages in; also sizes the samples
-        warm = time_calls(backend, call, copies)
-        steps[path] = copies * max(1, math.ceil(MIN_SAMPLE_SECONDS / (warm * copies)))
-    samples: dict[str, list[float]] = {path: [] for path in paths}
-    for index in range(rounds):
-        order = paths[index % len(paths) :] + paths[: index % len(paths)]
-        for path in order:
-            samples[path].append(time_calls(backend, calls[path], steps[path]))
+    """Time every path at one shape (see the module docstring for the protocol); a failed run raises RunFailed."""
+    copies = copies_for_cache(shape.weight_bytes_per_step(), backend.cache_bytes())
+    runner = LayerRunner(backend, shape, copies, seed, MIN_SAMPLE_SECONDS, paths)  # its calibration is the warm-up
+    point = Point(key={}, caps=dict.fromkeys(paths, ""), label=shape.label())
+    plan = SweepPlan(rounds=rounds, warmup_runs=0, order="rotate", seed=seed)
+    measured = _Rows()
+    measure_point(_OneLayer(runner), point, plan, measured, "", {}, lambda _: None)
+    failed = next((row for row in measured if row["status"] != "ok"), None)
+    if failed is not None:
+        raise RunFailed(str(failed["error"]))
     variant_label = getattr(backend, "variant_label", None)
     variant = variant_label() if variant_label is not None else "default"
     rows = []
     for path in paths:
-        seconds = statistics.median(samples[path])
+        per_step = [float(str(r["seconds"])) / float(str(r["tokens"])) for r in measured if r["arm"] == path]
+        seconds = statistics.median(per_step)
         gb_s = shape.weight_bytes_per_step() / seconds / 1e9
         rows.append(
             BenchRow(
@@ -120,13 +105,13 @@ def bench_shape(
                 path=path,
                 variant=variant,
                 us_per_step=seconds * 1e6,
-                us_min=min(samples[path]) * 1e6,
-                us_max=max(samples[path]) * 1e6,
+                us_min=min(per_step) * 1e6,
+                us_max=max(per_step) * 1e6,
                 gb_s=gb_s,
                 copy_gb_s=copy_gb_s,
                 frac_of_copy=gb_s / copy_gb_s,
                 copies=copies,
-                steps_per_sample=steps[path],
+                steps_per_sample=runner.steps,
                 rounds=rounds,
             )
         )

@@ -7,16 +7,19 @@ The schema is a contract with users' config files: keys may be added, never rena
 from __future__ import annotations
 
 import contextlib
+import functools
+import operator
 import re
 import string
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 
+from harness.backends import BACKEND_NAMES, backend_spec
 from harness.errors import InputError
 
 DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
@@ -203,8 +206,11 @@ class DecodeWorkload(QuantSettings, DecodeRun):
     kind: Literal["decode"]
 
 
-Workload = Annotated[CommandWorkload | LayerWorkload | DecodeWorkload, Field(discriminator="kind")]
-WORKLOAD_KINDS = ("command", "layer", "decode")
+# The one list of workload settings models (each kind's runner is registered in harness.workloads.KINDS; the
+# models stay here because every kind module imports this one, so the union cannot be assembled from them).
+KIND_SETTINGS: tuple[type[Strict], ...] = (CommandWorkload, LayerWorkload, DecodeWorkload)
+Workload = Annotated[functools.reduce(operator.or_, KIND_SETTINGS), Field(discriminator="kind")]
+WORKLOAD_KINDS = tuple(get_args(model.model_fields["kind"].annotation)[0] for model in KIND_SETTINGS)
 
 
 class ModelEntry(Strict):
@@ -279,7 +285,7 @@ class SynthSettings(Strict):
 
 class SweepConfig(Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
-    backend: Literal["metal", "cuda", "cpu", "auto"] = "auto"
+    backend: Literal[(*BACKEND_NAMES, "auto")] = "auto"  # type: ignore[valid-type]  # the registry's names
     current_default: Annotated[Cap, Field(gt=0)] | None = None
     library_pin: str | None = Field(None, description="what the arms run under, e.g. 'mlxcel 0.4 / MLX 0.32.1'")
     workload: Workload
@@ -441,8 +447,8 @@ def load_config(path: str | Path) -> SweepConfig:
 
 
 def resolved_dtype(dtype: str, backend: str) -> str:
-    """`auto` activation dtype: bfloat16 on GPUs (what engines run), float32 on CPU (MLX CPU low-precision
-    quantized matmuls are inaccurate, and the CPU kernels accumulate in f32 anyway)."""
+    """`auto` activation dtype: the backend's `default_dtype` (bfloat16 on GPUs, what engines run; float32 on CPU,
+    see harness.backends.BACKENDS)."""
     if dtype != "auto":
         return dtype
-    return "float32" if backend == "cpu" else "bfloat16"
+    return backend_spec(backend).default_dtype

@@ -30,14 +30,16 @@ import pandas as pd
 
 from harness import dispatch
 from harness.analysis import Analysis, Options, analyse, expected_null
+from harness.backends import mlxcel_caps
 from harness.errors import InputError
 from harness.inputs import load_input
 from harness.parity import PointParity, parity_by_model
 from harness.summary_columns import SummaryCol
 
-# mlxcel's compiled-in caps and the constants that hold them (src/models/switch_layers.rs)
-MLXCEL_DEFAULT_CAPS = {"metal": 4096, "cuda": 8192}
-MLXCEL_CONSTANTS = {"metal": "FUSED_MOE_MAX_DFF_METAL", "cuda": "FUSED_MOE_MAX_DFF_CUDA"}
+# mlxcel's compiled-in caps and the constants that hold them (src/models/switch_layers.rs), for the backends
+# mlxcel has one for (each backend's registry entry says)
+MLXCEL_DEFAULT_CAPS = {backend: cap.default for backend, cap in mlxcel_caps().items()}
+MLXCEL_CONSTANTS = {backend: cap.constant for backend, cap in mlxcel_caps().items()}
 DEFAULT_BITS = 4  # imported mlxcel CSVs carry no bits; every published point is 4-bit
 
 

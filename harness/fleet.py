@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from harness.backends import backend_spec
 from harness.config import SweepConfig, field_path, load_config, load_yaml
 from harness.errors import InputError
 from harness.measure import ProgressHook, pending_runs
@@ -175,8 +176,9 @@ def _run_entry(ray, result: EntryResult, say: Callable[[str], None], track: Trac
     entry = result.entry
     spec = SweepSpec(config_name=entry.config_path.name, config_text=entry.config_path.read_text(encoding="utf-8"))
     options: dict[str, object] = {"resources": entry.where, "num_cpus": 0}
-    if entry.config.backend == "cuda":
-        options["num_gpus"] = 1
+    if entry.config.backend != "auto":  # a GPU backend's worker claims its GPU (the registry's RayWorker)
+        claim = backend_spec(entry.config.backend).ray_worker.options
+        options.update({key: value for key, value in claim.items() if key == "num_gpus"})
     actors = start_workers(ray, spec, entry.workers, options)
     try:
         described = ray.get(actors[0].describe.remote())

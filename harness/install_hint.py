@@ -13,8 +13,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# optional module (top-level import name) → the extra that installs it
-EXTRAS = {"numba": "cpu", "mlx": "cpu", "cupy": "cuda", "cupy_backends": "cuda", "ray": "fleet", "nvidia": "nvrtc"}
+# optional modules (top-level import name) no backend owns → the extra that installs them
+OTHER_EXTRAS = {"ray": "fleet", "nvidia": "nvrtc"}
+
+
+def extras() -> dict[str, str]:
+    """optional module → the extra that installs it: each backend's libraries and install modules, plus
+    OTHER_EXTRAS. A module several backends' extras install (mlx: metal and cpu) is hinted with the last one in
+    registry order — cpu, the backend every machine can run."""
+    from harness.backends import BACKENDS  # imports numpy: kept off this module's import path (see docstring)
+
+    found: dict[str, str] = {}
+    for spec in BACKENDS:
+        found.update({module: spec.extra for module in (*spec.libraries, *spec.install_modules) if module != "numpy"})
+    return {**found, **OTHER_EXTRAS}
 
 
 def editable(package_root: Path = Path(__file__).resolve().parents[1]) -> bool:
@@ -30,7 +42,7 @@ def install_command(extra: str) -> str:
 def missing_module_hint(module: str | None) -> str | None:
     """`numba is not installed: pip install 'moecal[cpu]'` for an optional module, else None (a real bug)."""
     top = (module or "").split(".")[0]
-    extra = EXTRAS.get(top)
+    extra = extras().get(top)
     if extra is None:
         return None
     return f"{top} is not installed (the '{extra}' extra): {install_command(extra)}"

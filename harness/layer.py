@@ -107,11 +107,6 @@ def make_layer(shape: MoeShape, seed: int) -> QuantLayer:
     )
 
 
-def make_layers(shape: MoeShape, seed: int, copies: int) -> list[QuantLayer]:
-    """`copies` independent layers (seeds seed, seed+1, ...): benchmarks rotate over them to defeat the caches."""
-    return [make_layer(shape, seed + i) for i in range(copies)]
-
-
 def make_inputs(shape: MoeShape, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One decode token: x (d_model,), the router's top_k distinct expert indices (int32) and their scores.
 

@@ -12,14 +12,20 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from harness.results import POINT_COLUMNS, RunKey, point_key, point_keys, read_samples, run_key
-from harness.rundir import SampleWriter
 from harness.summary_columns import SummaryCol
 
-# The A/A noise-floor arm runs the fallback path a second time under its own label.
-ARM_PATH = {"fused": "fused", "fallback": "fallback", "null": "fallback"}
+if TYPE_CHECKING:
+    from harness.backends.base import Backend
+
+
+def arm_path(arm: str) -> str:
+    """The path an arm runs: its own name, except the A/A noise-floor arm `null`, which runs the fallback path a
+    second time under its own label (a kernel benchmark's arms are its paths, `library` included)."""
+    return "fallback" if arm == "null" else arm
 
 
 @dataclass
@@ -61,8 +67,27 @@ class PointRunner(Protocol):
     def close(self) -> None: ...
 
 
+class PointOpener(Protocol):
+    """All the measurement loop needs of a workload: a runner for one point (a Workload, or a kernel benchmark's
+    single shape in harness.bench)."""
+
+    def open(self, point: Point) -> PointRunner: ...
+
+
+class RowSink(Protocol):
+    """Where the loop writes its rows: a run's SampleWriter, a Ray worker's relay, a benchmark's list."""
+
+    path: Path | None  # the samples.csv the adaptive stop rule reads the point's rows back from
+
+    def append(self, row: dict[str, object]) -> None: ...
+
+
 class Workload(Protocol):
+    """What the sweep asks of every workload kind (registered in harness.workloads), so it never branches on one."""
+
     kind: str
+    backend: Backend | None  # the live backend a built-in workload runs on; None for an external command
+    refinable: bool  # Dff refinement (harness.refine) can add points between measured Dffs
 
     def points(self) -> list[Point]: ...
 
@@ -70,6 +95,19 @@ class Workload(Protocol):
         """Raise InputError for problems that doom every run (missing binary), before anything runs."""
 
     def open(self, point: Point) -> PointRunner: ...
+
+    def describe_arms(self) -> dict[str, str]:
+        """How each arm is forced, for meta.json and the report."""
+
+    def device_info(self) -> dict[str, str]:
+        """Provenance of the device the runs use (`device` and what else is known), for meta.json."""
+
+    def describe_run(self, meta: dict[str, object], points: list[Point], measure_null: bool) -> None:
+        """Add this kind's own provenance to `meta` (after the common fields; may mark `points` skipped or not)."""
+
+    def point_at(self, template: Point, dff: int) -> Point | None:
+        """A new point like `template` at `dff`, built by the workload itself (its memory and skip rules apply),
+        for Dff refinement; None when it cannot make one (only called when `refinable`)."""
 
 
 def arm_order(arms: Sequence[str], round_index: int, order: str, seed: int, point_label: str) -> list[str]:
@@ -132,10 +170,10 @@ def outcome_fields(outcome: RunOutcome) -> dict[str, object]:
 
 
 def measure_point(
-    workload: Workload,
+    workload: PointOpener,
     point: Point,
     plan: SweepPlan,
-    writer: SampleWriter,
+    writer: RowSink,
     run_id: str,
     done: dict[RunKey, str],
     on_run: ProgressHook,
@@ -163,7 +201,7 @@ def measure_point(
                     runner = _open_warm(workload, point, plan)
                 row = row_for(run_id, point, arm, round_index, position)
                 try:
-                    row.update(outcome_fields(checked(runner.run(ARM_PATH[arm]))))
+                    row.update(outcome_fields(checked(runner.run(arm_path(arm)))))
                 except RunFailed as exc:
                     row.update(status="fail", error=str(exc))
                 writer.append(row)
@@ -176,23 +214,24 @@ def measure_point(
     return written
 
 
-def _open_warm(workload: Workload, point: Point, plan: SweepPlan) -> PointRunner:
+def _open_warm(workload: PointOpener, point: Point, plan: SweepPlan) -> PointRunner:
     runner = workload.open(point)
     for _ in range(plan.warmup_runs):
         for arm in point.arms:
             # a failing warm-up will fail again when timed, and is recorded there
             with contextlib.suppress(RunFailed):
-                runner.run(ARM_PATH[arm])
+                runner.run(arm_path(arm))
     return runner
 
 
-def _settled(point: Point, writer: SampleWriter, plan: SweepPlan) -> bool:
+def _settled(point: Point, writer: RowSink, plan: SweepPlan) -> bool:
     """Adaptive stop rule without optional-stopping bias: the point may stop at each of the K = max_rounds − rounds
     + 1 looks, so each look spends α/K (Bonferroni alpha spending: the chance of any false verdict over all looks
     stays ≤ α). Stop when that stricter interval lies beyond 1 ± δ or inside it (decided), or when the nominal
     interval is narrower than target_ci_width (relative) — a precision rule that does not look at the estimate."""
     from harness.stats import CONFIDENCE, MARGIN, analyse_points, classify, ratio_interval  # adaptive mode only
 
+    assert writer.path is not None, "adaptive rounds read the point's rows back from a samples.csv"
     samples = read_samples(writer.path)
     mine = point_key(point.key)
     rows = samples[point_keys(samples) == mine]
@@ -208,7 +247,7 @@ def _settled(point: Point, writer: SampleWriter, plan: SweepPlan) -> bool:
     return (stats[SummaryCol.CI_HIGH] - stats[SummaryCol.CI_LOW]) / stats[SummaryCol.ESTIMATE] <= plan.target_ci_width
 
 
-def _write_skips(point: Point, writer: SampleWriter, run_id: str, done: dict[RunKey, str], on_run: ProgressHook) -> int:
+def _write_skips(point: Point, writer: RowSink, run_id: str, done: dict[RunKey, str], on_run: ProgressHook) -> int:
     written = 0
     for arm in point.arms:
         if _key(run_id, point, arm, 0) in done:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.backends import BACKEND_NAMES
 from harness.config import DEFAULT_CAP_ENV
 from harness.discover import DiscoveredModel, read_model
 from harness.errors import InputError
@@ -45,7 +46,6 @@ COLUMNS = (
     "prompt",
 )
 MUST_MATCH = ("mlx_version", "prompt", "date", "hardware", "build_type", "max_tokens", "prompt_target_len")
-BACKENDS = ("cuda", "metal", "cpu")  # the file name's first word (`{backend}_{hardware}_{date}.csv`)
 
 
 def is_bench_csv(columns: Sequence[str]) -> bool:
@@ -170,7 +170,7 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
         "max_tokens": shared.get("max_tokens", ""),
         "source_format": "mlxcel bench_decode.sh CSVs, one per arm and run",
         "source": ", ".join(map(str, files)),
-        **({"backend": backend} if backend in BACKENDS else {}),
+        **({"backend": backend} if backend in BACKEND_NAMES else {}),  # the file name's first word, if a backend
     }
     frame = samples_frame(pd.DataFrame(samples), str(first.stem), provenance)
     for column in ("d_model", "n_experts", "top_k"):

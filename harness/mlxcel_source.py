@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.backends import mlxcel_caps
 from harness.defaults import MLXCEL_CONSTANTS, MLXCEL_DEFAULT_CAPS
 from harness.errors import InputError
 
@@ -26,7 +27,7 @@ _DECLARATION = r"^(\s*(?:pub(?:\([a-z]+\))?\s+)?const\s+{name}\s*:\s*i32\s*=\s*)
 _MLX_TAG = re.compile(r"GIT_REPOSITORY\s+\"[^\"]*ml-explore/mlx(?:\.git)?\"\s+GIT_TAG\s+([0-9A-Za-z._-]+)")
 # Where the declarations sit in the published switch_layers.rs (mlxcel 0.4.2); `patch` finds them by content if
 # they moved, so these only give a hunk without a tree a plausible position.
-_PUBLISHED_LINE = {"metal": 80, "cuda": 101}
+_PUBLISHED_LINE = {backend: cap.published_line for backend, cap in mlxcel_caps().items()}
 # what an addendum says of a patch made without a tree
 UNCHECKED_NOTE = (
     "written against the published defaults, not checked against an mlxcel tree (pass --mlxcel-src); "

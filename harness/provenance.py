@@ -118,16 +118,12 @@ def launch_settings() -> dict[str, str]:
 
 
 def library_pin(backend: str, packages: dict[str, str], device_info: dict[str, str]) -> str:
-    """The short 'under <library pin>' phrase of an addendum heading."""
-    if backend == "cuda":
-        cupy = next((packages[p] for p in ("cupy-cuda13x", "cupy-cuda12x", "cupy") if p in packages), "")
-        cuda = device_info.get("cuda") or device_info.get("cuda_runtime") or ""
-        return " / ".join(p for p in (f"CuPy {cupy}" if cupy else "", f"CUDA {cuda}" if cuda else "") if p) or "CUDA"
-    if "mlx" in packages and backend == "metal":
-        return f"MLX {packages['mlx']}"
-    if backend == "cpu":
-        return f"numba {packages['numba']}" if "numba" in packages else f"numpy {packages.get('numpy', '')}"
-    return backend
+    """The short 'under <library pin>' phrase of an addendum heading (the backend's registered rule)."""
+    from harness.backends import (
+        backend_spec,  # the registry imports this module lazily; keep the cycle out of import time
+    )
+
+    return backend_spec(backend).library_pin(packages, device_info)
 
 
 def collect(backend: str, device_info: dict[str, str] | None = None) -> dict[str, object]:

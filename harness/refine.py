@@ -40,22 +40,6 @@ def refine_target(family: FamilyDecision, grid: int, target_width: float) -> int
     return middle if a < middle < b else None
 
 
-def point_at(workload: Workload, template: Point, dff: int) -> Point | None:
-    """A new point like `template` at `dff`, built by the workload itself (its memory and skip rules apply):
-    the layer workload makes points from `dff_grid`, so it is asked for that one Dff; a command workload with a
-    `synth:` block synthesizes a checkpoint at that Dff (harness.synth_sweep)."""
-    if workload.kind == "command":
-        return workload.synth_point(dff)  # type: ignore[attr-defined]
-    settings = workload.settings  # type: ignore[attr-defined]
-    workload.settings = settings.model_copy(update={"dff_grid": [dff]})  # type: ignore[attr-defined]
-    try:
-        candidates = workload.layer_points()  # type: ignore[attr-defined]
-    finally:
-        workload.settings = settings  # type: ignore[attr-defined]
-    same = [p for p in candidates if all(p.key[k] == v for k, v in template.key.items() if k != "dff")]
-    return same[0] if same else None
-
-
 def _same_shape(point: Point, row: pd.Series) -> bool:
     """The point belongs to the summary row's family: every key column but Dff agrees (numbers as numbers)."""
     for column in ("workload", "model", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype"):
@@ -94,7 +78,7 @@ def refine(
             tried.add((family.family, dff))
             row = analysis.summary.iloc[family.rows[0]]
             template = next((p for p in points if _same_shape(p, row)), None)
-            chosen = point_at(workload, template, dff) if template is not None else None
+            chosen = workload.point_at(template, dff) if template is not None else None
             if chosen is not None and not chosen.skip_reason:
                 break
             chosen = None

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import Analysis, Options, analyse, analyse_path
+from harness.backends import BACKENDS
 from harness.check import join_points
 from harness.compare import compare
 from harness.crossover import Decision
@@ -43,7 +44,7 @@ from harness.summary_columns import SummaryCol
 OLD_BLOCK_START = "<!-- moecal-report\n"  # format 2 kept its record in the text; recognised to say "regenerate"
 REPORT_FORMAT = 3  # 3: sidecar record, design-doc style text, mlxcel CSV and patch beside it
 # the array libraries each backend's built-in workloads run on (a command workload runs none of them)
-BACKEND_PACKAGES = {"cpu": ("numba", "numpy"), "cuda": ("cupy",), "metal": ("mlx",)}
+BACKEND_PACKAGES = {spec.name: spec.libraries for spec in BACKENDS}
 
 
 def project_root(start: Path) -> Path:

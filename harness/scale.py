@@ -37,6 +37,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from harness.backends import backend_spec
 from harness.errors import InputError
 from harness.install_hint import missing_module_hint
 from harness.measure import Point, ProgressHook, SweepPlan, measure_point
@@ -438,19 +439,17 @@ def _point_rows(pool: Pool, point: Point) -> list[dict[str, object]]:
 def worker_options(ray: ModuleType, backend: str, count: int | None) -> tuple[int, dict[str, object]]:
     """How many workers on this node, and the Ray options that give each its own device here.
 
-    cuda: one GPU each. cpu: one core each — workers share the machine's cores and memory bandwidth, so their timings
-    interfere. metal: one Apple GPU per machine, so one worker (spread Macs with `moecal fleet`).
+    The backend's registry entry says what a worker claims (`RayWorker`): cuda one GPU each; cpu one core each —
+    workers share the machine's cores and memory bandwidth, so their timings interfere; metal one Apple GPU per
+    machine, so one worker (spread Macs with `moecal fleet`).
     """
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     node = ray.get_runtime_context().get_node_id()
     resources = next(n["Resources"] for n in ray.nodes() if n["NodeID"] == node)
-    if backend == "cuda":
-        kind, have, options = "GPUs", int(resources.get("GPU", 0)), {"num_gpus": 1, "num_cpus": 0}
-    elif backend == "metal":
-        kind, have, options = "Apple GPUs", 1, {"num_cpus": 0}
-    else:
-        kind, have, options = "CPU cores", int(resources.get("CPU", 0)), {"num_cpus": 1}
+    claim = backend_spec(backend).ray_worker
+    kind, options = claim.unit, dict(claim.options)
+    have = 1 if claim.resource is None else int(resources.get(claim.resource, 0))
     wanted = have if count is None else count
     if wanted < 1 or wanted > have:
         raise InputError("--workers", "", f"{wanted} workers need {wanted} {kind}; this node has {have} for Ray")

@@ -18,7 +18,7 @@ import pandas as pd
 
 from harness import dispatch, provenance, resources
 from harness.analysis import analyse_path
-from harness.backends import BACKEND_NAMES, BackendUnavailable, detect, resolve_name
+from harness.backends import BACKEND_NAMES, BackendUnavailable, backend_spec, detect, resolve_name
 from harness.config import SweepConfig, load_config
 from harness.errors import InputError
 from harness.measure import Point, ProgressHook, SweepPlan, Workload, measure_point, pending_runs
@@ -37,22 +37,16 @@ from harness.rundir import (
     same_run_kind,
 )
 from harness.summary_columns import SummaryCol
-from harness.synth_sweep import synthetic_provenance, with_synthetic_models
-from harness.workloads import build_workload
-from harness.workloads.command import apply_null_policy
+from harness.synth_sweep import with_synthetic_models
+from harness.workloads import build_workload, workload_kind
 
 CONFIG_DIR = resources.config_dir()
 
 
 def default_config() -> Path:
-    """The shipped config for the backend `auto` finds here: m-series on Apple GPUs, gb10 or h200 on NVIDIA,
-    cpu-smoke on a plain machine — so `make sweep` does real work anywhere."""
-    backend = resolve_name("auto")
-    if backend == "metal":
-        return CONFIG_DIR / "m-series.yaml"
-    if backend == "cuda":
-        return CONFIG_DIR / ("gb10.yaml" if "GB10" in detect().gpu_name.upper() else "h200.yaml")
-    return CONFIG_DIR / "cpu-smoke.yaml"
+    """The shipped config for the backend `auto` finds here (its registry entry's `default_config`: m-series on
+    Apple GPUs, gb10 or h200 on NVIDIA, cpu-smoke on a plain machine) — so `make sweep` does real work anywhere."""
+    return CONFIG_DIR / backend_spec(resolve_name("auto")).default_config(detect().gpu_name)
 
 
 @dataclass
@@ -78,7 +72,7 @@ def backend_for(config: SweepConfig, override: str | None) -> str:
         raise BackendUnavailable(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)} or auto")
     if name != "auto":
         return name
-    if config.workload.kind == "command":
+    if workload_kind(config).picks_own_device:
         return detect().platform
     return resolve_name("auto")
 
@@ -107,16 +101,9 @@ def prepare(
     config = with_synthetic_models(config, source)
     try:
         backend_name = backend_for(config, backend)
-        device_info: dict[str, str] = {}
-        device = ""
-        if config.workload.kind == "command":
-            device = detect().gpu_name or provenance.cpu_name()
-        workload = build_workload(config, source, backend_name, device)
+        workload = build_workload(config, source, backend_name)
     except BackendUnavailable as exc:
         raise InputError(source, "backend", str(exc)) from None
-    live_backend = getattr(workload, "backend", None)
-    if live_backend is not None:
-        device_info = {"device": live_backend.device_name(), **live_backend.device_info()}
     workload.preflight()
     points = workload.points()
     if only:
@@ -134,13 +121,9 @@ def prepare(
         max_rounds=max(config.measure.max_rounds, rounds or 0),
         target_ci_width=config.measure.target_ci_width,
     )
-    meta = provenance.collect(backend_name, device_info)
-    if device:
-        meta["device"] = device
+    meta = provenance.collect(backend_name, workload.device_info())
     if config.library_pin:
         meta["library_pin"] = config.library_pin
-    elif config.workload.kind == "command":
-        meta["library_pin"] = f"the command's own build ({config.workload.command[0]})"
     meta.update(
         run_id="",  # known once the run directory is chosen (below)
         config_path=source,
@@ -155,12 +138,7 @@ def prepare(
         warmup_runs=plan.warmup_runs,
         order=plan.order,
     )
-    if config.workload.kind == "command":
-        meta["bench_command"] = shlex.join(config.workload.command)  # the addendum's "Harness:" (prompt, tokens)
-        apply_null_policy(points, config, meta, measure_null)
-        synthetic = synthetic_provenance(config)
-        if synthetic:
-            meta["synthetic"] = synthetic
+    workload.describe_run(meta, points, measure_null)
     run_dir = _choose_run_dir(out, resume, results, meta, source, lambda folder: _pending(points, plan, folder))
     previous = RunDirectory(run_dir).read_meta() if resume is not None else {}
     meta["run_id"] = run_id = str(previous.get("run_id") or run_dir.name)
@@ -287,8 +265,7 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> i
             return measure_on_workers(sweep, writer, done, on_run, workers)
         for point in sweep.points:
             written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
-        refinable = sweep.config.workload.kind == "layer" or sweep.config.synth is not None
-        if sweep.config.measure.refine_budget_runs and refinable:
+        if sweep.config.measure.refine_budget_runs and sweep.workload.refinable:
             from harness.refine import refine  # adaptive Dff refinement: bisect the crossover bracket (DESIGN §7)
 
             def measure(point: Point) -> int:

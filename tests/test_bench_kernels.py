@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
 
 from harness.backends.cpu import CpuBackend
-from harness.bench import COLUMNS, bench_shape, rotation_copies
+from harness.bench import COLUMNS, bench_shape
 from harness.kernel_cases import BENCH_D_MODELS, BENCH_DFF_GRID, bench_shapes
 from harness.results import read_frame, read_provenance
 from harness.shapes import MoeShape
@@ -34,12 +33,17 @@ def test_time_calls_synchronises_around_the_batch_and_returns_seconds_per_call()
         time_calls(backend, lambda: None, repeats=0)  # type: ignore[arg-type]
 
 
-def test_rotation_reads_at_least_twice_the_cache() -> None:
-    small, big = MoeShape(2048, 768, 8, 2), MoeShape(4096, 14336, 8, 2)
-    cache = 32 << 20
-    copies = rotation_copies(small, cache)
-    assert copies * small.weight_bytes_per_step() >= 2 * cache > (copies - 1) * small.weight_bytes_per_step()
-    assert rotation_copies(big, cache) == 1 == math.ceil(2 * cache / big.weight_bytes_per_step())
+class _EightMiBCache(CpuBackend):
+    def cache_bytes(self) -> int:
+        return 8 << 20
+
+
+def test_bench_rotates_over_the_layer_workloads_copies() -> None:
+    """One cache rule: with a 7.5 MiB step and an 8 MiB cache, the copies between two visits must stream ≥ 16 MiB:
+    ceil(16 / 7.5) = 3 others, 4 in all (what the layer sweep records); the old bench rule said 3."""
+    shape = MoeShape(2048, 1024, 2, 2)  # 7,864,320 bytes a step
+    rows = bench_shape(_EightMiBCache(), shape, ["fused"], rounds=1, seed=0, copy_gb_s=20)
+    assert rows[0].copies == 4
 
 
 def test_default_grid_spans_the_catalog() -> None:

@@ -25,7 +25,7 @@ class GridSettings:
 
 
 class SyntheticLayerWorkload:
-    """Just what refine needs: `settings.dff_grid` and `layer_points()` (one synthetic shape)."""
+    """Just what refine needs: `point_at` (one synthetic shape, the family of every template)."""
 
     kind = "layer"
 
@@ -40,6 +40,9 @@ class SyntheticLayerWorkload:
                                                           "d_model", "dff", "n_experts", "top_k", "bits",
                                                           "group_size", "dtype"]].iterrows()
         ]  # fmt: skip
+
+    def point_at(self, template: Point, dff: int) -> Point | None:
+        return SyntheticLayerWorkload([dff]).layer_points()[0]
 
 
 def _sweep(tmp_path, dffs, budget, target=0.05):

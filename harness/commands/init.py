@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from harness.backends import detect
+from harness.backends import BACKEND_NAMES, detect
 from harness.config import DEFAULT_CAP_ENV, parse_config
 from harness.defaults import MLXCEL_DEFAULT_CAPS
 from harness.discover import DiscoveredModel, Skipped, scan
@@ -121,8 +121,8 @@ def init(
     rounds: Annotated[int, typer.Option(min=1, help="measure.rounds")] = 5,
 ) -> None:
     """Scan --models for MoE checkpoints and write a command-workload config for `moecal sweep`."""
-    if backend not in ("metal", "cuda", "cpu", "auto"):
-        raise InputError("--backend", backend, "must be one of metal, cuda, cpu, auto")
+    if backend not in (*BACKEND_NAMES, "auto"):
+        raise InputError("--backend", backend, f"must be one of {', '.join(BACKEND_NAMES)}, auto")
     if not shlex.split(bench):
         raise InputError("--bench", repr(bench), "empty command")
     found, skipped = scan(models)

@@ -103,7 +103,7 @@ def print_plan(plan: sweeps.Sweep) -> None:
         highlight=False,
     )
     measure = plan.config.measure
-    if measure.refine_budget_runs and plan.config.workload.kind == "layer":
+    if measure.refine_budget_runs and plan.workload.refinable:
         console.print(
             f"adaptive Dff refinement: up to {measure.refine_budget_runs} more timed runs, bisecting the crossover's "
             f"bracket on multiples of {measure.refine_grid} until its interval is narrower than "

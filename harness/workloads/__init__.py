@@ -1,26 +1,43 @@
-"""Workloads: what one timed run does. `command` drives an external benchmark; `layer` and `decode` run the
-kernels in harness/backends directly. `build_workload` is the one place that maps a config to a workload."""
+"""Workloads: what one timed run does, and the registry of workload kinds (`KINDS`). `command` drives an external
+benchmark; `layer` and `decode` run the kernels in harness/backends directly. `build_workload` is the one place that
+maps a config to a workload: adding a kind = its module (settings model aside, see harness.config) + one
+`WorkloadKind` line here; the sweep asks the workload (harness.measure.Workload), never its kind's name."""
 
 from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
 
 from harness.config import SweepConfig
 from harness.measure import Workload
 
 
-def build_workload(config: SweepConfig, config_path: str, backend_name: str, device: str) -> Workload:
+@dataclass(frozen=True)
+class WorkloadKind:
+    """One kind of workload. Its module defines WORKLOAD, a class whose `build(config, config_path, backend_name)`
+    returns the Workload (imported only when a config of this kind is built)."""
+
+    name: str
+    module: str
+    # an external program that picks its own device: `auto` names this machine's platform (Detection.platform)
+    # and no backend of ours is instantiated; built-in kinds run on the first usable backend instead
+    picks_own_device: bool = False
+
+
+KINDS = (
+    WorkloadKind("command", "harness.workloads.command", picks_own_device=True),
+    WorkloadKind("layer", "harness.workloads.layer"),
+    WorkloadKind("decode", "harness.workloads.decode"),
+)
+_BY_NAME = {kind.name: kind for kind in KINDS}
+
+
+def workload_kind(config: SweepConfig) -> WorkloadKind:
+    """The registry entry of a validated config's workload (the config's union admits only registered kinds)."""
+    return _BY_NAME[config.workload.kind]
+
+
+def build_workload(config: SweepConfig, config_path: str, backend_name: str) -> Workload:
     """The workload for a validated config. Built-in workloads instantiate their backend here (it must be usable)."""
-    kind = config.workload.kind
-    if kind == "command":
-        from harness.workloads.command import CommandWorkloadRunner
-
-        return CommandWorkloadRunner(config, config_path, backend_name, device)
-    from harness.backends import get_backend
-
-    backend = get_backend(backend_name)
-    if kind == "layer":
-        from harness.workloads.layer import LayerWorkloadRunner
-
-        return LayerWorkloadRunner(config, config_path, backend)
-    from harness.workloads.decode import DecodeWorkloadRunner
-
-    return DecodeWorkloadRunner(config, config_path, backend)
+    module = importlib.import_module(workload_kind(config).module)
+    return module.WORKLOAD.build(config, config_path, backend_name)

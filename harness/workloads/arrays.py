@@ -19,10 +19,12 @@ share) plus the few operations where the libraries differ, collected here:
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
 
+from harness.backends import backend_spec
 from harness.layer import round_to_dtype
 
 
@@ -161,9 +163,7 @@ class MlxOps(ArrayOps):
         self.xp.async_eval(token)
 
 
-ARRAY_OPS: dict[str, type[ArrayOps]] = {"cpu": ArrayOps, "cuda": CupyOps, "metal": MlxOps}
-
-
 def array_ops(backend_name: str, dtype: str) -> ArrayOps:
-    """The array library for a backend's non-MoE math."""
-    return ARRAY_OPS[backend_name](dtype)
+    """The array library for a backend's non-MoE math (its registry entry's `array_ops`, module:class)."""
+    module, name = backend_spec(backend_name).array_ops.split(":")
+    return getattr(importlib.import_module(module), name)(dtype)

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cached_property
+from typing import Self
 
+from harness.backends import get_backend
 from harness.backends.base import Backend
 from harness.catalog import ModelShape, load_catalog, resolve_model
 from harness.config import DecodeWorkload, LayerWorkload, ModelEntry, SweepConfig, resolved_dtype
 from harness.errors import InputError
-from harness.measure import PointRunner, RunFailed, RunOutcome
+from harness.measure import Point, PointRunner, RunFailed, RunOutcome
 from harness.shapes import MoeShape
 
 # Fraction of the reported free memory a point may plan to use: the rest covers allocator pools and fragmentation,
@@ -66,6 +68,12 @@ class BuiltinWorkload:
     """
 
     kind = ""
+    refinable = False
+
+    @classmethod
+    def build(cls, config: SweepConfig, config_path: str, backend_name: str) -> Self:
+        """The workload on a live backend (raises BackendUnavailable when it is not usable here)."""
+        return cls(config, config_path, get_backend(backend_name))
 
     def __init__(
         self,
@@ -99,6 +107,16 @@ class BuiltinWorkload:
     def describe_arms(self) -> dict[str, str]:
         """How each arm is forced, for meta.json and the report."""
         return {arm: f"{self.backend.name}: {ARM_TEXT[arm]}" for arm in self.caps()}
+
+    def device_info(self) -> dict[str, str]:
+        return {"device": self.backend.device_name(), **self.backend.device_info()}
+
+    def describe_run(self, meta: dict[str, object], points: list[Point], measure_null: bool) -> None:
+        """Nothing beyond the common fields: the backend's device info is the provenance."""
+
+    def point_at(self, template: Point, dff: int) -> Point | None:
+        """No refinement unless a kind says how (`refinable`)."""
+        return None
 
     def preflight(self) -> None:
         """Nothing external to check: the backend was instantiated (so it is usable) and shapes are checked in

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 from pathlib import Path
 
+from harness.backends import detect
 from harness.bench_output import generated_tokens, rejected_flag, usage_error
 from harness.config import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, ModelEntry, SweepConfig
 from harness.config import CommandWorkload as CommandSettings
@@ -29,6 +31,8 @@ from harness.errors import InputError
 from harness.measure import Point, RunFailed, RunOutcome
 from harness.parity import agreement, capture_file, capture_regex
 from harness.proc import run_with_deadline
+from harness.provenance import cpu_name
+from harness.synth_sweep import synthetic_provenance
 
 TAIL_CHARS = 400
 
@@ -151,6 +155,12 @@ class CommandWorkloadRunner:
     """Builds points (one per model) for an external benchmark."""
 
     kind = "command"
+    backend = None  # the command picks its own device; no backend of ours runs
+
+    @classmethod
+    def build(cls, config: SweepConfig, config_path: str, backend_name: str) -> CommandWorkloadRunner:
+        """The workload labelled with this machine's GPU (or CPU): the device the command most likely runs on."""
+        return cls(config, config_path, backend_name, detect().gpu_name or cpu_name())
 
     def __init__(self, config: SweepConfig, config_path: str, backend: str, device: str):
         assert isinstance(config.workload, CommandSettings)
@@ -188,9 +198,10 @@ class CommandWorkloadRunner:
         skip = f"expected null: {model.expect_null} (--measure-null measures it)" if model.expect_null else ""
         return Point(key=key, caps=self.caps(), label=model.name, skip_reason=skip, extra={"model": model})
 
-    def synth_point(self, dff: int) -> Point | None:
-        """A point at a Dff no model has, synthesized from the config's `synth.like` (Dff refinement); None when
-        the config has no `synth:` block or that Dff cannot be synthesized (a Dff the fused kernel declines)."""
+    def point_at(self, template: Point, dff: int) -> Point | None:
+        """A point at a Dff no model has, synthesized from the config's `synth.like` (Dff refinement; every
+        synthesized model is the template's family); None when the config has no `synth:` block or that Dff cannot
+        be synthesized (a Dff the fused kernel declines)."""
         if self.config.synth is None:
             return None
         from harness.synth_sweep import synthesize  # MLX writes the checkpoint
@@ -244,6 +255,28 @@ class CommandWorkloadRunner:
         """How each arm is forced, for the report."""
         env = self.settings.cap_env
         return {arm: f"{env}={cap}" for arm, cap in self.caps().items()}
+
+    @property
+    def refinable(self) -> bool:
+        """Only a `synth:` block can make a checkpoint at a Dff between the measured ones."""
+        return self.config.synth is not None
+
+    def device_info(self) -> dict[str, str]:
+        return {"device": self.device}
+
+    def describe_run(self, meta: dict[str, object], points: list[Point], measure_null: bool) -> None:
+        """The command and its build as the library pin (unless the config names one), the expected-null models,
+        and the synthetic checkpoints' provenance."""
+        if not self.config.library_pin:
+            meta["library_pin"] = f"the command's own build ({self.settings.command[0]})"
+        meta["bench_command"] = shlex.join(self.settings.command)  # the addendum's "Harness:" (prompt, tokens)
+        apply_null_policy(points, self.config, meta, measure_null)
+        synthetic = synthetic_provenance(self.config)
+        if synthetic:
+            meta["synthetic"] = synthetic
+
+
+WORKLOAD = CommandWorkloadRunner
 
 
 def apply_null_policy(points: list[Point], config: SweepConfig, meta: dict[str, object], measure: bool) -> None:

@@ -19,6 +19,7 @@ import gc
 
 import numpy as np
 
+from harness.backends import backend_spec
 from harness.backends.base import Backend
 from harness.config import DecodeWorkload, LayerWorkload
 from harness.measure import Point, PointRunner, RunFailed, RunOutcome
@@ -99,7 +100,7 @@ class DecodeWorkloadRunner(BuiltinWorkload):
             model=model,
             moe=moe,
             shared=shared,
-            dense_bytes=4 if self.dtype == "float32" or self.backend.name == "cpu" else 2,
+            dense_bytes=4 if self.dtype == "float32" or backend_spec(self.backend.name).emulates_half else 2,
             context=self.settings.context,
             new_tokens=self.settings.warmup_tokens + self.settings.tokens,
         )
@@ -130,3 +131,6 @@ class DecodeWorkloadRunner(BuiltinWorkload):
         settings = self.settings
         assert isinstance(settings, DecodeWorkload)
         return open_or_fail(lambda: DecodeRunner(self.backend, point.extra["shapes"], settings))
+
+
+WORKLOAD = DecodeWorkloadRunner

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.backends.base import Backend
@@ -59,7 +59,15 @@ def layer_memory_bytes(shape: MoeShape, copies: int) -> int:
 class LayerRunner:
     """One point: `copies` layers on the device, their inputs, the reference output, the calibrated step count."""
 
-    def __init__(self, backend: Backend, shape: MoeShape, copies: int, seed: int, min_run_s: float):
+    def __init__(
+        self,
+        backend: Backend,
+        shape: MoeShape,
+        copies: int,
+        seed: int,
+        min_run_s: float,
+        paths: Sequence[str] = ("fused", "fallback"),
+    ):
         self.backend = backend
         # One random host layer, uploaded `copies` times: what defeats the cache is distinct device memory, not
         # distinct values, and generating random packed words (~0.2-0.8 GB/s on one core) would otherwise dominate
@@ -73,7 +81,7 @@ class LayerRunner:
                 self.reference = moe_reference(host, x, indices, scores)
             self.inputs.append(backend.upload_inputs(x, indices, scores, shape.dtype))
         del host
-        self.steps_by_path = {name: self._step_calls(name) for name in ("fused", "fallback")}
+        self.steps_by_path = {name: self._step_calls(name) for name in paths}
         self.steps = self._calibrate(min_run_s)
 
     def _step_calls(self, path: str) -> list[Callable[[], Any]]:
@@ -125,6 +133,7 @@ class LayerWorkloadRunner(BuiltinWorkload):
     points of the optional `decode:` block (a synthetic decode of its models, run by DecodeWorkloadRunner)."""
 
     kind = "layer"
+    refinable = True
 
     def __init__(self, config: SweepConfig, config_path: str, backend: Backend):
         super().__init__(config, config_path, backend)
@@ -173,6 +182,19 @@ class LayerWorkloadRunner(BuiltinWorkload):
                 )
         return out
 
+    def point_at(self, template: Point, dff: int) -> Point | None:
+        """The layer point like `template` at `dff`: the points `dff_grid = [dff]` makes (so the memory and skip
+        rules apply), the one whose key matches the template's but for Dff."""
+        assert isinstance(self.settings, LayerWorkload)
+        settings = self.settings
+        self.settings = settings.model_copy(update={"dff_grid": [dff]})
+        try:
+            candidates = self.layer_points()
+        finally:
+            self.settings = settings
+        same = [p for p in candidates if all(p.key[k] == v for k, v in template.key.items() if k != "dff")]
+        return same[0] if same else None
+
     def open(self, point: Point) -> PointRunner:
         settings = self.settings
         assert isinstance(settings, LayerWorkload)
@@ -180,3 +202,6 @@ class LayerWorkloadRunner(BuiltinWorkload):
             return self.decode.open(point)
         shape, copies = point.extra["shape"], point.extra["copies"]
         return open_or_fail(lambda: LayerRunner(self.backend, shape, copies, settings.seed, settings.min_run_s))
+
+
+WORKLOAD = LayerWorkloadRunner
