@@ -131,7 +131,7 @@ def plan(
     """Print the run plan (points × arms × rounds), memory per point and a time estimate; runs nothing."""
     from harness import sweep as sweeps
 
-    prepared = sweeps.prepare(resources.config_argument(config), backend=backend, rounds=rounds)
+    prepared = sweeps.prepare(resources.config_argument(config), backend=backend, rounds=rounds, plan_only=True)
     if as_json:
         typer.echo(json.dumps(plan_record(prepared), indent=1))
         return
