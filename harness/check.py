@@ -29,8 +29,8 @@ from harness.crossover import DecisionResult, decide, format_ci
 from harness.results import POINT_COLUMNS, point_keys
 from harness.stats import MIN_RUNS, compare_arms, ratio_interval
 from harness.summary_columns import SummaryCol
+from harness.thresholds import MAX_REGRESSION
 
-MAX_REGRESSION = 0.05
 ARMS = ("fallback", "fused")
 
 

@@ -2,7 +2,10 @@
 
 Commands are loaded lazily: `moecal --help` and `moecal <cmd> ...` import only what that command needs (pandas,
 scipy, matplotlib and the backends take seconds to import), so the top-level help lists commands from the table
-below instead of importing every module. Every failure ends in one line on stderr — `error: <file>: <field>:
+below instead of importing every module. A command module itself imports those only inside the command function,
+so `moecal <cmd> --help` is rendered from the signature without them (tests/test_help.py checks).
+
+Every failure ends in one line on stderr — `error: <file>: <field>:
 <problem>` for bad input (InputError), `error: <file>: <reason>` for an OS error, `error: moecal <cmd>: <problem>`
 for a usage error — with exit code 2 (a failed check keeps its own code), never a traceback or a boxed message.
 """
@@ -23,7 +26,6 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from harness import help_cache
 from harness.errors import InputError
 
 # name → (module defining `register(app)`, the one-line help `moecal --help` shows). tests/test_cli.py checks that
@@ -105,6 +107,7 @@ def load_command(name: str) -> Any:
     built = typer.main.get_command(holder)
     command = built.commands.get(name) if hasattr(built, "commands") else built
     command.context_settings["max_content_width"] = shutil.get_terminal_size().columns  # wrap at the terminal
+    command.context_settings["help_option_names"] = ["-h", "--help"]  # `moecal <cmd> -h` too; not `moecal -h`
     for param in command.params:
         if param.param_type_name == "argument":
             param.display_type_rich = lambda ctx: None  # the metavar says it; typer would add the Python type
@@ -201,19 +204,6 @@ def _optional_values(argv: list[str]) -> list[str]:
     return out
 
 
-def print_command_help(name: str) -> None:
-    """A command's help, rendered once per width and source state, then read from the cache."""
-    width = shutil.get_terminal_size().columns
-    text = help_cache.cached(name, width)
-    if text is None:
-        group = typer.main.get_command(app)
-        command = load_command(name)
-        text = command.get_help(typer.Context(command, info_name=name, parent=typer.Context(group, info_name="moecal")))
-        text += "\n"
-        help_cache.store(name, width, text)
-    sys.stdout.write(text)
-
-
 def _fail(message: str, code: int = 2) -> None:
     print(f"error: {' '.join(message.split())}", file=sys.stderr)  # one line, whatever the message holds
     sys.exit(code)
@@ -259,10 +249,6 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point (the `moecal` script, `python -m harness`; tests pass `argv`). Exits with the command's code."""
     if argv is not None:  # an in-process call (tests): what a sweep records as its command line
         sys.argv = ["moecal", *argv]
-    asked = help_cache.wants_help(sys.argv[1:], set(COMMANDS))
-    if asked:  # `moecal <command> --help`: from the cache when it is current (harness/help_cache.py)
-        print_command_help(asked)
-        sys.exit(0)
     try:
         with _signals_as_exceptions():
             code = app(args=_optional_values(sys.argv[1:]), prog_name="moecal", standalone_mode=False)

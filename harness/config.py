@@ -21,12 +21,12 @@ from yaml.constructor import ConstructorError
 
 from harness.backends import BACKEND_NAMES, backend_spec
 from harness.errors import InputError
+from harness.thresholds import MAX_CAP
 
 DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
 DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
 PARITY_CHECK_ENV = "MLXCEL_FUSED_MOE_PARITY_CHECK"
 PARITY_THRESHOLD_ENV = "MLXCEL_FUSED_MOE_PARITY_THRESHOLD"
-MAX_CAP = 2**31 - 1  # caps (current_default, fused_cap, --current-default): what a 32-bit signed reader takes
 MAX_DIM = 1 << 20  # Dff and every shape field: far above any model, low enough that sizes derived from it stay sane
 MAX_NESTING = 64  # YAML and JSON inputs: deeper is no config, and would exhaust the parser's recursion
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # what a shell accepts as a variable name (no "=", no NUL)

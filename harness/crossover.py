@@ -49,9 +49,9 @@ from harness.stats import (
     t_quantile,
 )
 from harness.summary_columns import SummaryCol
+from harness.thresholds import DEFAULT_GRID
 
 INTERPOLATIONS = ("linear", "log2")
-DEFAULT_GRID = 256
 CI_METHOD = "test inversion (Fieller), widened to the measured Dff around it"
 HETEROGENEITY_ALPHA = 0.05  # Cochran's Q: models at one Dff disagree
 

@@ -49,10 +49,9 @@ from scipy import stats as scipy_stats
 
 from harness.results import POINT_COLUMNS
 from harness.summary_columns import SUMMARY_COLUMNS, SummaryCol
+from harness.thresholds import CONFIDENCE, MARGIN
 
-CONFIDENCE = 0.95
 POWER = 0.80  # the rounds hint: the chance that the suggested rounds give a decision
-MARGIN = 0.01
 MIN_RUNS = 3
 OUTLIER_SIGMAS = 6.0
 SPLIT_RUNS = 4  # below this many runs two slowed runs can move an arm's median (split_arms)

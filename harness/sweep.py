@@ -13,11 +13,9 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from harness import dispatch, provenance, resources
-from harness.analysis import analyse_path
 from harness.backends import BACKEND_NAMES, BackendUnavailable, backend_spec, detect, resolve_name
 from harness.config import SweepConfig, load_config
 from harness.errors import InputError
@@ -39,6 +37,9 @@ from harness.rundir import (
 from harness.summary_columns import SummaryCol
 from harness.synth_sweep import with_synthetic_models
 from harness.workloads import build_workload, workload_kind
+
+if TYPE_CHECKING:  # the analysis (pandas, scipy) loads when a sweep is summarised, not for `moecal plan`
+    import pandas as pd
 
 CONFIG_DIR = resources.config_dir()
 
@@ -87,11 +88,14 @@ def prepare(
     results: Path = DEFAULT_RESULTS,
     allow_mixed: bool = False,
     measure_null: bool = False,
+    plan_only: bool = False,
 ) -> Sweep:
     """Everything a sweep needs, checked. `resume`: None starts a new run (in `out`, or a fresh run id under
     `results`); "" continues the newest unfinished run of this config on this device; a path continues that run.
     A resumed run must have been written by the same kernels and launch settings unless `allow_mixed`.
-    `measure_null` runs the command models whose config says expect_null (they stay null points)."""
+    `measure_null` runs the command models whose config says expect_null (they stay null points). `plan_only`
+    (`moecal plan`) builds a built-in workload on the backend's device facts (harness.backends.device_facts): its
+    points, memory and estimates are the same, it cannot run, and the CPU plan never imports numba."""
     config_path = Path(config_path)
     try:
         config = load_config(config_path)
@@ -101,7 +105,7 @@ def prepare(
     config = with_synthetic_models(config, source)
     try:
         backend_name = backend_for(config, backend)
-        workload = build_workload(config, source, backend_name)
+        workload = build_workload(config, source, backend_name, plan_only)
     except BackendUnavailable as exc:
         raise InputError(source, "backend", str(exc)) from None
     workload.preflight()
@@ -321,6 +325,10 @@ def quick_table(run_dir: Path) -> pd.DataFrame:
     arm and the dispatch the verification pass found (harness.dispatch). The estimate is the geometric-mean ratio the
     summary's interval belongs to (the same number the addendum shows), not a ratio of medians, so the terminal and
     the addendum never disagree."""
+    import pandas as pd
+
+    from harness.analysis import analyse_path
+
     run = RunDirectory(run_dir)
     samples = run.read_samples().fillna({"d_model": 0})
     keys = ["workload", "model", "d_model", "dff"]  # a layer config's decode block shares model names and dffs

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -215,3 +218,26 @@ def test_a_point_whose_setup_fails_becomes_fail_rows_and_the_sweep_goes_on(tmp_p
     assert set(failed["status"]) == {"fail"} and len(failed) == 2
     assert failed["error"].str.contains("point setup failed: MemoryError: out of device memory").all()
     assert set(samples[samples["dff"] == 256]["status"]) == {"ok"}
+
+
+def test_plan_of_the_cpu_preset_imports_no_backend_library() -> None:
+    """`moecal plan` lays out the CPU sweep from shapes and host facts (harness.backends.cpu_host): numba, and the
+    analysis's scipy, stay unimported, and the plan is the one the sweep would run."""
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "from harness.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "    main(['plan', 'cpu-smoke', '--json'])\n"
+        "print(out.getvalue())\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'numba', 'llvmlite', 'scipy', 'matplotlib'}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    *record, imported = done.stdout.strip().splitlines()
+    assert imported == "[]"
+    plan = json.loads("\n".join(record))
+    config = load_config(REPO / "configs" / "cpu-smoke.yaml")
+    assert plan["backend"] == "cpu" and plan["workload"] == "layer"
+    assert len(plan["points"]) == 2 * len(config.workload.dff_grid) + 1  # two models × the grid, then the decode
+    assert all(p["memory_bytes"] > 0 and p["model_seconds"] > 0 and p["runs"] == 3 * 6 for p in plan["points"])

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from harness.backends import get_backend
-from harness.backends.cpu import CpuBackend, last_level_cache_bytes
+from harness.backends.cpu import CpuBackend
+from harness.backends.cpu_host import last_level_cache_bytes
 from harness.kernel_cases import TOLERANCE
 from harness.layer import make_inputs, make_layer, round_to_dtype
 from harness.reference import moe_reference, rel_err
@@ -119,3 +120,19 @@ def test_device_facts() -> None:
     free, total = backend.memory_info()
     assert 0 < free <= total
     assert backend.copy_bandwidth(16 << 20) > 1e8  # 16 MiB both ways: any machine copies faster than 100 MB/s
+
+
+def test_host_facts_without_numba_name_the_device_as_the_backend_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`moecal plan` lays a CPU sweep out on CpuHost (no numba); its calibration finds the earlier runs by the device
+    name, so that name and the provenance must be the backend's own, with or without NUMBA_NUM_THREADS."""
+    from harness.backends import device_facts
+    from harness.backends.cpu_host import CpuHost
+
+    host = device_facts("cpu")
+    assert type(host) is CpuHost
+    backend = get_backend("cpu")
+    assert host.device_name() == backend.device_name() and host.device_info() == backend.device_info()
+    assert host.memory_info()[1] == backend.memory_info()[1]
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "1")
+    assert host.threads() == 1 and host.device_name().endswith("(1 threads)")
+    assert host.copy_bandwidth(16 << 20) > 1e8

@@ -221,7 +221,7 @@ def test_recommend_prints_the_decision_only(tmp_path):
 def test_terminal_tables_fit_80_columns_without_cutting_numbers():
     from rich.console import Console
 
-    from harness.commands.analysis_options import print_summary
+    from harness.commands.summary_table import print_summary
 
     wide = synthetic_samples({512: 1.3, 8192: 0.95}, rounds=3, seed=9, d_model=4096)
     wide["model"] = "llama-4-scout-17b-16e-instruct-4bit"  # longer than any column should be

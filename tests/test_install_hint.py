@@ -45,12 +45,12 @@ def test_unknown_modules_are_not_dressed_up_as_extras() -> None:
 
 def test_doctor_prints_extras_verbatim_and_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
     """rich console markup would swallow `[cuda]`; doctor escapes every reason. No GPU: no "GPU this machine has"."""
+    from harness import backends
     from harness.backends import Detection
-    from harness.commands import doctor
 
     reason = "CuPy is not installed; install it with `pip install 'moecal[cuda]'`"
     found = Detection({"metal": (False, "no"), "cuda": (False, reason), "cpu": (True, "ok")}, {}, False)
-    monkeypatch.setattr(doctor, "detect", lambda: found)
+    monkeypatch.setattr(backends, "detect", lambda: found)  # doctor imports it when it runs
     text = cli("doctor").stdout
     assert "[cuda]" in text
     assert "GPU this machine has" not in text and "no NVIDIA GPU" in text

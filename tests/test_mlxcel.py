@@ -7,7 +7,7 @@ import json
 import pytest
 
 from harness.analysis import analyse
-from harness.commands.analysis_options import CONSOLE_ROWS
+from harness.commands.summary_table import CONSOLE_ROWS
 from harness.errors import InputError
 from harness.inputs import load_input
 from harness.mlxcel import import_run_dir, read_mlxcel, to_mlxcel_csv

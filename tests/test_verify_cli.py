@@ -82,9 +82,10 @@ def test_compile_only_reports_each_variant_and_fails_on_any_error(monkeypatch: p
 def test_an_unknown_kernel_variant_in_the_environment_is_an_input_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """The cuda backend as if a GPU were here (availability patched): MOECAL_CUDA_ROWS=3 names no variant, which
     must be an InputError (one `error:` line and exit 2 from the CLI's main), not a traceback."""
+    import harness.backends as backends
     from harness.commands import verify
 
-    monkeypatch.setattr(verify, "availability", lambda name: (True, "patched for the test"))
+    monkeypatch.setattr(backends, "availability", lambda name: (True, "patched for the test"))
     monkeypatch.setenv("MOECAL_CUDA_ROWS", "3")
     with pytest.raises(InputError, match=r"^environment: cuda: invalid CUDA kernel variant .*MOECAL_CUDA_ROWS"):
         verify.open_backend("cuda")

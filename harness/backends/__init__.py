@@ -194,6 +194,23 @@ def resolve_name(name: str) -> str:
     return found
 
 
+def device_facts(name: str) -> Backend:
+    """What a plan needs of backend `name` (device name and info, memory, cache, copy bandwidth) at the least cost:
+    the CPU's facts without numba (harness.backends.cpu_host; numba need only be installed), any other backend
+    instantiated as `get_backend` does — its facts come from the device library itself."""
+    if resolve_name(name) != "cpu":
+        return get_backend(name)
+    import importlib.util
+
+    if importlib.util.find_spec("numba") is None:  # get_backend's refusal, without importing numba
+        from harness.install_hint import missing_module_hint
+
+        raise BackendUnavailable(f"backend 'cpu' is not usable here: {missing_module_hint('numba')}")
+    from harness.backends.cpu_host import CpuHost
+
+    return CpuHost()  # type: ignore[return-value]  # the facts part of the Backend interface, all a plan calls
+
+
 def get_backend(name: str = "auto") -> Backend:
     """Instantiate a usable backend or raise BackendUnavailable with the reason."""
     resolved = resolve_name(name)

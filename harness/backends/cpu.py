@@ -37,11 +37,9 @@ at the end. The CPU therefore reads 4-byte scales where a GPU reads 2-byte ones.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numba
@@ -53,13 +51,11 @@ from numba.extending import intrinsic, overload
 
 from harness.backends.base import Backend
 from harness.backends.base import Path as StepPath
+from harness.backends.cpu_host import CpuHost
 from harness.layer import QuantLayer, round_to_dtype
-from harness.provenance import cpu_name
 
 # 'reassoc' lets LLVM vectorise the f32 reductions; no 'nnan'/'ninf', so NaN (poison) and inf still propagate.
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
-_DEFAULT_CACHE_BYTES = 32 << 20  # used only when neither /sys nor sysconf reports a last-level cache
-_SYS_CPU = Path("/sys/devices/system/cpu")
 _PREFETCH_WORDS = 256  # software prefetch of each weight row 1 KiB ahead: +10% q4 from memory, 1 and 2 threads
 _ROW_BLOCK = 32  # row pairs per kernel-B task: 16-64 tasks at d_model 2048-4096, plenty to balance the threads
 
@@ -375,36 +371,7 @@ def _contiguous(layer: QuantLayer) -> QuantLayer:
     return layer
 
 
-def _read_int(path: Path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
-
-
-def last_level_cache_bytes() -> int:
-    """Total last-level cache: each distinct instance of the highest cache level in /sys counted once (a
-    2-socket machine has two L3s), else sysconf's L3/L2 figure, else 32 MiB."""
-    instances: dict[tuple[int, str], int] = {}
-    for index in _SYS_CPU.glob("cpu[0-9]*/cache/index[0-9]*"):
-        level, size = _read_int(index / "level"), _read_int(index / "size")
-        kind = (index / "type").read_text().strip() if (index / "type").exists() else ""
-        if level and size and kind in ("Unified", "Data"):
-            shared = (index / "shared_cpu_list").read_text().strip() if (index / "shared_cpu_list").exists() else ""
-            instances[(level, shared or str(index))] = size
-    if instances:
-        top = max(level for level, _ in instances)
-        return sum(size for (level, _), size in instances.items() if level == top)
-    for name in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
-        size = os.sysconf(name) if name in os.sysconf_names else 0
-        if size > 0:
-            return size
-    return _DEFAULT_CACHE_BYTES
-
-
-class CpuBackend(Backend):
+class CpuBackend(CpuHost, Backend):
     """The host CPU through numba (all cores via numba's threading layer; NUMBA_NUM_THREADS limits them).
 
     `poison=True` (verify, tests) fills every buffer a path writes with NaN before the path runs. Buffers are
@@ -415,6 +382,7 @@ class CpuBackend(Backend):
     name = "cpu"
 
     def __init__(self, poison: bool = False):
+        super().__init__()
         self.poison = poison
         self._buffers: dict[tuple, np.ndarray] = {}
 
@@ -422,30 +390,8 @@ class CpuBackend(Backend):
     def availability(cls) -> tuple[bool, str]:
         return True, f"numba {numba.__version__}, {numba.get_num_threads()} threads"
 
-    # ---- device facts -------------------------------------------------------------------------------------------
-    def device_name(self) -> str:
-        return f"{cpu_name()} ({numba.get_num_threads()} threads)"
-
-    def device_info(self) -> dict[str, str]:
-        return {
-            "device": self.device_name(),
-            "cpu": cpu_name(),
-            "threads": str(numba.get_num_threads()),
-            "numba": numba.__version__,
-            "llc_bytes": str(self.cache_bytes()),
-        }
-
-    def memory_info(self) -> tuple[int, int]:
-        """(MemAvailable, MemTotal) from /proc/meminfo; sysconf pages where that file does not exist."""
-        try:
-            fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
-            return int(fields["MemAvailable"].split()[0]) << 10, int(fields["MemTotal"].split()[0]) << 10
-        except (OSError, KeyError, ValueError):
-            page = os.sysconf("SC_PAGE_SIZE")
-            return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
-
-    def cache_bytes(self) -> int:
-        return last_level_cache_bytes()
+    def threads(self) -> int:
+        return numba.get_num_threads()
 
     # ---- data ---------------------------------------------------------------------------------------------------
     def upload(self, layer: QuantLayer) -> CpuLayer:

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from harness import kernel_cases
-from harness.backends import BackendUnavailable, get_backend
-from harness.bench import BenchRow, bench_shape, write_csv
 from harness.errors import InputError
-from harness.provenance import collect
-from harness.rundir import refuse_stored
+
+if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
+    from harness.bench import BenchRow
 
 
 def _table(rows: list[BenchRow], title: str) -> Table:
@@ -68,6 +68,11 @@ def register(app: typer.Typer) -> None:
         copy_mib: int = typer.Option(1024, "--copy-mib", min=1, help="Size of the copy-bandwidth measurement."),
     ) -> None:
         """µs per layer step, fused vs fallback, over a Dff grid at two d_model values."""
+        from harness.backends import BackendUnavailable, get_backend
+        from harness.bench import bench_shape, write_csv
+        from harness.provenance import collect
+        from harness.rundir import refuse_stored
+
         try:
             shapes = kernel_cases.bench_shapes(
                 _int_list(d_model, "--d-model"), _int_list(dff, "--dff"), n_experts, top_k, bits, group_size, dtype

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from harness.analysis import analyse_path
-from harness.check import MAX_REGRESSION, CheckResult, compare
 from harness.commands.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, MarginOpt, build_options
-from harness.report import verify_report
+from harness.thresholds import MAX_REGRESSION
+
+if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
+    from harness.check import CheckResult
 
 
 def _change(arm: dict[str, object]) -> str:
@@ -70,6 +71,9 @@ def check(
     Exit 1 on a significant regression beyond the threshold, a changed decision, or baseline points missing from the
     current run (unless --allow-missing).
     """
+    from harness.analysis import analyse_path
+    from harness.check import compare
+
     options = build_options(exclude, confidence, margin)
     result = compare(analyse_path(baseline, options), analyse_path(current, options), max_regression, allow_missing)
     if as_json:
@@ -83,6 +87,8 @@ def check_reports(
     folders: Annotated[list[Path] | None, typer.Argument(help="folders of addenda (default: reports/)")] = None,
 ) -> None:
     """Re-derive every stored addendum's numbers from its raw data; exit 1 when any disagree."""
+    from harness.report import verify_report
+
     files = sorted(p for folder in folders or [Path("reports")] if folder.is_dir() for p in folder.rglob("*.md"))
     checked = failed = 0
     for path in files:

@@ -9,10 +9,7 @@ from typing import Annotated
 
 import typer
 
-from harness.analysis import analyse_path
 from harness.commands.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, MarginOpt, build_options
-from harness.compare import compare as compare_runs
-from harness.compare import render_text
 from harness.errors import InputError
 
 RunA = Annotated[Path, typer.Argument(metavar="RUN_A", help="the earlier run (any input form)", show_default=False)]
@@ -32,6 +29,10 @@ def compare(
     The shift's interval is a parametric bootstrap over both runs' per-point estimates; each point's change is the
     ratio of its two fused/fallback ratios with a Welch t interval.
     """
+    from harness.analysis import analyse_path
+    from harness.compare import compare as compare_runs
+    from harness.compare import render_text
+
     options = build_options(exclude, confidence, margin)
     result = compare_runs(analyse_path(run_a, options), analyse_path(run_b, options), confidence)
     if as_json:
@@ -49,6 +50,7 @@ def history(
     as_json: JsonOpt = False,
 ) -> None:
     """Plot the crossover and its interval per run, in the order given (labelled by date and library pin)."""
+    from harness.analysis import analyse_path
     from harness.history import history_rows, write_history_plot
 
     if len(runs) < 2:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
-from harness.analysis import Analysis, analyse_path
 from harness.commands.analysis_options import (
     ConfidenceOpt,
     CurrentDefaultOpt,
@@ -19,11 +19,11 @@ from harness.commands.analysis_options import (
     MarginOpt,
     RunsArg,
     build_options,
-    print_summary,
 )
-from harness.crossover import CapOption, format_ci
-from harness.defaults import build_defaults
-from harness.defaults_report import defaults_json, print_defaults
+
+if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
+    from harness.analysis import Analysis
+    from harness.crossover import CapOption
 
 
 def cap_table(caps: Sequence[CapOption], current: int | None) -> list[str]:
@@ -45,6 +45,8 @@ def cap_table(caps: Sequence[CapOption], current: int | None) -> list[str]:
 
 def print_decision(analysis: Analysis, console: Console) -> None:
     """The crossover line(s), every crossing, and the decision with the line that applies it."""
+    from harness.crossover import format_ci
+
     result = analysis.result
     conf = f"{analysis.options.confidence:.0%}"
     for family in result.families:
@@ -83,6 +85,11 @@ def crossover(
     Run as `recommend`, it prints only the decision part (no per-point table). Given several runs, it prints one
     decision per backend (see `moecal report RUN RUN…` for the addendum).
     """
+    from harness.analysis import analyse_path
+    from harness.commands.summary_table import print_summary
+    from harness.defaults import build_defaults
+    from harness.defaults_report import defaults_json, print_defaults
+
     options = build_options(exclude, confidence, margin, current_default, grid, interpolation)
     if len(input_paths) > 1:
         defaults = build_defaults(input_paths, options)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness import provenance
-from harness.backends import BackendUnavailable, Detection, detect, get_backend
 from harness.commands.analysis_options import JsonOpt
 from harness.errors import InputError
+
+if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
+    from harness.backends import Detection
 
 
 def _platform_note(found: Detection) -> str:
@@ -32,6 +34,9 @@ def doctor(
     as_json: JsonOpt = False,
 ) -> None:
     """Print each backend's availability with the reason, what `auto` would pick, and package versions."""
+    from harness import provenance
+    from harness.backends import BackendUnavailable, detect, get_backend
+
     found = detect()
     versions = provenance.package_versions()
     record: dict[str, object] = {

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.config import MAX_CAP
 from harness.errors import InputError
-from harness.mlxcel import MlxcelImport, import_run_dir
-from harness.mlxcel_bench_csv import read_bench_pair
-from harness.rundir import DEFAULT_RESULTS
+from harness.thresholds import MAX_CAP
+
+if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
+    from harness.mlxcel import MlxcelImport
 
 
 def import_mlxcel(
@@ -36,6 +36,10 @@ def import_mlxcel(
 
     `--fallback A.csv --fused B.csv --models DIR` reads mlxcel's scripts/bench_decode.sh CSVs instead, one file per
     arm and run; files that differ in mlxcel version, prompt, token budget, date or hardware are refused."""
+    from harness.mlxcel import import_run_dir
+    from harness.mlxcel_bench_csv import read_bench_pair
+    from harness.rundir import DEFAULT_RESULTS
+
     if (fallback or fused) and csv_path is not None:
         raise InputError(str(csv_path), "CSV", "give a sweep CSV or --fallback/--fused bench_decode.sh CSVs, not both")
     read = None

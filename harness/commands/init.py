@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import yaml
 
-from harness.backends import BACKEND_NAMES, detect
-from harness.config import DEFAULT_CAP_ENV, parse_config
-from harness.defaults import MLXCEL_DEFAULT_CAPS
-from harness.discover import DiscoveredModel, Skipped, scan
-from harness.eligibility import model_entry
 from harness.errors import InputError
-from harness.results import write_text_atomic
-from harness.rundir import refuse_stored
+
+if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
+    from harness.discover import DiscoveredModel, Skipped
 
 DEFAULT_PROMPT = "Hello, how are you today?"
 WARMUP_TOKENS = 20  # mlxcel-bench-decode's own default and the maintainers' protocol (design doc addenda)
@@ -55,6 +51,11 @@ def init_config(
     dispatch_check: bool = True,
 ) -> dict[str, object]:
     """The config as a YAML-ready dict (validated by `write_config`)."""
+    from harness.backends import detect
+    from harness.config import DEFAULT_CAP_ENV
+    from harness.defaults import MLXCEL_DEFAULT_CAPS
+    from harness.eligibility import model_entry
+
     resolved = detect().platform if backend == "auto" else backend
     workload: dict[str, object] = {
         "kind": "command",
@@ -87,6 +88,10 @@ def init_config(
 
 
 def write_config(config: dict[str, object], skipped: list[Skipped], models_dir: Path, out: Path) -> Path:
+    from harness.config import parse_config
+    from harness.results import write_text_atomic
+    from harness.rundir import refuse_stored
+
     parse_config(config, str(out))  # what init writes, sweep accepts
     workload = config["workload"]
     header = HEADER.format(
@@ -121,6 +126,9 @@ def init(
     rounds: Annotated[int, typer.Option(min=1, help="measure.rounds")] = 5,
 ) -> None:
     """Scan --models for MoE checkpoints and write a command-workload config for `moecal sweep`."""
+    from harness.backends import BACKEND_NAMES
+    from harness.discover import scan
+
     if backend not in (*BACKEND_NAMES, "auto"):
         raise InputError("--backend", backend, f"must be one of {', '.join(BACKEND_NAMES)}, auto")
     if not shlex.split(bench):

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from harness import resources
-from harness import sweep as sweeps
 from harness.commands.analysis_options import JsonOpt
-from harness.plan_estimate import last_run
+
+if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
+    from harness.sweep import Sweep
 
 
 def _bytes(n: int | None) -> str:
@@ -25,9 +27,11 @@ def _bytes(n: int | None) -> str:
     return str(n)
 
 
-def plan_record(plan: sweeps.Sweep) -> dict[str, object]:
+def plan_record(plan: Sweep) -> dict[str, object]:
     """The plan as data (what `--json` prints and the table shows): points, runs, memory and the time estimate,
     calibrated by the last run of this config on this machine when there is one (harness/plan_estimate.py)."""
+    from harness.plan_estimate import last_run
+
     per_point_runs = plan.plan.rounds + plan.plan.warmup_runs
     points, model_s, unknown, timed = [], 0.0, False, 0
     for point in plan.points:
@@ -78,7 +82,7 @@ def plan_record(plan: sweeps.Sweep) -> dict[str, object]:
     }
 
 
-def print_plan(plan: sweeps.Sweep) -> None:
+def print_plan(plan: Sweep) -> None:
     record = plan_record(plan)
     table = Table(title=f"plan: {plan.config.name} ({plan.meta['backend']}, {plan.config.workload.kind})")
     for column in ("point", "dff", "arms", "runs", "memory", "est. time", "note"):
@@ -125,7 +129,9 @@ def plan(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the run plan (points × arms × rounds), memory per point and a time estimate; runs nothing."""
-    prepared = sweeps.prepare(resources.config_argument(config), backend=backend, rounds=rounds)
+    from harness import sweep as sweeps
+
+    prepared = sweeps.prepare(resources.config_argument(config), backend=backend, rounds=rounds, plan_only=True)
     if as_json:
         typer.echo(json.dumps(plan_record(prepared), indent=1))
         return

@@ -17,11 +17,7 @@ from harness.commands.analysis_options import (
     RunsArg,
     build_options,
 )
-from harness.defaults import run_checks
-from harness.defaults_report import print_defaults, write_defaults
 from harness.errors import InputError
-from harness.mlxcel_source import read_source
-from harness.report import read_sidecar, write_report
 
 
 def report(
@@ -54,6 +50,11 @@ def report(
     `<run-id>.json`, the runs in mlxcel's sweep layout `<run-id>-mlxcel.csv` and, when a Metal or CUDA default
     changes, a patch of mlxcel's src/models/switch_layers.rs.
     """
+    from harness.defaults import run_checks
+    from harness.defaults_report import print_defaults, write_defaults
+    from harness.mlxcel_source import read_source
+    from harness.report import read_sidecar, write_report
+
     options = build_options(exclude, confidence, margin, current_default, grid, interpolation)
     source = read_source(mlxcel_src) if mlxcel_src is not None else None
     if len(input_paths) > 1:

@@ -12,7 +12,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from harness.analysis import analyse, save_summary
 from harness.commands.analysis_options import (
     ConfidenceOpt,
     ExcludeOpt,
@@ -20,13 +19,8 @@ from harness.commands.analysis_options import (
     JsonOpt,
     MarginOpt,
     build_options,
-    print_summary,
 )
 from harness.errors import InputError
-from harness.inputs import load_input
-from harness.mlxcel import to_mlxcel_csv
-from harness.results import write_text_atomic
-from harness.rundir import RunDirectory, refuse_stored, stored_reason
 
 
 def summarize(
@@ -44,6 +38,13 @@ def summarize(
     as_json: JsonOpt = False,
 ) -> None:
     """Medians, the fused/fallback estimate with its t interval, and a verdict against the margin, per point."""
+    from harness.analysis import analyse, save_summary
+    from harness.commands.summary_table import print_summary
+    from harness.inputs import load_input
+    from harness.mlxcel import to_mlxcel_csv
+    from harness.results import write_text_atomic
+    from harness.rundir import RunDirectory, refuse_stored, stored_reason
+
     options = build_options(exclude, confidence, margin)
     loaded = load_input(input_path)
     analysis = analyse(loaded, options)

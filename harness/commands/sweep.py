@@ -7,6 +7,7 @@ import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -14,14 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from harness import noise_check, resources
-from harness import sweep as sweeps
-from harness.analysis import write_summary
-from harness.backends import BackendUnavailable
 from harness.commands.analysis_options import JsonOpt
-from harness.commands.plan import print_plan
 from harness.errors import InputError
-from harness.report import write_report
-from harness.rundir import RunDirectory
+
+if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
+    from harness.sweep import Sweep
 
 
 def _console(stderr: bool = False) -> Console:
@@ -54,6 +52,8 @@ def _tokens_cell(fallback: float, fused: float) -> str:
 
 
 def quick_table_view(run_dir: Path) -> Table:
+    from harness import sweep as sweeps
+
     table = Table(title=f"{run_dir} (median tok/s; ratio: geometric-mean fused/fallback, as in the addendum)")
     columns = ("model", "d_model", "dff", "fallback", "fused", "ratio", "tokens", "dispatch", "ok", "fail", "skip")
     for column in columns:
@@ -125,6 +125,10 @@ def sweep(
     Every run is appended to samples.csv as soon as it finishes; `--resume` continues where a killed sweep
     stopped (completed (point, arm, round) rows are not repeated).
     """
+    from harness import sweep as sweeps
+    from harness.backends import BackendUnavailable
+    from harness.commands.plan import print_plan
+
     if config is None:
         try:
             config = sweeps.default_config()
@@ -171,9 +175,14 @@ def sweep(
         _finish(plan, written, report, report_dir, as_json)
 
 
-def _finish(plan: sweeps.Sweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
+def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
     """The final table, then summary + addendum + plot when this sweep measured something new. With --json the
     result is one JSON object on stdout (the run's files and the decision) and everything else goes to stderr."""
+    from harness import sweep as sweeps
+    from harness.analysis import write_summary
+    from harness.report import write_report
+    from harness.rundir import RunDirectory
+
     run = RunDirectory(plan.run_dir)
     result: dict[str, object] = {"run_dir": str(plan.run_dir), "runs_written": written}
     no_result = sweeps.why_no_result(plan.run_dir)

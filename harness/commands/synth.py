@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness import synth
 from harness.errors import InputError
+
+if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
+    from harness.synth import Plan
 
 
 def parse_dffs(text: str) -> list[int]:
@@ -27,8 +29,10 @@ def parse_dffs(text: str) -> list[int]:
     return list(dict.fromkeys(values))
 
 
-def plan_lines(plans: list[synth.Plan]) -> list[str]:
+def plan_lines(plans: list[Plan]) -> list[str]:
     """The `plan`-style table printed before writing."""
+    from harness import synth
+
     lines = []
     for p in plans:
         side = p.sidecar
@@ -61,6 +65,8 @@ def synth_command(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan and check space; write nothing")] = False,
 ) -> None:
     """Write synthetic checkpoints of MODEL_DIR's family at other expert sizes (random weights, MLX format)."""
+    from harness import synth
+
     shard = int(shard_gb * (1 << 30))
     requests = [synth.Request(like, d, layers, experts, top_k, seed, dtype, allow_declined) for d in parse_dffs(dff)]
     plans = [synth.plan(r, shard) for r in requests]

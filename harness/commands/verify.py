@@ -12,20 +12,23 @@ import json
 import secrets
 import sys
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from harness.backends import BackendUnavailable, availability, backend_class, resolve_name
-from harness.backends.base import Backend
 from harness.errors import InputError
-from harness.kernel_cases import VERIFY_SHAPES, parse_shapes
-from harness.verify import PathCheck, check_shape
+
+if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
+    from harness.backends.base import Backend
+    from harness.verify import PathCheck
 
 
 def open_backend(name: str) -> Backend:
     """The backend by name (or auto) with output poisoning on; InputError (exit 2) when it cannot run here."""
+    from harness.backends import BackendUnavailable, availability, backend_class, resolve_name
+
     try:
         resolved = resolve_name(name)
         usable, reason = availability(resolved)
@@ -96,6 +99,9 @@ def register(app: typer.Typer) -> None:
         """Check every kernel path of a backend against the float64 reference (exit 1 on any failure)."""
         if compile_only:
             raise typer.Exit(_compile_only(backend, as_json))
+        from harness.kernel_cases import VERIFY_SHAPES, parse_shapes
+        from harness.verify import check_shape
+
         cases = parse_shapes(shapes) if shapes else list(VERIFY_SHAPES)
         device = open_backend(backend)
         seed = secrets.randbelow(2**31) if seed is None else seed

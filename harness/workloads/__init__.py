@@ -14,8 +14,8 @@ from harness.measure import Workload
 
 @dataclass(frozen=True)
 class WorkloadKind:
-    """One kind of workload. Its module defines WORKLOAD, a class whose `build(config, config_path, backend_name)`
-    returns the Workload (imported only when a config of this kind is built)."""
+    """One kind of workload. Its module defines WORKLOAD, a class whose `build(config, config_path, backend_name,
+    plan_only)` returns the Workload (imported only when a config of this kind is built)."""
 
     name: str
     module: str
@@ -37,7 +37,9 @@ def workload_kind(config: SweepConfig) -> WorkloadKind:
     return _BY_NAME[config.workload.kind]
 
 
-def build_workload(config: SweepConfig, config_path: str, backend_name: str) -> Workload:
-    """The workload for a validated config. Built-in workloads instantiate their backend here (it must be usable)."""
+def build_workload(config: SweepConfig, config_path: str, backend_name: str, plan_only: bool = False) -> Workload:
+    """The workload for a validated config. Built-in workloads instantiate their backend here (it must be usable);
+    `plan_only` (`moecal plan`) gives them the backend's device facts instead, where those come cheaper (the CPU's:
+    harness.backends.device_facts), and such a workload can list its points but not run them."""
     module = importlib.import_module(workload_kind(config).module)
-    return module.WORKLOAD.build(config, config_path, backend_name)
+    return module.WORKLOAD.build(config, config_path, backend_name, plan_only)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Self
 
-from harness.backends import get_backend
+from harness.backends import device_facts, get_backend
 from harness.backends.base import Backend
 from harness.catalog import ModelShape, load_catalog, resolve_model
 from harness.config import DecodeWorkload, LayerWorkload, ModelEntry, SweepConfig, resolved_dtype
@@ -71,9 +71,10 @@ class BuiltinWorkload:
     refinable = False
 
     @classmethod
-    def build(cls, config: SweepConfig, config_path: str, backend_name: str) -> Self:
-        """The workload on a live backend (raises BackendUnavailable when it is not usable here)."""
-        return cls(config, config_path, get_backend(backend_name))
+    def build(cls, config: SweepConfig, config_path: str, backend_name: str, plan_only: bool = False) -> Self:
+        """The workload on a live backend (raises BackendUnavailable when it is not usable here); `plan_only`: on
+        the backend's device facts (harness.backends.device_facts), enough to list and size points, not to run."""
+        return cls(config, config_path, device_facts(backend_name) if plan_only else get_backend(backend_name))
 
     def __init__(
         self,

@@ -158,8 +158,11 @@ class CommandWorkloadRunner:
     backend = None  # the command picks its own device; no backend of ours runs
 
     @classmethod
-    def build(cls, config: SweepConfig, config_path: str, backend_name: str) -> CommandWorkloadRunner:
-        """The workload labelled with this machine's GPU (or CPU): the device the command most likely runs on."""
+    def build(
+        cls, config: SweepConfig, config_path: str, backend_name: str, plan_only: bool = False
+    ) -> CommandWorkloadRunner:
+        """The workload labelled with this machine's GPU (or CPU): the device the command most likely runs on (a
+        plan builds the same: a command workload instantiates no backend of ours)."""
         return cls(config, config_path, backend_name, detect().gpu_name or cpu_name())
 
     def __init__(self, config: SweepConfig, config_path: str, backend: str, device: str):
