@@ -47,11 +47,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from harness.results import POINT_COLUMNS
+from harness.analysis_defaults import CONFIDENCE, MARGIN
+from harness.results import COMPARED_ARMS, NULL, POINT_COLUMNS
 
-CONFIDENCE = 0.95
 POWER = 0.80  # the rounds hint: the chance that the suggested rounds give a decision
-MARGIN = 0.01
 MIN_RUNS = 3
 OUTLIER_SIGMAS = 6.0
 SPLIT_RUNS = 4  # below this many runs two slowed runs can move an arm's median (split_arms)
@@ -95,7 +94,7 @@ VERDICTS = ("fused", "fallback", "equivalent", "inconclusive", "insufficient", "
 DECIDED = ("fused", "fallback", "equivalent", "inconclusive")  # verdicts that carry an interval
 # Points are listed shape family by shape family, by increasing Dff within a family.
 POINT_ORDER = ["backend", "device", "workload", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype", "dff"]
-ARMS = ("fallback", "fused", "null")
+SUMMARY_ARMS = (*COMPARED_ARMS, NULL)  # summary columns n_fallback, n_fused, n_null in this order
 
 
 # --- the array core: everything below works on (..., points, runs) arrays of y = ln tok/s, NaN where absent -----
@@ -568,7 +567,7 @@ def analyse_points(
     groups = ordered.groupby(POINT_COLUMNS, dropna=False, sort=False).indices
     for key, where in sorted(groups.items(), key=lambda item: item[1][0]):  # in order of first appearance
         rows = {field: values[where] for field, values in columns.items()}
-        runs = {arm: _arm_runs(rows, arm) for arm in ARMS}
+        runs = {arm: _arm_runs(rows, arm) for arm in SUMMARY_ARMS}
         point_key = key if isinstance(key, tuple) else (key,)
         points.append(
             _Point(dict(zip(POINT_COLUMNS, point_key, strict=True)), rows, runs, bool(positioned[where].all()))
@@ -620,7 +619,7 @@ def _describe(point: _Point) -> dict[str, object]:
     fallback, fused = runs["fallback"].to_numpy(), runs["fused"].to_numpy()
     record: dict[str, object] = {
         **point.key,
-        **{f"n_{arm}": len(runs[arm]) for arm in ARMS},
+        **{f"n_{arm}": len(runs[arm]) for arm in SUMMARY_ARMS},
         "n_failed": int((rows["status"] == "fail").sum()),
         "n_skipped": int((rows["status"] == "skip").sum()),
         "fallback_tok_s": float(np.median(fallback)) if len(fallback) else np.nan,
@@ -713,7 +712,7 @@ def _verdict(
     null = _null_reason(point, record, excludes)
     if null:
         return "null", null
-    for arm in ("fallback", "fused"):
+    for arm in COMPARED_ARMS:
         if record[f"n_{arm}"] < MIN_RUNS:
             return "insufficient", (
                 f"{record[f'n_{arm}']} ok {arm} runs ({record['n_failed']} failed, {record['n_skipped']} skipped); "
