@@ -37,11 +37,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2
 
+from harness.analysis_defaults import CONFIDENCE, DEFAULT_GRID, MARGIN
 from harness.config import DEFAULT_CAP_ENV
 from harness.stats import (
-    CONFIDENCE,
     DECIDED,
-    MARGIN,
     classify,
     family_labels,
     ratio_interval,
@@ -50,7 +49,6 @@ from harness.stats import (
 )
 
 INTERPOLATIONS = ("linear", "log2")
-DEFAULT_GRID = 256
 CI_METHOD = "test inversion (Fieller), widened to the measured Dff around it"
 HETEROGENEITY_ALPHA = 0.05  # Cochran's Q: models at one Dff disagree
 

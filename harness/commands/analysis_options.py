@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.analysis import Options, parse_excludes
+from harness.analysis_defaults import CONFIDENCE, DEFAULT_GRID, MARGIN
 from harness.config import MAX_CAP
-from harness.crossover import DEFAULT_GRID
-from harness.stats import CONFIDENCE, MARGIN, family_labels
+from harness.stats import family_labels
 
 InputArg = Annotated[
     Path,

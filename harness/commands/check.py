@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.analysis import analyse_path
+from harness.analysis_defaults import CONFIDENCE, MARGIN
 from harness.check import MAX_REGRESSION, CheckResult, compare
 from harness.commands.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, MarginOpt, build_options
 from harness.report import verify_report
@@ -58,8 +59,8 @@ def check(
         float, typer.Option(min=0.0, max=0.99, help="tolerated drop of an arm's tok/s (fraction)")
     ] = MAX_REGRESSION,
     exclude: ExcludeOpt = None,
-    confidence: ConfidenceOpt = 0.95,
-    margin: MarginOpt = 0.01,
+    confidence: ConfidenceOpt = CONFIDENCE,
+    margin: MarginOpt = MARGIN,
     allow_missing: Annotated[
         bool, typer.Option("--allow-missing", help="do not fail when baseline points are missing from the current run")
     ] = False,

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from harness.analysis import analyse_path
+from harness.analysis_defaults import CONFIDENCE, MARGIN
 from harness.commands.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, MarginOpt, build_options
 from harness.compare import compare as compare_runs
 from harness.compare import render_text
@@ -23,8 +24,8 @@ def compare(
     run_a: RunA,
     run_b: RunB,
     exclude: ExcludeOpt = None,
-    confidence: ConfidenceOpt = 0.95,
-    margin: MarginOpt = 0.01,
+    confidence: ConfidenceOpt = CONFIDENCE,
+    margin: MarginOpt = MARGIN,
     as_json: JsonOpt = False,
 ) -> None:
     """Did the crossover move between two runs (pins, commits, machines), and which points changed beyond noise.
@@ -44,8 +45,8 @@ def compare(
 def history(
     runs: Annotated[list[Path], typer.Argument(metavar="RUN", help="runs in time order", show_default=False)],
     out: Annotated[Path, typer.Option(metavar="PNG", help="the plot to write")] = Path("crossover-history.png"),
-    confidence: ConfidenceOpt = 0.95,
-    margin: MarginOpt = 0.01,
+    confidence: ConfidenceOpt = CONFIDENCE,
+    margin: MarginOpt = MARGIN,
     as_json: JsonOpt = False,
 ) -> None:
     """Plot the crossover and its interval per run, in the order given (labelled by date and library pin)."""

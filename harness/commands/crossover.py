@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from harness.analysis import Analysis, analyse_path
+from harness.analysis_defaults import CONFIDENCE, DEFAULT_GRID, MARGIN
 from harness.commands.analysis_options import (
     ConfidenceOpt,
     CurrentDefaultOpt,
@@ -72,10 +73,10 @@ def crossover(
     input_paths: RunsArg,
     exclude: ExcludeOpt = None,
     current_default: CurrentDefaultOpt = None,
-    grid: GridOpt = 256,
+    grid: GridOpt = DEFAULT_GRID,
     interpolation: InterpolationOpt = "linear",
-    confidence: ConfidenceOpt = 0.95,
-    margin: MarginOpt = 0.01,
+    confidence: ConfidenceOpt = CONFIDENCE,
+    margin: MarginOpt = MARGIN,
     as_json: JsonOpt = False,
 ) -> None:
     """Where fused stops beating the fallback (with a test-inversion interval), and the keep/raise/lower decision.

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from harness.analysis_defaults import CONFIDENCE, DEFAULT_GRID, MARGIN
 from harness.commands.analysis_options import (
     ConfidenceOpt,
     CurrentDefaultOpt,
@@ -33,10 +34,10 @@ def report(
     ] = None,
     exclude: ExcludeOpt = None,
     current_default: CurrentDefaultOpt = None,
-    grid: GridOpt = 256,
+    grid: GridOpt = DEFAULT_GRID,
     interpolation: InterpolationOpt = "linear",
-    confidence: ConfidenceOpt = 0.95,
-    margin: MarginOpt = 0.01,
+    confidence: ConfidenceOpt = CONFIDENCE,
+    margin: MarginOpt = MARGIN,
     mlxcel_src: Annotated[
         Path | None,
         typer.Option(

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from harness.analysis import analyse, save_summary
+from harness.analysis_defaults import CONFIDENCE, MARGIN
 from harness.commands.analysis_options import (
     ConfidenceOpt,
     ExcludeOpt,
@@ -32,8 +33,8 @@ from harness.rundir import refuse_stored, stored_reason
 def summarize(
     input_path: InputArg,
     exclude: ExcludeOpt = None,
-    confidence: ConfidenceOpt = 0.95,
-    margin: MarginOpt = 0.01,
+    confidence: ConfidenceOpt = CONFIDENCE,
+    margin: MarginOpt = MARGIN,
     out: Annotated[
         Path | None,
         typer.Option(metavar="CSV", help="summary.csv to write (default: INPUT/summary.csv for a run directory)"),
