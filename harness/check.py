@@ -26,12 +26,10 @@ import pandas as pd
 
 from harness.analysis import Analysis, withheld_reason
 from harness.crossover import DecisionResult, decide, format_ci
-from harness.results import POINT_COLUMNS, point_keys
+from harness.results import COMPARED_ARMS, POINT_COLUMNS, point_keys
 from harness.stats import MIN_RUNS, compare_arms, ratio_interval
 from harness.summary_columns import SummaryCol
 from harness.thresholds import MAX_REGRESSION
-
-ARMS = ("fallback", "fused")
 
 
 @dataclass
@@ -193,20 +191,20 @@ def compare(
     ]
     for base_row, cur_row in pairs:
         point = current.summary.iloc[cur_row]
-        arms = {arm: _arm_change(baseline, current, (base_row, cur_row), arm, max_regression) for arm in ARMS}
+        arms = {arm: _arm_change(baseline, current, (base_row, cur_row), arm, max_regression) for arm in COMPARED_ARMS}
         verdicts = (str(baseline.summary[SummaryCol.VERDICT].iloc[base_row]), str(point[SummaryCol.VERDICT]))
         result.points.append(
             {
                 "model": str(point["model"]),
                 "dff": int(point["dff"]),
-                **{arm: arms[arm] for arm in ARMS},
+                **{arm: arms[arm] for arm in COMPARED_ARMS},
                 "ratio_before": float(baseline.summary[SummaryCol.ESTIMATE].iloc[base_row]),
                 "ratio_after": float(point[SummaryCol.ESTIMATE]),
                 "verdict_before": verdicts[0],
                 "verdict_after": verdicts[1],
             }
         )
-        for arm in ARMS:
+        for arm in COMPARED_ARMS:
             if arms[arm]["regressed"]:
                 regressions.append(
                     f"{point['model']} dff {int(point['dff'])}: {arm} tok/s {arms[arm]['change']:+.1%} "

@@ -39,9 +39,7 @@ from scipy.stats import chi2
 
 from harness.config import DEFAULT_CAP_ENV
 from harness.stats import (
-    CONFIDENCE,
     DECIDED,
-    MARGIN,
     classify,
     family_labels,
     ratio_interval,
@@ -49,7 +47,7 @@ from harness.stats import (
     t_quantile,
 )
 from harness.summary_columns import SummaryCol
-from harness.thresholds import DEFAULT_GRID
+from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
 
 INTERPOLATIONS = ("linear", "log2")
 CI_METHOD = "test inversion (Fieller), widened to the measured Dff around it"

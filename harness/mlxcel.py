@@ -21,6 +21,7 @@ import pandas as pd
 from harness.config import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.results import (
+    COMPARED_ARMS,
     SAMPLE_COLUMNS,
     data_line,
     format_provenance,
@@ -35,7 +36,6 @@ from harness.summary_columns import SummaryCol
 
 RUN_COLUMN = re.compile(r"^(fallback|fused)_run(\d+)$")
 LEADING_COLUMNS = ["model", "dff", "quant_mode"]
-ARMS = ("fallback", "fused")
 NA_REASON = "NA in the mlxcel CSV: this run did not happen"
 
 
@@ -78,7 +78,8 @@ def _positions(provenance: dict[str, object], model: str, dff: int) -> dict[str,
     groups = provenance.get("round_positions")
     text = groups.get(f"{model}@{dff}", "") if isinstance(groups, dict) else ""
     words = str(text).split()
-    return {arm: values.split(",") for arm, values in zip(words[::2], words[1::2], strict=False) if arm in ARMS}
+    pairs = zip(words[::2], words[1::2], strict=False)
+    return {arm: values.split(",") for arm, values in pairs if arm in COMPARED_ARMS}
 
 
 def _position_column(
@@ -96,7 +97,7 @@ def _position_column(
 
 
 def _run_columns(path: Path, columns: Sequence[str]) -> dict[str, list[str]]:
-    runs: dict[str, list[str]] = {arm: [] for arm in ARMS}
+    runs: dict[str, list[str]] = {arm: [] for arm in COMPARED_ARMS}
     for column in columns:
         match = RUN_COLUMN.match(column)
         if match:
@@ -274,27 +275,27 @@ def round_positions(samples: pd.DataFrame, summary: pd.DataFrame) -> dict[str, s
     """`{<model>@<dff>: "fallback 0,1,0 fused 1,0,1"}`: each ok run's position in its round, per point, for the
     header of an exported CSV (so reading it back pairs the runs by round); points with a missing run are left out
     (their read-back is unpaired, as their analysis is)."""
-    ok = samples[(samples["status"] == "ok") & samples["arm"].isin(ARMS)]
+    ok = samples[(samples["status"] == "ok") & samples["arm"].isin(COMPARED_ARMS)]
     ok_keys = list(point_keys(ok))
     out = {}
     for _, point in summary.iterrows():
         key = point_key(point.to_dict())
         mine = ok[[k == key for k in ok_keys]].sort_values("round")
-        arms = {arm: pd.to_numeric(mine.loc[mine["arm"] == arm, "position"], errors="coerce") for arm in ARMS}
-        rounds = {arm: mine.loc[mine["arm"] == arm, "round"].tolist() for arm in ARMS}
+        arms = {arm: pd.to_numeric(mine.loc[mine["arm"] == arm, "position"], errors="coerce") for arm in COMPARED_ARMS}
+        rounds = {arm: mine.loc[mine["arm"] == arm, "round"].tolist() for arm in COMPARED_ARMS}
         if rounds["fallback"] == rounds["fused"] and len(arms["fused"]) and all(v.notna().all() for v in arms.values()):
-            text = {arm: ",".join(str(int(p)) for p in arms[arm]) for arm in ARMS}
-            out[f"{point['model']}@{int(point['dff'])}"] = " ".join(f"{arm} {text[arm]}" for arm in ARMS)
+            text = {arm: ",".join(str(int(p)) for p in arms[arm]) for arm in COMPARED_ARMS}
+            out[f"{point['model']}@{int(point['dff'])}"] = " ".join(f"{arm} {text[arm]}" for arm in COMPARED_ARMS)
     return out
 
 
 def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: dict[str, object]) -> str:
     """A summary in mlxcel's sweep CSV format, with the per-run values from `samples` (NA where a run is missing)."""
-    ok = samples[(samples["status"] == "ok") & samples["arm"].isin(ARMS)]
+    ok = samples[(samples["status"] == "ok") & samples["arm"].isin(COMPARED_ARMS)]
     ok_keys = list(point_keys(ok))
     n_runs = int(samples["round"].max()) + 1 if samples["round"].notna().any() else 0
     columns = list(LEADING_COLUMNS)
-    for arm in ARMS:
+    for arm in COMPARED_ARMS:
         columns += [f"{arm}_run{i}" for i in range(1, n_runs + 1)] + [f"{arm}_median"]
     columns.append("fused_over_fallback")
     lines = [",".join(columns)]
@@ -302,7 +303,7 @@ def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: dict
         key = point_key(point.to_dict())
         mine = ok[[k == key for k in ok_keys]]
         cells = [str(point["model"]), str(int(point["dff"])), str(point["quant_mode"] or "")]
-        for arm in ARMS:
+        for arm in COMPARED_ARMS:
             by_round = dict(
                 zip(mine.loc[mine["arm"] == arm, "round"], mine.loc[mine["arm"] == arm, "tok_s"], strict=True)
             )

@@ -61,7 +61,11 @@ SAMPLE_COLUMNS = [
 # A run is identified by (point, arm, round); round -1 marks warm-up rows, which are never written.
 RUN_KEY = [*POINT_COLUMNS[2:], "arm", "round"]  # backend/device are constant within a run directory
 DONE_STATUSES = ("ok", "skip")
-ARMS = ("fused", "fallback", "null")
+# The arm names, defined once. ARMS is the order a sweep runs them in; COMPARED_ARMS the two a decision compares,
+# in the order every table and summary column lists them (fallback first, as mlxcel's CSV does).
+FUSED, FALLBACK, NULL = "fused", "fallback", "null"
+ARMS = (FUSED, FALLBACK, NULL)
+COMPARED_ARMS = (FALLBACK, FUSED)
 STATUSES = ("ok", "fail", "skip")
 TEXT_COLUMNS = ["run_id", "backend", "device", "workload", "model", "quant_mode", "dtype", "arm", "status", "error"]
 NUMBER_COLUMNS = ["d_model", "dff", "n_experts", "top_k", "bits", "group_size", "round", "tok_s"]

@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from harness.results import POINT_COLUMNS
+from harness.results import COMPARED_ARMS, NULL, POINT_COLUMNS
 from harness.summary_columns import SUMMARY_COLUMNS, SummaryCol
 from harness.thresholds import CONFIDENCE, MARGIN
 
@@ -66,7 +66,7 @@ VERDICTS = ("fused", "fallback", "equivalent", "inconclusive", "insufficient", "
 DECIDED = ("fused", "fallback", "equivalent", "inconclusive")  # verdicts that carry an interval
 # Points are listed shape family by shape family, by increasing Dff within a family.
 POINT_ORDER = ["backend", "device", "workload", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype", "dff"]
-ARMS = ("fallback", "fused", "null")
+SUMMARY_ARMS = (*COMPARED_ARMS, NULL)  # summary columns n_fallback, n_fused, n_null in this order
 
 
 # --- the array core: everything below works on (..., points, runs) arrays of y = ln tok/s, NaN where absent -----
@@ -539,7 +539,7 @@ def analyse_points(
     groups = ordered.groupby(POINT_COLUMNS, dropna=False, sort=False).indices
     for key, where in sorted(groups.items(), key=lambda item: item[1][0]):  # in order of first appearance
         rows = {field: values[where] for field, values in columns.items()}
-        runs = {arm: _arm_runs(rows, arm) for arm in ARMS}
+        runs = {arm: _arm_runs(rows, arm) for arm in SUMMARY_ARMS}
         point_key = key if isinstance(key, tuple) else (key,)
         points.append(
             _Point(dict(zip(POINT_COLUMNS, point_key, strict=True)), rows, runs, bool(positioned[where].all()))
@@ -601,7 +601,7 @@ def _describe(point: _Point) -> dict[str, object]:
     fallback, fused = runs["fallback"].to_numpy(), runs["fused"].to_numpy()
     record: dict[str, object] = {
         **point.key,
-        **{f"n_{arm}": len(runs[arm]) for arm in ARMS},
+        **{f"n_{arm}": len(runs[arm]) for arm in SUMMARY_ARMS},
         SummaryCol.N_FAILED: int((rows["status"] == "fail").sum()),
         SummaryCol.N_SKIPPED: int((rows["status"] == "skip").sum()),
         SummaryCol.FALLBACK_TOK_S: float(np.median(fallback)) if len(fallback) else np.nan,
@@ -696,7 +696,7 @@ def _verdict(
     null = _null_reason(point, record, excludes)
     if null:
         return "null", null
-    for arm in ("fallback", "fused"):
+    for arm in COMPARED_ARMS:
         if record[f"n_{arm}"] < MIN_RUNS:
             return "insufficient", (
                 f"{record[f'n_{arm}']} ok {arm} runs ({record[SummaryCol.N_FAILED]} failed, "

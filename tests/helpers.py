@@ -7,6 +7,8 @@ import io
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -70,3 +72,12 @@ def cli(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
         finally:
             sys.argv = saved_argv
     return subprocess.CompletedProcess(["moecal", *argv], code, stdout.getvalue(), stderr.getvalue())
+
+
+def wait_for(condition: Callable[[], bool], what: str, seconds: float = 300) -> None:
+    """Poll until `condition()` holds. The bound only turns a hang into a failure: tests that use this wait for an
+    event (a file a fixture writes), so no result depends on how fast the machine is."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what} after {seconds:.0f} s"
+        time.sleep(0.02)

@@ -22,7 +22,7 @@ from harness import sweep as sweeps
 from harness.errors import InputError
 from harness.results import read_samples
 from harness.rundir import RunDirectory
-from tests.helpers import FAKE_BENCH, REPO, fake_config
+from tests.helpers import FAKE_BENCH, REPO, fake_config, wait_for
 
 HARDWARE_CLASSES = {"hw_a": 1, "hw_b": 1}
 
@@ -160,22 +160,32 @@ def test_two_workers_finish_a_sweep_with_one_ok_row_per_run(tmp_path, ray_cluste
 
 @pytest.mark.fleet
 def test_a_killed_worker_loses_only_its_run_in_flight(tmp_path, ray_cluster):
-    config = _sleeping_config(tmp_path, 0.25, 4, MODELS[:2])
+    hold = tmp_path / "hold"
+    command = [str(FAKE_BENCH), "--dff", "{dff}", "--counter", str(tmp_path / "count"), "--hold-after", "3"]
+    config = fake_config(
+        tmp_path,
+        workload={"command": [*command, "--hold-file", str(hold)], "timeout_s": 600},  # held runs wait for the test
+        models=MODELS[:2],
+        measure={"rounds": 4, "warmup_runs": 0},
+    )
     out = tmp_path / "run"
     sweep = sweeps.prepare(config, out=out)
-    driver, errors = _driver(sweep)
-    deadline = time.time() + 60
-    while time.time() < deadline and not ((out / "workers.csv").exists() and len(_workers_log(out)) >= 3):
-        time.sleep(0.05)
-    at_kill = _workers_log(out)
-    victim = int(at_kill["worker_pid"].iloc[-1])
-    os.kill(victim, signal.SIGKILL)  # the worker process dies mid-point, as on a crash or a lost machine
-    driver.join(120)
+    hold.touch()  # runs after the 3rd wait while it exists: each worker ends up with one run in flight, held
+    try:
+        driver, errors = _driver(sweep)
+        held = tmp_path / "hold.held"
+        wait_for(lambda: held.exists() and len(held.read_text().split()) == 2, "a held run on each worker")
+        at_kill = _workers_log(out)  # nothing is written while both runs are held
+        victim = int(at_kill["worker_pid"].iloc[-1])
+        os.kill(victim, signal.SIGKILL)  # the worker process dies mid-point, as on a crash or a lost machine
+    finally:
+        hold.unlink()  # the other worker's run goes on; so does the dead worker's orphaned benchmark, unread
+    driver.join(300)
     assert not driver.is_alive() and not errors, errors
     log = _workers_log(out)
-    # the dead worker's point went back to the queue: rows after the kill (but a row in flight) come from others
-    assert victim not in set(log["worker_pid"][len(at_kill) + 1 :]), "a dead worker wrote no more rows"
-    assert len(log) < 2 * 2 * 4 + 2, "at most the runs in flight were measured twice"
+    # the dead worker's point went back to the queue: every row after the kill comes from another worker
+    assert victim not in set(log["worker_pid"][len(at_kill) :]), "a dead worker wrote no more rows"
+    assert len(log) == 2 * 2 * 4, "the killed run was never logged, and no finished run was measured again"
     _one_ok_row_per_run(out, models=2, rounds=4)
     # a re-run finds nothing missing and changes nothing
     before = (out / "samples.csv").read_bytes()

@@ -90,18 +90,24 @@ def test_an_outlier_drops_its_round_and_is_listed():
 def test_the_aa_arm_widens_intervals_when_runs_drift_more_than_the_model_sees():
     quiet = analyse_points(synthetic_samples({1024: 1.1, 2048: 1.0}, rounds=8, seed=0, with_null_arm=True))
     assert quiet.aa_points == 2 and quiet.noise_scale < 1.5 and quiet.aa_beyond_margin == ()
-    samples = synthetic_samples({d: 1.0 for d in (1024, 2048, 4096, 8192)}, rounds=8, seed=7, with_null_arm=True)
-    rng = np.random.default_rng(0)
-    null = samples["arm"] == "null"
-    # the A/A arm drifts by itself, by an offset spanning each point's whole window: what no model of the runs
+    # the A/A arm drifts by itself, by a known offset per point spanning its whole window: what no model of the runs
     # within a point can see (run-to-run drift is drift_variance's), and what the A/A arm is there for
-    offset = dict(zip((1024, 2048, 4096, 8192), rng.normal(0, 0.05, 4), strict=True))
+    offset = {1024: 0.03, 2048: -0.04, 4096: 0.05, 8192: -0.02}
+    samples = synthetic_samples({d: 1.0 for d in offset}, rounds=8, noise=0.002, seed=7, with_null_arm=True)
+    null = samples["arm"] == "null"
     samples.loc[null, "tok_s"] *= np.exp(samples.loc[null, "dff"].map(offset))
-    drifting = analyse_points(samples)
-    assert drifting.noise_scale > 2
-    calm = analyse_points(samples[~null])
-    ratio = drifting.summary["se"] / calm.summary["se"]
-    assert np.allclose(ratio, drifting.noise_scale)
+    drifting, calm = analyse_points(samples), analyse_points(samples[~null])
+    # by hand: each A/A comparison reads its offset against a standard error the model puts at the calm one's
+    # (noise 0.002 → se ≈ 0.001), so φ ≈ rms(offsets) / se ≈ 0.0367 / 0.001; the offsets dwarf the noise
+    expected_phi = np.sqrt(np.mean(np.square(list(offset.values())))) / calm.summary["se"].to_numpy()
+    assert drifting.noise_scale == pytest.approx(expected_phi.mean(), rel=0.15)
+    # every point's standard error, and so its interval, is widened by that factor; the estimates do not move
+    assert drifting.summary["se"].to_numpy() == pytest.approx(calm.summary["se"].to_numpy() * expected_phi, rel=0.15)
+    calm_width, drifting_width = (
+        np.log(s["ci_high"] / s["ci_low"]).to_numpy() for s in (calm.summary, drifting.summary)
+    )
+    assert drifting_width == pytest.approx(calm_width * expected_phi, rel=0.15)
+    assert drifting.summary["estimate"].to_numpy() == pytest.approx(calm.summary["estimate"].to_numpy(), rel=1e-12)
 
 
 def test_an_aa_comparison_beyond_the_margin_withholds_raise_and_lower():

@@ -61,22 +61,38 @@ def test_verify_says_why_a_backend_is_unavailable() -> None:
     assert done.returncode == 2 and done.stderr.startswith("error: --backend: cuda: not usable here:")
 
 
-def test_compile_only_reports_each_variant_and_fails_on_any_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The NVRTC report path, with the compiler replaced so the test is fast: one bad variant means exit 1."""
+def test_compile_only_compiles_every_variant_for_every_arch_and_fails_on_any_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The NVRTC report path with a stand-in compiler that fails what it is told to fail: the command must ask for
+    every kernel variant (18 formats and the 8 A/B variants beyond the default) on all 7 architectures once, list
+    each result, attach the log only to failures, and exit 1 on any failure but 0 when all compile."""
     from harness.backends import cuda_compile
 
-    results = [
-        cuda_compile.CompileResult("q4g64-float32", "sm_90", True, "ptxas info"),
-        cuda_compile.CompileResult("q8g32-bfloat16", "sm_90", False, "error: expected a ';'"),
-    ]
+    asked: list[tuple[str, str]] = []
+    failing = {("q4g64-bfloat16-sgy8-rows2-act_shared", "sm_90")}
+
+    def compile_all(archs, variants):
+        pairs = [(variant.label(), arch) for variant in variants for arch in archs]
+        asked.extend(pairs)
+        return [cuda_compile.CompileResult(v, a, (v, a) not in failing, f"log of {v} {a}") for v, a in pairs]
+
     monkeypatch.setattr(cuda_compile, "nvrtc_status", lambda: (True, "NVRTC 13.0"))
-    monkeypatch.setattr(cuda_compile, "compile_all", lambda archs, variants: results)
-    result = CliRunner().invoke(app, ["verify", "--backend", "cuda", "--compile-only", "--json"])
-    assert result.exit_code == 1
-    assert json.loads(result.stdout) == [
-        {"variant": "q4g64-float32", "arch": "sm_90", "ok": True},
-        {"variant": "q8g32-bfloat16", "arch": "sm_90", "ok": False, "log": "error: expected a ';'"},
-    ]
+    monkeypatch.setattr(cuda_compile, "compile_all", compile_all)
+    failing_run = CliRunner().invoke(app, ["verify", "--backend", "cuda", "--compile-only", "--json"])
+    assert failing_run.exit_code == 1
+    assert len(asked) == len(set(asked)) == 26 * 7
+    assert {arch for _, arch in asked} == {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121"}
+    assert {v for v, _ in asked} >= {"q4g32-float32-sgy8-rows1-act_f32", "q4g64-bfloat16-sgy8-rows4-act_dtype"}
+    rows = json.loads(failing_run.stdout)
+    assert [(row["variant"], row["arch"]) for row in rows] == asked
+    assert [row for row in rows if not row["ok"]] == [
+        {"variant": "q4g64-bfloat16-sgy8-rows2-act_shared", "arch": "sm_90", "ok": False, "log": "log of "
+         "q4g64-bfloat16-sgy8-rows2-act_shared sm_90"},
+    ]  # fmt: skip
+    assert all("log" not in row for row in rows if row["ok"])
+    failing.clear()
+    assert CliRunner().invoke(app, ["verify", "--backend", "cuda", "--compile-only", "--json"]).exit_code == 0
 
 
 def test_an_unknown_kernel_variant_in_the_environment_is_an_input_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.commands.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, MarginOpt, build_options
-from harness.thresholds import MAX_REGRESSION
+from harness.thresholds import CONFIDENCE, MARGIN, MAX_REGRESSION
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
     from harness.check import CheckResult
@@ -59,8 +59,8 @@ def check(
         float, typer.Option(min=0.0, max=0.99, help="tolerated drop of an arm's tok/s (fraction)")
     ] = MAX_REGRESSION,
     exclude: ExcludeOpt = None,
-    confidence: ConfidenceOpt = 0.95,
-    margin: MarginOpt = 0.01,
+    confidence: ConfidenceOpt = CONFIDENCE,
+    margin: MarginOpt = MARGIN,
     allow_missing: Annotated[
         bool, typer.Option("--allow-missing", help="do not fail when baseline points are missing from the current run")
     ] = False,

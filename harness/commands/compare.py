@@ -11,6 +11,7 @@ import typer
 
 from harness.commands.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, MarginOpt, build_options
 from harness.errors import InputError
+from harness.thresholds import CONFIDENCE, MARGIN
 
 RunA = Annotated[Path, typer.Argument(metavar="RUN_A", help="the earlier run (any input form)", show_default=False)]
 RunB = Annotated[Path, typer.Argument(metavar="RUN_B", help="the later run (any input form)", show_default=False)]
@@ -20,8 +21,8 @@ def compare(
     run_a: RunA,
     run_b: RunB,
     exclude: ExcludeOpt = None,
-    confidence: ConfidenceOpt = 0.95,
-    margin: MarginOpt = 0.01,
+    confidence: ConfidenceOpt = CONFIDENCE,
+    margin: MarginOpt = MARGIN,
     as_json: JsonOpt = False,
 ) -> None:
     """Did the crossover move between two runs (pins, commits, machines), and which points changed beyond noise.
@@ -45,8 +46,8 @@ def compare(
 def history(
     runs: Annotated[list[Path], typer.Argument(metavar="RUN", help="runs in time order", show_default=False)],
     out: Annotated[Path, typer.Option(metavar="PNG", help="the plot to write")] = Path("crossover-history.png"),
-    confidence: ConfidenceOpt = 0.95,
-    margin: MarginOpt = 0.01,
+    confidence: ConfidenceOpt = CONFIDENCE,
+    margin: MarginOpt = MARGIN,
     as_json: JsonOpt = False,
 ) -> None:
     """Plot the crossover and its interval per run, in the order given (labelled by date and library pin)."""

@@ -20,6 +20,7 @@ from harness.commands.analysis_options import (
     RunsArg,
     build_options,
 )
+from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
     from harness.analysis import Analysis
@@ -74,10 +75,10 @@ def crossover(
     input_paths: RunsArg,
     exclude: ExcludeOpt = None,
     current_default: CurrentDefaultOpt = None,
-    grid: GridOpt = 256,
+    grid: GridOpt = DEFAULT_GRID,
     interpolation: InterpolationOpt = "linear",
-    confidence: ConfidenceOpt = 0.95,
-    margin: MarginOpt = 0.01,
+    confidence: ConfidenceOpt = CONFIDENCE,
+    margin: MarginOpt = MARGIN,
     as_json: JsonOpt = False,
 ) -> None:
     """Where fused stops beating the fallback (with a test-inversion interval), and the keep/raise/lower decision.

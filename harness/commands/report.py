@@ -18,6 +18,7 @@ from harness.commands.analysis_options import (
     build_options,
 )
 from harness.errors import InputError
+from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
 
 
 def report(
@@ -29,10 +30,10 @@ def report(
     ] = None,
     exclude: ExcludeOpt = None,
     current_default: CurrentDefaultOpt = None,
-    grid: GridOpt = 256,
+    grid: GridOpt = DEFAULT_GRID,
     interpolation: InterpolationOpt = "linear",
-    confidence: ConfidenceOpt = 0.95,
-    margin: MarginOpt = 0.01,
+    confidence: ConfidenceOpt = CONFIDENCE,
+    margin: MarginOpt = MARGIN,
     mlxcel_src: Annotated[
         Path | None,
         typer.Option(

@@ -21,13 +21,14 @@ from harness.commands.analysis_options import (
     build_options,
 )
 from harness.errors import InputError
+from harness.thresholds import CONFIDENCE, MARGIN
 
 
 def summarize(
     input_path: InputArg,
     exclude: ExcludeOpt = None,
-    confidence: ConfidenceOpt = 0.95,
-    margin: MarginOpt = 0.01,
+    confidence: ConfidenceOpt = CONFIDENCE,
+    margin: MarginOpt = MARGIN,
     out: Annotated[
         Path | None,
         typer.Option(metavar="CSV", help="summary.csv to write (default: INPUT/summary.csv for a run directory)"),
