@@ -9,16 +9,19 @@ models m{i}, dff = 256·(1 + i mod 64), 5 run columns per arm of which the last 
 (3–5 runs per arm, as published sweeps have), tok/s with 2 decimals around a ratio curve that falls
 through 1 as Dff grows, with 2% run noise and 3% of runs slowed by 15%. Printed per size: the read
 (harness.mlxcel.read_mlxcel), the analysis (harness.analysis.analyse on the read input), both in this process, and the
-whole `moecal crossover FILE --json` as a separate process, in wall seconds.
+whole `moecal crossover FILE --json` as a separate process, each in wall and CPU seconds (on a shared machine
+the CPU seconds are the steadier figure).
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -58,22 +61,31 @@ def synthetic_csv(rows: int, path: Path, seed: int = SEED) -> None:
             out.write(",".join(cells) + "\n")
 
 
-def time_one(path: Path, moecal: str) -> dict[str, float]:
-    """Wall seconds of the read, the analysis and the whole `crossover --json` command for one file."""
+def _timed(step: Callable[[], object]) -> tuple[float, float]:
+    """(wall, CPU) seconds of step(); CPU counts this process and its finished children, so a busy shared machine,
+    which stretches the wall time, leaves it about the same."""
+    wall, cpu, children = time.perf_counter(), time.process_time(), _children_cpu()
+    step()
+    return time.perf_counter() - wall, time.process_time() - cpu + _children_cpu() - children
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_one(path: Path, moecal: str) -> dict[str, tuple[float, float]]:
+    """(wall, CPU) seconds of the read, the analysis and the whole `crossover --json` command for one file."""
     from harness.analysis import analyse
     from harness.inputs import load_input
     from harness.mlxcel import read_mlxcel
 
-    start = time.perf_counter()
-    read_mlxcel(path)
-    read = time.perf_counter() - start
+    read = _timed(lambda: read_mlxcel(path))
     loaded = load_input(path)
-    start = time.perf_counter()
-    analyse(loaded)
-    analysis = time.perf_counter() - start
-    start = time.perf_counter()
-    subprocess.run([moecal, "crossover", str(path), "--json"], check=True, stdout=subprocess.DEVNULL)
-    return {"read": read, "analysis": analysis, "crossover": time.perf_counter() - start}
+    analysis = _timed(lambda: analyse(loaded))
+    command = [moecal, "crossover", str(path), "--json"]
+    crossover = _timed(lambda: subprocess.run(command, check=True, stdout=subprocess.DEVNULL))
+    return {"read": read, "analysis": analysis, "crossover": crossover}
 
 
 def main() -> None:
@@ -88,7 +100,8 @@ def main() -> None:
             parser.error("--generate-only needs --keep")
         synthetic_csv(args.rows[-1], args.keep)
         return
-    print(f"{'rows':>9} {'read s':>8} {'analysis s':>11} {'crossover s':>12}")
+    steps = ("read", "analysis", "crossover")
+    print(f"{'rows':>9} " + " ".join(f"{f'{step} wall/cpu s':>24}" for step in steps))
     for rows in args.rows:
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / f"synthetic-{rows}.csv"
@@ -96,7 +109,7 @@ def main() -> None:
             if args.keep:
                 args.keep.write_bytes(path.read_bytes())
             t = time_one(path, args.moecal)
-        print(f"{rows:>9} {t['read']:>8.2f} {t['analysis']:>11.2f} {t['crossover']:>12.2f}", flush=True)
+        print(f"{rows:>9} " + " ".join(f"{t[step][0]:>15.2f} / {t[step][1]:>6.2f}" for step in steps), flush=True)
 
 
 if __name__ == "__main__":
