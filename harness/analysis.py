@@ -136,7 +136,7 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
     config expected null: those stay null points in every analysis (measured with --measure-null or not), with
     the observation or the prediction as their reason."""
     frame = loaded.samples if loaded.samples is not None else loaded.summary
-    present = set(frame["model"].astype(str)) if frame is not None else set()
+    present = set(frame["model"].astype(str).unique()) if frame is not None else set()
     predicted = expected_null(loaded.provenance)
     expected = {m: f"expected null: {why}" for m, why in predicted.items() if m in present}
     observed = {m: why for m, why in dispatch.null_reasons(loaded.provenance, predicted).items() if m in present}

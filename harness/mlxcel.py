@@ -209,12 +209,18 @@ def _skipped(point: pd.DataFrame, rows: pd.DataFrame, runs_per_row: int) -> list
     """One line per row with NA runs: which runs did not happen (or all of them). `rows` is in file order,
     `runs_per_row` rows per CSV row."""
     missing = rows[rows["status"] == "skip"]
+    if missing.empty:
+        return []
+    positions = (missing.index // runs_per_row).to_numpy()
+    names = [f"{arm}_run{r + 1}" for arm, r in zip(missing["arm"].tolist(), missing["round"].tolist(), strict=True)]
+    models, dffs = point["model"].tolist(), point["dff"].tolist()
     out = []
-    for position, group in missing.groupby(missing.index // runs_per_row, sort=True):
-        model, dff = point["model"].iloc[position], int(point["dff"].iloc[position])
-        names = [f"{arm}_run{r + 1}" for arm, r in zip(group["arm"], group["round"], strict=True)]
-        runs_text = "all runs" if len(names) == runs_per_row else ", ".join(names)
-        out.append(f"{model} (dff {dff}): {runs_text} NA (did not run), skipped")
+    # one pass over the NA runs, row by row (a groupby with a Python step per group took seconds per 10,000 rows)
+    starts = np.flatnonzero(np.diff(positions, prepend=-1)).tolist()
+    for start, end in zip(starts, [*starts[1:], len(positions)], strict=True):
+        position = int(positions[start])
+        runs_text = "all runs" if end - start == runs_per_row else ", ".join(names[start:end])
+        out.append(f"{models[position]} (dff {int(dffs[position])}): {runs_text} NA (did not run), skipped")
     return out
 
 

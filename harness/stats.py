@@ -423,92 +423,106 @@ def precision_floor(step: float, tok_s: np.ndarray) -> np.ndarray:
 # --- the DataFrame layer ---------------------------------------------------------------------------------------
 
 
-def relative_spread(values: np.ndarray) -> float:
-    """1.4826·MAD/median: a robust coefficient of variation (NaN for fewer than two values)."""
-    if len(values) < 2:
-        return float("nan")
-    median = np.median(values)
-    return float(MAD_TO_SIGMA * np.median(np.abs(values - median)) / median)
+def row_median(values: np.ndarray) -> np.ndarray:
+    """Median over the last axis of values padded with NaN (NaN where a row has none): what np.median gives on each
+    row's values alone, bit for bit (the middle value, or the mean of the two middle ones), for all rows in one
+    sort. Why not np.nanmedian: on a file of many points it took most of the analysis, row by row."""
+    values = np.sort(values, axis=-1)  # NaN last
+    n = np.sum(~np.isnan(values), axis=-1)[..., None]
+    with np.errstate(all="ignore"):
+        low = np.take_along_axis(values, np.maximum((n - 1) // 2, 0), axis=-1)
+        high = np.take_along_axis(values, np.maximum(n // 2 - (n == 0), 0), axis=-1)
+        return np.where(n > 0, (low + high) / 2.0, np.nan)[..., 0]
+
+
+def relative_spread(values: np.ndarray) -> np.ndarray:
+    """1.4826·MAD/median over the last axis (NaN: absent): a robust coefficient of variation (NaN for fewer than
+    two values)."""
+    values = np.asarray(values, float)
+    median = row_median(values)
+    with np.errstate(all="ignore"):
+        spread = MAD_TO_SIGMA * row_median(np.abs(values - median[..., None])) / median
+    return np.where(np.sum(~np.isnan(values), axis=-1) < 2, np.nan, spread)[()]
+
+
+FAMILY_FIELDS = ("workload", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype")
 
 
 def family_labels(frame: pd.DataFrame) -> pd.Series:
     """A readable shape-family label per row: a `layer` family is one (d_model, top_k, n_experts, bits,
-    group_size, dtype); `decode` and `command` points (one model per Dff) form one family per workload."""
+    group_size, dtype); `decode` and `command` points (one model per Dff) form one family per workload. Each
+    distinct shape is formatted once: a summary of a million points has a handful of families."""
 
-    def label(row: pd.Series) -> str:
-        if row["workload"] != "layer":
-            return str(row["workload"] or "all")
-        return (
-            f"layer d_model={row['d_model']:.0f} top_k={row['top_k']:.0f} experts={row['n_experts']:.0f} "
-            f"q{row['bits']:.0f}g{row['group_size']:.0f} {row['dtype']}"
-        )
+    def label(
+        workload: object, d_model: float, top_k: float, n_experts: float, bits: float, group: float, dtype: object
+    ) -> str:
+        if workload != "layer":
+            return str(workload or "all")
+        return f"layer d_model={d_model:.0f} top_k={top_k:.0f} experts={n_experts:.0f} q{bits:.0f}g{group:.0f} {dtype}"
 
     if frame.empty:
         return pd.Series([], dtype=str)
-    return frame.apply(label, axis=1)
+    cache: dict[object, str] = {}
+    labels = []
+    for shape in zip(*(frame[field].tolist() for field in FAMILY_FIELDS), strict=True):
+        key = shape if shape[0] == "layer" else shape[0]  # other workloads: the shape's NaNs would defeat the cache
+        text = cache.get(key)
+        if text is None:
+            text = cache[key] = label(*shape)
+        labels.append(text)
+    return pd.Series(labels, index=frame.index)
 
 
 @dataclass(frozen=True)
-class _Runs:
-    """One arm's ok runs of a point: tok/s with their rounds, in round order. Plain arrays rather than a pandas
-    Series: building three Series per point cost about a millisecond, most of the analysis of a file of many points
-    (an mlxcel CSV of 10,000 models)."""
+class _ArmRuns:
+    """One arm's ok runs of every point, in round order: (points, width) arrays padded with NaN, and the counts.
+    All points at once rather than one object per point: per-point numpy and pandas calls on arrays of 3–5 runs
+    made a file of a million points (an mlxcel CSV of 1,000,000 models) take minutes."""
 
-    index: np.ndarray  # the rounds
     values: np.ndarray  # tok/s
+    rounds: np.ndarray  # the runs' rounds (float)
+    counts: np.ndarray
+    median: np.ndarray  # tok/s per point (NaN without runs)
 
-    def __len__(self) -> int:
-        return len(self.values)
+    @classmethod
+    def gather(cls, point: np.ndarray, rounds: np.ndarray, tok_s: np.ndarray, n_points: int) -> _ArmRuns:
+        """From the arm's ok rows (their point, round and tok/s): ties of a round keep their row order."""
+        order = np.lexsort((np.arange(len(point)), rounds, point))
+        point, rounds, tok_s = point[order], rounds[order], tok_s[order]
+        counts = np.bincount(point, minlength=n_points)
+        slot = np.arange(len(point)) - np.repeat(np.cumsum(counts) - counts, counts)
+        shape = (n_points, max(int(counts.max(initial=0)), 1))
+        values, at = np.full(shape, np.nan), np.full(shape, np.nan)
+        values[point, slot], at[point, slot] = tok_s, rounds
+        return cls(values, at, counts, row_median(values))
 
-    def to_numpy(self, dtype: type = float) -> np.ndarray:
-        return self.values.astype(dtype)
+    def unique_rounds(self) -> np.ndarray:
+        return ~np.any(np.diff(self.rounds, axis=-1) == 0, axis=-1)  # sorted: a repeat is next to itself
 
-    def at(self, rounds: np.ndarray) -> np.ndarray:
-        """tok/s at `rounds` (NaN where the arm has no ok run); only asked of paired points, whose rounds are
-        unique."""
-        lookup = dict(zip(self.index.tolist(), self.values.tolist(), strict=True))
-        return np.array([lookup.get(r, np.nan) for r in np.asarray(rounds).tolist()], dtype=float)
-
-
-@dataclass
-class _Point:
-    key: dict[str, object]
-    rows: dict[str, np.ndarray]  # the point's rows, ROW_FIELDS only, as arrays (see _arm_runs for why)
-    runs: dict[str, _Runs]  # arm → ok tok/s by round
-    interleaved: bool
-
-
-ROW_FIELDS = ("arm", "status", "round", "tok_s", "position", "dispatch_ok")
-
-
-def _arm_runs(rows: Mapping[str, np.ndarray], arm: str) -> _Runs:
-    """The ok runs of one arm, tok/s by round. A point's rows are numpy arrays, not a frame: per-point pandas
-    filtering costs milliseconds, which a file of many points (an mlxcel CSV of 10,000 models) made minutes."""
-    ok = (rows["arm"] == arm) & (rows["status"] == "ok")
-    rounds, tok_s = rows["round"][ok], rows["tok_s"][ok].astype(float)
-    order = np.argsort(rounds, kind="stable")
-    return _Runs(rounds[order], tok_s[order])
+    def log_matrix(self, rows: np.ndarray, width: int) -> np.ndarray:
+        """(rows, width) of ln tok/s: a paired point's runs sit at its rounds' columns, which, its rounds being the
+        fallback's, are its runs in round order, as a Welch point's are."""
+        out = np.full((len(rows), width), np.nan)
+        columns = min(width, self.values.shape[1])
+        out[:, :columns] = np.log(self.values[rows, :columns])
+        return out
 
 
-def _is_paired(point: _Point, other: str) -> bool:
-    """Every ok run of both arms has its partner of the same round, and the rows were measured in rounds."""
-    a, b = point.runs[other], point.runs["fallback"]
-    unique = len(set(a.index.tolist())) == len(a) and len(set(b.index.tolist())) == len(b)
-    return point.interleaved and unique and set(a.index.tolist()) == set(b.index.tolist())
+@dataclass(frozen=True)
+class _Points:
+    """Every point's runs by arm, whether it was measured in rounds, and why it is null ('' when it is not)."""
 
+    runs: dict[str, _ArmRuns]
+    interleaved: np.ndarray
+    null: np.ndarray
 
-def _matrix(points: Sequence[_Point], arm: str, rounds: Sequence[np.ndarray], paired: Sequence[bool]) -> np.ndarray:
-    """(points, runs) of ln tok/s: paired points at their rounds' columns, Welch points packed from column 0."""
-    width = max((len(r) for r in rounds), default=0)
-    width = max(width, max((len(p.runs[arm]) for p in points), default=0), 1)
-    out = np.full((len(points), width), np.nan)
-    for i, (point, index, is_paired) in enumerate(zip(points, rounds, paired, strict=True)):
-        series = point.runs[arm]
-        if is_paired:
-            out[i, : len(index)] = np.log(series.at(index))
-        else:
-            out[i, : len(series)] = np.log(series.to_numpy(float))
-    return out
+    def paired(self, other: str) -> np.ndarray:
+        """Every ok run of both arms has its partner of the same round, and the rows were measured in rounds."""
+        a, b = self.runs[other], self.runs["fallback"]
+        width = min(a.rounds.shape[1], b.rounds.shape[1])  # beyond it, equal counts leave only NaN in both
+        ra, rb = a.rounds[:, :width], b.rounds[:, :width]
+        same = (a.counts == b.counts) & np.all((ra == rb) | (np.isnan(ra) & np.isnan(rb)), axis=-1)
+        return self.interleaved & a.unique_rounds() & b.unique_rounds() & same
 
 
 @dataclass(frozen=True)
@@ -519,6 +533,29 @@ class PointSet:
     noise_scale: float  # φ ≥ 1 (1: the A/A arm showed no extra drift, or there is no A/A arm)
     aa_points: int  # points with an A/A estimate
     aa_beyond_margin: tuple[str, ...]  # points whose A/A interval lies beyond 1 ± δ
+
+
+def _gather(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, excludes: Mapping[str, str]) -> _Points:
+    """The points' runs, rounds and null reasons from the sorted samples, each row's point index in `point`."""
+    n_points = len(keys)
+    arm, status = ordered["arm"].to_numpy(), ordered["status"].to_numpy()
+    ok = status == "ok"
+    runs = {}
+    for name in SUMMARY_ARMS:
+        mine = ok & (arm == name)
+        rounds = ordered["round"].to_numpy()[mine].astype(float)
+        runs[name] = _ArmRuns.gather(point[mine], rounds, ordered["tok_s"].to_numpy()[mine].astype(float), n_points)
+    positioned = pd.to_numeric(ordered["position"], errors="coerce").notna().to_numpy()
+    interleaved = np.bincount(point[~positioned], minlength=n_points) == 0
+    probe = pd.to_numeric(ordered["dispatch_ok"], errors="coerce").to_numpy(float)
+    fused = ok & (arm == "fused") & ~np.isnan(probe)
+    probed = np.bincount(point[fused], minlength=n_points) > 0
+    matched = np.bincount(point[fused & (probe == 1)], minlength=n_points) > 0
+    null = [
+        _null_reason(str(model), quant_mode, bool(unmatched), excludes)
+        for model, quant_mode, unmatched in zip(keys["model"], keys["quant_mode"], probed & ~matched, strict=True)
+    ]
+    return _Points(runs, interleaved, np.array(null, dtype=object))
 
 
 def analyse_points(
@@ -533,189 +570,204 @@ def analyse_points(
     if not 0.5 <= confidence < 1.0:
         raise ValueError(f"confidence must be in [0.5, 1), got {confidence}")
     ordered = samples.sort_values([*POINT_ORDER, "model", "quant_mode"], kind="stable")
-    points = []
-    columns = {field: ordered[field].to_numpy() for field in ROW_FIELDS}
-    positioned = pd.to_numeric(ordered["position"], errors="coerce").notna().to_numpy()
-    groups = ordered.groupby(POINT_COLUMNS, dropna=False, sort=False).indices
-    for key, where in sorted(groups.items(), key=lambda item: item[1][0]):  # in order of first appearance
-        rows = {field: values[where] for field, values in columns.items()}
-        runs = {arm: _arm_runs(rows, arm) for arm in SUMMARY_ARMS}
-        point_key = key if isinstance(key, tuple) else (key,)
-        points.append(
-            _Point(dict(zip(POINT_COLUMNS, point_key, strict=True)), rows, runs, bool(positioned[where].all()))
-        )
-    keys = pd.DataFrame([p.key for p in points], columns=POINT_COLUMNS)
-    labels = family_labels(keys).to_numpy() if points else np.array([])
-    records = [_describe(p) for p in points]
-    ok = samples["status"] == "ok" if len(samples) else pd.Series([], dtype=bool)
-    step = precision_step(pd.to_numeric(samples.loc[ok, "tok_s"], errors="coerce").to_numpy(float))
-    main, aa = {}, {}
-    for family in dict.fromkeys(labels):
-        members = list(np.flatnonzero(labels == family))
-        main.update(_family(points, members, records, "fused", excludes, step))
-        aa.update(_family(points, members, records, "null", excludes, step))
-    aa_cmp = Comparison(*(np.array([aa[i][k] for i in aa]) for k in range(3)), np.zeros(len(aa), bool))
-    phi = noise_scale(aa_cmp)
-    beyond = []
-    # every point's interval and p-value in one call each (scipy's t per point costs a millisecond)
-    theta, se, df = (np.array([main.get(i, (np.nan,) * 3)[k] for i in range(len(records))]) for k in range(3))
-    se = se * phi
-    intervals = np.column_stack(ratio_interval(theta, se, df, confidence)) if records else np.empty((0, 3))
-    with np.errstate(all="ignore"):
-        t_ratio = theta / se
-        p_values = np.where(np.isfinite(t_ratio), 2 * scipy_stats.t.sf(np.abs(t_ratio), df), np.nan)
-    for i, record in enumerate(records):
-        method = main.get(i, (np.nan, np.nan, np.nan, ""))[3]
-        estimate, low, high = (float(v) for v in intervals[i])
-        record.update(
-            {
-                SummaryCol.ESTIMATE: estimate,
-                SummaryCol.CI_LOW: low,
-                SummaryCol.CI_HIGH: high,
-                SummaryCol.LN_ESTIMATE: theta[i],
-                SummaryCol.SE: se[i],
-                SummaryCol.DF: df[i],
-                SummaryCol.METHOD: method,
-            }
-        )
-        record[SummaryCol.P_VALUE] = float(p_values[i])
-        if i in aa:
-            aa_theta, aa_se, aa_df, _ = aa[i]
-            record[SummaryCol.NULL_RATIO], record[SummaryCol.NULL_CI_LOW], record[SummaryCol.NULL_CI_HIGH] = (
-                float(v) for v in ratio_interval(aa_theta, aa_se * phi, aa_df, confidence)
-            )
-            # judged at the model's own se: widening by φ, which this very deviation inflates, would hide it
-            _, model_low, model_high = ratio_interval(aa_theta, aa_se, aa_df, confidence)
-            if classify(model_low, model_high, margin) in ("fused", "fallback"):
-                beyond.append(f"{record['model']} (Dff {int(record['dff'])})")
-        record[SummaryCol.VERDICT], record[SummaryCol.REASON] = _verdict(
-            points[i], record, confidence, margin, excludes
-        )
-    summary = pd.DataFrame(records, columns=SUMMARY_COLUMNS)
-    return PointSet(summary, phi, len(aa), tuple(beyond))
-
-
-def _describe(point: _Point) -> dict[str, object]:
-    """The descriptive columns (counts, medians, spreads); the inferential ones are filled in later."""
-    runs, rows = point.runs, point.rows
-    fallback, fused = runs["fallback"].to_numpy(), runs["fused"].to_numpy()
-    record: dict[str, object] = {
-        **point.key,
-        **{f"n_{arm}": len(runs[arm]) for arm in SUMMARY_ARMS},
-        SummaryCol.N_FAILED: int((rows["status"] == "fail").sum()),
-        SummaryCol.N_SKIPPED: int((rows["status"] == "skip").sum()),
-        SummaryCol.FALLBACK_TOK_S: float(np.median(fallback)) if len(fallback) else np.nan,
-        SummaryCol.FUSED_TOK_S: float(np.median(fused)) if len(fused) else np.nan,
-        SummaryCol.PAIRED: _is_paired(point, "fused"),
-        SummaryCol.FALLBACK_SPREAD: relative_spread(fallback),
-        SummaryCol.FUSED_SPREAD: relative_spread(fused),
-        SummaryCol.NULL_RATIO: np.nan,
-        SummaryCol.NULL_CI_LOW: np.nan,
-        SummaryCol.NULL_CI_HIGH: np.nan,
-        SummaryCol.OUTLIERS: "",
-    }
-    record[SummaryCol.RATIO] = (
-        record[SummaryCol.FUSED_TOK_S] / record[SummaryCol.FALLBACK_TOK_S] if len(fused) and len(fallback) else np.nan
+    if ordered.empty:
+        return PointSet(pd.DataFrame([], columns=SUMMARY_COLUMNS), 1.0, 0, ())
+    # points in order of first appearance (groupby's sort=False numbering), each with its first row's key
+    point = ordered.groupby(POINT_COLUMNS, dropna=False, sort=False).ngroup().to_numpy()
+    first = np.unique(point, return_index=True)[1]
+    keys = pd.DataFrame(
+        list(zip(*(ordered[c].to_numpy()[first] for c in POINT_COLUMNS), strict=True)), columns=POINT_COLUMNS
     )
-    spreads = np.nan_to_num([record[SummaryCol.FALLBACK_SPREAD], record[SummaryCol.FUSED_SPREAD]])
-    record[SummaryCol.UNSTABLE] = bool(max(spreads) > UNSTABLE_SPREAD)
-    return record
+    points = _gather(ordered, point, keys, excludes)
+    summary = _describe(ordered, point, keys, points)
+    labels = family_labels(keys).to_numpy()
+    ok = samples["status"] == "ok"
+    step = precision_step(pd.to_numeric(samples.loc[ok, "tok_s"], errors="coerce").to_numpy(float))
+    main = _Estimates.empty(len(keys))
+    aa_order: list[np.ndarray] = []  # A/A points family by family: φ averages them in this order
+    aa = _Estimates.empty(len(keys))
+    for family in dict.fromkeys(labels):
+        members = np.flatnonzero(labels == family)
+        _family(points, members, "fused", step, main)
+        aa_order.append(_family(points, members, "null", step, aa))
+    aa_points = np.concatenate(aa_order)
+    phi = noise_scale(Comparison(aa.theta[aa_points], aa.se[aa_points], aa.df[aa_points], np.zeros(0, bool)))
+    se = main.se * phi
+    estimate, low, high = ratio_interval(main.theta, se, main.df, confidence)
+    with np.errstate(all="ignore"):
+        t_ratio = main.theta / se
+        p_values = np.where(np.isfinite(t_ratio), 2 * scipy_stats.t.sf(np.abs(t_ratio), main.df), np.nan)
+    summary = summary.assign(
+        **{
+            SummaryCol.ESTIMATE: estimate,
+            SummaryCol.CI_LOW: low,
+            SummaryCol.CI_HIGH: high,
+            SummaryCol.LN_ESTIMATE: main.theta,
+            SummaryCol.SE: se,
+            SummaryCol.DF: main.df,
+            SummaryCol.METHOD: main.method,
+        }
+    )
+    summary[SummaryCol.P_VALUE] = p_values
+    summary[SummaryCol.OUTLIERS] = main.outliers
+    aa_points = np.sort(aa_points)
+    for column, values in zip(
+        (SummaryCol.NULL_RATIO, SummaryCol.NULL_CI_LOW, SummaryCol.NULL_CI_HIGH),
+        ratio_interval(aa.theta[aa_points], aa.se[aa_points] * phi, aa.df[aa_points], confidence),
+        strict=True,
+    ):
+        summary.loc[aa_points, column] = values
+    # judged at the model's own se: widening by φ, which this very deviation inflates, would hide it
+    _, model_low, model_high = ratio_interval(aa.theta[aa_points], aa.se[aa_points], aa.df[aa_points], confidence)
+    beyond = aa_points[np.isin(classify(model_low, model_high, margin), ("fused", "fallback"))]
+    verdicts = _verdicts(summary, points.null, confidence, margin)
+    summary[SummaryCol.VERDICT], summary[SummaryCol.REASON] = [v for v, _ in verdicts], [r for _, r in verdicts]
+    names = [f"{summary['model'].iat[i]} (Dff {int(summary['dff'].iat[i])})" for i in beyond]
+    return PointSet(summary[SUMMARY_COLUMNS], phi, len(aa_points), tuple(names))
 
 
-def _family(
-    points: Sequence[_Point],
-    members: Sequence[int],
-    records: list[dict],
-    arm: str,
-    excludes: Mapping[str, str],
-    step: float = 0.0,
-) -> dict[int, tuple[float, float, float, str]]:
-    """θ̂, se, df, method of `arm` vs fallback for the family's points that can have one (outliers screened); `step`
-    is the input's precision (precision_step), which floors each arm's per-run variance."""
-    usable = [
-        i
-        for i in members
-        if min(len(points[i].runs[arm]), len(points[i].runs["fallback"])) >= MIN_RUNS
-        and not _null_reason(points[i], records[i], excludes)
-    ]
-    if not usable:
-        return {}
-    mine = [points[i] for i in usable]
-    paired = [_is_paired(p, arm) for p in mine]
-    rounds = [
-        np.array(sorted(p.runs["fallback"].index)) if is_paired else np.array([])
-        for p, is_paired in zip(mine, paired, strict=True)
-    ]
-    a, b = _matrix(mine, arm, rounds, paired), _matrix(mine, "fallback", rounds, paired)
+def _describe(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, points: _Points) -> pd.DataFrame:
+    """The descriptive columns (counts, medians, spreads); the inferential ones are filled in later."""
+    runs, n_points = points.runs, len(keys)
+    status = ordered["status"].to_numpy()
+    fallback, fused = runs["fallback"].median, runs["fused"].median
+    spreads = {arm: relative_spread(runs[arm].values) for arm in ("fallback", "fused")}
+    nan = np.full(n_points, np.nan)
+    summary = keys.assign(
+        **{f"n_{arm}": runs[arm].counts for arm in SUMMARY_ARMS},
+        **{
+            SummaryCol.N_FAILED: np.bincount(point[status == "fail"], minlength=n_points),
+            SummaryCol.N_SKIPPED: np.bincount(point[status == "skip"], minlength=n_points),
+            SummaryCol.FALLBACK_TOK_S: fallback,
+            SummaryCol.FUSED_TOK_S: fused,
+            SummaryCol.RATIO: fused / fallback,  # NaN when an arm has no run
+            SummaryCol.PAIRED: points.paired("fused"),
+            SummaryCol.FALLBACK_SPREAD: spreads["fallback"],
+            SummaryCol.FUSED_SPREAD: spreads["fused"],
+            SummaryCol.NULL_RATIO: nan,
+            SummaryCol.NULL_CI_LOW: nan,
+            SummaryCol.NULL_CI_HIGH: nan,
+        },
+    )
+    summary[SummaryCol.UNSTABLE] = (
+        np.max(np.nan_to_num([spreads["fallback"], spreads["fused"]]), axis=0) > UNSTABLE_SPREAD
+    )
+    return summary
+
+
+@dataclass(frozen=True)
+class _Estimates:
+    """θ̂, se, df, method of every point of one comparison (NaN / '' where it has none), and the fused comparison's
+    dropped runs (`outliers`); _family fills in one family's points."""
+
+    theta: np.ndarray
+    se: np.ndarray
+    df: np.ndarray
+    method: np.ndarray
+    outliers: np.ndarray
+
+    @classmethod
+    def empty(cls, n_points: int) -> _Estimates:
+        nan = np.full(n_points, np.nan)
+        return cls(nan.copy(), nan.copy(), nan.copy(), np.full(n_points, "", object), np.full(n_points, "", object))
+
+
+def _family(points: _Points, members: np.ndarray, arm: str, step: float, out: _Estimates) -> np.ndarray:
+    """θ̂, se, df, method of `arm` vs fallback for the family's points that can have one (outliers screened), into
+    `out`; returns those points. `step` is the input's precision (precision_step), which floors each arm's per-run
+    variance."""
+    runs, fallback = points.runs[arm], points.runs["fallback"]
+    enough = np.minimum(runs.counts[members], fallback.counts[members]) >= MIN_RUNS
+    usable = members[enough & (points.null[members] == "")]
+    if not len(usable):
+        return usable
+    paired = points.paired(arm)[usable]
+    rounds = np.where(paired, fallback.counts[usable], 0)  # a paired point's columns are the fallback's rounds
+    a = runs.log_matrix(usable, max(int(rounds.max()), int(runs.counts[usable].max()), 1))
+    b = fallback.log_matrix(usable, max(int(rounds.max()), int(fallback.counts[usable].max()), 1))
     floor = tuple(precision_floor(step, np.exp(np.nanmedian(y, axis=-1))) for y in (a, b))
-    result, flagged = estimate_family(a, b, np.array(paired), floor)
-    out = {}
-    for j, i in enumerate(usable):
-        if arm == "fused":
-            records[i][SummaryCol.OUTLIERS] = _outlier_text(mine[j], rounds[j], flagged[:, j], paired[j])
-        method = "welch" if not paired[j] else ("paired, pooled" if result.pooled[j] else "paired")
-        inflation = float(np.broadcast_to(result.drift, result.se.shape)[j])
-        if bool(np.broadcast_to(result.drift_found, result.se.shape)[j]):
-            method += f", drift: variance ×{inflation:.1f}"
-        out[i] = (float(result.theta[j]), float(result.se[j]), float(result.df[j]), method)
-    return out
+    result, flagged = estimate_family(a, b, paired, floor)
+    if arm == "fused":
+        for j in np.flatnonzero(flagged.any(axis=(0, -1))):
+            out.outliers[usable[j]] = _outlier_text(points, usable[j], flagged[:, j])
+    inflation = np.broadcast_to(result.drift, result.se.shape)
+    found = np.broadcast_to(result.drift_found, result.se.shape)
+    out.theta[usable], out.se[usable], out.df[usable] = result.theta, result.se, result.df
+    out.method[usable] = [
+        ("welch" if not is_paired else ("paired, pooled" if pooled else "paired"))
+        + (f", drift: variance ×{float(ratio):.1f}" if drift else "")
+        for is_paired, pooled, ratio, drift in zip(paired, result.pooled, inflation, found, strict=True)
+    ]
+    return usable
 
 
-def _outlier_text(point: _Point, rounds: np.ndarray, flagged: np.ndarray, paired: bool) -> str:
-    """`fused r2 (-14.8%)` per dropped run, the deviation from its arm's median."""
+def _outlier_text(points: _Points, i: int, flagged: np.ndarray) -> str:
+    """`fused r2 (-14.8%)` per dropped run of point i, the deviation from its arm's median."""
     out = []
     for arm_index, arm in enumerate(("fused", "fallback")):
-        series = point.runs[arm]
-        values = series.at(rounds) if paired else series.to_numpy(float)
-        labels = rounds if paired else series.index
-        median = np.nanmedian(values)
-        for column in np.flatnonzero(flagged[arm_index][: len(values)]):
+        runs = points.runs[arm]
+        n = runs.counts[i]
+        values, labels, median = runs.values[i, :n], runs.rounds[i, :n], runs.median[i]
+        for column in np.flatnonzero(flagged[arm_index][:n]):
             out.append(f"{arm} r{int(labels[column])} ({values[column] / median - 1.0:+.1%})")
     return "; ".join(out)
 
 
-def _null_reason(point: _Point, record: Mapping[str, object], excludes: Mapping[str, str]) -> str:
+def _null_reason(model: str, quant_mode: object, probe_unmatched: bool, excludes: Mapping[str, str]) -> str:
     """Why the point is `null` (both arms ran the same code, or excluded), '' when it is not."""
-    if str(record["model"]) in excludes:
-        return excludes[str(record["model"])]
-    quant_mode = record.get("quant_mode")
+    if model in excludes:
+        return excludes[model]
     if isinstance(quant_mode, str) and quant_mode and quant_mode != "affine":
         return f"quant_mode {quant_mode} is not affine: the fused kernel declines it, both arms ran the fallback"
-    rows = point.rows
-    fused_ok = (rows["arm"] == "fused") & (rows["status"] == "ok")
-    probe = pd.to_numeric(rows["dispatch_ok"][fused_ok], errors="coerce")
-    probe = probe[~np.isnan(probe)]
-    if len(probe) and not (probe == 1).any():
+    if probe_unmatched:
         return "dispatch probe never matched in the fused arm: both arms ran the same code"
     return ""
 
 
-def _verdict(
-    point: _Point, record: Mapping[str, object], confidence: float, margin: float, excludes: Mapping[str, str]
-) -> tuple[str, str]:
-    null = _null_reason(point, record, excludes)
-    if null:
-        return "null", null
-    for arm in COMPARED_ARMS:
-        if record[f"n_{arm}"] < MIN_RUNS:
-            return "insufficient", (
-                f"{record[f'n_{arm}']} ok {arm} runs ({record[SummaryCol.N_FAILED]} failed, "
-                f"{record[SummaryCol.N_SKIPPED]} skipped); "
-                f"an interval needs {MIN_RUNS} per arm"
-            )
-    low, high = record[SummaryCol.CI_LOW], record[SummaryCol.CI_HIGH]
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return "insufficient", "too few runs agree after dropping outliers (fewer than 2 rounds, or most runs slowed)"
-    verdict = str(classify(low, high, margin))
-    level = f"{confidence:.0%} CI [{low:.4f}, {high:.4f}]"
+TOO_FEW_AGREE = "too few runs agree after dropping outliers (fewer than 2 rounds, or most runs slowed)"
+
+
+def _verdicts(summary: pd.DataFrame, null: np.ndarray, confidence: float, margin: float) -> list[tuple[str, str]]:
+    """Every point's verdict and its reason."""
+    low, high = summary[SummaryCol.CI_LOW].to_numpy(float), summary[SummaryCol.CI_HIGH].to_numpy(float)
+    decided = classify(low, high, margin)
+    columns = (
+        SummaryCol.N_FALLBACK,
+        SummaryCol.N_FUSED,
+        SummaryCol.N_FAILED,
+        SummaryCol.N_SKIPPED,
+        SummaryCol.CI_LOW,
+        SummaryCol.CI_HIGH,
+        SummaryCol.METHOD,
+    )
     band = f"1 ± {margin:.1%}"
     where = {
         "fused": f"above {band}",
         "fallback": f"below {band}",
         "equivalent": f"inside {band}",
         "inconclusive": f"overlaps the edge of {band}",
-    }[verdict]
-    return verdict, f"{level} {where} ({record[SummaryCol.METHOD]})"
+    }
+    out = []
+    for reason, verdict, (n_fallback, n_fused, failed, skipped, low, high, method) in zip(
+        null, decided, zip(*(summary[c].tolist() for c in columns), strict=True), strict=True
+    ):
+        if reason:
+            out.append(("null", reason))
+            continue
+        short = next(((arm, n) for arm, n in (("fallback", n_fallback), ("fused", n_fused)) if n < MIN_RUNS), None)
+        if short:
+            out.append(
+                (
+                    "insufficient",
+                    f"{short[1]} ok {short[0]} runs ({failed} failed, {skipped} skipped); "
+                    f"an interval needs {MIN_RUNS} per arm",
+                )
+            )
+        elif not (np.isfinite(low) and np.isfinite(high)):
+            out.append(("insufficient", TOO_FEW_AGREE))
+        else:
+            out.append((verdict, f"{confidence:.0%} CI [{low:.4f}, {high:.4f}] {where[verdict]} ({method})"))
+    return out
 
 
 def check_excludes(summary: pd.DataFrame, excludes: Mapping[str, str]) -> None:

@@ -18,6 +18,7 @@ from harness.stats import (
     ratio_interval,
     relative_spread,
     rounds_to_decide,
+    row_median,
     split_arms,
     summarize,
 )
@@ -177,6 +178,21 @@ def test_rounds_to_decide_grows_as_the_estimate_nears_the_margin():
 def test_relative_spread_is_sigma_over_mu_for_normal_noise():
     values = np.random.default_rng(0).normal(100.0, 3.0, size=20000)
     assert relative_spread(values) == pytest.approx(0.03, rel=0.05)
+
+
+def test_row_median_is_numpys_median_of_each_rows_values_bit_for_bit():
+    """The vectorised medians (all points in one sort) must equal np.median of each point's runs exactly: the
+    summary's tok/s, spreads and outlier texts are compared byte for byte with what per-point medians gave."""
+    rng = np.random.default_rng(3)
+    values = np.round(rng.uniform(10.0, 200.0, (400, 6)), 2)
+    counts = rng.integers(0, 7, 400)
+    padded = np.where(np.arange(6) < counts[:, None], values, np.nan)
+    medians, spreads = row_median(padded), relative_spread(padded)
+    for row, n, median, spread in zip(values, counts, medians, spreads, strict=True):
+        runs = row[:n]
+        assert (np.isnan(median) and n == 0) or median == np.median(runs)
+        expected = 1.4826 * np.median(np.abs(runs - np.median(runs))) / np.median(runs) if n >= 2 else np.nan
+        assert (np.isnan(spread) and np.isnan(expected)) or spread == expected
 
 
 def test_identical_runs_at_two_decimals_keep_the_rounding_in_their_interval(tmp_path):
