@@ -1,5 +1,5 @@
 """`python -m harness` is the same as the `moecal` console script."""
 
-from harness.cli import main
+from harness.cli.app import main
 
 main()

@@ -10,3 +10,7 @@ class InputError(Exception):
         self.source, self.field, self.problem = str(source), field, problem
         parts = [p for p in (self.source, field, problem) if p]
         super().__init__(": ".join(parts))
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend cannot run here (no device, missing package); the message says why and what to do."""

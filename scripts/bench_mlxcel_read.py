@@ -8,9 +8,9 @@ Each size gets a seeded file in a temporary folder (nothing is written into the 
 models m{i}, dff = 256·(1 + i mod 64), 5 run columns per arm of which the last one or two are NA on some rows
 (3–5 runs per arm, as published sweeps have), tok/s with 2 decimals around a ratio curve that falls
 through 1 as Dff grows, with 2% run noise and 3% of runs slowed by 15%. Printed per size: the read
-(harness.mlxcel.read_mlxcel), the analysis (harness.analysis.analyse on the read input), both in this process, and the
-whole `moecal crossover FILE --json` as a separate process, each in wall and CPU seconds (on a shared machine
-the CPU seconds are the steadier figure).
+(harness.runs.mlxcel_csv.read_mlxcel), the analysis (harness.analysis.pipeline.analyse on the read input), both in this
+process, and the whole `moecal crossover FILE --json` as a separate process, each in wall and CPU seconds (on a shared
+machine the CPU seconds are the steadier figure).
 """
 
 from __future__ import annotations
@@ -76,9 +76,9 @@ def _children_cpu() -> float:
 
 def time_one(path: Path, moecal: str) -> dict[str, tuple[float, float]]:
     """(wall, CPU) seconds of the read, the analysis and the whole `crossover --json` command for one file."""
-    from harness.analysis import analyse
-    from harness.inputs import load_input
-    from harness.mlxcel import read_mlxcel
+    from harness.analysis.inputs import load_input
+    from harness.analysis.pipeline import analyse
+    from harness.runs.mlxcel_csv import read_mlxcel
 
     read = _timed(lambda: read_mlxcel(path))
     loaded = load_input(path)

@@ -113,7 +113,7 @@ if [ "$DRY_RUN" = 1 ]; then
   if [ "$BACKEND" = cuda ]; then
     $MOECAL verify --backend cuda --compile-only >>"$LOG" 2>&1 || { log "dry run: CUDA compile check failed"; exit 1; }
     for entry in "${AB_VARIANTS[@]}"; do  # each A/B environment must name a valid variant (no GPU needed)
-      env ${entry#*:} $PY -c 'from harness.backends.cuda import CudaBackend; print(CudaBackend().variant_label())' \
+      env ${entry#*:} $PY -c 'from harness.measure.backends.cuda import CudaBackend; print(CudaBackend().variant_label())' \
         >>"$LOG" 2>&1 || { log "dry run: A/B variant ${entry%%:*} is invalid"; exit 1; }
     done
   fi

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.check import decision_moved
-from harness.crossover import Curve, DecisionResult, StagedFamily, decide_curves
-from harness.stats import CONFIDENCE, estimate_family, ratio_interval
+from harness.analysis.decision import Curve, DecisionResult, StagedFamily, decide_curves
+from harness.analysis.regression import decision_moved
+from harness.analysis.stats import CONFIDENCE, estimate_family, ratio_interval
 from tests.simulation import DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
 
 CURRENT_DEFAULT = 8192

@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.backends.cuda import CudaBackend, KernelSet
-from harness.backends.cuda_source import KERNEL_NAMES, KernelVariant
+from harness.measure.backends.cuda import CudaBackend, KernelSet
+from harness.measure.backends.cuda_source import KERNEL_NAMES, KernelVariant
 
 SHIM = Path(__file__).with_name("cuda_shim.h")
 GUARD_LEN = 64  # guard elements after every emulated device buffer

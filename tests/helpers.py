@@ -56,9 +56,9 @@ def fake_config(tmp_path: Path, models: list[dict] | None = None, **overrides: o
 
 
 def cli(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """The real CLI (`harness.cli.main`) called in-process: same exit codes and output as `run_cli`, without the
+    """The real CLI (`harness.cli.app.main`) called in-process: same exit codes and output as `run_cli`, without the
     ~1 s interpreter start. `cwd` matters for the default results/ folder."""
-    from harness.cli import main
+    from harness.cli.app import main
 
     stdout, stderr = io.StringIO(), io.StringIO()
     argv = [str(a) for a in args]

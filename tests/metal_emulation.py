@@ -26,7 +26,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from harness.backends.metal import (
+from harness.measure.backends.metal import (
     METAL_SOURCE,
     MetalBackend,
     MetalKernelSource,

@@ -1,5 +1,5 @@
-"""SYNTHETIC sweeps with a known truth, for calibrating the decision engine (DESIGN §7). Nothing here was measured;
-nothing is written anywhere (arrays in memory only).
+"""SYNTHETIC sweeps with a known truth, for calibrating the decision engine (docs/design.md §7). Nothing here was
+measured; nothing is written anywhere (arrays in memory only).
 
 Truths are drawn, not chosen: each family of each sweep gets its own curve
 
@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy.signal import lfilter
 
-from harness.results import SAMPLE_COLUMNS
+from harness.runs.formats import SAMPLE_COLUMNS
 
 SPARSE = np.array([768, 1792, 2880, 6400, 8192, 14336])  # the Dff of mlxcel's published GB10 sweeps
 DENSE = np.arange(512, 16385, 256)  # a refined layer sweep's grid (refine_grid 256)

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.results import SAMPLE_COLUMNS, format_provenance
+from harness.runs.formats import SAMPLE_COLUMNS, format_provenance
 
-# DESIGN §6: the GB10 example (MLX 0.32.1) whose linear-interpolated crossover is Dff ≈ 7672.
+# docs/design.md §6: the GB10 example (MLX 0.32.1) whose linear-interpolated crossover is Dff ≈ 7672.
 DESIGN_EXAMPLE_CSV = """\
 # GB10, MLX 0.32.1 (the example of DESIGN §6)
 # host: gb10

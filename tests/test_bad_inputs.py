@@ -3,7 +3,7 @@ exit code, no traceback, no existing file changed (in the workspace, and outside
 and no process of the case left running. Inputs are SYNTHETIC files built in a tmp folder; the hostile benchmarks
 are small scripts written there.
 
-Most cases call `harness.cli.main` in-process (an exception escaping it fails the test, which is the point); a few
+Most cases call `harness.cli.app.main` in-process (an exception escaping it fails the test, which is the point); a few
 go through `python -m harness` to check the real entry point prints the same single line.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.results import csv_line
+from harness.runs.formats import csv_line
 from tests.helpers import REPO, cli, fake_config, run_cli
 from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV, linear_curve, synthetic_samples, write_run
 
@@ -441,7 +441,7 @@ def test_a_hostile_name_stays_text_in_the_addendum_and_the_plot(tmp_path, monkey
     import matplotlib.figure
     import matplotlib.text
 
-    from harness.report import write_report
+    from harness.output.addendum import write_report
 
     samples = synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=7, workload="command")
     samples["model"] = name  # every SYNTHETIC point carries the hostile model name

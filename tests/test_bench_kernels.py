@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import timing
-from harness.backends.cpu import CpuBackend
-from harness.bench import COLUMNS, MIN_SAMPLE_SECONDS, bench_shape
-from harness.kernel_cases import BENCH_D_MODELS, BENCH_DFF_GRID, bench_shapes
-from harness.results import read_frame, read_provenance
-from harness.shapes import MoeShape
-from harness.timing import time_calls
-from harness.workloads.layer import copies_for_cache
+from harness.config.shapes import MoeShape
+from harness.measure import timing
+from harness.measure.backends.cpu import CpuBackend
+from harness.measure.kernel_bench import COLUMNS, MIN_SAMPLE_SECONDS, bench_shape
+from harness.measure.kernel_cases import BENCH_D_MODELS, BENCH_DFF_GRID, bench_shapes
+from harness.measure.timing import time_calls
+from harness.measure.workloads.layer import copies_for_cache
+from harness.runs.formats import read_frame, read_provenance
 from tests.helpers import run_cli
 
 

@@ -11,16 +11,17 @@ import numpy as np
 import pytest
 import yaml
 
-from harness.catalog import load_catalog, resolve_model
-from harness.config import ModelEntry, load_config, resolved_dtype
+from harness.config.catalog import load_catalog, resolve_model
+from harness.config.schema import ModelEntry, load_config, resolved_dtype
 from harness.errors import InputError
-from harness.layer import round_to_dtype
-from harness.reference import rel_err
-from harness.results import read_samples
-from harness.sweep import execute, prepare
-from harness.workloads.arrays import array_ops, bfloat16_bits_to_float32, float32_to_bfloat16_bits
-from harness.workloads.decoder import DecoderShapes, SyntheticDecoder
-from harness.workloads.layer import copies_for_cache
+from harness.measure.quant_layer import round_to_dtype
+from harness.measure.reference import rel_err
+from harness.measure.sweep import execute
+from harness.measure.sweep_setup import prepare
+from harness.measure.workloads.arrays import array_ops, bfloat16_bits_to_float32, float32_to_bfloat16_bits
+from harness.measure.workloads.decoder import DecoderShapes, SyntheticDecoder
+from harness.measure.workloads.layer import copies_for_cache
+from harness.runs.formats import read_samples
 from tests.helpers import REPO, run_cli
 
 # A tiny model defined inline (every shape field given), small enough for a sweep in seconds.
@@ -153,8 +154,8 @@ def test_decoder_math_agrees_between_numpy_and_mlx():
     """The decoder is written once for every array library: numpy (cpu) and MLX (metal's namespace, here on MLX's
     CPU device, with mx.gather_qmm as the MoE path) must decode the same greedy tokens from the same weights."""
     pytest.importorskip("mlx.core")
-    from harness.backends.cpu import CpuBackend
-    from harness.backends.metal import MetalBackend
+    from harness.measure.backends.cpu import CpuBackend
+    from harness.measure.backends.metal import MetalBackend
 
     model = resolve_model(ModelEntry(**TINY), "models[0]", "test", load_catalog())
     shapes = DecoderShapes(model, model.moe_shape(4, 64, "float32"), None, dense_bytes=4, context=32, new_tokens=8)
@@ -189,7 +190,7 @@ def test_shipped_configs_resolve_against_the_catalog(name):
 
 
 def test_host_matvec_matches_float64():
-    from harness.workloads.host_gemv import matvec
+    from harness.measure.workloads.host_gemv import matvec
 
     rng = np.random.default_rng(5)
     w = rng.standard_normal((301, 517), dtype=np.float32)
@@ -200,7 +201,7 @@ def test_host_matvec_matches_float64():
 
 
 def test_a_point_whose_setup_fails_becomes_fail_rows_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    from harness.workloads import layer as layer_workload
+    from harness.measure.workloads import layer as layer_workload
 
     workload = {"kind": "layer", "dff_grid": [128, 256], "min_run_s": 0.01, "copies": 2}
     run = prepare(write_config(tmp_path, workload, [TINY], rounds=1, warmup_runs=0), out=tmp_path / "run")
@@ -221,11 +222,11 @@ def test_a_point_whose_setup_fails_becomes_fail_rows_and_the_sweep_goes_on(tmp_p
 
 
 def test_plan_of_the_cpu_preset_imports_no_backend_library() -> None:
-    """`moecal plan` lays out the CPU sweep from shapes and host facts (harness.backends.cpu_host): numba, and the
-    analysis's scipy, stay unimported, and the plan is the one the sweep would run."""
+    """`moecal plan` lays out the CPU sweep from shapes and host facts (harness.measure.backends.cpu_host): numba, and
+    the analysis's scipy, stay unimported, and the plan is the one the sweep would run."""
     probe = (
         "import contextlib, io, json, sys\n"
-        "from harness.cli import main\n"
+        "from harness.cli.app import main\n"
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
         "    main(['plan', 'cpu-smoke', '--json'])\n"

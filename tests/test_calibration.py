@@ -10,10 +10,10 @@ import zlib
 import numpy as np
 import pytest
 
-from harness.analysis import Options, analyse
-from harness.crossover import family_curve, find_crossover
-from harness.inputs import LoadedInput
-from harness.stats import estimate_family, rounds_to_decide, t_quantile
+from harness.analysis.decision import family_curve, find_crossover
+from harness.analysis.inputs import LoadedInput
+from harness.analysis.pipeline import Options, analyse
+from harness.analysis.stats import estimate_family, rounds_to_decide, t_quantile
 from tests.calibration import REGIMES, Score, check_pass_rate, score
 from tests.simulation import SPARSE, Regime, as_samples, simulate
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from harness.analysis import analyse_path, save_summary
-from harness.check import compare, verdict_flipped
-from harness.results import SAMPLE_COLUMNS
+from harness.analysis.pipeline import analyse_path, save_summary
+from harness.analysis.regression import compare, verdict_flipped
+from harness.runs.formats import SAMPLE_COLUMNS
 from tests.helpers import run_cli
 from tests.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
 

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from harness.backends import Detection, detect
-from harness.cli import COMMANDS, _optional_values, load_command
+from harness.cli.app import COMMANDS, _optional_values, load_command
+from harness.measure.backends import Detection, detect
 from tests.helpers import REPO, cli
 
-HEAVY = ("pandas", "scipy", "numpy", "matplotlib", "pydantic", "harness.commands.sweep", "harness.backends.cpu")
+HEAVY = ("pandas", "scipy", "numpy", "matplotlib", "pydantic", "harness.cli.sweep", "harness.measure.backends.cpu")
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
@@ -21,7 +21,7 @@ def test_the_help_table_says_what_each_command_says_of_itself(name):
 
 def test_top_level_help_imports_no_command():
     code = (
-        "import sys\nfrom harness.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit as exc:\n"
+        "import sys\nfrom harness.cli.app import main\ntry:\n    main(['--help'])\nexcept SystemExit as exc:\n"
         f"    assert exc.code == 0\nprint([m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)

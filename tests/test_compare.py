@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.compare import crossover_shift, first_crossings, point_change
-from harness.crossover import Curve
-from harness.stats import estimate_family
+from harness.analysis.decision import Curve
+from harness.analysis.pin_drift import crossover_shift, first_crossings, point_change
+from harness.analysis.stats import estimate_family
 from tests.helpers import cli
 from tests.simulation import Regime, simulate
 

@@ -7,7 +7,7 @@ import copy
 import pytest
 import yaml
 
-from harness.config import load_config, parse_config
+from harness.config.schema import load_config, parse_config
 from harness.errors import InputError
 from tests.helpers import REPO, fake_config, run_cli
 

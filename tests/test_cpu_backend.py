@@ -13,13 +13,13 @@ import numba
 import numpy as np
 import pytest
 
-from harness.backends import get_backend
-from harness.backends.cpu import CpuBackend
-from harness.backends.cpu_host import last_level_cache_bytes
-from harness.kernel_cases import TOLERANCE
-from harness.layer import make_inputs, make_layer, round_to_dtype
-from harness.reference import moe_reference, rel_err
-from harness.shapes import MoeShape
+from harness.config.shapes import MoeShape
+from harness.measure.backends import get_backend
+from harness.measure.backends.cpu import CpuBackend
+from harness.measure.backends.cpu_host import last_level_cache_bytes
+from harness.measure.kernel_cases import TOLERANCE
+from harness.measure.quant_layer import make_inputs, make_layer, round_to_dtype
+from harness.measure.reference import moe_reference, rel_err
 
 SHAPES = [
     MoeShape(2048, 768, n_experts=8, top_k=8, bits=4, group_size=64),
@@ -81,7 +81,7 @@ _HAS_AVX2 = platform.machine() == "x86_64" and "avx2" in Path("/proc/cpuinfo").r
 _ASM_PROBE = """
 import json, re, sys
 import numpy as np
-from harness.backends import cpu
+from harness.measure.backends import cpu
 
 counts = {}
 for bits, group_size in [(4, 32), (4, 64), (4, 128), (8, 32), (8, 64), (8, 128)]:
@@ -125,8 +125,8 @@ def test_device_facts() -> None:
 def test_host_facts_without_numba_name_the_device_as_the_backend_does(monkeypatch: pytest.MonkeyPatch) -> None:
     """`moecal plan` lays a CPU sweep out on CpuHost (no numba); its calibration finds the earlier runs by the device
     name, so that name and the provenance must be the backend's own, with or without NUMBA_NUM_THREADS."""
-    from harness.backends import device_facts
-    from harness.backends.cpu_host import CpuHost
+    from harness.measure.backends import device_facts
+    from harness.measure.backends.cpu_host import CpuHost
 
     host = device_facts("cpu")
     assert type(host) is CpuHost

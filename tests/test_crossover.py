@@ -1,4 +1,4 @@
-"""Crossover, its test-inversion interval and the keep/raise/lower policy, on the DESIGN §6 example (the fixture
+"""Crossover, its test-inversion interval and the keep/raise/lower policy, on the docs/design.md §6 example (the fixture
 tests/fixtures/gb10-design-example.csv) and SYNTHETIC sweeps."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis import Options, analyse, analyse_path, write_summary
-from harness.crossover import Curve, acceptance_set, find_crossover, recommend
-from harness.inputs import LoadedInput
-from harness.results import read_provenance
+from harness.analysis.decision import Curve, acceptance_set, find_crossover, recommend
+from harness.analysis.inputs import LoadedInput
+from harness.analysis.pipeline import Options, analyse, analyse_path, write_summary
+from harness.runs.formats import read_provenance
 from tests.helpers import run_cli
 from tests.synthetic_sweeps import linear_curve, synthetic_samples, write_run
 
@@ -79,7 +79,7 @@ def test_acceptance_set_is_fieller_between_two_points():
     curve = _curve([4096, 8192], [1.03, 0.98], se=0.006, df=8)
     ((low, high),) = acceptance_set(curve)
     theta, se, df = curve.at(np.linspace(4096, 8192, 4001))
-    from harness.stats import t_quantile
+    from harness.analysis.stats import t_quantile
 
     inside = np.abs(theta) <= t_quantile(0.95, df) * se
     xs = np.linspace(4096, 8192, 4001)[inside]
@@ -221,7 +221,7 @@ def test_recommend_prints_the_decision_only(tmp_path):
 def test_terminal_tables_fit_80_columns_without_cutting_numbers():
     from rich.console import Console
 
-    from harness.commands.summary_table import print_summary
+    from harness.output.summary_table import print_summary
 
     wide = synthetic_samples({512: 1.3, 8192: 0.95}, rounds=3, seed=9, d_model=4096)
     wide["model"] = "llama-4-scout-17b-16e-instruct-4bit"  # longer than any column should be
@@ -275,7 +275,7 @@ def test_models_that_disagree_at_one_dff_are_not_averaged_into_a_confident_point
     assert "the models at Dff 6400 (phi-3.5-moe-4bit, phi-twin-4bit) disagree" in analysis.result.decision.reason
     summary = analysis.summary
     rows = summary[summary["dff"] == 6400]
-    from harness.crossover import family_curve
+    from harness.analysis.decision import family_curve
 
     curve = family_curve(summary, np.flatnonzero(summary["verdict"] != "null"), "linear")[0]
     pooled_se = curve.se[list(curve.dffs).index(6400)]

@@ -10,8 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.cuda_compile import SUPPORTED_ARCHS, CompileResult, compile_all, compile_variant, nvrtc_status
-from harness.backends.cuda_source import (
+from harness.config.shapes import DTYPES
+from harness.measure.backends.cuda_compile import (
+    SUPPORTED_ARCHS,
+    CompileResult,
+    compile_all,
+    compile_variant,
+    nvrtc_status,
+)
+from harness.measure.backends.cuda_source import (
     DTYPE_CODES,
     KERNEL_NAMES,
     KernelVariant,
@@ -19,7 +26,6 @@ from harness.backends.cuda_source import (
     all_variants,
     translation_unit,
 )
-from harness.shapes import DTYPES
 
 NVRTC_OK, NVRTC_REASON = nvrtc_status()
 needs_nvrtc = pytest.mark.skipif(not NVRTC_OK, reason=NVRTC_REASON)

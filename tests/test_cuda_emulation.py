@@ -1,6 +1,6 @@
 """The CUDA kernels, run on the CPU by tests/cuda_emulation.py (g++), against the float64 reference.
 
-The same check `moecal verify` runs on a GPU (harness.verify.check_shape: fresh random layer and token,
+The same check `moecal verify` runs on a GPU (harness.measure.correctness.check_shape: fresh random layer and token,
 outputs NaN-poisoned, rel err within kernel_cases.TOLERANCE), on shapes small enough for an emulated GPU, chosen
 to hit the edges: rows shorter than a warp's 32 chunks and rows needing a second pass, top_k 1/2/3/4/8, partial
 row tiles, every bits x group_size pair, each dtype, and rows-per-warp / warps-per-block variants.
@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.backends.cuda import VARIANT_ENV, CudaBackend
-from harness.layer import make_inputs, make_layer
-from harness.shapes import MoeShape
-from harness.verify import check_shape
+from harness.config.shapes import MoeShape
+from harness.measure.backends.cuda import VARIANT_ENV, CudaBackend
+from harness.measure.correctness import check_shape
+from harness.measure.quant_layer import make_inputs, make_layer
 from tests.cuda_emulation import EmulatedCudaBackend, compiler
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="g++ (>= 12) is needed to emulate the CUDA kernels")

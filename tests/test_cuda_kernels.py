@@ -1,7 +1,7 @@
 """The CUDA backend on a real NVIDIA GPU: both paths against the float64 reference, and the device plumbing.
 
 Marked `cuda` and skipped, with CudaBackend.availability()'s reason, on a machine without a usable GPU. The
-correctness check is `moecal verify`'s (harness.verify.check_shape: fresh random layer and token,
+correctness check is `moecal verify`'s (harness.measure.correctness.check_shape: fresh random layer and token,
 outputs NaN-poisoned before every launch, rel err within kernel_cases.TOLERANCE) over the shared shape registry
 plus every dtype at the large shapes and the non-default block shapes.
 """
@@ -11,16 +11,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.backends.cuda import CudaBackend
+from harness.measure.backends.cuda import CudaBackend
 
 USABLE, REASON = CudaBackend.availability()
 if not USABLE:
     pytest.skip(f"CUDA backend unavailable: {REASON}", allow_module_level=True)
 
-from harness.kernel_cases import VERIFY_SHAPES  # noqa: E402
-from harness.layer import make_inputs, make_layer  # noqa: E402
-from harness.shapes import MoeShape  # noqa: E402
-from harness.verify import check_shape  # noqa: E402
+from harness.config.shapes import MoeShape  # noqa: E402
+from harness.measure.correctness import check_shape  # noqa: E402
+from harness.measure.kernel_cases import VERIFY_SHAPES  # noqa: E402
+from harness.measure.quant_layer import make_inputs, make_layer  # noqa: E402
 
 pytestmark = pytest.mark.cuda
 

@@ -15,12 +15,12 @@ import gc
 import numpy as np
 import pytest
 
-from harness.backends.cuda_source import KernelVariant, translation_unit
-from harness.kernel_cases import TOLERANCE
-from harness.layer import make_inputs, make_layer
-from harness.reference import moe_reference, rel_err
-from harness.shapes import MoeShape
-from harness.verify import check_shape
+from harness.config.shapes import MoeShape
+from harness.measure.backends.cuda_source import KernelVariant, translation_unit
+from harness.measure.correctness import check_shape
+from harness.measure.kernel_cases import TOLERANCE
+from harness.measure.quant_layer import make_inputs, make_layer
+from harness.measure.reference import moe_reference, rel_err
 from tests.cuda_emulation import BLOCK_ORDERS, EmulatedCudaBackend, compiler
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="g++ (>= 12) is needed to emulate the CUDA kernels")

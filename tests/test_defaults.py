@@ -14,9 +14,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from harness import sweep as sweeps
-from harness.cli import app
-from harness.defaults import (
+from harness.analysis.backend_defaults import (
     BackendRow,
     Defaults,
     DeviceRow,
@@ -27,9 +25,12 @@ from harness.defaults import (
     fit_rules,
     simplest_rule,
 )
-from harness.defaults_report import render_markdown
+from harness.cli.app import app
 from harness.errors import InputError
-from harness.results import SAMPLE_COLUMNS, read_samples
+from harness.measure import sweep as sweeps
+from harness.measure import sweep_setup
+from harness.output.defaults_addendum import render_markdown
+from harness.runs.formats import SAMPLE_COLUMNS, read_samples
 from tests.fake_models import text_generator_command, write_models
 
 
@@ -45,7 +46,7 @@ def calibration(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         for backend in ("metal", "cuda"):
             patch.setenv("FAKE_MLXCEL_BACKEND", backend)  # the fake's synthetic crossover for this backend
-            plan = sweeps.prepare(config, out=root / f"run-{backend}", backend=backend, rounds=3)
+            plan = sweep_setup.prepare(config, out=root / f"run-{backend}", backend=backend, rounds=3)
             plan.meta["current_default"] = {"metal": 4096, "cuda": 8192}[backend]
             with sweeps.writing(plan):
                 sweeps.execute(plan, lambda message: None)

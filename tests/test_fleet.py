@@ -1,5 +1,5 @@
-"""Scale-out on Ray (harness.scale, harness.fleet): a local Ray cluster on the CPU, custom resources standing in for
-hardware classes, and the SYNTHETIC fake decode benchmark (tests/fixtures) as the workload.
+"""Scale-out on Ray (harness.measure.ray_workers, harness.measure.fleet_run): a local Ray cluster on the CPU, custom
+resources standing in for hardware classes, and the SYNTHETIC fake decode benchmark (tests/fixtures) as the workload.
 
 One cluster serves the whole module (starting Ray costs seconds); every test writes under its own tmp_path.
 """
@@ -17,11 +17,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness import cli
-from harness import sweep as sweeps
+from harness.cli import app as cli
 from harness.errors import InputError
-from harness.results import read_samples
-from harness.rundir import RunDirectory
+from harness.measure import sweep as sweeps
+from harness.measure import sweep_setup
+from harness.runs.formats import read_samples
+from harness.runs.rundir import RunDirectory
 from tests.helpers import FAKE_BENCH, REPO, fake_config, wait_for
 
 HARDWARE_CLASSES = {"hw_a": 1, "hw_b": 1}
@@ -140,7 +141,7 @@ def test_fleet_file_problems_are_one_line_errors(tmp_path, monkeypatch, capsys):
 @pytest.mark.fleet
 def test_two_workers_finish_a_sweep_with_one_ok_row_per_run(tmp_path, ray_cluster):
     config = _sleeping_config(tmp_path, 0.05, 3, MODELS)
-    sweep = sweeps.prepare(config, out=tmp_path / "run")
+    sweep = sweep_setup.prepare(config, out=tmp_path / "run")
     written = sweeps.execute(sweep, lambda _: None, "2")
     assert written == 4 * 2 * 3
     ok = _one_ok_row_per_run(tmp_path / "run", models=4, rounds=3)
@@ -153,7 +154,7 @@ def test_two_workers_finish_a_sweep_with_one_ok_row_per_run(tmp_path, ray_cluste
     assert (log.groupby("model")["worker_pid"].nunique() == 1).all(), "all runs of a point on one worker"
     assert set(log["dff"][:2]) <= {14336, 8192}, "largest points first"
     assert set(ok["device"]) == {RunDirectory(tmp_path / "run").read_meta()["device"]}, "one device per run directory"
-    assert sweeps.pending(sweep) == 0 and sweeps.execute(sweep, lambda _: None, "2") == 0
+    assert sweep_setup.pending(sweep) == 0 and sweeps.execute(sweep, lambda _: None, "2") == 0
     with pytest.raises(InputError, match="3 workers need 3 CPU cores; this node has 2 for Ray"):
         sweeps.execute(sweep, lambda _: None, "3")
 
@@ -169,7 +170,7 @@ def test_a_killed_worker_loses_only_its_run_in_flight(tmp_path, ray_cluster):
         measure={"rounds": 4, "warmup_runs": 0},
     )
     out = tmp_path / "run"
-    sweep = sweeps.prepare(config, out=out)
+    sweep = sweep_setup.prepare(config, out=out)
     hold.touch()  # runs after the 3rd wait while it exists: each worker ends up with one run in flight, held
     try:
         driver, errors = _driver(sweep)
@@ -189,7 +190,7 @@ def test_a_killed_worker_loses_only_its_run_in_flight(tmp_path, ray_cluster):
     _one_ok_row_per_run(out, models=2, rounds=4)
     # a re-run finds nothing missing and changes nothing
     before = (out / "samples.csv").read_bytes()
-    assert sweeps.pending(sweep) == 0 and sweeps.execute(sweep, lambda _: None, "2") == 0
+    assert sweep_setup.pending(sweep) == 0 and sweeps.execute(sweep, lambda _: None, "2") == 0
     assert (out / "samples.csv").read_bytes() == before
 
 
@@ -250,7 +251,7 @@ def test_workers_killed_again_and_again_still_finish_the_sweep(tmp_path, ray_clu
     requeued, Ray restarts the worker, and the sweep ends with one ok row per run."""
     config = _sleeping_config(tmp_path, 0.1, 3, MODELS)
     out = tmp_path / "run"
-    sweep = sweeps.prepare(config, out=out)
+    sweep = sweep_setup.prepare(config, out=out)
     driver, errors = _driver(sweep)
     kills, seen, deadline = [], 0, time.time() + 180
     while driver.is_alive() and len(kills) < 4 and time.time() < deadline:

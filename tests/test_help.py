@@ -8,14 +8,14 @@ import re
 import subprocess
 import sys
 
-from harness.cli import COMMANDS
+from harness.cli.app import COMMANDS
 from tests.helpers import REPO, cli
 
 # What takes seconds to import: the analysis (pandas, scipy), plotting, and the backends' libraries.
 HEAVY = ("pandas", "scipy", "matplotlib", "numpy", "numba", "llvmlite", "mlx", "cupy", "ray")
 PROBE = """
 import contextlib, io, json, sys
-from harness.cli import main
+from harness.cli.app import main
 helps = {}
 for name in sys.argv[1:]:
     out = io.StringIO()

@@ -15,13 +15,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from harness.backends import detect
-from harness.cli import app
-from harness.config import load_config
-from harness.defaults import MLXCEL_DEFAULT_CAPS
-from harness.discover import DiscoveredModel, read_model, scan
-from harness.eligibility import predict_null
+from harness.analysis.backend_defaults import MLXCEL_DEFAULT_CAPS
+from harness.cli.app import app
+from harness.config.discover import DiscoveredModel, read_model, scan
+from harness.config.eligibility import predict_null
+from harness.config.schema import load_config
 from harness.errors import InputError
+from harness.measure.backends import detect
 from tests.fake_models import AFFINE_4BIT, CONFIGS, bench_command, write_models
 from tests.helpers import REPO
 

@@ -1,4 +1,4 @@
-"""Install hints (harness/install_hint.py): one line naming the extra, in the form that fits the install."""
+"""Install hints (harness/config/install_hint.py): one line naming the extra, in the form that fits the install."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import install_hint
+from harness.config import install_hint
 from tests.helpers import cli
 
 
@@ -31,7 +31,7 @@ def test_this_checkout_counts_as_editable() -> None:
 def test_missing_optional_module_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     """A command whose backend library is absent ends in the extra to install, not `No module named 'numba'`."""
     monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` now raises ModuleNotFoundError
-    monkeypatch.delitem(sys.modules, "harness.backends.cpu", raising=False)
+    monkeypatch.delitem(sys.modules, "harness.measure.backends.cpu", raising=False)
     result = cli("verify", "--backend", "cpu")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
@@ -45,8 +45,8 @@ def test_unknown_modules_are_not_dressed_up_as_extras() -> None:
 
 def test_doctor_prints_extras_verbatim_and_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
     """rich console markup would swallow `[cuda]`; doctor escapes every reason. No GPU: no "GPU this machine has"."""
-    from harness import backends
-    from harness.backends import Detection
+    from harness.measure import backends
+    from harness.measure.backends import Detection
 
     reason = "CuPy is not installed; install it with `pip install 'moecal[cuda]'`"
     found = Detection({"metal": (False, "no"), "cuda": (False, reason), "cpu": (True, "ok")}, {}, False)

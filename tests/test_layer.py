@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.layer import make_inputs, make_layer, round_to_dtype
-from harness.reference import dequantize
-from harness.shapes import MoeShape
+from harness.config.shapes import MoeShape
+from harness.measure.quant_layer import make_inputs, make_layer, round_to_dtype
+from harness.measure.reference import dequantize
 
 SHAPE = MoeShape(d_model=512, dff=384, n_experts=4, top_k=2, bits=4, group_size=64)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.measure import Point, RunOutcome, SweepPlan, arm_order, measure_point
-from harness.results import read_samples
-from harness.rundir import SampleWriter
+from harness.measure.protocol import Point, RunOutcome, SweepPlan, arm_order, measure_point
+from harness.runs.formats import read_samples
+from harness.runs.rundir import SampleWriter
 
 
 class CountingWorkload:

@@ -11,9 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-from harness.backends import availability
-from harness.backends.metal import METAL_SOURCE, MetalBackend, split_metal_source
-from harness.shapes import MoeShape
+from harness.config.shapes import MoeShape
+from harness.measure.backends import availability
+from harness.measure.backends.metal import METAL_SOURCE, MetalBackend, split_metal_source
 from tests.helpers import REPO
 
 KERNELS = ("moe_gate_up_swiglu", "moe_down_scale")
@@ -52,7 +52,7 @@ def test_availability_explains_missing_mlx_and_missing_gpu(monkeypatch):
 
 
 def test_importing_the_backend_does_not_import_mlx():
-    code = "import sys, harness.backends.metal as m; m.MetalBackend.availability(); print('mlx' in sys.modules)"
+    code = "import sys, harness.measure.backends.metal as m; m.MetalBackend.availability(); print('mlx' in sys.modules)"
     if sys.platform == "darwin":
         code = code.replace("m.MetalBackend.availability(); ", "")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
@@ -137,8 +137,8 @@ RUNTIME_SHAPES = [
 
 def _check_paths_on_metal(shape: MoeShape, backend: MetalBackend) -> None:
     """Every path of `backend` on fresh random inputs vs the float64 reference, outputs NaN-poisoned."""
-    from harness.layer import make_inputs, make_layer
-    from harness.reference import moe_reference, rel_err
+    from harness.measure.quant_layer import make_inputs, make_layer
+    from harness.measure.reference import moe_reference, rel_err
 
     layer = make_layer(shape, seed=11)
     x, indices, scores = make_inputs(shape, seed=12)

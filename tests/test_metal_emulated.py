@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("mlx.core", reason="MLX is needed to assemble the kernel arguments (pip install 'mlx[cpu]')")
 
-from harness.layer import make_inputs, make_layer  # noqa: E402
-from harness.reference import moe_reference, rel_err  # noqa: E402
-from harness.shapes import BITS, DTYPES, GROUP_SIZES, MoeShape  # noqa: E402
+from harness.config.shapes import BITS, DTYPES, GROUP_SIZES, MoeShape  # noqa: E402
+from harness.measure.quant_layer import make_inputs, make_layer  # noqa: E402
+from harness.measure.reference import moe_reference, rel_err  # noqa: E402
 from tests.metal_emulation import EmulatedMetalBackend, compiler  # noqa: E402
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="g++ not found: the Metal kernels are emulated as C++")
@@ -89,7 +89,7 @@ def test_emulated_fused_kernels_match_the_reference(emulated, case):
 )
 def test_the_emulation_catches_a_broken_kernel(original, broken):
     """Guards the guard: the same check fails when the kernel source carries a typical bug."""
-    from harness.backends.metal import METAL_SOURCE
+    from harness.measure.backends.metal import METAL_SOURCE
 
     source = METAL_SOURCE.read_text()
     assert source.count(original) == 1

@@ -8,7 +8,8 @@ import pytest
 
 mx = pytest.importorskip("mlx.core", reason="MLX is not installed (pip install 'mlx[cpu]')")
 
-from harness.backends.mlx_paths import (  # noqa: E402
+from harness.config.shapes import MoeShape  # noqa: E402
+from harness.measure.backends.mlx_paths import (  # noqa: E402
     enqueue,
     gather_qmm_step,
     mx_dtype,
@@ -17,9 +18,8 @@ from harness.backends.mlx_paths import (  # noqa: E402
     upload_mlx,
     upload_mlx_inputs,
 )
-from harness.layer import make_inputs, make_layer, round_to_dtype  # noqa: E402
-from harness.reference import moe_reference, rel_err  # noqa: E402
-from harness.shapes import MoeShape  # noqa: E402
+from harness.measure.quant_layer import make_inputs, make_layer, round_to_dtype  # noqa: E402
+from harness.measure.reference import moe_reference, rel_err  # noqa: E402
 
 SHAPES = [
     MoeShape(640, 384, 8, 2, 4, 64),  # d_model not a multiple of 256

@@ -1,4 +1,4 @@
-"""mlxcel sweep CSV import/export and input sniffing, on the DESIGN §6 example and SYNTHETIC edits of it."""
+"""mlxcel sweep CSV import/export and input sniffing, on the docs/design.md §6 example and SYNTHETIC edits of it."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from harness.analysis import analyse
-from harness.commands.summary_table import CONSOLE_ROWS
+from harness.analysis.inputs import load_input
+from harness.analysis.pipeline import analyse
 from harness.errors import InputError
-from harness.inputs import load_input
-from harness.mlxcel import import_run_dir, read_mlxcel, to_mlxcel_csv
+from harness.output.summary_table import CONSOLE_ROWS
+from harness.runs.mlxcel_csv import import_run_dir, read_mlxcel, to_mlxcel_csv
 from tests.helpers import cli
 from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV, design_example
 

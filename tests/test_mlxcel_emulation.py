@@ -20,10 +20,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness import dispatch
-from harness.bench_output import generated_tokens, parity_calls, probe_summaries, rejected_flag
-from harness.config import load_config
-from harness.workloads.command import CommandRunner
+from harness.analysis import dispatch_evidence
+from harness.config.schema import load_config
+from harness.measure import dispatch
+from harness.measure.bench_output import generated_tokens, parity_calls, probe_summaries, rejected_flag
+from harness.measure.workloads.command import CommandRunner
 from tests.fake_models import CONFIGS, EMULATED_BENCH, bench_command, write_models
 from tests.helpers import REPO, cli
 
@@ -128,7 +129,7 @@ def _entry(dff: int, fused: dict, fallback: dict) -> dict:
     ],
 )
 def test_dispatch_classes(fused, fallback, has_probe, expected):
-    dispatch_value, note, null = dispatch.classify(_entry(768, fused, fallback), has_probe)
+    dispatch_value, note, null = dispatch_evidence.classify(_entry(768, fused, fallback), has_probe)
     assert (dispatch_value, null) == expected and note
 
 
@@ -138,7 +139,7 @@ def test_observed_dispatch_that_contradicts_the_prediction_is_listed():
         "null-but-fused": _entry(768, {"calls": 3, "dffs": [768], **FIGURES}, {}),
         "as-predicted": _entry(768, {"calls": 3, "dffs": [768], **FIGURES}, {}),
     }
-    wrong = dispatch.contradictions({"verification": record}, {"null-but-fused": "mxfp4 quantization"})
+    wrong = dispatch_evidence.contradictions({"verification": record}, {"null-but-fused": "mxfp4 quantization"})
     assert set(wrong) == {"eligible-but-declined", "null-but-fused"} and "mxfp4" in wrong["null-but-fused"]
 
 
@@ -146,7 +147,7 @@ def test_verification_is_not_repeated_for_models_already_recorded(tmp_path):
     """Resume: a model in verification.json is not run again (open_point would fail the test)."""
     settings = load_config(REPO / "configs" / "mlxcel-command.yaml").workload
     record = {"models": {"m": _entry(768, {"calls": 3, "dffs": [768]}, {})}}
-    (tmp_path / dispatch.RECORD).write_text(json.dumps(record))
+    (tmp_path / dispatch_evidence.RECORD).write_text(json.dumps(record))
 
     class _Point:
         key = {"model": "m", "dff": 768}
@@ -194,7 +195,7 @@ def test_init_sweep_crossover_report_end_to_end(tmp_path, monkeypatch):
     assert result.returncode == 0, result.stderr
     samples = pd.read_csv(run / "samples.csv", comment="#")
     assert not (samples["status"] == "fail").any()
-    record = json.loads((run / dispatch.RECORD).read_text())["models"]
+    record = json.loads((run / dispatch_evidence.RECORD).read_text())["models"]
     assert set(record) == VERIFIED | DECLINED  # untimed runs, kept apart from samples.csv
     points = _points(run)
     for name in VERIFIED:

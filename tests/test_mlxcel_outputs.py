@@ -14,10 +14,10 @@ import subprocess
 import pandas as pd
 import pytest
 
-from harness.analysis import Options, analyse_path
-from harness.mlxcel_source import SWITCH_LAYERS, cap_patch, known_defaults, read_source
-from harness.report import read_sidecar, write_report
-from harness.sweep import quick_table
+from harness.analysis.pipeline import Options, analyse_path
+from harness.measure.sweep import quick_table
+from harness.output.addendum import read_sidecar, write_report
+from harness.output.mlxcel_source import SWITCH_LAYERS, cap_patch, known_defaults, read_source
 from tests.helpers import run_cli
 from tests.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
 

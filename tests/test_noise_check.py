@@ -1,4 +1,5 @@
-"""The noise pre-check before a sweep (harness/noise_check.py): one line when the machine is busy, none when quiet."""
+"""The noise pre-check before a sweep (harness/measure/noise_check.py): one line when the machine is busy, none when
+quiet."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import noise_check
+from harness.measure import noise_check
 from tests.helpers import cli, fake_config
 
 

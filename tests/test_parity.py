@@ -9,14 +9,15 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from harness import sweep as sweeps
-from harness.cli import app
-from harness.commands.init import init_config
-from harness.config import load_config
-from harness.defaults import build_defaults, mispredictions, run_checks
-from harness.discover import scan
-from harness.parity import EARLY_DIVERGENCE, agreement, parity_by_model, pieces, point_parity
-from harness.results import read_samples
+from harness.analysis.backend_defaults import build_defaults, mispredictions, run_checks
+from harness.analysis.parity import EARLY_DIVERGENCE, agreement, parity_by_model, pieces, point_parity
+from harness.cli.app import app
+from harness.cli.init import init_config
+from harness.config.discover import scan
+from harness.config.schema import load_config
+from harness.measure import sweep as sweeps
+from harness.measure import sweep_setup
+from harness.runs.formats import read_samples
 from tests.fake_models import CONFIGS, text_generator_command, write_models
 
 
@@ -58,7 +59,7 @@ def _config(tmp_path, models: list[str], **workload) -> tuple:
 
 
 def _sweep(config_path, run_dir):
-    plan = sweeps.prepare(config_path, out=run_dir)
+    plan = sweep_setup.prepare(config_path, out=run_dir)
     with sweeps.writing(plan):
         sweeps.execute(plan, lambda message: None)
     return read_samples(run_dir)

@@ -1,4 +1,5 @@
-"""`moecal plan`'s time estimate calibrated by the last run of the config on this machine (harness/plan_estimate.py).
+"""`moecal plan`'s time estimate calibrated by the last run of the config on this machine
+(harness/measure/plan_estimate.py).
 
 Input: a copy (in tmp_path) of the stored CPU run results/20261130-cpu-vm-cpu-smoke — real timestamps, read only."""
 
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan_estimate import last_run, run_timing
-from harness.results import read_provenance
+from harness.measure.plan_estimate import last_run, run_timing
+from harness.runs.formats import read_provenance
 
 STORED_RUN = Path(__file__).resolve().parents[1] / "results" / "20261130-cpu-vm-cpu-smoke"
 

@@ -1,4 +1,4 @@
-"""The addendum's plot (harness/plot.py): panels per workload kind, 800 px wide, the decision in the title.
+"""The addendum's plot (harness/output/plot.py): panels per workload kind, 800 px wide, the decision in the title.
 
 Inputs: the stored CPU run in results/ (real, read only) and the GB10 design example fixture (published data)."""
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import matplotlib.image
 
-from harness.analysis import Options
-from harness.plot import LAYER, WHOLE_MODEL, _kind, title_text, write_plot
-from harness.report import build_report_data, project_root
+from harness.analysis.pipeline import Options
+from harness.output.addendum import build_report_data, project_root
+from harness.output.plot import LAYER, WHOLE_MODEL, _kind, title_text, write_plot
 
 REPO = Path(__file__).resolve().parents[1]
 STORED_RUN = REPO / "results" / "20261130-cpu-vm-cpu-smoke"

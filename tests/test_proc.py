@@ -1,4 +1,4 @@
-"""harness.proc with real process trees (SYNTHETIC `python -c` programs): the deadline holds whatever the
+"""harness.measure.proc with real process trees (SYNTHETIC `python -c` programs): the deadline holds whatever the
 descendants do, a clean exit stays a clean exit, and nothing is left running."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.proc import run_with_deadline
+from harness.measure.proc import run_with_deadline
 
 # A benchmark that prints its result, starts a child in a session of its own that keeps stdout open (or closes it
 # and lives on as a daemon), writes the child's pid to a file and exits 0.

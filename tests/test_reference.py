@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.layer import make_inputs, make_layer
-from harness.reference import dequantize, moe_reference, rel_err, unpack
-from harness.shapes import MoeShape
+from harness.config.shapes import MoeShape
+from harness.measure.quant_layer import make_inputs, make_layer
+from harness.measure.reference import dequantize, moe_reference, rel_err, unpack
 
 
 def test_unpack_reads_fields_lsb_first() -> None:
@@ -67,7 +67,7 @@ def test_dequantize_matches_mx_dequantize(bits: int, group_size: int) -> None:
 )
 def test_moe_reference_matches_mlx_gather_qmm(shape: MoeShape) -> None:
     pytest.importorskip("mlx.core")
-    from harness.backends.mlx_paths import gather_qmm_step, to_numpy, upload_mlx, upload_mlx_inputs
+    from harness.measure.backends.mlx_paths import gather_qmm_step, to_numpy, upload_mlx, upload_mlx_inputs
 
     layer = make_layer(shape, seed=3)
     x, indices, scores = make_inputs(shape, seed=3)

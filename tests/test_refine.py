@@ -1,4 +1,4 @@
-"""Adaptive Dff refinement (harness.refine) on SYNTHETIC sweeps: bisection inside the crossover bracket, on grid
+"""Adaptive Dff refinement (harness.measure.refine) on SYNTHETIC sweeps: bisection inside the crossover bracket, on grid
 multiples, within the run budget, until the interval is narrow enough."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from harness.analysis import Options, analyse_path
-from harness.config import Measure
-from harness.measure import Point
-from harness.refine import refine
+from harness.analysis.pipeline import Options, analyse_path
+from harness.config.schema import Measure
+from harness.measure.protocol import Point
+from harness.measure.refine import refine
 from tests.synthetic_sweeps import linear_curve, synthetic_samples, write_run
 
 TRUE_CROSSOVER = 7000

@@ -7,13 +7,14 @@ import importlib
 
 import pytest
 
-from harness.backends import BACKEND_NAMES, BACKENDS, BackendUnavailable, Detection, backend_class, backend_spec
-from harness.config import WORKLOAD_KINDS, load_yaml, parse_config, resolved_dtype
-from harness.errors import InputError
-from harness.install_hint import extras
-from harness.provenance import library_pin
-from harness.workloads import KINDS
-from harness.workloads.arrays import array_ops
+from harness.config.backend_specs import BACKEND_NAMES, BACKENDS, backend_spec
+from harness.config.install_hint import extras
+from harness.config.schema import WORKLOAD_KINDS, load_yaml, parse_config, resolved_dtype
+from harness.errors import BackendUnavailable, InputError
+from harness.measure.backends import Detection, backend_class
+from harness.measure.workloads import KINDS
+from harness.measure.workloads.arrays import array_ops
+from harness.runs.provenance import library_pin
 from tests.helpers import REPO
 
 

@@ -1,4 +1,5 @@
-"""Addendum + plot, and `moecal check-reports`, on the DESIGN §6 example and SYNTHETIC sweeps (all in tmp_path)."""
+"""Addendum + plot, and `moecal check-reports`, on the docs/design.md §6 example and SYNTHETIC sweeps (all in
+tmp_path)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import matplotlib.image
 import pandas as pd
 import pytest
 
-from harness.analysis import Options
-from harness.mlxcel import import_run_dir
-from harness.report import build_report_data, read_sidecar, render_markdown, sidecar_path, write_report
+from harness.analysis.pipeline import Options
+from harness.output.addendum import build_report_data, read_sidecar, render_markdown, sidecar_path, write_report
+from harness.runs.mlxcel_csv import import_run_dir
 from tests.helpers import run_cli
 from tests.synthetic_sweeps import SYNTHETIC_META, design_example, linear_curve, synthetic_samples, write_run
 

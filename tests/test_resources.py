@@ -1,4 +1,4 @@
-"""Package data lookup (harness/resources.py): presets by name, the caller's files first, one-line summaries."""
+"""Package data lookup (harness/config/resources.py): presets by name, the caller's files first, one-line summaries."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import resources
+from harness.config import resources
 from harness.errors import InputError
 from tests.helpers import REPO
 

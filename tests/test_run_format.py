@@ -9,8 +9,8 @@ import shutil
 import pytest
 
 from harness.errors import InputError
-from harness.results import SAMPLE_COLUMNS, read_samples
-from harness.rundir import (
+from harness.runs.formats import SAMPLE_COLUMNS, read_samples
+from harness.runs.rundir import (
     FORMAT_KEY,
     FORMAT_VERSION,
     MIGRATIONS,

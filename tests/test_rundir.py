@@ -13,12 +13,20 @@ import sys
 import pytest
 
 from harness.errors import InputError
-from harness.results import SAMPLE_COLUMNS, csv_line, read_samples
-from harness.rundir import RunLock, SampleWriter, default_run_id, device_slug, mixed_settings, new_segment, segments
+from harness.runs.formats import SAMPLE_COLUMNS, csv_line, read_samples
+from harness.runs.rundir import (
+    RunLock,
+    SampleWriter,
+    default_run_id,
+    device_slug,
+    mixed_settings,
+    new_segment,
+    segments,
+)
 from tests.helpers import REPO, cli, fake_config
 
 HOLD_LOCK = """import sys, time
-from harness.rundir import RunLock
+from harness.runs.rundir import RunLock
 with RunLock(sys.argv[1]):
     print("locked", flush=True)
     time.sleep(60)
@@ -162,7 +170,7 @@ def test_a_full_disk_is_an_input_error_naming_the_file(tmp_path, monkeypatch):
 
 
 def test_the_kernel_source_hash_follows_the_kernel_files(tmp_path, monkeypatch):
-    from harness import provenance
+    from harness.runs import provenance
 
     monkeypatch.setattr(provenance.resources, "kernel_dir", lambda: tmp_path)
     (tmp_path / "cuda").mkdir()

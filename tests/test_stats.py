@@ -1,4 +1,4 @@
-"""Per-point statistics on SYNTHETIC samples (tests/synthetic_sweeps.py) and the DESIGN §6 example: intervals,
+"""Per-point statistics on SYNTHETIC samples (tests/synthetic_sweeps.py) and the docs/design.md §6 example: intervals,
 margin verdicts, pairing vs Welch, outliers, the A/A noise floor, null and insufficient points."""
 
 from __future__ import annotations
@@ -8,10 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from harness.analysis import Options, analyse, parse_excludes
-from harness.errors import InputError
-from harness.inputs import LoadedInput, load_input
-from harness.stats import (
+from harness.analysis.inputs import LoadedInput, load_input
+from harness.analysis.pipeline import Options, analyse, parse_excludes
+from harness.analysis.stats import (
     analyse_points,
     classify,
     compare_arms,
@@ -22,6 +21,7 @@ from harness.stats import (
     split_arms,
     summarize,
 )
+from harness.errors import InputError
 from tests.synthetic_sweeps import design_example, synthetic_samples
 
 
@@ -198,8 +198,8 @@ def test_row_median_is_numpys_median_of_each_rows_values_bit_for_bit():
 def test_identical_runs_at_two_decimals_keep_the_rounding_in_their_interval(tmp_path):
     """SYNTHETIC mlxcel CSV whose runs repeat exactly (2 decimals): the interval is at least the rounding error's
     (0.01²/12 per value, relative), not zero wide."""
-    from harness.analysis import analyse_path
-    from harness.stats import precision_step
+    from harness.analysis.pipeline import analyse_path
+    from harness.analysis.stats import precision_step
 
     assert precision_step(np.array([91.0, 91.66, 90.44])) == pytest.approx(0.01)
     assert precision_step(np.array([1234.5678912345])) == 0.0  # simulated floats: only the 6-digit floor

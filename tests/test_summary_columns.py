@@ -1,10 +1,10 @@
-"""summary.csv's columns are named once (harness.summary_columns); its header is a file format and stays put."""
+"""summary.csv's columns are named once (harness.runs.summary_columns); its header is a file format and stays put."""
 
 from __future__ import annotations
 
-from harness.analysis import analyse_path, save_summary
-from harness.results import header_lines
-from harness.summary_columns import SUMMARY_COLUMNS, SummaryCol
+from harness.analysis.pipeline import analyse_path, save_summary
+from harness.runs.formats import header_lines
+from harness.runs.summary_columns import SUMMARY_COLUMNS, SummaryCol
 from tests.helpers import REPO
 
 STORED = REPO / "results" / "20261130-cpu-vm-cpu-smoke"

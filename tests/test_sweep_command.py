@@ -13,9 +13,9 @@ import time
 import pandas as pd
 import pytest
 
-from harness import rundir
-from harness import sweep as sweeps
-from harness.results import read_provenance, read_samples
+from harness.measure import sweep_setup
+from harness.runs import rundir
+from harness.runs.formats import read_provenance, read_samples
 from tests.helpers import FAKE_BENCH, REPO, cli, fake_config, wait_for
 
 
@@ -277,7 +277,7 @@ def test_new_sweeps_get_fresh_run_ids_and_never_write_into_a_stored_run(tmp_path
     assert _snapshot(tmp_path / "results") == before
     # without --out: a new run directory results/<yyyymmddThhmm>-<backend>-<device>-<config>, twice in one minute
     minute = dt.datetime(2026, 11, 30, 19, 5, tzinfo=dt.UTC)  # fixed, so the test cannot straddle a minute
-    monkeypatch.setattr(sweeps, "default_run_id", lambda *args: rundir.default_run_id(*args, now=minute))
+    monkeypatch.setattr(sweep_setup, "default_run_id", lambda *args: rundir.default_run_id(*args, now=minute))
     first = cli("sweep", config, "--no-report", cwd=tmp_path)
     second = cli("sweep", config, "--no-report", cwd=tmp_path)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr

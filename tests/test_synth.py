@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import synth
-from harness.discover import FAMILIES, read_model, read_synth_sidecar
+from harness.config import synth
+from harness.config.discover import FAMILIES, read_model, read_synth_sidecar
 from tests.helpers import cli
 from tests.synth_sources import CONFIGS, source_folder
 

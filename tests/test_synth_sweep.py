@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.config import SynthSettings
-from harness.synth_sweep import synthesize
+from harness.config.schema import SynthSettings
+from harness.config.synth_sweep import synthesize
 from tests.helpers import REPO, cli
 from tests.synth_sources import source_folder
 

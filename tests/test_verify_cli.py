@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from harness.backends.cpu import CpuBackend
-from harness.cli import app
+from harness.cli.app import app
 from harness.errors import InputError
+from harness.measure.backends.cpu import CpuBackend
 from tests.helpers import REPO, run_cli
 
 SHAPES = "d1024-f512-e4-k2-q8g32,d2080-f512-k1-q4g32-bf16"
@@ -53,7 +53,7 @@ def test_verify_rejects_bad_shapes_and_unusable_backends_with_exit_2() -> None:
 
 
 def test_verify_says_why_a_backend_is_unavailable() -> None:
-    from harness.backends import availability
+    from harness.measure.backends import availability
 
     if availability("cuda")[0]:
         pytest.skip("a CUDA device is present, so the cuda backend is available here")
@@ -67,7 +67,7 @@ def test_compile_only_compiles_every_variant_for_every_arch_and_fails_on_any_err
     """The NVRTC report path with a stand-in compiler that fails what it is told to fail: the command must ask for
     every kernel variant (18 formats and the 8 A/B variants beyond the default) on all 7 architectures once, list
     each result, attach the log only to failures, and exit 1 on any failure but 0 when all compile."""
-    from harness.backends import cuda_compile
+    from harness.measure.backends import cuda_compile
 
     asked: list[tuple[str, str]] = []
     failing = {("q4g64-bfloat16-sgy8-rows2-act_shared", "sm_90")}
@@ -98,8 +98,8 @@ def test_compile_only_compiles_every_variant_for_every_arch_and_fails_on_any_err
 def test_an_unknown_kernel_variant_in_the_environment_is_an_input_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """The cuda backend as if a GPU were here (availability patched): MOECAL_CUDA_ROWS=3 names no variant, which
     must be an InputError (one `error:` line and exit 2 from the CLI's main), not a traceback."""
-    import harness.backends as backends
-    from harness.commands import verify
+    import harness.measure.backends as backends
+    from harness.cli import verify
 
     monkeypatch.setattr(backends, "availability", lambda name: (True, "patched for the test"))
     monkeypatch.setenv("MOECAL_CUDA_ROWS", "3")
@@ -109,10 +109,10 @@ def test_an_unknown_kernel_variant_in_the_environment_is_an_input_error(monkeypa
 
 def test_an_unknown_kernel_variant_fails_a_sweep_before_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same for the sweep, which builds its backend through get_backend (availability patched as above)."""
-    import harness.backends as backends
-    from harness import sweep as sweeps
+    import harness.measure.backends as backends
+    from harness.measure import sweep_setup
 
     monkeypatch.setattr(backends, "availability", lambda name: (True, "patched for the test"))
     monkeypatch.setenv("MOECAL_CUDA_ROWS", "3")
     with pytest.raises(InputError, match=r"backend: backend 'cuda': invalid CUDA kernel variant .*MOECAL_CUDA_ROWS"):
-        sweeps.prepare(REPO / "configs" / "h200.yaml", backend="cuda")
+        sweep_setup.prepare(REPO / "configs" / "h200.yaml", backend="cuda")

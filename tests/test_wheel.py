@@ -120,7 +120,7 @@ def outside(installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> I
     for name, args in OUTSIDE_COMMANDS.items():
         workdir = tmp_path_factory.mktemp(f"outside-{name}")
         if name == "crossover":
-            (workdir / "sweep.csv").write_text(DESIGN_EXAMPLE_CSV)  # DESIGN §6's example, not a measurement
+            (workdir / "sweep.csv").write_text(DESIGN_EXAMPLE_CSV)  # docs/design.md §6's example, not a measurement
         argv = [str(installed.python.parent / "moecal"), *args]
         process = subprocess.Popen(argv, cwd=workdir, env=installed.env, stdout=PIPE, stderr=PIPE, text=True)
         started[name] = Outside(workdir, process)
@@ -219,7 +219,7 @@ class NotInstalled(MetaPathFinder):
 
 
 sys.meta_path.insert(0, NotInstalled())
-from harness.cli import app
+from harness.cli.app import app
 
 for args in (
     ["import-mlxcel", "sweep.csv", "--out", "run"],
@@ -235,7 +235,7 @@ print("imported:", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
 
 
 def test_analysis_commands_need_no_backend_library(tmp_path: Path) -> None:
-    (tmp_path / "sweep.csv").write_text(DESIGN_EXAMPLE_CSV)  # DESIGN §6's example, not a measurement
+    (tmp_path / "sweep.csv").write_text(DESIGN_EXAMPLE_CSV)  # docs/design.md §6's example, not a measurement
     env = os.environ | {"PYTHONPATH": str(REPO), "COLUMNS": "200"}
     done = _run([sys.executable, "-c", WITHOUT_BACKENDS, ",".join(BACKEND_LIBRARIES)], tmp_path, env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr

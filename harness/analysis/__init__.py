@@ -1,0 +1,1 @@
+"""Pure statistics on stored runs: per-point intervals, the crossover curve, the decision policy, regression checks."""

@@ -1,0 +1,186 @@
+"""Which MoE path ran, observed without a trace line: what the untimed verification pass says per point.
+
+mlxcel's `mlxcel-bench-decode` prints nothing that names the MoE path, but its fused kernel carries a parity probe
+(MLXCEL_FUSED_MOE_PARITY_CHECK=1) that logs `[fused-moe-parity]` lines from inside the kernel, so a line exists
+only when the fused kernel ran. Before the timed rounds, each model gets one fused-arm and one fallback-arm run
+with the probe on (harness/measure/dispatch.py), recorded in `<run>/verification.json`. Per model, `dispatch` is then:
+
+- `verified`: probe lines in the fused run, at the model's Dff, and none in the fallback run;
+- `declined`: no line in either run although the binary has the probe: the kernel declined this checkpoint, both
+  arms ran the fallback, and the point is null whatever its timing says;
+- `predicted`: no line for ANY model that `moecal init` predicted eligible: this binary has no probe (built before
+  2026-07-24), so the dispatch was not observed and the eligibility prediction stands; nothing becomes null for
+  lack of a line;
+- `unverified`: no verification pass (a config without `dispatch_check`, e.g. one with a `dispatch_probe.regex`,
+  whose old semantics then apply), a verification run that failed, lines at another Dff than the config's, or lines
+  in the fallback run too (then the point is null: the fallback cap did not force the fallback).
+
+The same fused run gives the numerical parity per model: worst and median normalized RMS of the fused output
+against mlxcel's gather_qmm reference (fused-vs-ref) and against an all-f32 truth (fused-vs-truth), and the calls
+over the probe's default threshold (0.05, mlxcel's own line between rounding and a wrong result).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from harness.errors import InputError
+
+RECORD = "verification.json"
+PARITY_LIMIT = 0.05  # mlxcel's default MLXCEL_FUSED_MOE_PARITY_THRESHOLD
+DISPATCH_VALUES = ("verified", "declined", "predicted", "unverified")
+POINT_FIELDS = (
+    "dispatch",
+    "dispatch_note",
+    "parity_class",
+    "parity_calls",
+    "parity_calls_over",
+    "fused_vs_ref_worst",
+    "fused_vs_ref_median",
+    "fused_vs_truth_worst",
+    "fused_vs_truth_median",
+    "tokens_fallback",
+    "tokens_fused",
+    "tokens_differ",
+)
+
+
+def read_record(run_dir: Path) -> dict[str, dict]:
+    """The verification record of a run directory: model → its two runs ({} when the run has none)."""
+    path = Path(run_dir) / RECORD
+    if not path.exists():
+        return {}
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(str(path), "", f"not a moecal verification record: {exc}") from None
+    models = record.get("models") if isinstance(record, dict) else None
+    if not isinstance(models, dict):
+        raise InputError(str(path), "models", "expected an object of model → verification runs")
+    return models
+
+
+def probe_present(record: Mapping[str, dict], expected_null: Mapping[str, str]) -> bool:
+    """Whether this binary has the probe: some model's verification run logged a line. Judged over the models
+    predicted eligible; a build without the probe logs nothing for any of them."""
+    eligible = [m for m in record if m not in expected_null] or list(record)
+    return any(run.get("calls", 0) or run.get("summary_calls", 0) for m in eligible for run in record[m]["runs"])
+
+
+def classify(entry: Mapping[str, object], has_probe: bool) -> tuple[str, str, bool]:
+    """(dispatch, note, null) for one model's verification entry."""
+    runs = {run["path"]: run for run in entry["runs"]}
+    fused, fallback = runs["fused"], runs["fallback"]
+    failed = [run for run in (fused, fallback) if run["status"] != "ok"]
+    if failed:
+        return "unverified", f"the {failed[0]['path']} verification run failed: {failed[0]['error']}", False
+    seen_fused = fused["calls"] or fused.get("summary_calls", 0)
+    if fallback["calls"] or fallback.get("summary_calls", 0):
+        note = "the fallback verification run logged fused-kernel calls: the fallback cap did not force the fallback"
+        return "unverified", note, True
+    if seen_fused:
+        if entry["dff"] not in fused["dffs"]:
+            dffs = ", ".join(map(str, fused["dffs"])) or "none logged"
+            return "unverified", f"the fused kernel ran at Dff {dffs}, not the config's {entry['dff']}", False
+        return "verified", f"{fused['calls']} fused-kernel calls logged in the fused run, none in the fallback", False
+    if has_probe:
+        return "declined", "no [fused-moe-parity] line in either verification run: the kernel declined it", True
+    return "predicted", "not observed: this binary prints no [fused-moe-parity] line for any model", False
+
+
+def parity_class(run: Mapping[str, object]) -> str:
+    """The numerical parity of one model in one phrase (the addendum's parity column)."""
+    if not run.get("calls"):
+        return "no parity data"
+    worst = f"worst fused-vs-truth {run['fused_vs_truth_worst']:.2e}"
+    if run["over"]:
+        return f"{run['over']} of {run['calls']} calls over {PARITY_LIMIT:g} ({worst}) — CHECK"
+    return f"within {PARITY_LIMIT:g} in {run['calls']} calls ({worst})"
+
+
+def per_model(record: Mapping[str, dict], expected_null: Mapping[str, str]) -> dict[str, dict[str, object]]:
+    """Model → the point fields the verification gives (dispatch, note, null, parity figures)."""
+    record = {m: e for m, e in record.items() if isinstance(e, Mapping) and isinstance(e.get("runs"), list)}
+    has_probe = probe_present(record, expected_null)
+    out: dict[str, dict[str, object]] = {}
+    for model, entry in record.items():
+        dispatch, note, null = classify(entry, has_probe)
+        fused = next(run for run in entry["runs"] if run["path"] == "fused")
+        out[model] = {
+            "dispatch": dispatch,
+            "dispatch_note": note,
+            "null": null,
+            "parity_class": parity_class(fused),
+            "parity_calls": fused.get("calls", 0),
+            "parity_calls_over": fused.get("over", 0),
+            **{k: fused.get(k) for k in POINT_FIELDS if k.startswith("fused_vs_")},
+        }
+    return out
+
+
+def null_reasons(provenance: Mapping[str, object], expected_null: Mapping[str, str]) -> dict[str, str]:
+    """Models the verification pass makes null points (declined, or the fallback arm ran the fused kernel)."""
+    record = provenance.get("verification")
+    if not isinstance(record, Mapping):
+        return {}
+    facts = per_model(record, expected_null)
+    return {m: f"dispatch {f['dispatch']}: {f['dispatch_note']}" for m, f in facts.items() if f["null"]}
+
+
+def contradictions(provenance: Mapping[str, object], expected_null: Mapping[str, str]) -> dict[str, str]:
+    """Models whose observed dispatch contradicts `moecal init`'s eligibility prediction (the addendum lists them:
+    a wrong prediction means harness.config.eligibility no longer restates mlxcel's rules)."""
+    record = provenance.get("verification")
+    if not isinstance(record, Mapping):
+        return {}
+    out = {}
+    for model, fact in per_model(record, expected_null).items():
+        if fact["dispatch"] == "verified" and model in expected_null:
+            out[model] = f"predicted null ({expected_null[model]}), but the verification run logged fused-kernel calls"
+        elif fact["dispatch"] == "declined" and model not in expected_null:
+            out[model] = "predicted eligible, but the kernel declined it (no [fused-moe-parity] line)"
+    return out
+
+
+def _median_tokens(samples: pd.DataFrame) -> dict[tuple[str, str], float]:
+    """{(model, arm): median generated tokens of its ok runs}, in one grouping pass (a per-model filter of the
+    frame would make the annotation quadratic in the number of points)."""
+    if "tokens" not in samples:
+        return {}
+    ok = samples[samples["status"] == "ok"]
+    tokens = pd.to_numeric(ok["tokens"], errors="coerce")
+    medians = tokens.groupby([ok["model"].astype(str), ok["arm"]]).median().dropna()
+    return {(str(model), str(arm)): float(value) for (model, arm), value in medians.items()}
+
+
+def annotate(
+    summary: pd.DataFrame,
+    samples: pd.DataFrame | None,
+    provenance: Mapping[str, object],
+    expected_null: Mapping[str, str],
+) -> pd.DataFrame:
+    """The summary of a command-workload run with POINT_FIELDS per point: dispatch and parity from the
+    verification pass, the median generated tokens per arm from the timed runs, and `tokens_differ` when the arms
+    generated different counts (greedy decoding stopped at EOS at different places: the arms did different work)."""
+    # a stored summary.csv keeps what it was written with; built-in workloads have no dispatch to verify
+    if samples is None or not (samples["workload"] == "command").any():
+        return summary
+    out = summary.copy()
+    record = provenance.get("verification")
+    facts = per_model(record, expected_null) if isinstance(record, Mapping) else {}
+    tokens = _median_tokens(samples)
+    rows = []
+    for model in out["model"].astype(str):
+        fact = facts.get(model, {"dispatch": "unverified", "dispatch_note": "no verification pass in this run"})
+        fallback, fused = tokens.get((model, "fallback")), tokens.get((model, "fused"))
+        differ = fallback is not None and fused is not None and fallback != fused
+        row = {k: fact.get(k) for k in POINT_FIELDS}
+        rows.append({**row, "tokens_fallback": fallback, "tokens_fused": fused, "tokens_differ": differ})
+    extra = pd.DataFrame(rows, index=out.index, columns=list(POINT_FIELDS))
+    for column in POINT_FIELDS:
+        out[column] = extra[column]
+    return out

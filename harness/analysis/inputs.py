@@ -1,0 +1,162 @@
+"""Reading what the analysis commands are given: a run directory, a samples.csv, a summary.csv or an mlxcel sweep
+CSV — sniffed from the columns, so every command takes any of them. Also writes summary.csv.
+
+Anything unusable becomes an InputError naming the file, the field and the problem (the CLI exits 2), never a
+traceback: the check command's exit codes depend on telling "bad input" from "regression".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
+
+from harness.analysis import dispatch_evidence
+from harness.analysis.stats import VERDICTS
+from harness.errors import InputError
+from harness.runs import mlxcel_csv as mlxcel
+from harness.runs.formats import (
+    SAMPLE_COLUMNS,
+    SAMPLES_FILE,
+    first_bad,
+    format_provenance,
+    header_lines,
+    numeric_column,
+    point_keys,
+    positive_column,
+    read_csv_text,
+    read_frame,
+    read_provenance,
+    read_samples,
+    text_column,
+    write_text_atomic,
+)
+from harness.runs.rundir import META_FILE, SUMMARY_FILE, RunDirectory
+from harness.runs.summary_columns import SUMMARY_COLUMNS, SummaryCol
+
+
+class LoadedInput(NamedTuple):
+    samples: pd.DataFrame | None
+    summary: pd.DataFrame | None
+    provenance: dict[str, object]
+
+
+def load_input(path: str | Path) -> LoadedInput:
+    """Samples and/or summary plus provenance (meta.json over the CSV's `#` header) from any supported input."""
+    path = Path(path)
+    if path.is_dir():
+        return _load_run_dir(path)
+    if not path.is_file():
+        raise InputError(str(path), "", "no such file or directory (expected a run directory or a CSV)")
+    columns = _columns(path)
+    if mlxcel.is_mlxcel(columns):
+        imported = mlxcel.read_mlxcel(path)
+        return LoadedInput(imported.samples, None, imported.provenance)
+    # a run directory's meta.json beside its CSV is the fuller provenance, with its dispatch verification record
+    meta = _run_provenance(path.parent) if path.name in (SAMPLES_FILE, SUMMARY_FILE) else {}
+    if set(SAMPLE_COLUMNS) <= set(columns):
+        samples = read_samples(path)
+        _check_meta_matches(path, meta, samples)
+        return LoadedInput(samples, None, {**_provenance(path), **meta})
+    if set(SUMMARY_COLUMNS) <= set(columns):
+        return LoadedInput(None, _read_summary(path), {**_provenance(path), **meta})
+    if {"round_ratio", "p_value", "verdict"} <= set(columns):  # summary.csv of the earlier bootstrap engine
+        raise InputError(
+            str(path),
+            "columns",
+            "a summary.csv of the earlier bootstrap engine, whose intervals this version does not reuse: "
+            f"analyse the run's samples instead ({path.parent if path.name == SUMMARY_FILE else 'its samples.csv'})",
+        )
+    raise InputError(
+        str(path), "columns", "not a samples.csv, summary.csv or mlxcel sweep CSV (header: " + ",".join(columns) + ")"
+    )
+
+
+def _run_provenance(run_dir: Path) -> dict[str, object]:
+    meta = RunDirectory(run_dir).read_meta()
+    record = dispatch_evidence.read_record(run_dir)
+    return {**meta, "verification": record} if record else meta
+
+
+def _check_meta_matches(path: Path, meta: dict[str, object], samples: pd.DataFrame) -> None:
+    """meta.json beside a samples.csv describes the run of those rows: another backend or device there means the
+    two files come from different runs, and the report would credit one machine with the other's numbers."""
+    if not len(samples):
+        return
+    for column in ("backend", "device"):
+        if column in meta and str(meta[column]) != str(samples[column].iloc[0]):
+            raise InputError(
+                str(path.parent / META_FILE),
+                column,
+                f"{meta[column]!r}, but {path} was measured on {samples[column].iloc[0]!r}: they are not one run",
+            )
+
+
+def _load_run_dir(path: Path) -> LoadedInput:
+    run = RunDirectory(path)
+    if not run.samples.exists() and not run.summary.exists():
+        raise InputError(str(path), "", "a run directory needs samples.csv or summary.csv; neither is there")
+    # the same sniffing as for a CSV given directly, so a foreign samples.csv is an InputError, not a KeyError
+    return load_input(run.samples if run.samples.exists() else run.summary)
+
+
+def _columns(path: Path) -> list[str]:
+    """The column names: the first non-empty line below the `#` header."""
+    lines = read_csv_text(path).splitlines()[len(header_lines(path)) :]
+    first = next((line for line in lines if line.strip()), None)
+    if first is None:
+        raise InputError(str(path), "", "empty file: no header row")
+    return [c.strip() for c in first.split(",")]
+
+
+def _provenance(path: Path) -> dict[str, object]:
+    """The `# key: value` header, with `packages.x` lines folded back into a `packages` dict like meta.json's."""
+    out: dict[str, object] = {}
+    for key, value in read_provenance(path).items():
+        group, dot, sub = key.partition(".")
+        if dot:
+            out.setdefault(group, {})
+            if isinstance(out[group], dict):
+                out[group][sub] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _read_summary(path: Path) -> pd.DataFrame:
+    """summary.csv, validated like samples: numbers where needed, finite positive throughputs and ratios for every
+    non-null point, known verdicts, each point once, one backend and device."""
+    frame = read_frame(path)
+    for column in (
+        "backend",
+        "device",
+        "workload",
+        "model",
+        "quant_mode",
+        "dtype",
+        SummaryCol.VERDICT,
+        SummaryCol.REASON,
+    ):
+        frame[column] = text_column(frame[column])
+    first_bad(path, frame, ~frame[SummaryCol.VERDICT].isin(VERDICTS), SummaryCol.VERDICT, "unknown verdict {value!r}")
+    valid = frame[SummaryCol.VERDICT] != "null"
+    numeric_column(frame, path, "dff", pd.Series(True, frame.index))
+    for column in (SummaryCol.RATIO, SummaryCol.FALLBACK_TOK_S, SummaryCol.FUSED_TOK_S):
+        numeric_column(frame, path, column, valid)
+        positive_column(frame, path, column, valid)
+    for column in ("d_model", "n_experts", "top_k", "bits", "group_size", SummaryCol.CI_LOW, SummaryCol.CI_HIGH):
+        numeric_column(frame, path, column, None)
+    for column in ("backend", "device"):
+        if len(frame):
+            problem = "{value!r}: a run holds one " + f"{column}, the first row has {frame[column].iloc[0]!r}"
+            first_bad(path, frame, frame[column] != frame[column].iloc[0], column, problem)
+    keys = point_keys(frame)
+    first_bad(path, frame, keys.duplicated(), "dff", "this point ({value}) already has a row")
+    frame[SummaryCol.UNSTABLE] = frame[SummaryCol.UNSTABLE].astype(str).str.lower().isin(("true", "1"))
+    return frame
+
+
+def write_summary_csv(summary: pd.DataFrame, path: Path, provenance: dict[str, object]) -> Path:
+    """summary.csv with the provenance header (the settings that produced it included)."""
+    return write_text_atomic(Path(path), format_provenance(provenance) + summary.to_csv(index=False))

@@ -1,0 +1,84 @@
+"""Options shared by the analysis commands (summarize, crossover, recommend, report, check).
+
+Declared once so every command spells `--exclude`, `--confidence` … the same way and builds the same Options.
+Every command module imports this at load, so it imports nothing heavy: the analysis (pandas, scipy) is loaded
+when a command runs, not when its `--help` is shown.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN, MAX_CAP
+
+if TYPE_CHECKING:
+    from harness.analysis.pipeline import Options
+
+InputArg = Annotated[
+    Path,
+    typer.Argument(
+        metavar="INPUT", help="a run directory, a samples.csv, a summary.csv or an mlxcel sweep CSV", show_default=False
+    ),
+]
+RunsArg = Annotated[
+    list[Path],
+    typer.Argument(
+        metavar="RUN",
+        help="one input (as above), or several runs (backends, devices) for one per-backend defaults table",
+        show_default=False,
+    ),
+]
+ExcludeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exclude",
+        metavar="NAME[=WHY]",
+        help="model to mark null (repeatable); NAME=why records the reason",
+        show_default=False,
+    ),
+]
+ConfidenceOpt = Annotated[float, typer.Option(metavar="LEVEL", help="confidence level of every interval")]
+MarginOpt = Annotated[
+    float,
+    typer.Option(
+        min=0.0, max=0.49, metavar="DELTA", help="practical margin δ: a path wins only beyond 1 ± δ (0.01 = 1%)"
+    ),
+]
+CurrentDefaultOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        max=MAX_CAP,
+        metavar="DFF",
+        help="the cap in force now (default: the run's current_default)",
+        show_default=False,
+    ),
+]
+GridOpt = Annotated[int, typer.Option(min=1, help="recommended caps are multiples of this")]
+InterpolationOpt = Annotated[
+    str, typer.Option(metavar="linear|log2", help="linear | log2: how the ratio is interpolated between Dffs")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print exactly one JSON object instead of tables")]
+
+
+def build_options(
+    exclude: list[str] | None,
+    confidence: float = CONFIDENCE,
+    margin: float = MARGIN,
+    current_default: int | None = None,
+    grid: int = DEFAULT_GRID,
+    interpolation: str = "linear",
+) -> Options:
+    from harness.analysis.pipeline import Options, parse_excludes
+
+    return Options(
+        excludes=parse_excludes(exclude or []),
+        confidence=confidence,
+        margin=margin,
+        current_default=current_default,
+        grid=grid,
+        interpolation=interpolation,
+    )

@@ -1,0 +1,116 @@
+"""`moecal check --baseline A --current B` (regression gate) and `moecal check-reports [DIR...]`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from harness.cli.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, MarginOpt, build_options
+from harness.thresholds import CONFIDENCE, MARGIN, MAX_REGRESSION
+
+if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
+    from harness.analysis.regression import CheckResult
+
+
+def _change(arm: dict[str, object]) -> str:
+    text = f"{arm['change']:+.1%}"
+    if arm["significant"]:
+        text += " *"
+    return f"[red]{text}[/red]" if arm["regressed"] else text
+
+
+def print_check(result: CheckResult, console: Console) -> None:
+    table = Table(
+        title="baseline → current (* = interval of the change excludes 0)",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 0),
+        title_justify="left",
+    )
+    for column in ("Dff", "model", "fallback", "fused", "ratio", "verdict"):
+        left = column in ("model", "verdict")
+        table.add_column(column, justify="left" if left else "right", no_wrap=column != "model", overflow="fold")
+    for p in result.points:
+        verdict = p["verdict_before"] + (
+            "" if p["verdict_before"] == p["verdict_after"] else f" → {p['verdict_after']}"
+        )
+        ratio = f"{p['ratio_before']:.3f}→{p['ratio_after']:.3f}"
+        table.add_row(str(p["dff"]), p["model"], _change(p["fallback"]), _change(p["fused"]), ratio, verdict)
+    console.print(table)
+    for row in result.dropped:
+        console.print(f"dropped ({row['side']}) {row['model']} dff {row['dff']}: {row['reason']}", highlight=False)
+    for side, d in result.decisions.items():
+        console.print(f"{side} decision: {d['action']} → {d['recommended_cap']}", highlight=False)
+    for problem in result.problems:
+        console.print(f"[red]{problem}[/red]", highlight=False)
+    console.print(f"check: {result.status} (exit {result.exit_code})")
+
+
+def check(
+    baseline: Annotated[Path, typer.Option(help="the stored sweep to compare against (any input form)")],
+    current: Annotated[Path, typer.Option(help="the new sweep (any input form)")],
+    max_regression: Annotated[
+        float, typer.Option(min=0.0, max=0.99, help="tolerated drop of an arm's tok/s (fraction)")
+    ] = MAX_REGRESSION,
+    exclude: ExcludeOpt = None,
+    confidence: ConfidenceOpt = CONFIDENCE,
+    margin: MarginOpt = MARGIN,
+    allow_missing: Annotated[
+        bool, typer.Option("--allow-missing", help="do not fail when baseline points are missing from the current run")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Regression gate: exit 0 ok, 1 regression, changed decision or missing points, 2 unusable input.
+
+    Exit 1 on a significant regression beyond the threshold, a changed decision, or baseline points missing from the
+    current run (unless --allow-missing).
+    """
+    from harness.analysis.pipeline import analyse_path
+    from harness.analysis.regression import compare
+
+    options = build_options(exclude, confidence, margin)
+    result = compare(analyse_path(baseline, options), analyse_path(current, options), max_regression, allow_missing)
+    if as_json:
+        typer.echo(json.dumps(result.as_json(), indent=1))
+    else:
+        print_check(result, Console())
+    raise typer.Exit(result.exit_code)
+
+
+def check_reports(
+    folders: Annotated[list[Path] | None, typer.Argument(help="folders of addenda (default: reports/)")] = None,
+) -> None:
+    """Re-derive every stored addendum's numbers from its raw data; exit 1 when any disagree."""
+    from harness.output.addendum import verify_report
+
+    files = sorted(p for folder in folders or [Path("reports")] if folder.is_dir() for p in folder.rglob("*.md"))
+    checked = failed = 0
+    for path in files:
+        problems = verify_report(path)
+        if problems is None:
+            continue
+        checked += 1
+        if problems:
+            failed += 1
+            typer.echo(f"FAIL {path}:")
+            for problem in problems:
+                typer.echo(f"  {problem}")
+        else:
+            typer.echo(f"ok   {path}")
+    if not checked:
+        typer.echo("check-reports: no moecal addendum found; nothing to check")
+        return
+    typer.echo(f"check-reports: {checked - failed}/{checked} addenda re-derive from their raw data")
+    if failed:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("check")(check)
+    app.command("check-reports")(check_reports)

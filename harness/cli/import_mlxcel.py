@@ -1,0 +1,72 @@
+"""`moecal import-mlxcel CSV`: an mlxcel sweep CSV as a run directory (samples.csv + meta.json)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from harness.errors import InputError
+from harness.thresholds import MAX_CAP
+
+if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
+    from harness.runs.mlxcel_csv import MlxcelImport
+
+
+def import_mlxcel(
+    csv_path: Annotated[Path | None, typer.Argument(help="the mlxcel sweep CSV", show_default=False)] = None,
+    fallback: Annotated[
+        list[Path] | None, typer.Option(help="bench_decode.sh CSV of the fallback arm (repeat: one per run)")
+    ] = None,
+    fused: Annotated[list[Path] | None, typer.Option(help="bench_decode.sh CSV of the fused arm (repeat)")] = None,
+    models: Annotated[
+        Path | None, typer.Option(help="with --fallback/--fused: the model folders (config.json gives each Dff)")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="run directory to write (default: results/mlxcel-<name>)")] = None,
+    host: Annotated[str | None, typer.Option(help="provenance the CSV lacks: host name")] = None,
+    backend: Annotated[str | None, typer.Option(help="provenance: backend label, e.g. metal or cuda")] = None,
+    device: Annotated[str | None, typer.Option(help="provenance: device name")] = None,
+    library_pin: Annotated[str | None, typer.Option(help="provenance: e.g. 'MLX 0.32.1'")] = None,
+    current_default: Annotated[
+        int | None, typer.Option(min=1, max=MAX_CAP, help="provenance: the cap in force when measured")
+    ] = None,
+) -> None:
+    """Each run becomes a sample row (round = run index); NA runs become skip rows with the reason.
+
+    `--fallback A.csv --fused B.csv --models DIR` reads mlxcel's scripts/bench_decode.sh CSVs instead, one file per
+    arm and run; files that differ in mlxcel version, prompt, token budget, date or hardware are refused."""
+    from harness.runs.mlxcel_bench_csv import read_bench_pair
+    from harness.runs.mlxcel_csv import import_run_dir
+    from harness.runs.rundir import DEFAULT_RESULTS
+
+    if (fallback or fused) and csv_path is not None:
+        raise InputError(str(csv_path), "CSV", "give a sweep CSV or --fallback/--fused bench_decode.sh CSVs, not both")
+    read = None
+    if fallback or fused:
+        if not (fallback and fused):
+            raise InputError("--fallback/--fused", "", "bench_decode.sh CSVs need both arms: --fallback A --fused B")
+        csv_path = fused[0]
+
+        def read(_: object) -> MlxcelImport:
+            return read_bench_pair(fallback, fused, models)
+
+    elif csv_path is None:
+        raise InputError("import-mlxcel", "CSV", "give an mlxcel sweep CSV, or --fallback A.csv --fused B.csv")
+    extra = {
+        "host": host,
+        "backend": backend,
+        "device": device,
+        "library_pin": library_pin,
+        "current_default": current_default,
+    }
+    run_dir = out or DEFAULT_RESULTS / f"mlxcel-{csv_path.stem}"
+    imported = import_run_dir(csv_path, run_dir, {k: str(v) for k, v in extra.items() if v is not None}, read)
+    ok = int((imported.samples["status"] == "ok").sum())
+    typer.echo(f"{ok} runs imported from {csv_path} → {run_dir}")
+    for line in imported.skipped:
+        typer.echo(f"skipped: {line}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("import-mlxcel")(import_mlxcel)

@@ -1,0 +1,142 @@
+"""`moecal plan CONFIG`: what a sweep would run, how much memory each point needs and how long it should take."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from harness.cli.analysis_options import JsonOpt
+from harness.config import resources
+
+if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
+    from harness.measure.sweep_setup import Sweep
+
+
+def _bytes(n: int | None) -> str:
+    if not n:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def plan_record(plan: Sweep) -> dict[str, object]:
+    """The plan as data (what `--json` prints and the table shows): points, runs, memory and the time estimate,
+    calibrated by the last run of this config on this machine when there is one (harness/measure/plan_estimate.py)."""
+    from harness.measure.plan_estimate import last_run
+
+    per_point_runs = plan.plan.rounds + plan.plan.warmup_runs
+    points, model_s, unknown, timed = [], 0.0, False, 0
+    for point in plan.points:
+        estimate = point.run_seconds_estimate
+        seconds = None
+        if not point.skip_reason:
+            timed += len(point.arms) * plan.plan.rounds
+            if estimate is None:
+                unknown = True
+            else:
+                seconds = estimate * len(point.arms) * per_point_runs
+                model_s += seconds
+        points.append(
+            {
+                "point": point.label,
+                "dff": point.key.get("dff", ""),
+                "arms": [f"{a}({point.caps[a]})" if point.caps[a] != "" else a for a in point.arms],
+                "runs": len(point.arms) * (1 if point.skip_reason else plan.plan.rounds),
+                "memory_bytes": point.memory_bytes,
+                "model_seconds": seconds,
+                "skip": point.skip_reason or None,
+            }
+        )
+    calibration = last_run(plan.run_dir.parent, plan.meta, exclude=plan.run_dir)
+    if calibration is not None:
+        total = calibration.estimate(timed)
+        source = (
+            f"scaled from {calibration.run_dir.name}: {calibration.rows} timed runs in "
+            f"{calibration.wall_seconds / 60:.1f} min on this machine"
+        )
+    else:
+        total = model_s
+        source = "from the workload's per-run model; no earlier run of this config here to calibrate it" + (
+            "; plus runs of unknown length" if unknown else ""
+        )
+    return {
+        "config": plan.config.name,
+        "backend": plan.meta["backend"],
+        "workload": plan.config.workload.kind,
+        "points": points,
+        "timed_runs": timed,
+        "rounds": plan.plan.rounds,
+        "warmup_runs": plan.plan.warmup_runs,
+        "order": plan.plan.order,
+        "estimated_seconds": round(total, 1),
+        "estimate_source": source,
+        "run_dir": str(plan.run_dir),
+    }
+
+
+def print_plan(plan: Sweep) -> None:
+    record = plan_record(plan)
+    table = Table(title=f"plan: {plan.config.name} ({plan.meta['backend']}, {plan.config.workload.kind})")
+    for column in ("point", "dff", "arms", "runs", "memory", "est. time", "note"):
+        justify = "left" if column in ("point", "arms", "note") else "right"
+        table.add_column(column, justify=justify, overflow="fold")  # fold: a name is never cut to "…"
+    for point in record["points"]:
+        table.add_row(
+            point["point"],
+            str(point["dff"]),
+            ",".join(point["arms"]),
+            str(point["runs"]),
+            _bytes(point["memory_bytes"]),
+            "-" if point["model_seconds"] is None else f"{point['model_seconds']:.0f} s",
+            f"skip: {point['skip']}" if point["skip"] else "",
+        )
+    console = Console()
+    console.print(table)
+    console.print(
+        f"{len(plan.points)} points, {record['timed_runs']} timed runs ({plan.plan.rounds} rounds, "
+        f"{plan.plan.warmup_runs} warm-up per arm, order {plan.plan.order}); estimated "
+        f"~{record['estimated_seconds'] / 60:.1f} min ({record['estimate_source']}); results → {plan.run_dir}",
+        highlight=False,
+    )
+    measure = plan.config.measure
+    if measure.refine_budget_runs and plan.workload.refinable:
+        console.print(
+            f"adaptive Dff refinement: up to {measure.refine_budget_runs} more timed runs, bisecting the crossover's "
+            f"bracket on multiples of {measure.refine_grid} until its interval is narrower than "
+            f"{measure.target_crossover_width:.0%} of the crossover Dff",
+            highlight=False,
+        )
+    if measure.adaptive:
+        console.print(
+            f"adaptive rounds: up to {measure.max_rounds} per point; each of the "
+            f"{measure.max_rounds - plan.plan.rounds + 1} looks spends α/{measure.max_rounds - plan.plan.rounds + 1}",
+            highlight=False,
+        )
+
+
+def plan(
+    config: Path = typer.Argument(..., help="Sweep config (YAML file, or a preset name: moecal presets)."),
+    backend: str | None = typer.Option(None, "--backend", help="Override the config's backend."),
+    rounds: int | None = typer.Option(None, "--rounds", min=1, help="Override measure.rounds."),
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the run plan (points × arms × rounds), memory per point and a time estimate; runs nothing."""
+    from harness.measure import sweep_setup
+
+    prepared = sweep_setup.prepare(resources.config_argument(config), backend=backend, rounds=rounds, plan_only=True)
+    if as_json:
+        typer.echo(json.dumps(plan_record(prepared), indent=1))
+        return
+    print_plan(prepared)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)

@@ -1,0 +1,221 @@
+"""`moecal sweep CONFIG`: run interleaved fused/fallback measurements into a new results/<run-id>/ (or `--resume`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from harness.cli.analysis_options import JsonOpt
+from harness.config import resources
+from harness.errors import InputError
+from harness.measure import noise_check
+
+if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
+    from harness.measure.sweep_setup import Sweep
+
+
+def _console(stderr: bool = False) -> Console:
+    """Paths and messages stay on one line; a log or a pipe (no terminal, no COLUMNS) gets a 200-column table
+    rather than rich's 80, so model names are neither cut nor folded into slivers."""
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not stream.isatty() and not os.environ.get("COLUMNS")
+    return Console(stderr=stderr, soft_wrap=True, width=200 if wide else None)
+
+
+console = _console(stderr=True)
+
+
+PROGRESS_COLUMNS = (
+    TextColumn("{task.description}"),
+    BarColumn(),
+    MofNCompleteColumn(),
+    TimeElapsedColumn(),
+    TextColumn("ETA"),
+    TimeRemainingColumn(),
+)
+
+
+def _tokens_cell(fallback: float, fused: float) -> str:
+    """`fallback/fused` generated tokens, flagged when the arms generated different counts (different work)."""
+    if fallback != fallback and fused != fused:
+        return "-"
+    cell = "/".join(f"{n:g}" if n == n else "-" for n in (fallback, fused))
+    return cell + (" tokens differ" if fallback == fallback and fused == fused and fallback != fused else "")
+
+
+def quick_table_view(run_dir: Path) -> Table:
+    from harness.measure import sweep as sweeps
+
+    table = Table(title=f"{run_dir} (median tok/s; ratio: geometric-mean fused/fallback, as in the addendum)")
+    columns = ("model", "d_model", "dff", "fallback", "fused", "ratio", "tokens", "dispatch", "ok", "fail", "skip")
+    for column in columns:
+        # a model name folds onto a second line, never cut to "…" (a log or a pipe is 80 columns wide)
+        table.add_column(
+            column, justify="left" if column in ("model", "tokens", "dispatch") else "right", overflow="fold"
+        )
+    for row in sweeps.quick_table(run_dir).to_dict("records"):
+        table.add_row(
+            str(row["model"]) + (" (decode)" if row["workload"] == "decode" else ""),
+            str(int(row["d_model"])) if row["d_model"] else "",
+            str(int(row["dff"])),
+            *(f"{row[arm]:.4g}" if row[arm] == row[arm] else "-" for arm in ("fallback", "fused")),
+            f"{row['ratio']:.4f}" if row["ratio"] == row["ratio"] else "-",
+            _tokens_cell(row["tokens_fallback"], row["tokens_fused"]),
+            str(row["dispatch"]),
+            *(str(int(row[status])) for status in ("ok", "fail", "skip")),
+        )
+    return table
+
+
+def sweep(
+    config: Path | None = typer.Argument(
+        None, help="Sweep config (YAML file or preset name: moecal presets). Default: the preset for this machine."
+    ),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Directory of a new run (default results/<yyyymmddThhmm>-<backend>-<device>-<config>); "
+        "it must not hold a run already.",
+    ),
+    resume: str | None = typer.Option(
+        None,
+        "--resume",
+        help="Continue a run instead of starting one: bare --resume takes the newest unfinished run of this config "
+        "on this device under results/; --resume DIR that run.",
+        show_default=False,
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Validate config, backend and binaries; print the plan; run nothing."
+    ),
+    rounds: int | None = typer.Option(None, "--rounds", min=1, help="Override measure.rounds."),
+    only: list[str] = typer.Option([], "--only", help="Measure only this model (repeatable)."),
+    backend: str | None = typer.Option(None, "--backend", help="Override the config's backend (metal|cuda|cpu|auto)."),
+    allow_mixed: bool = typer.Option(
+        False,
+        "--allow-mixed",
+        help="With --resume: continue even though the kernel sources or launch settings changed (recorded).",
+    ),
+    report: bool = typer.Option(
+        True, "--report/--no-report", help="After the sweep: summarize → crossover → addendum + plot."
+    ),
+    report_dir: Path | None = typer.Option(
+        None, "--report-dir", help="Where the addendum and plot go (default: the run directory).", show_default=False
+    ),
+    measure_null: bool = typer.Option(
+        False, "--measure-null", help="Also run models whose config says expect_null (they stay null points)."
+    ),
+    workers: str | None = typer.Option(
+        None,
+        "--workers",
+        help="Spread the points over N Ray workers on this node (N or auto), one device each: one GPU per worker on "
+        "cuda; on cpu the workers share the cores, so their timings interfere. Needs the 'fleet' extra.",
+    ),
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the sweep: per point, warm-up, then rounds in which every arm runs once in rotating order.
+
+    Every run is appended to samples.csv as soon as it finishes; `--resume` continues where a killed sweep
+    stopped (completed (point, arm, round) rows are not repeated).
+    """
+    from harness.cli.plan import print_plan
+    from harness.errors import BackendUnavailable
+    from harness.measure import sweep as sweeps
+    from harness.measure import sweep_setup
+
+    if config is None:
+        try:
+            config = sweep_setup.default_config()
+        except BackendUnavailable as exc:
+            raise InputError("(no config given)", "backend", str(exc)) from None
+        console.print(f"config: {config} (the default for this machine)")
+    config = resources.config_argument(config)
+    if workers is not None:
+        from harness.measure import ray_workers as scale
+
+        scale.parse_workers(workers)
+        scale.require_ray("--workers")
+    plan = sweep_setup.prepare(
+        config,
+        out=out,
+        backend=backend,
+        only=only,
+        rounds=rounds,
+        resume=resume,
+        allow_mixed=allow_mixed,
+        measure_null=measure_null,
+    )
+    if dry_run:
+        print_plan(plan)
+        console.print(f"dry run: config, backend and commands are usable; would write {plan.run_dir}")
+        return
+    todo = sweep_setup.pending(plan)
+    if not (todo or plan.plan.adaptive):  # adaptive points may add rounds beyond the planned ones
+        console.print(f"run directory: {plan.run_dir}  (0 runs to do)")
+        _finish(plan, written=0, report=report, report_dir=report_dir, as_json=as_json)
+        return
+    with sweeps.writing(plan):  # held through the summary and the addendum: they are this run's files too
+        console.print(f"run directory: {plan.run_dir}  ({todo} runs to do)")
+        busy = noise_check.advice(noise_check.findings())
+        if busy:
+            console.print(busy, highlight=False, markup=False)
+        with Progress(*PROGRESS_COLUMNS, console=console, transient=False) as progress:
+            task = progress.add_task("sweep", total=todo)
+
+            def on_run(message: str) -> None:
+                progress.update(task, advance=1, description=message[:60])
+
+            written = sweeps.execute(plan, on_run, workers)
+        _finish(plan, written, report, report_dir, as_json)
+
+
+def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
+    """The final table, then summary + addendum + plot when this sweep measured something new. With --json the
+    result is one JSON object on stdout (the run's files and the decision) and everything else goes to stderr."""
+    from harness.analysis.pipeline import write_summary
+    from harness.measure import sweep as sweeps
+    from harness.output.addendum import write_report
+    from harness.runs.rundir import RunDirectory
+
+    run = RunDirectory(plan.run_dir)
+    result: dict[str, object] = {"run_dir": str(plan.run_dir), "runs_written": written}
+    no_result = sweeps.why_no_result(plan.run_dir)
+    if no_result:  # nothing to summarize: an addendum would state a decision no measurement supports
+        message, failed = no_result
+        if failed:
+            print(f"error: {run.samples}: {message}", file=sys.stderr)
+            raise typer.Exit(1)
+        console.print(f"{run.samples}: {message}: nothing to summarize or report")
+        _emit({**result, "note": f"{message}: nothing to summarize or report"}, as_json)
+        return
+    (console if as_json else _console()).print(quick_table_view(plan.run_dir))
+    result["samples"] = str(run.samples)
+    console.print(f"samples:  {run.samples}\nmeta:     {run.meta_path}")
+    if not written:
+        console.print(f"nothing new measured: no file changed (`moecal report {plan.run_dir}` re-reports it)")
+        _emit({**result, "note": "nothing new measured"}, as_json)
+        return
+    if report:
+        summary = write_summary(plan.run_dir)
+        md_path, png_path, decision = write_report(plan.run_dir, report_dir or plan.run_dir)
+        console.print(f"summary:  {summary}\naddendum: {md_path}\nplot:     {png_path}")
+        console.print(f"decision: {decision.action} — {decision.reason}\napply:    {decision.apply}")
+        result.update(summary=str(summary), addendum=str(md_path), plot=str(png_path), decision=asdict(decision))
+    _emit(result, as_json)
+
+
+def _emit(result: dict[str, object], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(result, indent=1))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep)

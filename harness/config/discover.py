@@ -1,0 +1,263 @@
+"""Model discovery: read MLX / Hugging Face model folders (`config.json`) into the shapes a calibration needs.
+
+A checkout of models is a folder of model folders, each with a `config.json`. The routed-expert intermediate size
+(Dff) has a different key per family — `moe_intermediate_size` where the family also has dense MLP layers
+(qwen2/3-moe, lfm2-moe, deepseek), `intermediate_size` where every MLP is an expert (mixtral, phimoe, olmoe,
+gpt-oss, granitemoe, llama4's text config) — so each family is declared once in FAMILIES with its real key names;
+a family not listed is skipped with the reason rather than guessed. Quantization is read from `quantization` (what
+mlx-lm writes) or `quantization_config` (Hugging Face; mlx-lm writes both), including mlx-lm's per-module overrides
+(mixed-precision exports quantize, say, `down_proj` at 6 bits) so eligibility can check each expert projection.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.config.schema import MAX_NESTING
+from harness.errors import InputError
+
+
+@dataclass(frozen=True)
+class FamilyKeys:
+    """The config.json keys of one MoE family (in its text config when the model nests one)."""
+
+    dff: str
+    n_experts: str
+    top_k: str = "num_experts_per_tok"
+    shared: str | None = None  # key of the shared expert's intermediate size, if the family has one
+    shared_count: str | None = None  # deepseek: number of shared experts, each of size `dff`
+
+
+FAMILIES: dict[str, FamilyKeys] = {
+    "qwen2_moe": FamilyKeys("moe_intermediate_size", "num_experts", shared="shared_expert_intermediate_size"),
+    "qwen3_moe": FamilyKeys("moe_intermediate_size", "num_experts"),
+    "qwen3_vl_moe": FamilyKeys("moe_intermediate_size", "num_experts"),
+    "mixtral": FamilyKeys("intermediate_size", "num_local_experts"),
+    "phimoe": FamilyKeys("intermediate_size", "num_local_experts"),
+    "olmoe": FamilyKeys("intermediate_size", "num_experts"),
+    "lfm2_moe": FamilyKeys("moe_intermediate_size", "num_experts"),
+    # llama4: `intermediate_size` is the expert (and shared expert) size, `intermediate_size_mlp` the dense MLP's
+    "llama4": FamilyKeys("intermediate_size", "num_local_experts", shared="intermediate_size"),
+    "llama4_text": FamilyKeys("intermediate_size", "num_local_experts", shared="intermediate_size"),
+    "deepseek_v2": FamilyKeys("moe_intermediate_size", "n_routed_experts", shared_count="n_shared_experts"),
+    "deepseek_v3": FamilyKeys("moe_intermediate_size", "n_routed_experts", shared_count="n_shared_experts"),
+    "gpt_oss": FamilyKeys("intermediate_size", "num_local_experts"),
+    "granitemoe": FamilyKeys("intermediate_size", "num_local_experts"),
+    "granitemoeshared": FamilyKeys("intermediate_size", "num_local_experts", shared="shared_intermediate_size"),
+}
+# Keys whose presence marks a model as MoE even when its family is not in FAMILIES (then it is skipped, not guessed).
+MOE_MARKERS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")
+# Expert projection leaf names → role (mlx-lm uses gate/up/down_proj; raw Mixtral checkpoints w1/w3/w2).
+PROJECTIONS = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down", "w1": "gate", "w3": "up", "w2": "down"}
+EXPERT_CONTAINERS = ("switch_mlp", "experts", "block_sparse_moe")
+# Formats with a fixed block size and width when the config does not spell them out.
+FIXED_FORMATS = {"mxfp4": (4, 32), "nvfp4": (4, 16), "mxfp8": (8, 32)}
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """How the expert weights are stored: mode (affine, mxfp4, none, ...) and per projection the set of
+    (bits, group_size) pairs that occur across layers (one pair unless a mixed export overrides some layers)."""
+
+    mode: str
+    bits: int | None
+    group_size: int | None
+    projections: dict[str, frozenset[tuple[int | None, int | None]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DiscoveredModel:
+    name: str
+    path: Path
+    family: str
+    d_model: int
+    dff: int
+    n_experts: int
+    top_k: int
+    layers: int | None
+    shared_dff: int
+    quant: Quantization
+    synthetic: dict | None = (
+        None  # a `moecal synth` checkpoint's record (harness.config.synth.SIDECAR); None: a real model
+    )
+
+
+@dataclass(frozen=True)
+class Skipped:
+    name: str
+    path: Path
+    reason: str
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _load_json(path: Path) -> dict:
+    """config.json as a dict: finite numbers only (NaN, Infinity, 1e400 refused), nested at most MAX_NESTING deep."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(str(path), "(file)", f"cannot read: {exc.strerror or exc}") from None
+    depth = _nesting(text)
+    if depth > MAX_NESTING:
+        raise InputError(str(path), "(file)", f"nested {depth} levels deep (at most {MAX_NESTING})")
+    try:
+        data = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"line {exc.lineno}", f"invalid JSON: {exc.msg}") from None
+    except ValueError as exc:
+        raise InputError(str(path), "(file)", f"invalid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(str(path), "(top level)", "expected a JSON object")
+    return data
+
+
+def _nesting(text: str) -> int:
+    """The deepest nesting of `[` and `{` outside strings, counted before parsing (json's parser recurses)."""
+    without_strings = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+    depth = deepest = 0
+    for char in without_strings:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _int(config: dict, key: str, source: Path, prefix: str, required: bool = True) -> int | None:
+    """A positive integer field; anything else is an InputError naming the file and the key."""
+    value = config.get(key)
+    if value is None:
+        if required:
+            raise InputError(str(source), prefix + key, "required for this model family but missing")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value <= 0:
+        raise InputError(str(source), prefix + key, f"expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def _projection_role(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) < 2 or parts[-1] not in PROJECTIONS:
+        return None
+    return PROJECTIONS[parts[-1]] if any(c in parts for c in EXPERT_CONTAINERS) else None
+
+
+def read_quantization(config: dict, source: Path) -> Quantization:
+    """`quantization` (mlx-lm) or `quantization_config` (Hugging Face) → Quantization; absent → mode `none`."""
+    key = "quantization" if "quantization" in config else "quantization_config"
+    spec = config.get(key)
+    if spec is None:
+        return Quantization("none", None, None)
+    if not isinstance(spec, dict):
+        raise InputError(str(source), key, f"expected an object, got {type(spec).__name__}")
+    mode = str(spec.get("mode") or spec.get("quant_method") or "affine").lower()
+    fixed_bits, fixed_group = FIXED_FORMATS.get(mode, (None, None))
+    bits = _int(spec, "bits", source, f"{key}.", required=False) or fixed_bits
+    group = _int(spec, "group_size", source, f"{key}.", required=False) or fixed_group
+    if mode == "affine" and (bits is None or group is None):
+        raise InputError(str(source), f"{key}.bits", "affine quantization needs `bits` and `group_size`")
+    overrides: dict[str, set[tuple[int | None, int | None]]] = {}
+    for module, value in spec.items():
+        role = _projection_role(module)
+        if role is None or not isinstance(value, dict | bool):
+            continue
+        if value is False:  # mlx-lm: this module is not quantized
+            pair: tuple[int | None, int | None] = (16, None)
+        elif value is True:
+            pair = (bits, group)
+        else:
+            pair = (
+                _int(value, "bits", source, f"{key}.{module}.", required=False) or bits,
+                _int(value, "group_size", source, f"{key}.{module}.", required=False) or group,
+            )
+        overrides.setdefault(role, set()).add(pair)
+    projections = {role: frozenset(overrides.get(role, {(bits, group)})) for role in ("gate", "up", "down")}
+    return Quantization(mode, bits, group, projections)
+
+
+def read_model(folder: Path) -> DiscoveredModel | Skipped:
+    """One model folder → its shape, or Skipped with the reason (no config.json, no MoE layers, unknown family)."""
+    folder = Path(folder)
+    source = folder / "config.json"
+    if not source.is_file():
+        return Skipped(folder.name, folder, "no config.json")
+    config = _load_json(source)
+    family = str(config.get("model_type") or "")
+    text = config.get("text_config")
+    config_text, prefix = config, ""
+    # multimodal exports (llama4, qwen3-vl) keep the decoder's keys in `text_config`
+    if isinstance(text, dict) and (family not in FAMILIES or FAMILIES[family].dff not in config):
+        config_text, prefix = text, "text_config."
+        family = family if family in FAMILIES else str(text.get("model_type") or family)
+    if family not in FAMILIES:
+        if any(config_text.get(k) for k in MOE_MARKERS):
+            known = ", ".join(sorted(FAMILIES))
+            return Skipped(folder.name, folder, f"MoE family {family!r} is not known to moecal (known: {known})")
+        return Skipped(folder.name, folder, f"no MoE layers (model_type {family or 'missing'})")
+    keys = FAMILIES[family]
+    dff = _int(config_text, keys.dff, source, prefix)
+    shared = 0
+    if keys.shared:
+        shared = _int(config_text, keys.shared, source, prefix, required=False) or 0
+    elif keys.shared_count:
+        shared = (_int(config_text, keys.shared_count, source, prefix, required=False) or 0) * dff
+    top_k = _int(config_text, keys.top_k, source, prefix)
+    n_experts = _int(config_text, keys.n_experts, source, prefix)
+    if top_k > n_experts:
+        raise InputError(str(source), prefix + keys.top_k, f"{top_k} exceeds {keys.n_experts}={n_experts}")
+    return DiscoveredModel(
+        name=folder.name,
+        path=folder,
+        family=family,
+        d_model=_int(config_text, "hidden_size", source, prefix),
+        dff=dff,
+        n_experts=n_experts,
+        top_k=top_k,
+        layers=_int(config_text, "num_hidden_layers", source, prefix, required=False),
+        shared_dff=shared,
+        quant=read_quantization(config, source),
+        synthetic=read_synth_sidecar(folder),
+    )
+
+
+SYNTH_SIDECAR = "moecal-synth.json"  # written by `moecal synth` (harness.config.synth) beside a synthetic checkpoint
+
+
+def read_synth_sidecar(folder: Path) -> dict | None:
+    """A synthetic checkpoint's record (None for a real model folder, or an unreadable record). It lives here, with
+    the rest of reading a model folder, so harness.config.synth builds on this module and not the other way round."""
+    try:
+        data = json.loads((Path(folder) / SYNTH_SIDECAR).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("moecal_synthetic") else None
+
+
+def scan(models_dir: Path) -> tuple[list[DiscoveredModel], list[Skipped]]:
+    """Every immediate sub-folder of `models_dir` (or the folder itself, if it is one model), sorted by name."""
+    models_dir = Path(models_dir)
+    if not models_dir.is_dir():
+        raise InputError(str(models_dir), "--models", "not a directory")
+    folders = [models_dir] if (models_dir / "config.json").is_file() else sorted(p for p in models_dir.iterdir())
+    found: list[DiscoveredModel] = []
+    skipped: list[Skipped] = []
+    for folder in folders:
+        if not folder.is_dir() or folder.name.startswith("."):
+            continue
+        result = read_model(folder)
+        (found if isinstance(result, DiscoveredModel) else skipped).append(result)
+    return found, skipped

@@ -1,0 +1,454 @@
+"""Sweep configuration: YAML → validated pydantic model.
+
+The schema is a contract with users' config files: keys may be added, never renamed. Any problem is reported as
+`InputError(<file>, <field path>, <problem>)`, which the CLI prints as one line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import operator
+import re
+import string
+from pathlib import Path
+from typing import Annotated, Literal, get_args
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from yaml.composer import ComposerError
+from yaml.constructor import ConstructorError
+
+from harness.config.backend_specs import BACKEND_NAMES, backend_spec
+from harness.errors import InputError
+from harness.thresholds import MAX_CAP
+
+DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
+DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
+PARITY_CHECK_ENV = "MLXCEL_FUSED_MOE_PARITY_CHECK"
+PARITY_THRESHOLD_ENV = "MLXCEL_FUSED_MOE_PARITY_THRESHOLD"
+MAX_DIM = 1 << 20  # Dff and every shape field: far above any model, low enough that sizes derived from it stay sane
+MAX_NESTING = 64  # YAML and JSON inputs: deeper is no config, and would exhaust the parser's recursion
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # what a shell accepts as a variable name (no "=", no NUL)
+
+
+def _no_bool(value: object) -> object:
+    """YAML's `true` would pass as 1 where an integer is meant: refuse it."""
+    if isinstance(value, bool):
+        raise ValueError("expected an integer, got a boolean")
+    return value
+
+
+Dim = Annotated[int, BeforeValidator(_no_bool), Field(gt=0, le=MAX_DIM)]  # a Dff or a shape field
+Cap = Annotated[int, BeforeValidator(_no_bool), Field(ge=0, le=MAX_CAP)]
+
+
+def _env_name(value: str) -> str:
+    if not ENV_NAME.match(value):
+        raise ValueError(f"{value!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+    return value
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors: a typo in a config must not silently fall back to a default."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+
+
+def _check_regex(pattern: str, min_groups: int) -> str:
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+    if compiled.groups < min_groups:
+        raise ValueError(f"regular expression {pattern!r} needs a capture group (group 1 = the metric)")
+    return pattern
+
+
+class DispatchProbe(Strict):
+    """A regex that must match the fused arm's output; if it never does, the point is a null point."""
+
+    regex: str
+
+    @field_validator("regex")
+    @classmethod
+    def _valid(cls, value: str) -> str:
+        return _check_regex(value, 0)
+
+
+class DispatchCheck(Strict):
+    """The untimed verification pass (harness.measure.dispatch): per model, one fused-arm and one fallback-arm run with
+    mlxcel's in-kernel parity probe switched on (`check_env`=1, `threshold_env`=`threshold`). The probe logs a
+    `[fused-moe-parity]` line for a fused-kernel call only when the fused kernel runs, so its lines say which path
+    ran without any trace switch, and they carry the call's numerical parity. The probe adds evals to every MoE
+    call, so these runs are never timed and the timed runs never carry its variables."""
+
+    enabled: bool = True
+    check_env: str = Field(PARITY_CHECK_ENV, min_length=1)
+    threshold_env: str = Field(PARITY_THRESHOLD_ENV, min_length=1)
+    threshold: float = Field(0.0, ge=0)  # 0: every call is logged, so every fused call is seen
+
+
+class Parity(Strict):
+    """Where a command run's generated output (text or token ids) is captured for greedy parity: `regex` on the
+    run's output (group 1 of every match, joined by spaces) or `output_file`, a file the command writes
+    (`{placeholders}` as in `command`)."""
+
+    regex: str | None = None
+    output_file: str | None = None
+
+    @field_validator("regex")
+    @classmethod
+    def _valid(cls, value: str | None) -> str | None:
+        return None if value is None else _check_regex(value, 1)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Parity:
+        if (self.regex is None) == (self.output_file is None):
+            raise ValueError("give exactly one of regex or output_file")
+        return self
+
+
+class CommandWorkload(Strict):
+    """An external decode benchmark; each arm is forced through an environment variable (`cap_env`)."""
+
+    kind: Literal["command"]
+    command: list[str] = Field(min_length=1)
+    cap_env: str = DEFAULT_CAP_ENV
+    fused_cap: Cap = 20000
+    fallback_cap: Cap = 1
+    metric_regex: str = DEFAULT_METRIC_REGEX
+    timeout_s: float = Field(600, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    dispatch_probe: DispatchProbe | None = None
+    dispatch_check: DispatchCheck | None = None
+    parity: Parity | None = None
+
+    @field_validator("metric_regex")
+    @classmethod
+    def _valid(cls, value: str) -> str:
+        return _check_regex(value, 1)
+
+    @field_validator("cap_env")
+    @classmethod
+    def _cap_env(cls, value: str) -> str:
+        return _env_name(value)  # "" or "A=B" would leave both arms unforced
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            _env_name(name)
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _placeholders_parse(cls, value: list[str]) -> list[str]:
+        for index, arg in enumerate(value):
+            try:
+                list(string.Formatter().parse(arg))
+            except ValueError as exc:
+                raise ValueError(f"item {index} {arg!r}: bad placeholder: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _distinct_caps(self) -> CommandWorkload:
+        if self.fused_cap == self.fallback_cap:
+            raise ValueError("fused_cap and fallback_cap are equal: both arms would run the same code")
+        return self
+
+
+class QuantSettings(Strict):
+    """Quantization and activation dtype shared by the built-in workloads."""
+
+    bits: Literal[4, 8] = 4  # harness.config.shapes.BITS
+    group_size: Literal[32, 64, 128] = 64  # harness.config.shapes.GROUP_SIZES
+    dtype: Literal["float32", "float16", "bfloat16", "auto"] = "auto"
+    seed: int = 0
+
+
+class DecodeRun(Strict):
+    """The decode-specific keys, shared by the `decode` workload and a `layer` workload's `decode:` block."""
+
+    tokens: int = Field(16, ge=1)
+    warmup_tokens: int = Field(2, ge=0)
+    context: int = Field(256, ge=1)
+
+
+class LayerDecode(DecodeRun):
+    """A `layer` workload's optional `decode:` block: also decode these models (as the `decode` workload does) in
+    the same run, with the layer workload's bits, group_size, dtype and seed — one config, one run directory."""
+
+    models: list[ModelEntry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> LayerDecode:
+        names = [m.name for m in self.models]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate:
+            raise ValueError(f"model name {duplicate!r} appears twice")
+        return self
+
+
+class LayerWorkload(QuantSettings):
+    """One MoE layer decode step per call, at each model shape × dff in `dff_grid` (the model's own dff if empty)."""
+
+    kind: Literal["layer"]
+    dff_grid: list[Dim] = Field(default_factory=list)
+    min_run_s: float = Field(0.25, gt=0, description="each timed run repeats steps until it lasts this long")
+    copies: int | None = Field(None, ge=1, description="layer copies to rotate over; default sized from the cache")
+    decode: LayerDecode | None = None
+
+
+class DecodeWorkload(QuantSettings, DecodeRun):
+    """Synthetic model decode at a catalog model's shapes with random weights; metric decode tok/s."""
+
+    kind: Literal["decode"]
+
+
+# The one list of workload settings models (each kind's runner is registered in harness.measure.workloads.KINDS; the
+# models stay here because every kind module imports this one, so the union cannot be assembled from them).
+KIND_SETTINGS: tuple[type[Strict], ...] = (CommandWorkload, LayerWorkload, DecodeWorkload)
+Workload = Annotated[functools.reduce(operator.or_, KIND_SETTINGS), Field(discriminator="kind")]
+WORKLOAD_KINDS = tuple(get_args(model.model_fields["kind"].annotation)[0] for model in KIND_SETTINGS)
+
+
+class ModelEntry(Strict):
+    """A model to measure. Command workloads fill `{placeholders}` from these fields (and `args`); built-in
+    workloads look `name` up in configs/models.yaml and let any shape field override the catalog."""
+
+    name: str = Field(min_length=1)
+    dff: Dim | None = None
+    model_path: str | None = None
+    quant_mode: str = "affine"
+    d_model: Dim | None = None
+    n_experts: Dim | None = None
+    top_k: Dim | None = None
+    layers: Dim | None = None
+    shared_dff: Annotated[int, BeforeValidator(_no_bool), Field(ge=0, le=MAX_DIM)] | None = None
+    n_heads: Dim | None = None
+    n_kv_heads: Dim | None = None
+    head_dim: Dim | None = None
+    vocab: Dim | None = None
+    args: dict[str, str] = Field(default_factory=dict)
+    # command workloads (written by `moecal init`): the checkpoint's family and expert quantization, recorded in
+    # the point key, and why the fused kernel is expected to decline it (such points run only with --measure-null)
+    family: str | None = None
+    bits: Dim | None = None
+    group_size: Dim | None = None
+    expect_null: str | None = Field(None, min_length=1)
+    synthetic: str | None = None  # a `moecal synth` checkpoint: how it was made (named in the addendum)
+
+    def placeholders(self) -> dict[str, object]:
+        values = {k: v for k, v in self.model_dump().items() if k != "args" and v is not None}
+        values.update(self.args)
+        return values
+
+
+class Measure(Strict):
+    warmup_runs: int = Field(1, ge=0)
+    rounds: int = Field(5, ge=1)
+    order: Literal["rotate", "fixed", "random"] = "rotate"
+    seed: int = 0
+    null_arm: bool = False
+    adaptive: bool = False
+    max_rounds: int = Field(20, ge=1)
+    target_ci_width: float = Field(0.02, gt=0)
+    # adaptive Dff refinement (layer workloads): bisect the crossover's bracket on multiples of `refine_grid` until
+    # its interval is narrower than target_crossover_width × the crossover Dff, or refine_budget_runs are spent
+    # (0: no refinement). See harness.measure.refine.
+    refine_budget_runs: int = Field(0, ge=0)
+    target_crossover_width: float = Field(0.05, gt=0)
+    refine_grid: int = Field(256, ge=1)
+
+    @model_validator(mode="after")
+    def _max_rounds(self) -> Measure:
+        if self.adaptive and self.max_rounds < self.rounds:
+            raise _FieldError(("measure", "max_rounds"), f"must be >= rounds ({self.rounds}) in adaptive mode")
+        return self
+
+
+class SynthSettings(Strict):
+    """`synth:` (command workloads): synthetic checkpoints of the model folder `like` at each `dff`, made by the
+    sweep (harness.config.synth_sweep) and measured as models `<like>-dff<D>`; Dff refinement synthesizes more. Cached
+    by content hash under `cache` (default $XDG_CACHE_HOME/moecal/synth, i.e. ~/.cache/moecal/synth)."""
+
+    like: str = Field(min_length=1)
+    dff: list[Annotated[int, Field(gt=0)]] = Field(min_length=1)
+    layers: int | None = Field(None, gt=0)
+    experts: int | None = Field(None, gt=0)
+    top_k: int | None = Field(None, gt=0)
+    seed: int = 0
+    dtype: Literal["source", "float32", "float16", "bfloat16"] = "source"
+    cache: str | None = None
+
+
+class SweepConfig(Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    backend: Literal[(*BACKEND_NAMES, "auto")] = "auto"  # type: ignore[valid-type]  # the registry's names
+    current_default: Annotated[Cap, Field(gt=0)] | None = None
+    library_pin: str | None = Field(None, description="what the arms run under, e.g. 'mlxcel 0.4 / MLX 0.32.1'")
+    workload: Workload
+    models: list[ModelEntry] = Field(default_factory=list)
+    measure: Measure = Field(default_factory=Measure)
+    synth: SynthSettings | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: object) -> object:
+        """A NUL byte cannot pass into an argv or an environment (the sweep would die at the first run)."""
+        where = _nul_path(data, ())
+        if where is not None:
+            raise _FieldError(where, "contains a NUL byte (\\x00), which no command line or environment can carry")
+        return data
+
+    @model_validator(mode="after")
+    def _models_fit_workload(self) -> SweepConfig:
+        if not self.models and self.synth is None:
+            raise _FieldError(("models",), "List should have at least 1 item (or give a synth: block)")
+        if self.synth is not None and self.workload.kind != "command":
+            raise _FieldError(("synth",), "synthetic checkpoints are measured by command workloads only")
+        names = [m.name for m in self.models]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate and self.workload.kind != "layer":
+            raise ValueError(f"model name {duplicate!r} appears twice")
+        if isinstance(self.workload, CommandWorkload):
+            for index, model in enumerate(self.models):
+                if model.dff is None:
+                    raise _FieldError(("models", index, "dff"), "required for command workloads")
+                parity = self.workload.parity
+                extra = [parity.output_file] if parity and parity.output_file else []
+                _check_placeholders([*self.workload.command, *extra], model, index)
+        return self
+
+
+class _FieldError(ValueError):
+    """A cross-field problem that knows the exact field path it belongs to."""
+
+    def __init__(self, loc: tuple, problem: str):
+        super().__init__(problem)
+        self.loc = loc
+
+
+def _nul_path(data: object, loc: tuple) -> tuple | None:
+    """The location of the first string (value or key) holding a NUL byte in a loaded document, else None."""
+    if isinstance(data, str):
+        return loc if "\x00" in data else None
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        if isinstance(key, str) and "\x00" in key:
+            return (*loc, key)
+        found = _nul_path(value, (*loc, key))
+        if found is not None:
+            return found
+    return None
+
+
+def _check_placeholders(command: list[str], model: ModelEntry, index: int) -> None:
+    known = model.placeholders()
+    for arg in command:
+        for _, field_name, _, _ in string.Formatter().parse(arg):
+            if field_name and field_name not in known:
+                raise _FieldError(
+                    ("models", index), f"command uses {{{field_name}}} but this model has no {field_name!r} field"
+                )
+
+
+def field_path(loc: tuple) -> str:
+    """('models', 0, 'dff') → 'models[0].dff'."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _error_location(error: dict) -> tuple:
+    loc = tuple(error["loc"])
+    # pydantic puts the discriminator tag into the location of tagged-union members: drop it for users
+    if len(loc) >= 2 and loc[0] == "workload" and loc[1] in WORKLOAD_KINDS:
+        loc = (loc[0], *loc[2:])
+    ctx_error = (error.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, _FieldError):
+        loc = ctx_error.loc
+    return loc
+
+
+def _error_message(error: dict) -> str:
+    ctx_error = (error.get("ctx") or {}).get("error")
+    if ctx_error is not None:
+        return str(ctx_error)
+    message = error["msg"]
+    if error["type"] == "extra_forbidden":
+        return "unknown key (check the spelling; see README 'Config reference')"
+    if error["type"] == "missing":
+        return "required field is missing"
+    if error["type"] == "union_tag_invalid":
+        return f"unknown kind {error.get('input', {}).get('kind')!r}; expected one of {', '.join(WORKLOAD_KINDS)}"
+    return message.removeprefix("Value error, ")
+
+
+def parse_config(data: object, source: str) -> SweepConfig:
+    """Validate an already-loaded YAML document; the first problem becomes an InputError."""
+    if not isinstance(data, dict):
+        raise InputError(source, "(top level)", "expected a mapping of keys (name, backend, workload, models, ...)")
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise InputError(source, field_path(_error_location(first)), _error_message(first)) from None
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (YAML's last-wins would silently drop the first)
+    and nesting deeper than MAX_NESTING (PyYAML composes recursively: a deep document ends in RecursionError)."""
+
+    depth = 0
+
+    def compose_node(self, parent: object, index: object) -> object:
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING:
+                mark = self.peek_event().start_mark
+                raise ComposerError(None, None, f"nested deeper than {MAX_NESTING} levels", mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            with contextlib.suppress(TypeError):  # an unhashable key: the base class reports it
+                if key in seen:
+                    problem = f"duplicate key {key!r} (each key once per mapping)"
+                    raise ConstructorError(None, None, problem, key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(path: str | Path) -> object:
+    """A YAML file as Python data (config, fleet), read strictly (see _StrictLoader); InputError on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(str(path), "(file)", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "(file)"
+        raise InputError(str(path), where, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Read and validate a sweep config file; every failure is an InputError naming the file and field."""
+    return parse_config(load_yaml(path), str(Path(path)))
+
+
+def resolved_dtype(dtype: str, backend: str) -> str:
+    """`auto` activation dtype: the backend's `default_dtype` (bfloat16 on GPUs, what engines run; float32 on CPU,
+    see harness.measure.backends.BACKENDS)."""
+    if dtype != "auto":
+        return dtype
+    return backend_spec(backend).default_dtype

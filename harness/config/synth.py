@@ -1,0 +1,399 @@
+"""Synthetic checkpoints: a real model family at any expert size (Dff), with random weights, in MLX format.
+
+Real MoE models come at a handful of Dff values, so an engine's crossover between two of them is a straight line
+drawn across a gap. A checkpoint of the same family with another Dff — same config.json otherwise, random weights,
+experts quantized like the source — puts the engine's own kernels at any Dff. Only the MoE difference between the
+arms decides the sign of the ratio, so `layers` may cut the decoder short: fewer layers dilute the ratio less and
+make the checkpoint small, without moving the crossover.
+
+What is written, per Dff: `<name>-dff<D>/` with config.json (the family's expert-size key, and the overrides, changed;
+`quantization` restated for what was written), safetensors shards (one `model.safetensors` below the shard size,
+else `model-0000i-of-0000n.safetensors` and an index), the source's tokenizer and other non-weight files, and
+`moecal-synth.json` (SIDECAR: what it was made from, so `init` labels it synthetic and a cache can trust it).
+Tensors are streamed: each is generated, quantized and written shard by shard, so memory stays near one shard.
+The folder appears atomically (written under a temporary name, then renamed): a crash leaves no half checkpoint.
+
+Non-quantized tensors (norms, biases, and the layers the source keeps dense) take the source's `torch_dtype` unless
+`dtype` says otherwise; quantization scales and biases take the same dtype, as `mlx.core.quantize` returns them.
+On MLX's CPU build use float32: its low-precision quantized matmuls are inaccurate, which matters for tests that
+generate tokens, not for an engine's timing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import __version__
+from harness.config.discover import FAMILIES, SYNTH_SIDECAR, DiscoveredModel, read_model, read_synth_sidecar
+from harness.config.eligibility import predict_null
+from harness.config.synth_layouts import LAYOUTS, TensorSpec
+from harness.errors import InputError
+
+SIDECAR = SYNTH_SIDECAR
+FORMAT = 1  # bump when the written bytes for the same request change (invalidates cached checkpoints)
+DEFAULT_SHARD_BYTES = 2 << 30
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".npz", ".index.json")
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+# per-layer lists in config.json that must shrink with num_hidden_layers (lfm2: layer_types; qwen: mlp_only_layers)
+PER_LAYER_LISTS = ("layer_types",)
+LAYER_INDEX_LISTS = ("mlp_only_layers", "full_attn_idxs")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One synthetic checkpoint: `like` is the source model folder; None keeps the source's value."""
+
+    like: Path
+    dff: int
+    layers: int | None = None
+    experts: int | None = None
+    top_k: int | None = None
+    seed: int = 0
+    dtype: str = "source"
+    allow_declined: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything decided before a byte is written: the config, the tensors and how each is stored."""
+
+    name: str
+    family: str
+    config: dict
+    specs: list[TensorSpec]
+    quant: dict[str, tuple[int, int] | None]  # module → (bits, group_size) when quantized
+    dtype: str
+    disk_bytes: int
+    memory_bytes: int
+    sidecar: dict
+
+
+def _fail(request: Request, field: str, problem: str) -> InputError:
+    return InputError(str(request.like), field, problem)
+
+
+def source_model(request: Request) -> tuple[DiscoveredModel, dict]:
+    """The source folder's shape (harness.config.discover, the table `init` uses) and its raw config.json."""
+    found = read_model(request.like)
+    if not isinstance(found, DiscoveredModel):
+        raise _fail(request, "--like", found.reason)
+    if found.family not in LAYOUTS:
+        written = ", ".join(sorted(LAYOUTS))
+        raise _fail(request, "model_type", f"no synthetic layout for family {found.family!r} (written: {written})")
+    return found, json.loads((request.like / "config.json").read_text(encoding="utf-8"))
+
+
+def _shrink_layers(config: dict, layers: int, request: Request) -> None:
+    source_layers = int(config["num_hidden_layers"])
+    if layers > source_layers:
+        raise _fail(request, "--layers", f"{layers} exceeds the source's num_hidden_layers ({source_layers})")
+    config["num_hidden_layers"] = layers
+    for key in PER_LAYER_LISTS:
+        if isinstance(config.get(key), list):
+            config[key] = config[key][:layers]
+    for key in LAYER_INDEX_LISTS:
+        if isinstance(config.get(key), list):
+            config[key] = [i for i in config[key] if i < layers]
+
+
+def _storage_dtype(request: Request, config: dict) -> str:
+    """The float dtype of non-quantized tensors: the request's, or the source's `torch_dtype` (bf16 if unstated)."""
+    dtype = request.dtype
+    if dtype == "source":
+        dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    if dtype not in DTYPE_BYTES:
+        raise _fail(request, "--dtype", f"{dtype!r} is not one of {', '.join(DTYPE_BYTES)} (or source)")
+    return dtype
+
+
+def _quant_plan(specs: list[TensorSpec], spec: object) -> dict[str, tuple[int, int] | None]:
+    """Per quantizable module, how the source quantizes a module at that path: its per-module override (mlx-lm's
+    `quantization` keys), else the default bits and group size; mlx-lm never quantizes a matrix whose input
+    dimension the group size does not divide, and neither does this."""
+    if not isinstance(spec, dict):
+        return {}
+    plan: dict[str, tuple[int, int] | None] = {}
+    for tensor in specs:
+        if tensor.kind not in ("linear", "embed", "expert") or tensor.leaf != "weight":
+            continue
+        override = spec.get(tensor.module, True)
+        if override is False:
+            plan[tensor.module] = None
+            continue
+        chosen = override if isinstance(override, dict) else spec
+        bits, group = int(chosen.get("bits", spec["bits"])), int(chosen.get("group_size", spec["group_size"]))
+        plan[tensor.module] = (bits, group) if tensor.shape[-1] % group == 0 else None
+    return plan
+
+
+def _quantization_section(source_spec: dict, plan: dict[str, tuple[int, int] | None]) -> dict:
+    """config.json's `quantization` for what was written: the source's settings, with per-module entries only
+    where a module differs from the default (so mlx-lm and mlxcel quantize exactly the modules that have scales)."""
+    section = {k: v for k, v in source_spec.items() if not isinstance(v, dict | bool)}
+    default = (int(source_spec["bits"]), int(source_spec["group_size"]))
+    for module, pair in plan.items():
+        if pair is not None and pair != default:
+            section[module] = {"group_size": pair[1], "bits": pair[0]}
+    return section
+
+
+def _tensor_bytes(tensor: TensorSpec, quant: tuple[int, int] | None, dtype: str) -> int:
+    count = math.prod(tensor.shape)
+    if tensor.kind == "router_bias":
+        return 4 * count
+    if quant is None or tensor.leaf != "weight":
+        return DTYPE_BYTES[dtype] * count
+    bits, group = quant
+    return count * bits // 8 + 2 * (count // group) * DTYPE_BYTES[dtype]
+
+
+def _non_weight_files(folder: Path) -> list[Path]:
+    """The files copied along (tokenizer, generation config, chat template): everything but weights and config."""
+    return sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file() and p.name not in ("config.json", SIDECAR) and not p.name.endswith(WEIGHT_SUFFIXES)
+    )
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def plan(request: Request, shard_bytes: int = DEFAULT_SHARD_BYTES) -> Plan:
+    """Decide the checkpoint for one request, or refuse it (unknown layout, bad override, a declined Dff)."""
+    source, config = source_model(request)
+    keys = FAMILIES[source.family]
+    config = json.loads(json.dumps(config))  # a deep copy the overrides may change
+    config[keys.dff] = request.dff
+    if request.experts is not None:
+        config[keys.n_experts] = request.experts
+    if request.top_k is not None:
+        config[keys.top_k] = request.top_k
+    if int(config[keys.top_k]) > int(config[keys.n_experts]):
+        raise _fail(
+            request, "--top-k", f"{config[keys.top_k]} exceeds the number of experts ({config[keys.n_experts]})"
+        )
+    if request.layers is not None:
+        _shrink_layers(config, request.layers, request)
+    dtype = _storage_dtype(request, config)
+    config["torch_dtype"] = dtype
+    shaped = dataclasses.replace(
+        source, dff=request.dff, n_experts=int(config[keys.n_experts]), top_k=int(config[keys.top_k])
+    )
+    declined = predict_null(shaped)
+    if declined and not request.allow_declined:
+        raise _fail(
+            request,
+            "--dff",
+            f"{request.dff}: mlxcel's fused kernel would decline this checkpoint ({declined}); "
+            "--allow-declined writes it anyway",
+        )
+    specs = LAYOUTS[source.family](config)
+    if not any(t.kind == "expert" for t in specs):
+        raise _fail(request, "--layers", "no MoE layer is left in the first layers: give a larger --layers")
+    source_spec = config.get("quantization") or config.get("quantization_config")
+    quant = _quant_plan(specs, source_spec) if source.quant.mode == "affine" else {}
+    if source.quant.mode not in ("affine", "none"):
+        raise _fail(request, "quantization", f"{source.quant.mode} checkpoints are not synthesized (affine or none)")
+    if quant:
+        section = _quantization_section(source_spec, quant)
+        config["quantization"] = section
+        if "quantization_config" in config:
+            config["quantization_config"] = section
+    sizes = [_tensor_bytes(t, quant.get(t.module), dtype) for t in specs]
+    disk = sum(sizes) + sum(p.stat().st_size for p in _non_weight_files(request.like))
+    largest = max(sizes)
+    slice_f32 = max(4 * math.prod(t.shape[-2:]) for t in specs)  # one expert (or matrix) generated in float32
+    memory = min(shard_bytes, sum(sizes)) + 2 * largest + 3 * slice_f32
+    sidecar = {
+        "moecal_synthetic": FORMAT,
+        "moecal_version": __version__,
+        "like": str(request.like.resolve()),
+        "like_name": request.like.resolve().name,
+        "family": source.family,
+        "dff": request.dff,
+        "layers": int(config["num_hidden_layers"]),
+        "source_layers": source.layers,
+        "experts": int(config[keys.n_experts]),
+        "top_k": int(config[keys.top_k]),
+        "seed": request.seed,
+        "dtype": dtype,
+        "declined": declined or "",
+        "source_config_sha256": _file_sha256(request.like / "config.json"),
+        "source_files_sha256": {p.name: _file_sha256(p) for p in _non_weight_files(request.like)},
+    }
+    sidecar["content_hash"] = content_hash(sidecar)
+    name = f"{request.like.resolve().name}-dff{request.dff}"
+    return Plan(name, source.family, config, specs, quant, dtype, disk, memory, sidecar)
+
+
+def content_hash(sidecar: dict) -> str:
+    """What determines the written bytes (format, source files, every request field): a cache key."""
+    fields = {k: v for k, v in sidecar.items() if k not in ("content_hash", "moecal_version", "like")}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def _key(seed: int, name: str) -> object:
+    """A PRNG key per (seed, tensor name): a layer's weights do not depend on how many layers were asked for."""
+    import mlx.core as mx
+
+    return mx.random.key(int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:4], "little"))
+
+
+def _arrays(tensor: TensorSpec, quant: tuple[int, int] | None, dtype: str, seed: int) -> Iterator[tuple[str, object]]:
+    """The stored arrays of one tensor (weight, or weight + scales + biases when quantized), generated and
+    quantized one matrix (expert) at a time. Matrices are uniform in ±1/sqrt(fan-in), MLX's own nn.Linear
+    initialisation, which keeps activations of order one through the layers, so greedy decoding of a random model
+    stays finite in any dtype (and uniform numbers are ~4x cheaper to draw than normal ones on a CPU)."""
+    import mlx.core as mx
+
+    key = _key(seed, tensor.name)
+    target = getattr(mx, dtype)
+    if tensor.kind == "router_bias":
+        yield tensor.name, mx.zeros(tensor.shape, dtype=mx.float32)
+        return
+    if tensor.kind == "norm":
+        yield tensor.name, mx.ones(tensor.shape, dtype=target)
+        return
+    scale = 0.02 if tensor.kind == "bias" else (1.0 if tensor.kind == "embed" else tensor.shape[-1] ** -0.5)
+    if tensor.kind == "conv":
+        scale = tensor.shape[1] ** -0.5
+    matrices = tensor.shape[0] if tensor.kind == "expert" else 1
+    shape = tensor.shape[1:] if tensor.kind == "expert" else tensor.shape
+    parts: list[tuple] = []
+    for subkey in mx.random.split(key, matrices):
+        values = mx.random.uniform(-scale, scale, shape, key=subkey).astype(target)
+        stored = mx.quantize(values, group_size=quant[1], bits=quant[0]) if quant else (values,)
+        mx.eval(*stored)
+        parts.append(stored)
+    stack = (lambda xs: mx.stack(xs)) if tensor.kind == "expert" else (lambda xs: xs[0])
+    leaves = ("weight", "scales", "biases") if quant else (tensor.leaf,)
+    for position, leaf in enumerate(leaves):
+        array = stack([p[position] for p in parts])
+        mx.eval(array)
+        yield f"{tensor.module}.{leaf}", array
+
+
+class _ShardWriter:
+    """Accumulates arrays up to `limit` bytes per shard; names the shards once their count is known."""
+
+    def __init__(self, folder: Path, limit: int):
+        self.folder, self.limit = folder, limit
+        self.pending: dict[str, object] = {}
+        self.pending_bytes = 0
+        self.shards: list[tuple[Path, list[str], int]] = []
+
+    def add(self, name: str, array: object) -> None:
+        size = array.nbytes  # type: ignore[attr-defined]
+        if self.pending and self.pending_bytes + size > self.limit:
+            self.flush()
+        self.pending[name] = array
+        self.pending_bytes += size
+
+    def flush(self) -> None:
+        import mlx.core as mx
+
+        if not self.pending:
+            return
+        path = self.folder / f"shard-{len(self.shards):05d}.part.safetensors"
+        mx.save_safetensors(str(path), self.pending, metadata={"format": "mlx"})
+        self.shards.append((path, list(self.pending), self.pending_bytes))
+        self.pending, self.pending_bytes = {}, 0
+
+    def finish(self) -> list[str]:
+        """Rename the shards (`model.safetensors` alone, else `model-0000i-of-0000n` + index); the file names."""
+        self.flush()
+        count = len(self.shards)
+        names = (
+            ["model.safetensors"]
+            if count == 1
+            else [f"model-{i + 1:05d}-of-{count:05d}.safetensors" for i in range(count)]
+        )
+        weight_map: dict[str, str] = {}
+        for (path, tensors, _), name in zip(self.shards, names, strict=True):
+            path.rename(self.folder / name)
+            weight_map.update(dict.fromkeys(tensors, name))
+        if count > 1:
+            index = {"metadata": {"total_size": sum(s for *_, s in self.shards)}, "weight_map": weight_map}
+            (self.folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+        return names
+
+
+def write(
+    plan_: Plan,
+    request: Request,
+    out_dir: Path,
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    progress: Callable[[int, int], None] | None = None,
+) -> Path:
+    """Write one planned checkpoint as `out_dir/<name>` (atomically); an existing folder with the same content hash
+    is kept as it is, any other existing folder is refused."""
+    target = out_dir / plan_.name
+    if target.exists():
+        existing = read_synth_sidecar(target)
+        if existing and existing.get("content_hash") == plan_.sidecar["content_hash"]:
+            return target
+        raise InputError(str(target), "--out", "exists and is not this synthetic checkpoint: choose another --out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = out_dir / f".{plan_.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        shards = _ShardWriter(staging, shard_bytes)
+        for done, tensor in enumerate(plan_.specs):
+            quant = plan_.quant.get(tensor.module) if tensor.leaf == "weight" else None  # a Linear's bias stays float
+            for name, array in _arrays(tensor, quant, plan_.dtype, request.seed):
+                shards.add(name, array)
+            if progress:
+                progress(done + 1, len(plan_.specs))
+        shards.finish()
+        (staging / "config.json").write_text(json.dumps(plan_.config, indent=2) + "\n", encoding="utf-8")
+        for path in _non_weight_files(request.like):
+            shutil.copy2(path, staging / path.name)
+        (staging / SIDECAR).write_text(json.dumps(plan_.sidecar, indent=2) + "\n", encoding="utf-8")
+        os.replace(staging, target)
+    finally:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(staging)
+    return target
+
+
+def free_bytes(folder: Path) -> tuple[int, int]:
+    """(free disk under `folder` or its nearest existing parent, available memory) — what a plan is checked against."""
+    existing = next(p for p in (folder, *folder.resolve().parents) if p.exists())
+    disk = shutil.disk_usage(existing).free
+    try:
+        fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+        memory = int(fields["MemAvailable"].split()[0]) << 10
+    except (OSError, KeyError, ValueError):
+        memory = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return disk, memory
+
+
+def check_fits(plans: list[Plan], out_dir: Path) -> None:
+    """Refuse before writing when the checkpoints cannot fit on the disk, or one cannot be built in memory."""
+    disk, memory = free_bytes(out_dir)
+    needed = sum(p.disk_bytes for p in plans)
+    if needed > disk:
+        raise InputError(str(out_dir), "--out", f"needs {gib(needed)} on disk, {gib(disk)} free")
+    peak = max(p.memory_bytes for p in plans)
+    if peak > memory:
+        raise InputError(str(out_dir), "memory", f"needs about {gib(peak)} of memory, {gib(memory)} available")
+
+
+def gib(count: int) -> str:
+    return f"{count / (1 << 30):.2f} GiB"

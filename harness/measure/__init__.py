@@ -1,0 +1,1 @@
+"""Taking measurements: backends, workloads, the timing protocol, the sweep loop and its scale-out."""

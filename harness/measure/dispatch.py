@@ -1,0 +1,84 @@
+"""Which MoE path ran: the untimed verification pass of a command sweep (mlxcel's parity probe on), before any
+timed run. Each model gets one fused-arm and one fallback-arm run with MLXCEL_FUSED_MOE_PARITY_CHECK=1 (threshold 0:
+every call logged); the runs are recorded in `<run>/verification.json`, never as samples, because the probe adds
+evals to every MoE call. What the record says per point (verified, declined, predicted, unverified, and the numerical
+parity) is read by harness/analysis/dispatch_evidence.py.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.analysis.dispatch_evidence import PARITY_LIMIT, RECORD, read_record
+from harness.config.schema import CommandWorkload, DispatchCheck
+from harness.measure.bench_output import ParityCall, parity_calls, probe_summaries
+from harness.measure.protocol import Point, RunFailed
+from harness.measure.workloads.command import CommandRunner
+from harness.runs.formats import write_text_atomic
+
+
+def _figures(calls: list[ParityCall]) -> dict[str, object]:
+    if not calls:
+        return {"calls": 0, "dffs": []}
+    ref = [c.fused_vs_ref for c in calls]
+    truth = [c.fused_vs_truth for c in calls]
+    return {
+        "calls": len(calls),
+        "dffs": sorted({c.dff for c in calls}),
+        "over": sum(max(c.fused_vs_ref, c.fused_vs_truth) > PARITY_LIMIT for c in calls),
+        "fused_vs_ref_worst": max(ref),
+        "fused_vs_ref_median": statistics.median(ref),
+        "fused_vs_truth_worst": max(truth),
+        "fused_vs_truth_median": statistics.median(truth),
+    }
+
+
+def verification_run(runner: CommandRunner, path: str, check: DispatchCheck) -> dict[str, object]:
+    """One untimed run of `path` with the probe on; what it printed, reduced to what the dispatch needs."""
+    env = {check.check_env: "1", check.threshold_env: f"{check.threshold:g}"}
+    runner.last_text = ""
+    try:
+        outcome = runner.run(path, extra_env=env)
+    except RunFailed as exc:
+        return {"path": path, "env": env, "status": "fail", "error": str(exc)[:400], "calls": 0, "dffs": []}
+    text = runner.last_text
+    return {
+        "path": path,
+        "env": env,
+        "status": "ok",
+        "seconds": round(outcome.seconds, 4),
+        "tok_s": outcome.tok_s,
+        "tokens": outcome.tokens,
+        "summary_calls": probe_summaries(text),
+        **_figures(parity_calls(text)),
+    }
+
+
+def verify(
+    points: list[Point],
+    open_point: Callable[[Point], CommandRunner],
+    settings: CommandWorkload,
+    run_dir: Path,
+    on_model: Callable[[str], None] = lambda _: None,
+) -> dict[str, dict]:
+    """Run the verification pass for every model not verified yet in this run directory (resume never repeats
+    one), recording each model as soon as its two runs are done. Returns the whole record."""
+    check = settings.dispatch_check
+    assert check is not None and check.enabled
+    record = read_record(run_dir)
+    for point in points:
+        model = str(point.key["model"])
+        if model in record:
+            continue
+        on_model(model)
+        runner = open_point(point)
+        try:
+            runs = [verification_run(runner, path, check) for path in ("fused", "fallback")]
+        finally:
+            runner.close()
+        record[model] = {"dff": int(point.key["dff"]), "runs": runs}
+        write_text_atomic(Path(run_dir) / RECORD, json.dumps({"models": record}, indent=1) + "\n")
+    return record

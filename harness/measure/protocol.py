@@ -1,0 +1,280 @@
+"""The measurement protocol (docs/design.md §5): warm-up, interleaved rounds with rotating arm order, durable rows.
+
+Workloads only know how to run one arm once at one point; this module owns ordering, warm-up, failures, resume
+and progress, so every workload gets the same protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from harness.runs.formats import POINT_COLUMNS, RunKey, point_key, point_keys, read_samples, run_key
+from harness.runs.summary_columns import SummaryCol
+
+if TYPE_CHECKING:
+    from harness.measure.backends.base import Backend
+
+
+def arm_path(arm: str) -> str:
+    """The path an arm runs: its own name, except the A/A noise-floor arm `null`, which runs the fallback path a
+    second time under its own label (a kernel benchmark's arms are its paths, `library` included)."""
+    return "fallback" if arm == "null" else arm
+
+
+@dataclass
+class Point:
+    """One measured configuration: the POINT_COLUMNS values plus the cap each arm is forced with."""
+
+    key: dict[str, object]
+    caps: dict[str, object]  # arm -> cap written to the `cap` column ('' when the workload has no cap)
+    label: str
+    skip_reason: str = ""
+    memory_bytes: int | None = None
+    run_seconds_estimate: float | None = None
+    extra: dict[str, object] = field(default_factory=dict)  # workload-private data (model entry, shape, ...)
+
+    @property
+    def arms(self) -> list[str]:
+        return list(self.caps)
+
+
+@dataclass
+class RunOutcome:
+    """What one timed run measured."""
+
+    tokens: float | None
+    seconds: float
+    tok_s: float
+    rel_rms: float | None = None
+    tokens_agree: int | None = None
+    dispatch_ok: bool | None = None
+
+
+class RunFailed(Exception):
+    """One run failed (crash, timeout, unparsable output); recorded as a `fail` row and the sweep goes on."""
+
+
+class PointRunner(Protocol):
+    def run(self, path: str) -> RunOutcome: ...
+
+    def close(self) -> None: ...
+
+
+class PointOpener(Protocol):
+    """All the measurement loop needs of a workload: a runner for one point (a Workload, or a kernel benchmark's
+    single shape in harness.measure.kernel_bench)."""
+
+    def open(self, point: Point) -> PointRunner: ...
+
+
+class RowSink(Protocol):
+    """Where the loop writes its rows: a run's SampleWriter, a Ray worker's relay, a benchmark's list."""
+
+    path: Path | None  # the samples.csv the adaptive stop rule reads the point's rows back from
+
+    def append(self, row: dict[str, object]) -> None: ...
+
+
+class Workload(Protocol):
+    """What the sweep asks of every workload kind (registered in harness.measure.workloads), so it never branches on
+    one."""
+
+    kind: str
+    backend: Backend | None  # the live backend a built-in workload runs on; None for an external command
+    refinable: bool  # Dff refinement (harness.measure.refine) can add points between measured Dffs
+
+    def points(self) -> list[Point]: ...
+
+    def preflight(self) -> None:
+        """Raise InputError for problems that doom every run (missing binary), before anything runs."""
+
+    def open(self, point: Point) -> PointRunner: ...
+
+    def describe_arms(self) -> dict[str, str]:
+        """How each arm is forced, for meta.json and the report."""
+
+    def device_info(self) -> dict[str, str]:
+        """Provenance of the device the runs use (`device` and what else is known), for meta.json."""
+
+    def describe_run(self, meta: dict[str, object], points: list[Point], measure_null: bool) -> None:
+        """Add this kind's own provenance to `meta` (after the common fields; may mark `points` skipped or not)."""
+
+    def point_at(self, template: Point, dff: int) -> Point | None:
+        """A new point like `template` at `dff`, built by the workload itself (its memory and skip rules apply),
+        for Dff refinement; None when it cannot make one (only called when `refinable`)."""
+
+
+def arm_order(arms: Sequence[str], round_index: int, order: str, seed: int, point_label: str) -> list[str]:
+    """Arm order for one round: rotate shifts by one each round (A B, B A, ...) so drift cannot favour an arm."""
+    arms = list(arms)
+    if order == "fixed":
+        return arms
+    if order == "random":
+        rng = random.Random(f"{seed}:{point_label}:{round_index}")
+        rng.shuffle(arms)
+        return arms
+    shift = round_index % len(arms)
+    return arms[shift:] + arms[:shift]
+
+
+@dataclass
+class SweepPlan:
+    rounds: int
+    warmup_runs: int
+    order: str
+    seed: int
+    adaptive: bool = False
+    max_rounds: int = 0
+    target_ci_width: float = 0.0
+
+
+ProgressHook = Callable[[str], None]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def row_for(run_id: str, point: Point, arm: str, round_index: int, position: int) -> dict[str, object]:
+    row: dict[str, object] = {"run_id": run_id, **{c: point.key.get(c, "") for c in POINT_COLUMNS}}
+    row.update(arm=arm, cap=point.caps[arm], round=round_index, position=position, timestamp=_now())
+    return row
+
+
+def checked(outcome: RunOutcome) -> RunOutcome:
+    """The outcome, if its throughput can be a measurement: NaN, ±inf, 0 or a negative tok/s (a benchmark that
+    printed garbage, or a timer that ran backwards) is a failed run, never an `ok` row the statistics would trust."""
+    if not (math.isfinite(outcome.tok_s) and outcome.tok_s > 0):
+        raise RunFailed(f"the benchmark reported {outcome.tok_s!r} tok/s; a throughput must be finite and > 0")
+    if not (math.isfinite(outcome.seconds) and outcome.seconds > 0):
+        raise RunFailed(f"the run took {outcome.seconds!r} s; a timed span must be finite and > 0")
+    return outcome
+
+
+def outcome_fields(outcome: RunOutcome) -> dict[str, object]:
+    return {
+        "tokens": "" if outcome.tokens is None else outcome.tokens,
+        "seconds": f"{outcome.seconds:.6g}",
+        "tok_s": f"{outcome.tok_s:.6g}",
+        "rel_rms": "" if outcome.rel_rms is None else f"{outcome.rel_rms:.3e}",
+        "tokens_agree": "" if outcome.tokens_agree is None else outcome.tokens_agree,
+        "dispatch_ok": "" if outcome.dispatch_ok is None else int(outcome.dispatch_ok),
+        "status": "ok",
+    }
+
+
+def measure_point(
+    workload: PointOpener,
+    point: Point,
+    plan: SweepPlan,
+    writer: RowSink,
+    run_id: str,
+    done: dict[RunKey, str],
+    on_run: ProgressHook,
+) -> int:
+    """Run every pending (arm, round) of one point; returns how many rows were written.
+
+    Warm-up runs are not written; they run only when the point still has timed work to do (a resumed point re-warms,
+    since JIT caches and clocks did not survive the restart). In adaptive mode, rounds past `plan.rounds` are added
+    one at a time while the ratio's CI still straddles 1.0 and is wider than the target, up to `max_rounds`.
+    """
+    if point.skip_reason:
+        return _write_skips(point, writer, run_id, done, on_run)
+    written = 0
+    runner: PointRunner | None = None
+    try:
+        round_index = 0
+        while round_index < plan.rounds or (
+            plan.adaptive and round_index < plan.max_rounds and not _settled(point, writer, plan)
+        ):
+            arms = arm_order(point.arms, round_index, plan.order, plan.seed, point.label)
+            for position, arm in enumerate(arms):
+                if done.get(_key(run_id, point, arm, round_index)) == "ok":
+                    continue
+                if runner is None:
+                    runner = _open_warm(workload, point, plan)
+                row = row_for(run_id, point, arm, round_index, position)
+                try:
+                    row.update(outcome_fields(checked(runner.run(arm_path(arm)))))
+                except RunFailed as exc:
+                    row.update(status="fail", error=str(exc))
+                writer.append(row)
+                written += 1
+                on_run(f"{point.label} {arm} r{round_index}: {row['status']}")
+            round_index += 1
+    finally:
+        if runner is not None:
+            runner.close()
+    return written
+
+
+def _open_warm(workload: PointOpener, point: Point, plan: SweepPlan) -> PointRunner:
+    runner = workload.open(point)
+    for _ in range(plan.warmup_runs):
+        for arm in point.arms:
+            # a failing warm-up will fail again when timed, and is recorded there
+            with contextlib.suppress(RunFailed):
+                runner.run(arm_path(arm))
+    return runner
+
+
+def _settled(point: Point, writer: RowSink, plan: SweepPlan) -> bool:
+    """Adaptive stop rule without optional-stopping bias: the point may stop at each of the K = max_rounds − rounds
+    + 1 looks, so each look spends α/K (Bonferroni alpha spending: the chance of any false verdict over all looks
+    stays ≤ α). Stop when that stricter interval lies beyond 1 ± δ or inside it (decided), or when the nominal
+    interval is narrower than target_ci_width (relative) — a precision rule that does not look at the estimate."""
+    from harness.analysis.stats import (  # adaptive mode only
+        CONFIDENCE,
+        MARGIN,
+        analyse_points,
+        classify,
+        ratio_interval,
+    )
+
+    assert writer.path is not None, "adaptive rounds read the point's rows back from a samples.csv"
+    samples = read_samples(writer.path)
+    mine = point_key(point.key)
+    rows = samples[point_keys(samples) == mine]
+    stats = analyse_points(rows).summary.iloc[0]
+    if stats[SummaryCol.CI_LOW] != stats[SummaryCol.CI_LOW]:  # NaN: no interval yet (too few runs)
+        return False
+    looks = max(plan.max_rounds - plan.rounds + 1, 1)
+    _, low, high = ratio_interval(
+        stats[SummaryCol.LN_ESTIMATE], stats[SummaryCol.SE], stats[SummaryCol.DF], 1 - (1 - CONFIDENCE) / looks
+    )
+    if classify(low, high, MARGIN) != "inconclusive":
+        return True
+    return (stats[SummaryCol.CI_HIGH] - stats[SummaryCol.CI_LOW]) / stats[SummaryCol.ESTIMATE] <= plan.target_ci_width
+
+
+def _write_skips(point: Point, writer: RowSink, run_id: str, done: dict[RunKey, str], on_run: ProgressHook) -> int:
+    written = 0
+    for arm in point.arms:
+        if _key(run_id, point, arm, 0) in done:
+            continue
+        row = row_for(run_id, point, arm, 0, 0)
+        row.update(status="skip", error=point.skip_reason)
+        writer.append(row)
+        written += 1
+        on_run(f"{point.label} {arm}: skip")
+    return written
+
+
+def _key(run_id: str, point: Point, arm: str, round_index: int) -> RunKey:
+    return run_key({**point.key, "arm": arm, "round": round_index, "run_id": run_id})
+
+
+def pending_runs(points: Sequence[Point], plan: SweepPlan, run_id: str, done: dict[RunKey, str]) -> int:
+    total = 0
+    for point in points:
+        rounds = 1 if point.skip_reason else plan.rounds
+        settled = ("ok", "skip") if point.skip_reason else ("ok",)
+        total += sum(done.get(_key(run_id, point, a, r)) not in settled for a in point.arms for r in range(rounds))
+    return total

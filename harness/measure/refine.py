@@ -1,0 +1,88 @@
+"""Adaptive Dff refinement for `layer` workloads and synthetic command sweeps (docs/design.md §7): after the first pass,
+add grid points inside the crossover's bracket by bisection until the interval (and the bracket) are narrow enough
+or a run budget is spent.
+
+A `layer` sweep can measure any Dff, so where the crossover interval is wide the cheapest way to narrow it is a new
+point between the two measured Dff that bracket the crossing (interpolation error and the bracket's width shrink
+together). Each step re-analyses the run directory with the same engine as `moecal crossover`, so a resumed sweep
+picks up where it stopped: points already refined are measured rows like any other.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis.decision import FamilyDecision, deciding_families
+from harness.analysis.pipeline import Options, analyse_path
+from harness.config.schema import Measure
+from harness.measure.protocol import Point, Workload
+
+
+def refine_target(family: FamilyDecision, grid: int, target_width: float) -> int | None:
+    """The next Dff to measure for one family (a multiple of `grid` halving the crossing's bracket), or None when
+    both its crossover interval and the bracket are narrower than `target_width` × the crossover, or the bracket
+    cannot split. The bracket counts because the interval only covers sampling error *given* straight-line
+    interpolation: two far-apart points give a narrow interval around a possibly wrong line, and the true crossing
+    can be anywhere between them."""
+    c = family.crossover
+    if c.outcome != "crossing" or c.dff is None:
+        return None
+    low = c.min_dff if c.ci_low == -math.inf else c.ci_low
+    high = c.max_dff if c.ci_high == math.inf else c.ci_high
+    a, b = next(x for x in c.crossings if x.dff == c.dff).between  # the crossing the crossover is
+    if max(high - low, b - a) / c.dff <= target_width:
+        return None
+    middle = round((a + b) / 2 / grid) * grid
+    return middle if a < middle < b else None
+
+
+def _same_shape(point: Point, row: pd.Series) -> bool:
+    """The point belongs to the summary row's family: every key column but Dff agrees (numbers as numbers)."""
+    for column in ("workload", "model", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype"):
+        mine, theirs = point.key.get(column), row[column]
+        try:
+            if float(mine) != float(theirs):
+                return False
+        except (TypeError, ValueError):
+            if str(mine) != str(theirs):
+                return False
+    return True
+
+
+def refine(
+    run_dir: Path,
+    workload: Workload,
+    points: list[Point],
+    measure: Callable[[Point], int],
+    settings: Measure,
+    current_default: int | None,
+) -> int:
+    """Measure bisection points (via `measure`, which returns the rows it wrote) until every deciding family's
+    crossover interval is narrow enough, no bracket can split, or the next point would exceed the run budget.
+    Layer families are refined in a layer sweep, the one `command` family in a command sweep over synthetic
+    checkpoints."""
+    spent, tried = 0, set()
+    while True:
+        analysis = analyse_path(run_dir, Options(current_default=current_default))
+        families = deciding_families(analysis.result.families)
+        deciding = {f.family for f in families if f.family.startswith(workload.kind)}
+        chosen = None
+        for family in analysis.result.families:
+            dff = refine_target(family, settings.refine_grid, settings.target_crossover_width)
+            if family.family not in deciding or dff is None or (family.family, dff) in tried:
+                continue
+            tried.add((family.family, dff))
+            row = analysis.summary.iloc[family.rows[0]]
+            template = next((p for p in points if _same_shape(p, row)), None)
+            chosen = workload.point_at(template, dff) if template is not None else None
+            if chosen is not None and not chosen.skip_reason:
+                break
+            chosen = None
+        if chosen is None or spent + len(chosen.arms) * settings.rounds > settings.refine_budget_runs:
+            return spent
+        points.append(chosen)
+        spent += measure(chosen)

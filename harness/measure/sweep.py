@@ -1,0 +1,142 @@
+"""The measurement loop of a prepared sweep (harness/measure/sweep_setup.py): the dispatch verification pass, then
+every pending run, here or spread over Ray workers, each row durable as soon as it ends; and what a finished run
+holds (`why_no_result`, `quick_table`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.analysis import dispatch_evidence
+from harness.errors import InputError
+from harness.measure import dispatch
+from harness.measure.protocol import Point, ProgressHook, measure_point
+from harness.runs.rundir import (
+    RunDirectory,
+    RunLock,
+    SampleWriter,
+)
+from harness.runs.summary_columns import SummaryCol
+
+if TYPE_CHECKING:  # the analysis (pandas, scipy) loads when a sweep is summarised, not for `moecal plan`
+    import pandas as pd
+
+from harness.measure.sweep_setup import Sweep
+
+
+@contextlib.contextmanager
+def writing(sweep: Sweep) -> Iterator[None]:
+    """Hold the run directory as its one writer (creating it: an unwritable place fails here, before any output)."""
+    with RunLock(sweep.run_dir):
+        if not sweep.resuming and RunDirectory(sweep.run_dir).is_run():  # another sweep started it since `prepare`
+            raise InputError(str(sweep.run_dir), "--out", "already holds a run; continue it with --resume")
+        yield
+
+
+def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> int:
+    """Run every pending run (inside `writing(sweep)`); returns the number of rows written. Safe to interrupt:
+    `--resume` continues. Writes no file until the first row.
+
+    `workers` (a count or 'auto') spreads whole points over Ray workers (harness.measure.ray_workers); rows still go
+    through this process's writer."""
+    written = 0
+    verify_dispatch(sweep)
+    with SampleWriter(sweep.run_dir, sweep.meta, sweep.segment) as writer:
+        done = writer.done_keys()
+        if workers is not None:
+            from harness.measure.ray_workers import measure_on_workers  # Ray is an optional extra
+
+            if sweep.config.measure.refine_budget_runs:
+                raise InputError(
+                    str(sweep.config_path),
+                    "measure.refine_budget_runs",
+                    "Dff refinement runs in one process: drop --workers, or set the refinement budget to 0",
+                )
+
+            return measure_on_workers(sweep, writer, done, on_run, workers)
+        for point in sweep.points:
+            written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
+        if sweep.config.measure.refine_budget_runs and sweep.workload.refinable:
+            from harness.measure.refine import (
+                refine,  # adaptive Dff refinement: bisect the crossover bracket (docs/design.md §7)
+            )
+
+            def measure(point: Point) -> int:
+                return measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
+
+            default = sweep.config.current_default
+            written += refine(sweep.run_dir, sweep.workload, sweep.points, measure, sweep.config.measure, default)
+    return written
+
+
+def verify_dispatch(sweep: Sweep) -> None:
+    """The untimed dispatch verification pass of a command sweep with `dispatch_check` (harness.measure.dispatch),
+    before any timed run; a model found declined becomes a skipped point (unless --measure-null): both its arms run the
+    fallback, so timing them costs model loads for a point that is null anyway."""
+    settings = sweep.config.workload
+    check = getattr(settings, "dispatch_check", None)
+    if check is None or not check.enabled:
+        return
+    sweep.run_dir.mkdir(parents=True, exist_ok=True)
+    record = dispatch.verify(sweep.points, sweep.workload.open, settings, sweep.run_dir)
+    if sweep.measure_null:
+        return
+    declined = dispatch_evidence.null_reasons({"verification": record}, dict(sweep.meta.get("expect_null") or {}))
+    for point in sweep.points:
+        reason = declined.get(str(point.key["model"]))
+        if reason and not point.skip_reason:
+            point.skip_reason = f"{reason} (--measure-null measures it)"
+
+
+def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
+    """Why a finished sweep has nothing to analyse (not one ok run), as one line, and whether that is a failure
+    (some run failed) rather than every point skipped (nothing fits here); None when it has results."""
+    run = RunDirectory(run_dir)
+    if not run.samples.exists():
+        return "no run was recorded", False
+    samples = run.read_samples()
+    statuses = samples["status"].value_counts()
+    if statuses.get("ok", 0):
+        return None
+    failed = samples[samples["status"] == "fail"]
+    first = f"; first error: {failed['error'].iloc[0]}" if len(failed) else ""
+    counts = f"{statuses.get('fail', 0)} failed, {statuses.get('skip', 0)} skipped"
+    return f"no run succeeded ({counts}){first}"[:400].replace("\n", " "), bool(len(failed))
+
+
+def quick_table(run_dir: Path) -> pd.DataFrame:
+    """Per point: median tok/s of each arm, the fused/fallback estimate, run counts, the median generated tokens per
+    arm and the dispatch the verification pass found (harness.analysis.dispatch_evidence). The estimate is the
+    geometric-mean ratio the summary's interval belongs to (the same number the addendum shows), not a ratio of medians,
+    so the terminal and the addendum never disagree."""
+    import pandas as pd
+
+    from harness.analysis.pipeline import analyse_path
+
+    run = RunDirectory(run_dir)
+    samples = run.read_samples().fillna({"d_model": 0})
+    keys = ["workload", "model", "d_model", "dff"]  # a layer config's decode block shares model names and dffs
+    ok = samples[samples["status"] == "ok"]
+    table = ok.pivot_table(index=keys, columns="arm", values="tok_s", aggfunc="median").reset_index()
+    for arm in ("fallback", "fused"):
+        if arm not in table.columns:
+            table[arm] = float("nan")
+    summary = analyse_path(run_dir).summary.fillna({"d_model": 0})
+    table = table.merge(
+        summary[[*keys, SummaryCol.ESTIMATE]].rename(columns={SummaryCol.ESTIMATE: "ratio"}), on=keys, how="left"
+    )
+    # generated tokens per arm (the binary's count): arms that stopped at different EOS did different work
+    tokens = ok.assign(n=pd.to_numeric(ok["tokens"], errors="coerce")).groupby(keys + ["arm"])["n"].median()
+    tokens = tokens.unstack("arm").reindex(columns=["fallback", "fused"]).add_prefix("tokens_").reset_index()
+    table = table.merge(tokens, on=keys, how="left")
+    counts = samples.groupby(keys)["status"].value_counts().unstack(fill_value=0)
+    counts = counts.reindex(columns=["ok", "fail", "skip"], fill_value=0).reset_index()
+    table = table.merge(counts, on=keys, how="outer").fillna({"ok": 0, "fail": 0, "skip": 0})
+    facts = dispatch_evidence.per_model(
+        dispatch_evidence.read_record(run_dir), dict(run.read_meta().get("expect_null") or {})
+    )
+    table["dispatch"] = [str(facts.get(str(m), {}).get("dispatch", "")) for m in table["model"]]
+    return table.sort_values(["workload", "d_model", "dff"])

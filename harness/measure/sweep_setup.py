@@ -1,0 +1,242 @@
+"""Sweep set-up: config → workload → points → run directory, checked before any run.
+
+`prepare` does everything that can fail on bad input (config, backend, binaries, resume compatibility) before any
+run starts, so `--dry-run` and `moecal plan` exercise exactly the checks a real sweep would hit. A Ray worker
+(harness/measure/ray_workers.py) prepares the same sweep on its own machine; the measurement loop that runs a
+prepared sweep is harness/measure/sweep.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.config import resources
+from harness.config.backend_specs import BACKEND_NAMES, backend_spec
+from harness.config.schema import SweepConfig, load_config
+from harness.config.synth_sweep import with_synthetic_models
+from harness.errors import BackendUnavailable, InputError
+from harness.measure.backends import detect, resolve_name
+from harness.measure.protocol import Point, SweepPlan, Workload, pending_runs
+from harness.measure.workloads import build_workload, workload_kind
+from harness.runs import provenance
+from harness.runs.rundir import (
+    DEFAULT_RESULTS,
+    RunDirectory,
+    default_run_id,
+    fresh_run_dir,
+    mixed_settings,
+    new_segment,
+    newest_resumable,
+    refuse_links,
+    refuse_stored,
+    same_run_kind,
+)
+
+if TYPE_CHECKING:  # the analysis (pandas, scipy) loads when a sweep is summarised, not for `moecal plan`
+    pass
+
+CONFIG_DIR = resources.config_dir()
+
+
+def default_config() -> Path:
+    """The shipped config for the backend `auto` finds here (its registry entry's `default_config`: m-series on
+    Apple GPUs, gb10 or h200 on NVIDIA, cpu-smoke on a plain machine) — so `make sweep` does real work anywhere."""
+    return CONFIG_DIR / backend_spec(resolve_name("auto")).default_config(detect().gpu_name)
+
+
+@dataclass
+class Sweep:
+    config: SweepConfig
+    config_path: Path
+    workload: Workload
+    points: list[Point]
+    plan: SweepPlan
+    run_id: str
+    run_dir: Path
+    meta: dict[str, object]
+    resuming: bool  # continuing an existing run (--resume), as opposed to starting a new one
+    segment: dict[str, object]  # this sweep's entry in meta.json's `segments`
+    measure_null: bool = False  # --measure-null: expected-null command models are measured (Ray workers need it too)
+
+
+def backend_for(config: SweepConfig, override: str | None) -> str:
+    """The backend label of a run. For external commands `auto` means the platform's GPU (the binary picks its own
+    device); for built-in workloads it is the first usable of metal → cuda → cpu."""
+    name = override or config.backend
+    if name not in (*BACKEND_NAMES, "auto"):
+        raise BackendUnavailable(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)} or auto")
+    if name != "auto":
+        return name
+    if workload_kind(config).picks_own_device:
+        return detect().platform
+    return resolve_name("auto")
+
+
+def prepare(
+    config_path: str | Path,
+    out: Path | None = None,
+    backend: str | None = None,
+    only: Sequence[str] = (),
+    rounds: int | None = None,
+    resume: str | None = None,
+    results: Path = DEFAULT_RESULTS,
+    allow_mixed: bool = False,
+    measure_null: bool = False,
+    plan_only: bool = False,
+) -> Sweep:
+    """Everything a sweep needs, checked. `resume`: None starts a new run (in `out`, or a fresh run id under
+    `results`); "" continues the newest unfinished run of this config on this device; a path continues that run.
+    A resumed run must have been written by the same kernels and launch settings unless `allow_mixed`.
+    `measure_null` runs the command models whose config says expect_null (they stay null points). `plan_only`
+    (`moecal plan`) builds a built-in workload on the backend's device facts (harness.measure.backends.device_facts):
+    its points, memory and estimates are the same, it cannot run, and the CPU plan never imports numba."""
+    config_path = Path(config_path)
+    try:
+        config = load_config(config_path)
+    except UnicodeDecodeError as exc:
+        raise InputError(str(config_path), "(file)", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    source = str(config_path)
+    config = with_synthetic_models(config, source)
+    try:
+        backend_name = backend_for(config, backend)
+        workload = build_workload(config, source, backend_name, plan_only)
+    except BackendUnavailable as exc:
+        raise InputError(source, "backend", str(exc)) from None
+    workload.preflight()
+    points = workload.points()
+    if only:
+        names = {p.key["model"] for p in points}
+        unknown = [n for n in only if n not in names]
+        if unknown:
+            raise InputError(source, "models", f"--only {unknown[0]!r} is not a model of this config ({sorted(names)})")
+        points = [p for p in points if p.key["model"] in only]
+    plan = SweepPlan(
+        rounds=rounds or config.measure.rounds,
+        warmup_runs=config.measure.warmup_runs,
+        order=config.measure.order,
+        seed=config.measure.seed,
+        adaptive=config.measure.adaptive,
+        max_rounds=max(config.measure.max_rounds, rounds or 0),
+        target_ci_width=config.measure.target_ci_width,
+    )
+    meta = provenance.collect(backend_name, workload.device_info())
+    if config.library_pin:
+        meta["library_pin"] = config.library_pin
+    meta.update(
+        run_id="",  # known once the run directory is chosen (below)
+        config_path=source,
+        config_sha256=provenance.file_sha256(config_path),
+        config_name=config.name,
+        command=shlex.join(["moecal", *sys.argv[1:]]),
+        workload=config.workload.kind,
+        current_default=config.current_default if config.current_default is not None else "",
+        cap_env=getattr(config.workload, "cap_env", ""),
+        arms=workload.describe_arms(),
+        rounds=plan.rounds,
+        warmup_runs=plan.warmup_runs,
+        order=plan.order,
+    )
+    workload.describe_run(meta, points, measure_null)
+    run_dir = _choose_run_dir(out, resume, results, meta, source, lambda folder: _pending(points, plan, folder))
+    previous = RunDirectory(run_dir).read_meta() if resume is not None else {}
+    meta["run_id"] = run_id = str(previous.get("run_id") or run_dir.name)
+    segment = new_segment(meta)
+    mixed = mixed_settings(previous, segment)
+    if mixed and not allow_mixed:
+        raise InputError(
+            str(run_dir),
+            "--resume",
+            f"this run was measured with other settings ({'; '.join(mixed)}); resuming would mix them in one run: "
+            "start a new run, or pass --allow-mixed to resume anyway (recorded in meta.json)",
+        )
+    if mixed:
+        segment["mixed"] = mixed
+    resuming = resume is not None
+    return Sweep(config, config_path, workload, points, plan, run_id, run_dir, meta, resuming, segment, measure_null)
+
+
+def _choose_run_dir(
+    out: Path | None,
+    resume: str | None,
+    results: Path,
+    meta: dict[str, object],
+    source: str,
+    pending: Callable[[Path], int],
+) -> Path:
+    """A new run directory, or the one to resume after checking that it may be continued (see harness.runs.rundir)."""
+    if resume is None:
+        if out is None:
+            device = str(meta.get("device") or "")
+            return fresh_run_dir(results, default_run_id(str(meta["config_name"]), str(meta["backend"]), device))
+        _check_new(out)
+        return out
+    if out is not None:
+        raise InputError("--out", str(out), "cannot be combined with --resume (the resumed run keeps its directory)")
+    if resume == "":
+        found = newest_resumable(results, meta, pending)
+        if found is None:
+            raise InputError(
+                source,
+                "--resume",
+                f"no unfinished run of this config on {meta['backend']} / {meta['device']} under {results}/; "
+                "start a new one without --resume",
+            )
+        run_dir = found
+    else:
+        run_dir = Path(resume)
+    check_resumable(run_dir, meta, source)
+    return run_dir
+
+
+def _check_writable_parent(path: Path, option: str) -> None:
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise InputError(str(path), option, f"{existing} exists and is not a directory")
+    if not os.access(existing, os.W_OK):
+        raise InputError(str(path), option, f"{existing} is not writable")
+
+
+def _check_new(out: Path) -> None:
+    """`--out` names a new run: it must not hold one already (continuing a run is explicit: --resume)."""
+    _check_writable_parent(out, "--out")
+    if RunDirectory(out).is_run():
+        refuse_stored(out, "choose another --out")
+        raise InputError(
+            str(out), "--out", f"already holds a run; continue it with --resume {out}, or choose another --out"
+        )
+
+
+def check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> None:
+    """The run directory must be a run of the same config on the same backend and device, and not a stored one:
+    mixing them would make the samples incomparable, and resume would count another device's rows as done."""
+    run = RunDirectory(run_dir)
+    if not run_dir.is_dir() or not run.is_run():
+        raise InputError(str(run_dir), "--resume", "not a moecal run directory (no samples.csv or meta.json)")
+    refuse_stored(run_dir, "start a new run instead (without --resume)")
+    refuse_links(run_dir)
+    _check_writable_parent(run_dir, "--resume")
+    previous = run.read_meta()
+    run.done_runs()  # validates samples.csv: a run whose rows cannot be trusted is not continued
+    differs = same_run_kind(previous, meta)
+    if differs:
+        raise InputError(
+            source,
+            "--resume",
+            f"{run_dir} holds a run with a different {differs} ({previous.get(differs)!s} there, "
+            f"{meta.get(differs)!s} now); start a new run without --resume",
+        )
+
+
+def _pending(points: list[Point], plan: SweepPlan, run_dir: Path) -> int:
+    return pending_runs(points, plan, "", RunDirectory(run_dir).done_runs())
+
+
+def pending(sweep: Sweep) -> int:
+    """Runs still to do in the sweep's run directory (all of them for a new run); reads, never writes."""
+    return _pending(sweep.points, sweep.plan, sweep.run_dir)

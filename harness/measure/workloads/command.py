@@ -1,0 +1,296 @@
+"""The `command` workload: an external decode benchmark (e.g. mlxcel-bench-decode), one fresh process per run.
+
+Each arm is forced through an environment variable (`cap_env`): the fused arm sets it above every Dff, the fallback
+arm below every Dff. tok/s is parsed from the output with `metric_regex` (group 1, last match wins, so a benchmark
+that prints per-phase lines reports its final figure). An optional dispatch probe must match the fused arm's output;
+a point where it never does ran the same code in both arms and is a null point (see harness.analysis.stats).
+
+Greedy parity (config `parity:`): each run's generated output is captured and compared with the latest run of the
+other path (harness.analysis.parity). A model with `expect_null` (written by `moecal init` when the fused kernel should
+decline the checkpoint) is a skipped point unless the sweep runs with --measure-null; either way it is null.
+
+Before any run, `preflight` shows each distinct command line to the benchmark once (`--help`), so a flag the binary
+lacks stops the sweep with one line instead of failing every run. A run's `tokens` is the binary's `Generated
+tokens` count (harness.measure.bench_output). The untimed dispatch verification pass (harness.measure.dispatch) runs
+through the same runner with the parity probe's variables added; timed runs never carry them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+from harness.analysis.parity import agreement, capture_file, capture_regex
+from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, ModelEntry, SweepConfig
+from harness.config.schema import CommandWorkload as CommandSettings
+from harness.config.synth_sweep import synthetic_provenance
+from harness.errors import InputError
+from harness.measure.backends import detect
+from harness.measure.bench_output import generated_tokens, rejected_flag, usage_error
+from harness.measure.proc import run_with_deadline
+from harness.measure.protocol import Point, RunFailed, RunOutcome
+from harness.runs.provenance import cpu_name
+
+TAIL_CHARS = 400
+
+
+def _tail(text: str) -> str:
+    text = text.strip().replace("\r", "")
+    return text[-TAIL_CHARS:].replace("\n", " | ")
+
+
+def argv_for(settings: CommandSettings, model: ModelEntry) -> list[str]:
+    """The command line for one model, `{placeholders}` filled from the model entry (validated by the config)."""
+    values = model.placeholders()
+    return [arg.format_map(values) for arg in settings.command]
+
+
+class CommandRunner:
+    """Runs one model's command; `run(path)` forces the path through the cap environment variable."""
+
+    def __init__(self, settings: CommandSettings, argv: list[str], output_file: Path | None = None):
+        self.settings = settings
+        self.argv = argv
+        self.metric = re.compile(settings.metric_regex)
+        self.probe = re.compile(settings.dispatch_probe.regex) if settings.dispatch_probe else None
+        parity = settings.parity
+        self.parity_regex = re.compile(parity.regex) if parity and parity.regex else None
+        self.output_file = output_file
+        self.last_output: dict[str, list[str]] = {}  # path -> pieces of its latest run, for parity
+        self.last_text = ""  # stdout + stderr of the latest run that exited (the verification pass reads it)
+
+    def environment(self, path: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The run's environment: the cap that forces `path`, the config's `env`, then `extra`. The parity probe's
+        variables are removed unless `extra` sets them (the verification pass): the probe adds evals to every MoE
+        call, so a timed run must never carry them, not even from the user's shell."""
+        cap = self.settings.fused_cap if path == "fused" else self.settings.fallback_cap
+        env = {**os.environ, **self.settings.env, self.settings.cap_env: str(cap)}
+        for name in probe_env_names(self.settings):
+            env.pop(name, None)
+        return {**env, **(extra or {})}
+
+    def run(self, path: str, extra_env: dict[str, str] | None = None) -> RunOutcome:
+        if self.output_file is not None:
+            self.output_file.unlink(missing_ok=True)  # a stale file must not pass for this run's output
+        try:
+            finished = run_with_deadline(self.argv, self.environment(path, extra_env), self.settings.timeout_s)
+        except OSError as exc:
+            raise RunFailed(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
+        stdout, stderr, seconds = finished.stdout, finished.stderr, finished.seconds
+        if finished.timed_out:
+            raise RunFailed(f"timed out after {self.settings.timeout_s:g}s; stdout tail: {_tail(stdout)}")
+        output = self.last_text = stdout + "\n" + stderr
+        if finished.returncode != 0:
+            raise RunFailed(
+                f"exit code {finished.returncode}; stderr tail: {_tail(stderr)}; stdout tail: {_tail(stdout)}"
+            )
+        matches = self.metric.findall(output)
+        if not matches:
+            raise RunFailed(f"metric_regex did not match; stdout tail: {_tail(stdout)}")
+        last = matches[-1]
+        try:
+            tok_s = float(last[0] if isinstance(last, tuple) else last)
+        except ValueError:
+            raise RunFailed(f"metric_regex group 1 is not a number: {last!r}") from None
+        dispatch_ok = None
+        if self.probe is not None and path == "fused":
+            dispatch_ok = bool(self.probe.search(output))
+        outcome = RunOutcome(generated_tokens(output), seconds, tok_s, dispatch_ok=dispatch_ok)
+        return self._with_parity(path, output, outcome)
+
+    def _with_parity(self, path: str, output: str, outcome: RunOutcome) -> RunOutcome:
+        """Record agreement with the latest run of the other path. With parity capture, `tokens` is the pieces
+        compared (harness.analysis.parity); without it, the binary's `Generated tokens` count."""
+        if self.parity_regex is not None:
+            generated = capture_regex(self.parity_regex, output)
+        elif self.output_file is not None:
+            generated = capture_file(self.output_file)
+        else:
+            return outcome
+        if generated is None:
+            return outcome
+        self.last_output[path] = generated
+        other = self.last_output.get("fallback" if path == "fused" else "fused")
+        if other is None:
+            outcome.tokens = len(generated)
+        else:
+            outcome.tokens_agree, outcome.tokens = agreement(generated, other)
+        return outcome
+
+    def close(self) -> None:
+        """Nothing to release: every run is its own process."""
+
+
+def probe_env_names(settings: CommandSettings) -> tuple[str, str]:
+    """The parity probe's environment variables (the config's, else mlxcel's names)."""
+    check = settings.dispatch_check
+    return (check.check_env, check.threshold_env) if check else (PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV)
+
+
+def check_usage(argv: list[str], timeout_s: float) -> str | None:
+    """Ask the benchmark whether it accepts these arguments, without measuring: `argv --help`. A clap binary
+    parses in order, so an unknown flag before `--help` is still a usage error (exit 2, `error: unexpected
+    argument '--x' found`), while accepted arguments print the help and exit 0. Returns the complaint, or None.
+    A program that cannot answer `--help` (exit code other than 2, no `error:` line) is not judged here."""
+    try:
+        done = run_with_deadline([*argv, "--help"], os.environ, min(timeout_s, 60))
+    except OSError:
+        return None
+    if done.timed_out or done.returncode != 2:
+        return None
+    return usage_error(done.stderr + "\n" + done.stdout)
+
+
+def _resolve_executable(program: str) -> str | None:
+    if os.sep in program or (os.altsep and os.altsep in program):
+        path = Path(program)
+        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    return shutil.which(program)
+
+
+class CommandWorkloadRunner:
+    """Builds points (one per model) for an external benchmark."""
+
+    kind = "command"
+    backend = None  # the command picks its own device; no backend of ours runs
+
+    @classmethod
+    def build(
+        cls, config: SweepConfig, config_path: str, backend_name: str, plan_only: bool = False
+    ) -> CommandWorkloadRunner:
+        """The workload labelled with this machine's GPU (or CPU): the device the command most likely runs on (a
+        plan builds the same: a command workload instantiates no backend of ours)."""
+        return cls(config, config_path, backend_name, detect().gpu_name or cpu_name())
+
+    def __init__(self, config: SweepConfig, config_path: str, backend: str, device: str):
+        assert isinstance(config.workload, CommandSettings)
+        self.config = config
+        self.settings = config.workload
+        self.config_path = config_path
+        self.backend_name = backend
+        self.device = device
+
+    def caps(self) -> dict[str, object]:
+        caps: dict[str, object] = {"fused": self.settings.fused_cap, "fallback": self.settings.fallback_cap}
+        if self.config.measure.null_arm:
+            caps["null"] = self.settings.fallback_cap
+        return caps
+
+    def points(self) -> list[Point]:
+        return [self.point_for(model) for model in self.config.models]
+
+    def point_for(self, model: ModelEntry) -> Point:
+        """One model's point (skipped when the config expects it null)."""
+        key = {
+            "backend": self.backend_name,
+            "device": self.device,
+            "workload": "command",
+            "model": model.name,
+            "quant_mode": model.quant_mode,
+            "d_model": model.d_model or "",
+            "dff": model.dff,
+            "n_experts": model.n_experts or "",
+            "top_k": model.top_k or "",
+            "bits": model.bits or "",
+            "group_size": model.group_size or "",
+            "dtype": "",
+        }
+        skip = f"expected null: {model.expect_null} (--measure-null measures it)" if model.expect_null else ""
+        return Point(key=key, caps=self.caps(), label=model.name, skip_reason=skip, extra={"model": model})
+
+    def point_at(self, template: Point, dff: int) -> Point | None:
+        """A point at a Dff no model has, synthesized from the config's `synth.like` (Dff refinement; every
+        synthesized model is the template's family); None when the config has no `synth:` block or that Dff cannot
+        be synthesized (a Dff the fused kernel declines)."""
+        if self.config.synth is None:
+            return None
+        from harness.config.synth_sweep import synthesize  # MLX writes the checkpoint
+
+        try:
+            return self.point_for(synthesize(self.config.synth, dff))
+        except InputError:
+            return None
+
+    def preflight(self) -> None:
+        """Fail before the sweep starts if a model's command cannot be started at all."""
+        for index, model in enumerate(self.config.models):
+            program = argv_for(self.settings, model)[0]
+            if _resolve_executable(program) is None:
+                raise InputError(
+                    self.config_path,
+                    "workload.command[0]" if program == self.settings.command[0] else f"models[{index}]",
+                    f"cannot run {program!r} for model {model.name!r}: not found or not executable "
+                    "(install it, put it on PATH, or give an absolute path)",
+                )
+        self._check_usage()
+
+    def _check_usage(self) -> None:
+        """Each distinct command line is shown to the benchmark once (`--help`) before any measurement: a flag the
+        binary does not have would otherwise fail every run of the sweep."""
+        seen: set[tuple[str, ...]] = set()
+        for model in self.config.models:
+            argv = argv_for(self.settings, model)
+            if tuple(argv) in seen:
+                continue
+            seen.add(tuple(argv))
+            complaint = check_usage(argv, self.settings.timeout_s)
+            if complaint:
+                flag = rejected_flag(complaint)
+                what = f"has no flag {flag!r}" if flag else "rejects the command line"
+                raise InputError(
+                    self.config_path,
+                    "workload.command",
+                    f"{argv[0]} {what} (for model {model.name!r}: {complaint}); fix the command before measuring",
+                )
+
+    def open(self, point: Point) -> CommandRunner:
+        model = point.extra["model"]
+        parity = self.settings.parity
+        output_file = None
+        if parity and parity.output_file:
+            output_file = Path(parity.output_file.format_map(model.placeholders()))
+        return CommandRunner(self.settings, argv_for(self.settings, model), output_file)
+
+    def describe_arms(self) -> dict[str, str]:
+        """How each arm is forced, for the report."""
+        env = self.settings.cap_env
+        return {arm: f"{env}={cap}" for arm, cap in self.caps().items()}
+
+    @property
+    def refinable(self) -> bool:
+        """Only a `synth:` block can make a checkpoint at a Dff between the measured ones."""
+        return self.config.synth is not None
+
+    def device_info(self) -> dict[str, str]:
+        return {"device": self.device}
+
+    def describe_run(self, meta: dict[str, object], points: list[Point], measure_null: bool) -> None:
+        """The command and its build as the library pin (unless the config names one), the expected-null models,
+        and the synthetic checkpoints' provenance."""
+        if not self.config.library_pin:
+            meta["library_pin"] = f"the command's own build ({self.settings.command[0]})"
+        meta["bench_command"] = shlex.join(self.settings.command)  # the addendum's "Harness:" (prompt, tokens)
+        apply_null_policy(points, self.config, meta, measure_null)
+        synthetic = synthetic_provenance(self.config)
+        if synthetic:
+            meta["synthetic"] = synthetic
+
+
+WORKLOAD = CommandWorkloadRunner
+
+
+def apply_null_policy(points: list[Point], config: SweepConfig, meta: dict[str, object], measure: bool) -> None:
+    """Record the models expected null in the run's provenance (the analysis keeps them null and checks the
+    prediction against the dispatch probe); with `measure` (--measure-null) their points are run, not skipped."""
+    expected = {m.name: m.expect_null for m in config.models if m.expect_null}
+    if expected:
+        meta["expect_null"] = expected
+    if not measure:
+        return
+    for point in points:
+        model = point.extra.get("model")
+        if isinstance(model, ModelEntry) and model.expect_null:
+            point.skip_reason = ""

@@ -1,0 +1,223 @@
+"""The per-backend defaults addendum (markdown), its console lines and JSON: the talking side of
+harness.analysis.backend_defaults."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from harness.analysis.backend_defaults import MLXCEL_CONSTANTS, Defaults, build_defaults
+from harness.analysis.pipeline import Options
+from harness.output.markdown_text import md_code, md_text
+from harness.output.mlxcel_source import UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
+from harness.runs.formats import write_text_atomic
+from harness.runs.rundir import refuse_stored
+
+
+def changed_caps(defaults: Defaults) -> dict[str, int]:
+    """{backend: new cap} for the mlxcel backends whose default the decision changes (nothing for a keep, nothing
+    for a backend mlxcel does not have)."""
+    return {
+        b.backend: b.recommended
+        for b in defaults.backends
+        if b.backend in MLXCEL_CONSTANTS and b.recommended is not None and b.recommended != b.current
+    }
+
+
+def apply_lines(defaults: Defaults) -> list[str]:
+    """The mlxcel source constants to set and the environment override, for each default that changes."""
+    lines = []
+    for backend, cap in changed_caps(defaults).items():
+        action = next(b.action for b in defaults.backends if b.backend == backend)
+        lines.append(f"{MLXCEL_CONSTANTS[backend]} = {cap}  // src/models/switch_layers.rs ({action})")
+        lines.append(f"env override on {backend}: MLXCEL_FUSED_MOE_MAX_DFF={cap}")
+    return lines
+
+
+def _cell(value: float, digits: int) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+
+
+def render_markdown(defaults: Defaults, date: str, source: MlxcelSource | None = None, patch: str = "") -> str:
+    """The defaults addendum; `source` is the mlxcel tree read with --mlxcel-src (its pin is stated), `patch` the
+    name of the switch_layers.rs patch written beside it ('' when no default changes)."""
+    m = defaults.margin
+    lines = [
+        f"### {date} addendum: per-backend fused-MoE Dff defaults from {len(defaults.runs)} runs",
+        "",
+        "Runs (each analysed on its own; devices are never pooled):",
+        "",
+    ]
+    for run in defaults.runs:
+        pin = run.analysis.provenance.get("library_pin") or "library not recorded"
+        lines.append(f"- {md_code(run.path)}: {md_text(run.backend)}, {md_text(run.device)}, {md_text(pin)}")
+    if source is not None and source.checked:
+        version = f"mlxcel {md_text(source.version)}, " if source.version else ""
+        pin = f"MLX pin {md_code(source.mlx_pin)}, " if source.mlx_pin else ""
+        caps = ", ".join(f"{MLXCEL_CONSTANTS[b]} = {c}" for b, c in source.caps.items())
+        lines.append(f"- mlxcel tree (--mlxcel-src): {version}{pin}{caps}")
+    lines += [
+        "",
+        "| backend | device(s) | current default | recommended | action | evidence |",
+        "|---|---|--:|--:|---|---|",
+    ]
+    for b in defaults.backends:
+        lines.append(
+            f"| {md_text(b.backend)} | {', '.join(md_text(d) for d in b.devices)} | {b.current or '-'} "
+            f"| {b.recommended or '-'} | **{b.action}** | {md_text(b.evidence)} |"
+        )
+    lines += ["", "Per device:", "", "| backend | device | runs | current | recommended | action | evidence |"]
+    lines.append("|---|---|---|--:|--:|---|---|")
+    for d in defaults.devices:
+        lines.append(
+            f"| {md_text(d.backend)} | {md_text(d.device)} | {', '.join(md_text(r) for r in d.runs)} "
+            f"| {d.current or '-'} | {d.recommended or '-'} | {d.action} | {md_text(d.evidence)} |"
+        )
+    if apply_lines(defaults):
+        unchecked = "" if source is not None and source.checked else f"; {UNCHECKED_NOTE}"
+        where = f" (patch: [{patch}]({patch}){unchecked})" if patch else ""
+        lines += ["", f"Set these constants in mlxcel{where} (and the per-run override):", "", "```"]
+        lines += [*apply_lines(defaults), "```", ""]
+    else:
+        lines += ["", "No mlxcel default changes: every backend keeps its cap (no constant to set).", ""]
+    lines += [
+        f"#### Points under the proposed caps (margin {m:.0%})",
+        "",
+        "| backend | device | model | Dff | fallback tok/s | fused tok/s | ratio [CI] | verdict | faster | "
+        "path at cap | loss | parity | note |",
+        "|---|---|---|--:|--:|--:|---|---|---|---|--:|---|---|",
+    ]
+    for p in defaults.points:
+        ci = "" if math.isnan(p.ci_low) else f" [{p.ci_low:.4f}, {p.ci_high:.4f}]"
+        lines.append(
+            f"| {md_text(p.backend)} | {md_text(p.device)} | {md_text(p.model)} | {p.dff} "
+            f"| {_cell(p.fallback_tok_s, 2)} | {_cell(p.fused_tok_s, 2)} | {_cell(p.ratio, 4)}{ci} | {p.verdict} "
+            f"| {p.faster or '-'} | {p.selected or '-'} | {f'{p.loss:.1%}' if p.selected else '-'} "
+            f"| {md_text(p.parity)} | {md_text(p.note)} |"
+        )
+    lines += ["", "#### Regression check of the proposed caps", ""]
+    if defaults.regressions:
+        for p in defaults.regressions:
+            lines.append(
+                f"- REGRESSION {md_text(p.backend)} {md_text(p.device)}: {md_text(p.model)} (Dff {p.dff}) would take "
+                f"the {p.selected} path, "
+                f"{p.loss:.1%} slower than {p.faster} (interval beyond the {m:.0%} margin)"
+            )
+    else:
+        lines.append(
+            f"- No measured model takes a path the other beats beyond the {m:.0%} margin under the proposed caps."
+        )
+    lines += ["", "#### Single cap vs per-shape rule", ""]
+    for b in defaults.backends:
+        rule = defaults.rules.get(b.backend)
+        single = f"single cap {b.recommended}" if b.recommended else "no single cap"
+        if rule is None:
+            lines.append(f"- {b.backend}: {single}; no shape rule fits every decided point (see the points table).")
+            continue
+        lofo = f"leave-one-family-out: {len(rule.lofo_misses)} of {rule.lofo_families} families misplaced"
+        if rule.lofo_misses:
+            lofo += f" ({', '.join(md_text(f) for f in rule.lofo_misses)})"
+        verdict = "**recommend the rule**" if defaults.recommend_rule(b.backend) else "keep the single cap"
+        lines.append(f"- {b.backend}: {single} | simplest fitting rule: {rule.describe()}; {lofo} → {verdict}.")
+    mispredicted = [(r, m, why) for r in defaults.runs for m, why in r.mispredicted.items()]
+    if mispredicted:
+        lines += ["", "#### Eligibility predictions the dispatch probe contradicted", ""]
+        lines += [
+            f"- {md_text(r.backend)} {md_text(r.device)}: {md_text(m)}: {md_text(why)}" for r, m, why in mispredicted
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_defaults(
+    paths: Sequence[Path], out_dir: Path, options: Options = Options(), source: MlxcelSource | None = None
+) -> tuple[Path, Defaults]:
+    """The defaults addendum and, when a default changes, the switch_layers.rs patch beside it (against `source`,
+    the tree read with --mlxcel-src, else the published defaults)."""
+    defaults = build_defaults(paths, options)
+    date = _dt.date.today().isoformat()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    backends = "-".join(b.backend for b in defaults.backends) or "none"
+    path = out_dir / f"{date}-{backends}-dff-defaults.md"
+    refuse_stored(path, "write the report somewhere else (--out)")
+    patch = cap_patch(source or known_defaults(), changed_caps(defaults))
+    patch_path = out_dir / f"{date}-{backends}-switch_layers.diff"
+    if patch:
+        refuse_stored(patch_path, "write the report somewhere else (--out)")
+        write_text_atomic(patch_path, patch)
+    write_text_atomic(path, render_markdown(defaults, date, source, patch_path.name if patch else ""))
+    return path, defaults
+
+
+def print_defaults(defaults: Defaults, echo: Callable[[str], None]) -> None:
+    """The per-backend decisions, the lines that apply them, regressions and rule recommendations (console)."""
+    for b in defaults.backends:
+        move = f"{b.action} {b.current or '-'} → {b.recommended or '-'}"
+        echo(f"{b.backend} ({', '.join(b.devices)}): {move} — {b.evidence}")
+    for line in apply_lines(defaults):
+        echo(f"apply: {line}")
+    for p in defaults.regressions:
+        echo(
+            f"regression: {p.backend} {p.device} {p.model} (Dff {p.dff}): {p.selected} loses {p.loss:.1%} to {p.faster}"
+        )
+    for b in defaults.backends:
+        rule = defaults.rules.get(b.backend)
+        if defaults.recommend_rule(b.backend) and rule is not None:
+            echo(f"rule: {b.backend}: {rule.describe()} (the single cap would cost a measured model > margin)")
+    for p in defaults.points:
+        if p.parity != "no parity data" or p.note:
+            echo(
+                f"{p.backend} {p.device} {p.model} (Dff {p.dff}): parity {p.parity}" + (f"; {p.note}" if p.note else "")
+            )
+
+
+def defaults_json(defaults: Defaults) -> dict[str, object]:
+    def number(value: float) -> float | None:
+        return round(value, 6) if value is not None and math.isfinite(value) else None
+
+    return {
+        "margin": defaults.margin,
+        "backends": [
+            {
+                "backend": b.backend,
+                "devices": list(b.devices),
+                "current": b.current,
+                "recommended": b.recommended,
+                "action": b.action,
+                "evidence": b.evidence,
+            }
+            for b in defaults.backends
+        ],
+        "apply": apply_lines(defaults),
+        "regressions": [
+            {"backend": p.backend, "device": p.device, "model": p.model, "dff": p.dff, "loss": number(p.loss)}
+            for p in defaults.regressions
+        ],
+        "rules": {
+            backend: None
+            if rule is None
+            else {
+                "rule": rule.describe(),
+                "recommended": defaults.recommend_rule(backend),
+                "lofo_misses": list(rule.lofo_misses),
+            }
+            for backend, rule in defaults.rules.items()
+        },
+        "points": [
+            {
+                "backend": p.backend,
+                "device": p.device,
+                "model": p.model,
+                "dff": p.dff,
+                "ratio": number(p.ratio),
+                "verdict": p.verdict,
+                "faster": p.faster,
+                "selected": p.selected or None,
+                "parity": p.parity,
+                "note": p.note,
+            }
+            for p in defaults.points
+        ],
+    }

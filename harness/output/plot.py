@@ -1,0 +1,220 @@
+"""The addendum's plot: fused/fallback ratio with its interval per point against Dff, the crossover and the caps.
+
+Kept apart from the markdown (harness/output/addendum.py) so the two can change independently; it reads only the report
+data dict that `report.build_report_data` builds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from harness.output.markdown_text import plot_label
+from harness.runs.summary_columns import SummaryCol
+
+
+def _plot_limits(values: list[float], margin: float) -> tuple[float, float]:
+    """y limits (ratio, log scale) fitted to the point estimates and the 1 ± δ band, with some headroom."""
+    low = min([*values, 1.0 - margin])
+    high = max([*values, 1.0 + margin])
+    pad = (np.log(high) - np.log(low)) * 0.25 + 0.005
+    return float(np.exp(np.log(low) - pad)), float(np.exp(np.log(high) + pad))
+
+
+def _ratio_ticks(low: float, high: float) -> list[float]:
+    """Readable ratio ticks inside [low, high], at least 1/10 of the (log) range apart, 1.0 always kept."""
+    candidates = (0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 1.0, 1.01, 1.02, 1.03, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0, 3.0)
+    gap = (np.log(high) - np.log(low)) / 10
+    ticks = [1.0]
+    for t in sorted((t for t in candidates if low <= t <= high), key=lambda t: abs(np.log(t))):
+        if all(abs(np.log(t) - np.log(u)) >= gap for u in ticks):
+            ticks.append(t)
+    return sorted(ticks)
+
+
+WHOLE_MODEL, LAYER = "whole model (tok/s)", "one MoE layer (layer steps/s)"
+# Families differ in colour *and* line style, verdicts in marker shape: the plot reads in grayscale print too.
+# Okabe–Ito colours (safe for colour-blind readers).
+COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = {"fused": "^", "fallback": "v", "equivalent": "s", "inconclusive": "o", "insufficient": "x"}
+OFFSET = 0.035  # log2 units between neighbouring families at one Dff, so their whiskers never overlap
+
+
+def _kind(family: str) -> str:
+    return LAYER if family.startswith("layer") else WHOLE_MODEL
+
+
+def _withheld(d: dict) -> bool:
+    return bool(d.get("aa_beyond_margin")) or "withheld" in str(d.get("reason") or "")
+
+
+def title_text(data: dict[str, object]) -> str:
+    """`host backend under pin — keep 8192 (raise withheld: A/A drift)`: the decision with its value."""
+    d = data["decision"]
+    cap = d["recommended_cap"]
+    action = d["action"] + (f" → {cap}" if cap is not None and d["action"] != "keep" else f" {cap}" if cap else "")
+    if _withheld(d):
+        action += " (raise/lower withheld: A/A beyond the margin)"
+    where = f"{plot_label(data['host'])} {plot_label(data['backend'])} under {plot_label(data['library_pin'])}"
+    return f"{where} — decision: {action}"
+
+
+def _crossovers(d: dict) -> list[tuple[str, dict]]:
+    """(family, crossover record) per family (the overall one when the run has a single family)."""
+    if d.get("families"):
+        return [(f["family"], f) for f in d["families"]]
+    families = list(dict.fromkeys(p["family"] for p in d["points"])) or ["all"]
+    return [(families[0], d)]
+
+
+def _draw_interval(ax, c: dict, left: float, right: float, colour: str, y: float, row: int) -> None:
+    """The crossover interval as a bar on the ratio = 1 line; an open end is an arrow from the finite end outward
+    (never a band over the whole axes: an open interval says only where it starts)."""
+    low, high = c["ci_low"], c["ci_high"]
+    if c["crossover_dff"] is not None:
+        ax.plot(c["crossover_dff"], y, marker="D", color=colour, markersize=8, markeredgecolor="black", zorder=4)
+    if low is None and high is None:  # open both ways: the data place the crossover nowhere; say so, draw no bar
+        ax.annotate("crossover interval open both ways", (0.99, 0.02 + 0.06 * row), xycoords="axes fraction",
+                    ha="right", va="bottom", fontsize=7, color=colour)  # fmt: skip
+        return
+    finite_low = low if low is not None else (c["crossover_dff"] or high or left)
+    finite_high = high if high is not None else (c["crossover_dff"] or low or right)
+    ax.plot([finite_low, finite_high], [y, y], color=colour, linewidth=4, alpha=0.5, solid_capstyle="butt")
+    for value, end, target in ((low, finite_low, left), (high, finite_high, right)):
+        if value is None:
+            ax.annotate("", xy=(target, y), xytext=(end, y),
+                        arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2, "alpha": 0.7})  # fmt: skip
+
+
+def _cap_line(ax, dff: int, label: str, style: str) -> None:
+    ax.axvline(dff, color="black", linestyle=style, linewidth=1.1)
+    ax.annotate(f"{label} {dff}", (dff, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -3),
+                textcoords="offset points", va="top", fontsize=8, rotation=90,
+                bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1}, zorder=6)  # fmt: skip
+
+
+def _panel(ax, data: dict, kind: str, families: list[str], y_limits: tuple[float, float]) -> bool:
+    """One workload kind's points, crossover(s) and caps; returns whether a whisker was clipped."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    d = data["decision"]
+    margin = float(data["options"].get("margin", 0.01))
+    y_low, y_high = y_limits
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.axhspan(1.0 - margin, 1.0 + margin, color="0.88", label=f"1 ± δ ({margin:.0%}): equivalent")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    points = [p for p in d["points"] if _kind(p["family"]) == kind]
+    dffs = sorted({p["dff"] for p in points}) or [1, 2]
+    left, right = min(dffs) / 1.3, max(dffs) * 1.3
+    clipped = False
+    for index, family in enumerate(families):
+        colour, style = COLOURS[index % len(COLOURS)], LINE_STYLES[index % len(LINE_STYLES)]
+        shift = 2 ** ((index - (len(families) - 1) / 2) * OFFSET)
+        pts = sorted(
+            (
+                p
+                for p in points
+                if p["family"] == family and p[SummaryCol.VERDICT] != "null" and p[SummaryCol.ESTIMATE] is not None
+            ),
+            key=lambda p: p["dff"],
+        )
+        if not pts:
+            continue
+        xs = [p["dff"] * shift for p in pts]
+        ax.plot(
+            xs,
+            [p[SummaryCol.ESTIMATE] for p in pts],
+            color=colour,
+            linestyle=style,
+            linewidth=1.3,
+            label=plot_label(family),
+        )
+        for x, p in zip(xs, pts, strict=True):
+            ax.scatter(x, p[SummaryCol.ESTIMATE], marker=MARKERS.get(p[SummaryCol.VERDICT], "o"), color=colour,
+                       edgecolor="black", linewidth=0.5, zorder=3, s=40)  # fmt: skip
+            if p[SummaryCol.CI_LOW] is None:
+                continue
+            ax.vlines(
+                x, max(p[SummaryCol.CI_LOW], y_low), min(p[SummaryCol.CI_HIGH], y_high), color=colour, linewidth=1.2
+            )
+            for end, edge, mark in (
+                (p[SummaryCol.CI_LOW], y_low, 7),
+                (p[SummaryCol.CI_HIGH], y_high, 6),
+            ):  # 7/6: caret down/up
+                if (end < edge) if mark == 7 else (end > edge):
+                    ax.plot(x, edge, marker=mark, color=colour, markersize=9, clip_on=False)
+                    clipped = True
+    # a null point has no estimate (it never entered the statistics): it is placed at its ratio of medians
+    nulls = [
+        (p["dff"], p[SummaryCol.ESTIMATE] or p[SummaryCol.RATIO]) for p in points if p[SummaryCol.VERDICT] == "null"
+    ]
+    nulls = [(dff, min(max(y, y_low), y_high)) for dff, y in nulls if y is not None]
+    if nulls:
+        ax.scatter(*zip(*nulls, strict=True), marker="x", color="0.4", label="null point (not used)")
+    drawn = [(f, c) for f, c in _crossovers(d) if f in families and c.get("outcome") not in (None, "no_points")]
+    for family, c in drawn:
+        index = families.index(family)
+        # several families' bars sit just above and below the ratio = 1 line, never on top of each other
+        y = float(np.exp((index - (len(drawn) - 1) / 2) * 0.035 * np.log(y_high / y_low)))
+        _draw_interval(ax, c, left, right, COLOURS[index % len(COLOURS)], y, index)
+    caps = [(d["current_default"], "current cap", "--")]
+    if d["recommended_cap"] != d["current_default"]:
+        caps.append((d["recommended_cap"], "recommended", ":"))
+    for cap, label, style in caps:
+        if cap is not None and left <= cap <= right:  # a cap outside this panel's Dff range has no place on it
+            _cap_line(ax, cap, label, style)
+    ax.set_xlim(left, right)
+    ax.set_ylim(y_low, y_high)
+    ax.xaxis.set_major_locator(FixedLocator(dffs))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(x) for x in dffs], rotation=45 if len(dffs) > 6 else 0, fontsize=8)
+    ticks = _ratio_ticks(y_low, y_high)
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_yticklabels([f"{t:g}" for t in ticks], fontsize=8)
+    ax.grid(True, which="major", color="0.92", linewidth=0.6)
+    ax.set_ylabel(f"fused / fallback\n{kind}", fontsize=9)
+    ax.legend(fontsize=7, loc="best", framealpha=0.85)
+    return clipped
+
+
+def write_plot(data: dict[str, object], path: Path) -> Path:
+    """One panel per workload kind (whole-model tok/s, one-layer steps/s): ratio (log scale, fitted to the
+    estimates; whiskers beyond it clipped and marked) vs log2 Dff; families offset along Dff so whiskers never
+    overlap; the crossover interval as a bar on the ratio = 1 line (open end: an arrow); cap lines labelled with
+    their values; the decision, including a withheld raise, in the title. 800 px wide."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = data["decision"]
+    margin = float(data["options"].get("margin", 0.01))
+    families = list(dict.fromkeys(p["family"] for p in d["points"]))
+    kinds = [k for k in (WHOLE_MODEL, LAYER) if any(_kind(f) == k for f in families)] or [WHOLE_MODEL]
+    fig, axes = plt.subplots(
+        len(kinds), 1, figsize=(8, 1.0 + 3.4 * len(kinds)), dpi=100, squeeze=False, layout="constrained"
+    )
+    clipped = False
+    for ax, kind in zip(axes[:, 0], kinds, strict=True):
+        estimates = [
+            p[SummaryCol.ESTIMATE]
+            for p in d["points"]
+            if p[SummaryCol.ESTIMATE] is not None and p[SummaryCol.VERDICT] != "null" and _kind(p["family"]) == kind
+        ]
+        y_limits = _plot_limits(estimates or [1.0], margin)
+        clipped |= _panel(ax, data, kind, [f for f in families if _kind(f) == kind], y_limits)
+    axes[-1, 0].set_xlabel("expert intermediate size Dff (log2 scale)", fontsize=9)
+    fig.suptitle(title_text(data), fontsize=10)
+    note = "; ▲▼ at an edge: whisker clipped" if clipped else ""
+    fig.supxlabel(
+        f"▲ fused wins, ▼ fallback wins, ■ equivalent, ● inconclusive; ◆ crossover, bar: its "
+        f"{data['options']['confidence']:.0%} interval (arrow: open){note}",
+        fontsize=7, color="0.25",
+    )  # fmt: skip
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return path

@@ -1,0 +1,73 @@
+"""The per-point summary table `moecal summarize` and `moecal crossover` print: one table per shape family."""
+
+from __future__ import annotations
+
+import pandas as pd
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from harness.analysis.stats import family_labels
+from harness.runs.summary_columns import SummaryCol
+from harness.thresholds import CONFIDENCE
+
+
+def _cell(value: object, digits: int) -> str:
+    return "-" if value is None or pd.isna(value) else f"{value:.{digits}f}"
+
+
+CONSOLE_ROWS = 200  # per family on the terminal: a table of 100,000 rows takes a minute to draw and nobody reads it
+
+
+def print_summary(summary: pd.DataFrame, title: str, console: Console, confidence: float = CONFIDENCE) -> None:
+    """One table per shape family that fits 80 columns (numbers never wrap; long model names fold; at most
+    CONSOLE_ROWS rows, then how many more), then one line per shown point whose verdict needs a word (no interval,
+    outliers dropped, unstable)."""
+    labels = family_labels(summary)
+    console.print(title, highlight=False)
+    notes = []
+    for family in dict.fromkeys(labels):
+        table = Table(title=family, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0), title_justify="left")
+        table.add_column("Dff", justify="right", no_wrap=True)
+        table.add_column("model", overflow="fold", min_width=12, max_width=22)
+        for column in ("fallback", "fused", "ratio", f"{confidence:.0%} CI", "n"):
+            table.add_column(column, justify="right", no_wrap=True)
+        table.add_column("verdict", no_wrap=True)
+        mine = summary[labels == family]
+        for _, row in mine.head(CONSOLE_ROWS).iterrows():
+            style = {"fused": "green", "fallback": "red", "null": "dim", "insufficient": "dim"}.get(
+                row[SummaryCol.VERDICT], ""
+            )
+            ci = (
+                "-"
+                if pd.isna(row[SummaryCol.CI_LOW])
+                else f"{row[SummaryCol.CI_LOW]:.3f}–{row[SummaryCol.CI_HIGH]:.3f}"
+            )
+            table.add_row(
+                str(int(row["dff"])),
+                str(row["model"]),
+                _cell(row[SummaryCol.FALLBACK_TOK_S], 1),
+                _cell(row[SummaryCol.FUSED_TOK_S], 1),
+                _cell(row[SummaryCol.ESTIMATE], 3),
+                ci,
+                f"{row[SummaryCol.N_FALLBACK]}/{row[SummaryCol.N_FUSED]}",
+                f"[{style}]{row[SummaryCol.VERDICT]}[/]" if style else row[SummaryCol.VERDICT],
+            )
+            name = f"{row['model']} Dff {int(row['dff'])}"
+            if row[SummaryCol.VERDICT] in ("null", "insufficient"):
+                notes.append(f"{name}: {row[SummaryCol.VERDICT]}: {row[SummaryCol.REASON]}")
+            if isinstance(row[SummaryCol.OUTLIERS], str) and row[SummaryCol.OUTLIERS]:
+                notes.append(f"{name}: outliers dropped: {row[SummaryCol.OUTLIERS]}")
+            if row[SummaryCol.UNSTABLE]:
+                spread = max(row[SummaryCol.FALLBACK_SPREAD], row[SummaryCol.FUSED_SPREAD])
+                notes.append(f"{name}: unstable (an arm's spread is {spread:.1%}, above 5%)")
+        console.print(table)
+        if len(mine) > CONSOLE_ROWS:
+            console.print(
+                f"… and {len(mine) - CONSOLE_ROWS} more points of {family} (`moecal summarize INPUT --out CSV` or "
+                "`--json` lists every one)",
+                highlight=False,
+            )
+    console.print("fallback, fused: median tok/s; ratio: geometric-mean fused/fallback; n: ok runs per arm")
+    for note in notes:
+        console.print(note, highlight=False)

@@ -1,0 +1,305 @@
+"""The result file formats: samples.csv columns, the point and run keys, `# key: value` provenance headers, reading
+and validating a CSV, and writing a file atomically.
+
+Everything that reads a samples.csv goes through `read_samples`, so every command trusts the same rows: anything
+it would have to guess about (a short row, a non-number, a non-finite or non-positive throughput of an `ok` run,
+the same run recorded twice, two devices in one run) is an InputError naming the file, column and line (exit 2).
+How a run directory is written (append, lock, resume, segments) is harness.runs.rundir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from harness.errors import InputError
+
+SAMPLES_FILE = "samples.csv"  # a run directory's rows (harness.runs.rundir.RunDirectory owns the other files)
+
+# Columns of samples.csv. `tok_s` is the throughput of the run: tokens/s for decode and command workloads,
+# layer steps/s for the layer workload (one step = one token through one MoE layer); `seconds` is the timed span
+# and `tokens` the tokens (or steps) in it, so µs/step = seconds / tokens * 1e6.
+POINT_COLUMNS = [
+    "backend",
+    "device",
+    "workload",
+    "model",
+    "quant_mode",
+    "d_model",
+    "dff",
+    "n_experts",
+    "top_k",
+    "bits",
+    "group_size",
+    "dtype",
+]
+SAMPLE_COLUMNS = [
+    "run_id",
+    *POINT_COLUMNS,
+    "arm",
+    "cap",
+    "round",
+    "position",
+    "tokens",
+    "seconds",
+    "tok_s",
+    "rel_rms",  # relative RMS error of this arm's MoE output vs the float64 reference (first step)
+    "tokens_agree",  # decode: greedy tokens on which this arm agrees with the fallback arm
+    "dispatch_ok",  # command workloads with a dispatch probe: 1 matched, 0 not, empty when no probe
+    "status",  # ok | fail | skip
+    "error",
+    "timestamp",
+]
+# A run is identified by (point, arm, round); round -1 marks warm-up rows, which are never written.
+RUN_KEY = [*POINT_COLUMNS[2:], "arm", "round"]  # backend/device are constant within a run directory
+DONE_STATUSES = ("ok", "skip")
+# The arm names, defined once. ARMS is the order a sweep runs them in; COMPARED_ARMS the two a decision compares,
+# in the order every table and summary column lists them (fallback first, as mlxcel's CSV does).
+FUSED, FALLBACK, NULL = "fused", "fallback", "null"
+ARMS = (FUSED, FALLBACK, NULL)
+COMPARED_ARMS = (FALLBACK, FUSED)
+STATUSES = ("ok", "fail", "skip")
+TEXT_COLUMNS = ["run_id", "backend", "device", "workload", "model", "quant_mode", "dtype", "arm", "status", "error"]
+NUMBER_COLUMNS = ["d_model", "dff", "n_experts", "top_k", "bits", "group_size", "round", "tok_s"]
+
+# A point's identity: its POINT_COLUMNS values as text ("" for missing, 2048.0 → "2048"), so rows read from a CSV
+# and rows built in memory compare equal. RunKey is the same for RUN_KEY (a point, an arm, a round).
+PointKey = tuple[str, ...]
+RunKey = tuple[str, ...]
+
+
+def key_text(value: object) -> str:
+    """One key cell as text: missing → "", integral floats without ".0"."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def point_key(row: Mapping[str, object]) -> PointKey:
+    return tuple(key_text(row.get(c, "")) for c in POINT_COLUMNS)
+
+
+def point_keys(frame: pd.DataFrame) -> pd.Series:
+    """point_key of every row of a frame with POINT_COLUMNS, aligned with its index."""
+    return pd.Series([point_key(r) for r in frame[POINT_COLUMNS].to_dict("records")], index=frame.index, dtype=object)
+
+
+def run_key(row: Mapping[str, object]) -> RunKey:
+    return tuple(key_text(row.get(c, "")) for c in RUN_KEY)
+
+
+# --- provenance headers ------------------------------------------------------------------------------------------
+
+
+def format_provenance(meta: Mapping[str, object]) -> str:
+    """`# key: value` lines, the header every CSV we write starts with (flat values only)."""
+    lines = []
+    for key, value in meta.items():
+        if isinstance(value, Mapping):
+            for sub, subvalue in value.items():
+                lines.append(f"# {key}.{sub}: {_one_line(subvalue)}")
+        else:
+            lines.append(f"# {key}: {_one_line(value)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _one_line(value: object) -> str:
+    text = json.dumps(value) if isinstance(value, list | tuple) else str(value)
+    return text.replace("\n", " ").replace("\r", " ")
+
+
+def header_lines(path: Path) -> list[str]:
+    """The leading `#` lines of a CSV (without the `#`), the one scanner every reader uses."""
+    lines = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if not line.startswith("#"):
+                    break
+                lines.append(line[1:].rstrip("\r\n"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), "", f"cannot read: {exc}") from None
+    return lines
+
+
+def read_provenance(path: Path) -> dict[str, str]:
+    """The `# key: value` header of a CSV as a dict (empty when there is none)."""
+    out: dict[str, str] = {}
+    for line in header_lines(path):
+        key, sep, value = line.strip().partition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+# --- reading ----------------------------------------------------------------------------------------------------
+
+
+def read_csv_text(path: Path) -> str:
+    """The file's text; unreadable or not UTF-8 → InputError."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), "", f"cannot read: {exc}") from None
+
+
+def read_frame(path: Path, text: str | None = None) -> pd.DataFrame:
+    """A CSV with its `#` header skipped, strings kept as strings; unparseable text is an InputError.
+
+    Only empty cells and `NA` read as missing: pandas' default list also swallows `null`, which is an arm name.
+    pandas silently turns leading fields into an index when rows are longer than the header; that is refused.
+    """
+    text = read_csv_text(path) if text is None else text
+    try:
+        frame = pd.read_csv(
+            io.StringIO(text),
+            skiprows=len(header_lines(path)),
+            keep_default_na=False,
+            na_values=["", "NA"],
+        )
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+        raise InputError(str(path), "", f"cannot parse as CSV: {exc}") from None
+    if not isinstance(frame.index, pd.RangeIndex):
+        raise InputError(str(path), "", "some rows have more fields than the header row")
+    return frame
+
+
+def data_line(path: Path, position: int) -> int:
+    """1-based file line of data row `position` (after the `#` header and the column row)."""
+    return len(header_lines(path)) + 2 + position
+
+
+def first_bad(path: Path, frame: pd.DataFrame, bad: pd.Series, column: str, problem: str) -> None:
+    """InputError for the first row where `bad` holds: `<file>: <column>: line N: <problem>` ({value} = its cell)."""
+    if bad.any():
+        first = int(bad.to_numpy().argmax())
+        value = frame[column].iloc[first]
+        value = value.item() if hasattr(value, "item") else value  # numpy scalar → plain number for the message
+        raise InputError(str(path), column, f"line {data_line(path, first)}: {problem.format(value=value)}")
+
+
+def text_column(column: pd.Series) -> pd.Series:
+    """A text column with missing cells as "" (an all-empty column is read as floats)."""
+    return column.map(lambda value: "" if pd.isna(value) else str(value)).astype(object)
+
+
+def numeric_column(frame: pd.DataFrame, path: Path, column: str, required: pd.Series | None) -> None:
+    """Convert a column to numbers in place; a non-number in a `required` row names the line."""
+    values = pd.to_numeric(frame[column], errors="coerce")
+    if required is not None:
+        first_bad(path, frame, required & values.isna(), column, "{value!r} is not a number")
+    frame[column] = values
+
+
+def positive_column(frame: pd.DataFrame, path: Path, column: str, required: pd.Series) -> None:
+    """A throughput (or ratio) in a `required` row must be finite and > 0: NaN, inf, 0 and negatives are refused."""
+    good = frame[column].map(lambda v: math.isfinite(v) and v > 0)
+    first_bad(path, frame, required & ~good, column, "{value!r} must be finite and > 0")
+
+
+def _complete_text(path: Path) -> str:
+    """The file without a torn tail: a last line with no newline is a write a crash cut short, not a row."""
+    text = read_csv_text(path)
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    return text
+
+
+def _check_field_counts(path: Path, text: str, width: int) -> None:
+    """Every data row has exactly one field per column (pandas would pad a short row with NaN). Only the lines
+    after the `#` header are parsed as CSV: a quote in a provenance line must not join lines."""
+    skip = len(header_lines(path))
+    body = "".join(text.splitlines(keepends=True)[skip:])
+    for number, fields in enumerate(csv.reader(io.StringIO(body)), start=skip + 1):
+        if number > skip + 1 and fields and len(fields) != width:
+            raise InputError(str(path), "", f"line {number}: {len(fields)} fields, the header has {width}")
+
+
+def read_samples(path: Path) -> pd.DataFrame:
+    """samples.csv (or the run directory holding it), validated; text columns as str, NUMBER_COLUMNS as numbers."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / SAMPLES_FILE
+    text = _complete_text(path)
+    frame = read_frame(path, text)
+    missing = [c for c in SAMPLE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(str(path), "columns", f"not a samples.csv: missing {', '.join(missing)}")
+    _check_field_counts(path, text, len(frame.columns))
+    for column in TEXT_COLUMNS:
+        frame[column] = text_column(frame[column])
+    for column, allowed in (("arm", ARMS), ("status", STATUSES)):
+        first_bad(path, frame, ~frame[column].isin(allowed), column, "{value!r} is not one of " + ", ".join(allowed))
+    ok = frame["status"] == "ok"
+    for column in NUMBER_COLUMNS:
+        numeric_column(frame, path, column, ok if column in ("dff", "round", "tok_s") else None)
+    positive_column(frame, path, "tok_s", ok)
+    for column in ("backend", "device"):
+        if len(frame):
+            problem = "{value!r}: a run holds one " + f"{column}, the first row has {frame[column].iloc[0]!r}"
+            first_bad(path, frame, frame[column] != frame[column].iloc[0], column, problem)
+    keys = pd.Series([run_key(r) for r in frame[RUN_KEY].to_dict("records")], index=frame.index)
+    first_bad(path, frame, ok & keys.where(ok).duplicated(), "round", "this (point, arm, round) is already an ok row")
+    return frame
+
+
+def done_runs(path: Path) -> dict[RunKey, str]:
+    """Runs already recorded as ok or skip: RunKey → status; {} without a samples.csv.
+
+    A `skip` row only settles a point that is still skipped; once the point fits (more free memory), its runs are
+    measured. Read-only: resume decisions and `--dry-run` must not touch the files."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / SAMPLES_FILE
+    if not path.exists():
+        return {}
+    frame = read_samples(path)
+    frame = frame[frame["status"].isin(DONE_STATUSES)]
+    done: dict[RunKey, str] = {}
+    for row in frame.to_dict("records"):
+        key = run_key(row)
+        if done.get(key) != "ok":
+            done[key] = row["status"]
+    return done
+
+
+# --- writing ----------------------------------------------------------------------------------------------------
+
+
+def csv_line(values: Iterable[object]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow(["" if v is None else v for v in values])
+    return buffer.getvalue()
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write `text` to `path` so that a reader sees the old file or the new one, never half of one: a temporary file
+    beside it (created anew, never through a link), fsync'd, then renamed over it (a link at `path` is replaced,
+    not followed). OSError (read-only folder, disk full) → InputError naming the file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.unlink(missing_ok=True)  # a stale one of a crashed process; a link planted here is removed, not followed
+        with os.fdopen(
+            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), "w", encoding="utf-8"
+        ) as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):  # the error names `path`, never the temporary file
+            tmp.unlink(missing_ok=True)
+        raise InputError(str(path), "", f"cannot write: {exc.strerror or exc}") from None
+    return path

@@ -1,0 +1,180 @@
+"""mlxcel's benchmark CSVs (`scripts/bench_decode.sh`) as the two arms of one run.
+
+bench_decode.sh writes one row per model: `model,model_path,prompt_tokens,generated_tokens,prefill_ms,
+prefill_tok_s,decode_ms,decode_tok_s,date,hardware,mlx_version,build_type,max_tokens,prompt` (14 historical columns),
+`prompt_target_len` since the long-prompt work (15), and a trailing `SKIP:*` / `FAIL:*` token on a row that has no
+numbers. It runs whatever the environment selects, so a calibration is two files, one per arm (the user ran it
+once with MLXCEL_FUSED_MOE_MAX_DFF=1 and once with 20000), or several files per arm for several runs.
+
+Such files can only be compared when they measured the same thing: the same mlxcel build (`mlx_version`, which
+holds mlxcel's Cargo version; the files carry no commit), the same prompt and token budget, the same day and
+hardware. Like mlxcel's own CSV comparison, import refuses files that differ in any of these. The CSV has no Dff,
+so each model's shape comes from its folder under `--models` (harness.config.discover). Each row becomes one sample row:
+tok/s = `decode_tok_s` (the binary's decode throughput), `tokens` = `generated_tokens`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from harness.config.backend_specs import BACKEND_NAMES
+from harness.config.discover import DiscoveredModel, read_model
+from harness.config.schema import DEFAULT_CAP_ENV
+from harness.errors import InputError
+from harness.runs.formats import read_csv_text
+from harness.runs.mlxcel_csv import MlxcelImport, samples_frame
+
+COLUMNS = (
+    "model",
+    "model_path",
+    "prompt_tokens",
+    "generated_tokens",
+    "prefill_ms",
+    "prefill_tok_s",
+    "decode_ms",
+    "decode_tok_s",
+    "date",
+    "hardware",
+    "mlx_version",
+    "build_type",
+    "max_tokens",
+    "prompt",
+)
+MUST_MATCH = ("mlx_version", "prompt", "date", "hardware", "build_type", "max_tokens", "prompt_target_len")
+
+
+def is_bench_csv(columns: Sequence[str]) -> bool:
+    return tuple(columns[: len(COLUMNS)]) == COLUMNS
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    """The rows as dicts, with `status` (the trailing SKIP:/FAIL: token, else ok)."""
+    try:
+        records = list(csv.reader(io.StringIO(read_csv_text(path))))
+    except csv.Error as exc:
+        raise InputError(str(path), "(file)", f"not a CSV: {exc}") from None
+    if not records or not is_bench_csv(records[0]):
+        raise InputError(str(path), "columns", f"a bench_decode.sh CSV starts with {','.join(COLUMNS)}")
+    header = records[0]
+    out = []
+    for line, cells in enumerate(records[1:], start=2):
+        if not any(c.strip() for c in cells):
+            continue
+        extra = cells[len(header) :]
+        status = next((c for c in extra if c.startswith(("SKIP:", "FAIL:"))), "")
+        if len(cells) < len(header) or (len(extra) and not status):
+            raise InputError(str(path), "(row)", f"line {line}: {len(cells)} fields, the header has {len(header)}")
+        row = dict(zip(header, cells, strict=False))
+        row.update(status=status, line=str(line))
+        out.append(row)
+    return out
+
+
+def _check_same(files: dict[Path, list[dict[str, str]]]) -> dict[str, str]:
+    """The values every row of every file shares (MUST_MATCH); a difference is refused."""
+    first: dict[str, tuple[str, Path]] = {}
+    for path, rows in files.items():
+        for row in rows:
+            for key in MUST_MATCH:
+                value = row.get(key, "")
+                if key not in first:
+                    first[key] = (value, path)
+                elif value != first[key][0]:
+                    raise InputError(
+                        str(path),
+                        key,
+                        f"line {row['line']}: {value!r} here, {first[key][0]!r} in {first[key][1]}: the arms must "
+                        "come from one mlxcel build, prompt, token budget, day and machine to be compared",
+                    )
+    return {key: value for key, (value, _) in first.items()}
+
+
+def _number(row: dict[str, str], column: str, path: Path) -> float:
+    try:
+        value = float(row[column])
+    except ValueError:
+        raise InputError(str(path), column, f"line {row['line']}: {row[column]!r} is not a number") from None
+    if not value > 0:
+        raise InputError(str(path), column, f"line {row['line']}: must be > 0")
+    return value
+
+
+def _shapes(names: set[str], models_dir: Path | None) -> tuple[dict[str, DiscoveredModel], list[str]]:
+    shapes, skipped = {}, []
+    for name in sorted(names):
+        folder = models_dir / name if models_dir else None
+        if folder is None or not (folder / "config.json").is_file():
+            skipped.append(f"{name}: no {name}/config.json under --models, so no Dff: skipped")
+            continue
+        found = read_model(folder)
+        if isinstance(found, DiscoveredModel):
+            shapes[name] = found
+        else:
+            skipped.append(f"{name}: {found.reason}: skipped")
+    return shapes, skipped
+
+
+def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir: Path | None) -> MlxcelImport:
+    """The files of both arms as one run's samples; run i of an arm is its i-th file."""
+    files = {Path(p): _rows(Path(p)) for p in (*fallback, *fused)}
+    shared = _check_same(files)
+    names = {row["model"] for rows in files.values() for row in rows}
+    shapes, skipped = _shapes(names, models_dir)
+    if not shapes:
+        raise InputError(str(models_dir or "--models"), "--models", "no model of the CSVs has a MoE config.json there")
+    samples = []
+    for arm, paths in (("fallback", fallback), ("fused", fused)):
+        for index, path in enumerate(map(Path, paths)):
+            for row in files[path]:
+                model = shapes.get(row["model"])
+                if model is None:
+                    continue
+                sample = {
+                    "model": model.name,
+                    "dff": model.dff,
+                    "quant_mode": model.quant.mode,
+                    "d_model": model.d_model,
+                    "n_experts": model.n_experts,
+                    "top_k": model.top_k,
+                    "arm": arm,
+                    "round": index,
+                    "status": "ok",
+                }
+                if row["status"]:
+                    kind = "fail" if row["status"].startswith("FAIL:") else "skip"
+                    samples.append({**sample, "status": kind, "error": f"{row['status']} in {path.name}"})
+                    continue
+                sample.update(
+                    tok_s=_number(row, "decode_tok_s", path), tokens=int(_number(row, "generated_tokens", path))
+                )
+                sample["seconds"] = _number(row, "decode_ms", path) / 1000.0
+                samples.append(sample)
+    first = Path(fused[0])
+    backend = first.name.split("_", 1)[0]
+    provenance: dict[str, object] = {
+        "workload": "command",
+        "cap_env": DEFAULT_CAP_ENV,
+        "arms": {
+            "fallback": f"as run for {', '.join(map(str, fallback))} (--fallback; the CSV does not record the cap)",
+            "fused": f"as run for {', '.join(map(str, fused))} (--fused; the CSV does not record the cap)",
+        },
+        "date": shared.get("date", ""),
+        "device": shared.get("hardware", ""),
+        "library_pin": f"mlxcel {shared.get('mlx_version', '')}",
+        "prompt": shared.get("prompt", ""),
+        "max_tokens": shared.get("max_tokens", ""),
+        "source_format": "mlxcel bench_decode.sh CSVs, one per arm and run",
+        "source": ", ".join(map(str, files)),
+        **({"backend": backend} if backend in BACKEND_NAMES else {}),  # the file name's first word, if a backend
+    }
+    frame = samples_frame(pd.DataFrame(samples), str(first.stem), provenance)
+    for column in ("d_model", "n_experts", "top_k"):
+        frame[column] = [s.get(column) for s in samples]
+    for column in ("tokens", "seconds", "error"):
+        frame[column] = [s.get(column, "") for s in samples]
+    return MlxcelImport(frame, provenance, skipped)

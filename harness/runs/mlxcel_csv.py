@@ -1,0 +1,319 @@
+"""mlxcel sweep CSVs ↔ our samples format.
+
+mlxcel's own sweeps (docs/design.md §6) are one row per model: `model,dff,quant_mode`, then `fallback_run1..N`,
+`fallback_median`, `fused_run1..N`, `fused_median`, `fused_over_fallback`, under a `#` comment header. Import turns
+each run into one sample row (round = run index − 1, so fallback run i and fused run i pair up like the rounds of
+our own sweeps) and keeps the header as provenance; the medians and the ratio in the file are not trusted, they are
+recomputed from the runs. `NA` marks a run that did not happen: it becomes a `skip` row with the reason, so the
+summary counts it. Export writes a summary back in mlxcel's format (tok/s to 2 decimals, ratio to 4).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.config.schema import DEFAULT_CAP_ENV
+from harness.errors import InputError
+from harness.runs.formats import (
+    COMPARED_ARMS,
+    SAMPLE_COLUMNS,
+    data_line,
+    format_provenance,
+    header_lines,
+    point_key,
+    point_keys,
+    read_frame,
+    write_text_atomic,
+)
+from harness.runs.rundir import RunDirectory, refuse_links, refuse_stored
+from harness.runs.summary_columns import SummaryCol
+
+RUN_COLUMN = re.compile(r"^(fallback|fused)_run(\d+)$")
+LEADING_COLUMNS = ["model", "dff", "quant_mode"]
+NA_REASON = "NA in the mlxcel CSV: this run did not happen"
+
+
+@dataclass
+class MlxcelImport:
+    samples: pd.DataFrame  # SAMPLE_COLUMNS
+    provenance: dict[str, object]
+    skipped: list[str]  # one line per NA run group, for the user
+
+
+def is_mlxcel(columns: Sequence[str]) -> bool:
+    """True for a header that starts like an mlxcel sweep CSV and has per-run columns."""
+    return list(columns[:3]) == LEADING_COLUMNS and any(RUN_COLUMN.match(c) for c in columns)
+
+
+def _header(path: Path) -> tuple[dict[str, object], list[str]]:
+    """`# key: value` lines as provenance; other comment lines kept verbatim as notes."""
+    provenance: dict[str, object] = {}
+    notes = []
+    for line in header_lines(path):
+        text = line.strip()
+        key, sep, value = text.partition(":")
+        if sep and key.strip() and " " not in key.strip():
+            provenance[key.strip()] = value.strip()
+        elif text:
+            notes.append(text)
+    # `# expect_null.<model>: why` (what moecal's own export writes for null points) → the dict the analysis reads
+    for group in ("expect_null", "round_positions"):
+        values = {k.removeprefix(f"{group}."): v for k, v in provenance.items() if k.startswith(f"{group}.")}
+        if values:
+            provenance = {k: v for k, v in provenance.items() if not k.startswith(f"{group}.")}
+            provenance[group] = values
+    return provenance, notes
+
+
+def _positions(provenance: dict[str, object], model: str, dff: int) -> dict[str, list[str]]:
+    """`# round_positions.<model>@<dff>: fallback 0,1,0 fused 1,0,1` (written by moecal's export of an interleaved
+    sweep): each run's position in its round, so the read-back pairs the arms by round as the sweep did. Anything
+    else (mlxcel's own CSVs have no such line) leaves the positions empty: the runs were not interleaved."""
+    groups = provenance.get("round_positions")
+    text = groups.get(f"{model}@{dff}", "") if isinstance(groups, dict) else ""
+    words = str(text).split()
+    pairs = zip(words[::2], words[1::2], strict=False)
+    return {arm: values.split(",") for arm, values in pairs if arm in COMPARED_ARMS}
+
+
+def _position_column(
+    provenance: dict[str, object], point: pd.DataFrame, arm: str, index: int, n_runs: int
+) -> np.ndarray | str:
+    """Run `index` of `arm`'s position in its round for every row (`_positions`), or "" for a file without
+    round positions (mlxcel's own CSVs): one look-up per row only when the header has them."""
+    if not provenance.get("round_positions"):
+        return ""
+    cells = []
+    for model, dff in zip(point["model"], point["dff"], strict=True):
+        arm_positions = _positions(provenance, str(model), int(dff)).get(arm, [])
+        cells.append(arm_positions[index] if len(arm_positions) == n_runs else "")
+    return np.array(cells, dtype=object)
+
+
+def _run_columns(path: Path, columns: Sequence[str]) -> dict[str, list[str]]:
+    runs: dict[str, list[str]] = {arm: [] for arm in COMPARED_ARMS}
+    for column in columns:
+        match = RUN_COLUMN.match(column)
+        if match:
+            runs[match.group(1)].append(column)
+    for arm, names in runs.items():
+        expected = [f"{arm}_run{i}" for i in range(1, len(names) + 1)]
+        if not names or names != expected:
+            raise InputError(str(path), f"{arm}_run*", f"expected columns {arm}_run1..N in order, got {names}")
+    return runs
+
+
+def read_mlxcel(path: str | Path) -> MlxcelImport:
+    """An mlxcel sweep CSV as sample rows (module docstring), checked column by column: the work is a fixed number
+    of passes over the columns, so a million-row file reads in seconds. A (model, dff) given twice is refused, as
+    samples.csv refuses a run recorded twice: which of the two rows would be the measurement?"""
+    path = Path(path)
+    frame = read_frame(path)
+    if list(frame.columns[:3]) != LEADING_COLUMNS:
+        raise InputError(str(path), "columns", f"an mlxcel sweep CSV starts with {','.join(LEADING_COLUMNS)}")
+    provenance, notes = _header(path)
+    runs = _run_columns(path, list(frame.columns))
+    first_line = data_line(path, 0)
+    run_id = str(provenance.get("run_id") or path.stem)
+    dff, _ = _numbers(frame, path, "dff", first_line)
+    bad = ~(np.isfinite(dff) & (dff > 0)) | (dff != np.floor(dff))
+    if bad.any():
+        first = int(np.argmax(bad))
+        cell = frame["dff"].iloc[first]
+        raise InputError(str(path), "dff", f"line {first_line + first}: {_plain(cell)!r} is not a positive integer")
+    point = pd.DataFrame(
+        {
+            "model": frame["model"].astype(str),
+            "dff": dff.astype(np.int64),
+            "quant_mode": frame["quant_mode"].map(lambda v: "" if pd.isna(v) else str(v)),
+        }
+    )
+    repeated = point.duplicated(["model", "dff"]).to_numpy()
+    if repeated.any():
+        first = int(np.argmax(repeated))
+        model, value = point["model"].iloc[first], int(point["dff"].iloc[first])
+        raise InputError(
+            str(path), "model", f"line {first_line + first}: {model!r} at dff {value} already has a row above"
+        )
+    columns = [(arm, index, column) for arm, names in runs.items() for index, column in enumerate(names)]
+    blocks = []
+    for block, (arm, index, column) in enumerate(columns):
+        tok_s, missing = _numbers(frame, path, column, first_line)
+        measured = ~missing
+        bad = measured & ~(np.isfinite(tok_s) & (tok_s > 0))
+        if bad.any():
+            line = first_line + int(np.argmax(bad))
+            raise InputError(
+                str(path), column, f"line {line}: throughput must be finite and > 0 (NA if it did not run)"
+            )
+        blocks.append(
+            point.assign(
+                arm=arm,
+                round=index,
+                position=_position_column(provenance, point, arm, index, len(runs[arm])),
+                tok_s=tok_s,
+                status=np.where(measured, "ok", "skip"),
+                error=np.where(measured, "", NA_REASON),
+                order=np.arange(len(point)) * len(columns) + block,  # row by row, fallback runs then fused runs
+            )
+        )
+    rows = pd.concat(blocks, ignore_index=True).sort_values("order", kind="stable").reset_index(drop=True)
+    samples = samples_frame(rows, run_id, provenance)
+    skipped = _skipped(point, rows, len(columns))
+    provenance = {
+        "workload": "command",
+        "cap_env": DEFAULT_CAP_ENV,
+        # what every mlxcel sweep does; the CSV itself does not record it, so the addendum says so
+        "arms": {
+            "fused": f"{DEFAULT_CAP_ENV}=20000 (the mlxcel sweep convention; not recorded in the CSV)",
+            "fallback": f"{DEFAULT_CAP_ENV}=1 (the mlxcel sweep convention; not recorded in the CSV)",
+        },
+        **provenance,
+        "source_format": "mlxcel sweep CSV",
+        "source": str(path),
+        **({"notes": " | ".join(notes)} if notes else {}),
+    }
+    return MlxcelImport(samples, provenance, skipped)
+
+
+def _plain(value: object) -> object:
+    return value.item() if hasattr(value, "item") else value  # numpy scalar → plain number for a message
+
+
+def _numbers(frame: pd.DataFrame, path: Path, column: str, first_line: int) -> tuple[np.ndarray, np.ndarray]:
+    """A column as floats and where it is NA or empty (a cell reading `NaN` is a number, not NA: the checks
+    refuse it); a cell that is neither a number nor NA is an InputError naming its line. A column pandas already
+    read as numbers needs no per-cell look."""
+    cells = frame[column]
+    missing = cells.isna().to_numpy()
+    if pd.api.types.is_numeric_dtype(cells):
+        return cells.to_numpy(float), missing
+    values = np.full(len(cells), np.nan)
+    for position in np.flatnonzero(~missing):
+        cell = cells.iloc[position]
+        try:
+            values[position] = float(cell)
+        except (TypeError, ValueError):
+            problem = f"line {first_line + position}: {cell!r} is neither a number nor NA"
+            raise InputError(str(path), column, problem) from None
+    return values, missing
+
+
+def _skipped(point: pd.DataFrame, rows: pd.DataFrame, runs_per_row: int) -> list[str]:
+    """One line per row with NA runs: which runs did not happen (or all of them). `rows` is in file order,
+    `runs_per_row` rows per CSV row."""
+    missing = rows[rows["status"] == "skip"]
+    if missing.empty:
+        return []
+    positions = (missing.index // runs_per_row).to_numpy()
+    names = [f"{arm}_run{r + 1}" for arm, r in zip(missing["arm"].tolist(), missing["round"].tolist(), strict=True)]
+    models, dffs = point["model"].tolist(), point["dff"].tolist()
+    out = []
+    # one pass over the NA runs, row by row (a groupby with a Python step per group took seconds per 10,000 rows)
+    starts = np.flatnonzero(np.diff(positions, prepend=-1)).tolist()
+    for start, end in zip(starts, [*starts[1:], len(positions)], strict=True):
+        position = int(positions[start])
+        runs_text = "all runs" if end - start == runs_per_row else ", ".join(names[start:end])
+        out.append(f"{models[position]} (dff {int(dffs[position])}): {runs_text} NA (did not run), skipped")
+    return out
+
+
+def samples_frame(rows: pd.DataFrame, run_id: str, provenance: dict[str, object]) -> pd.DataFrame:
+    """Imported run rows as samples.csv rows: the run's constants filled in, the columns an import cannot know left
+    empty. Shared by both mlxcel readers (the sweep CSV here, bench_decode.sh CSVs in harness.runs.mlxcel_bench_csv)."""
+    frame = rows.reindex(columns=SAMPLE_COLUMNS)
+    constant = {
+        "run_id": run_id,
+        "backend": str(provenance.get("backend", "unknown")),
+        "device": str(provenance.get("device") or provenance.get("gpu") or ""),
+        "workload": "command",
+    }
+    for column, value in constant.items():
+        frame[column] = value
+    text = ["position", "cap", "tokens", "seconds", "rel_rms", "tokens_agree", "dispatch_ok", "dtype", "timestamp"]
+    frame[text] = frame[text].astype(object).fillna("")
+    for column in ("d_model", "n_experts", "top_k", "bits", "group_size"):
+        frame[column] = np.nan
+    frame["tok_s"] = frame["tok_s"].astype(float)
+    return frame
+
+
+def import_run_dir(
+    csv_path: str | Path,
+    run_dir: str | Path,
+    extra: dict[str, str] | None = None,
+    read: Callable[[str | Path], MlxcelImport] | None = None,
+) -> MlxcelImport:
+    """Write an mlxcel CSV as a run directory (samples.csv + meta.json); refuses to overwrite an existing run.
+    `read` turns `csv_path` into samples (default: the sweep CSV reader)."""
+    run_dir = Path(run_dir)
+    run = RunDirectory(run_dir)
+    if run.samples.exists():
+        refuse_stored(run_dir, "choose another --out")
+        raise InputError(str(run_dir), "--out", "already holds a samples.csv; choose another directory")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise InputError(str(run_dir), "--out", "exists and is not a directory")
+    refuse_links(run_dir)
+    imported = (read or read_mlxcel)(csv_path)
+    if extra:
+        imported.provenance.update(extra)
+        for column in ("backend", "device"):
+            if column in extra:
+                imported.samples[column] = extra[column]
+    imported.provenance.setdefault("run_id", run_dir.name)
+    text = format_provenance(imported.provenance) + imported.samples.to_csv(index=False)
+    write_text_atomic(run.samples, text)
+    run.write_meta(imported.provenance)
+    return imported
+
+
+def _format(value: float, digits: int) -> str:
+    return "NA" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+def round_positions(samples: pd.DataFrame, summary: pd.DataFrame) -> dict[str, str]:
+    """`{<model>@<dff>: "fallback 0,1,0 fused 1,0,1"}`: each ok run's position in its round, per point, for the
+    header of an exported CSV (so reading it back pairs the runs by round); points with a missing run are left out
+    (their read-back is unpaired, as their analysis is)."""
+    ok = samples[(samples["status"] == "ok") & samples["arm"].isin(COMPARED_ARMS)]
+    ok_keys = list(point_keys(ok))
+    out = {}
+    for _, point in summary.iterrows():
+        key = point_key(point.to_dict())
+        mine = ok[[k == key for k in ok_keys]].sort_values("round")
+        arms = {arm: pd.to_numeric(mine.loc[mine["arm"] == arm, "position"], errors="coerce") for arm in COMPARED_ARMS}
+        rounds = {arm: mine.loc[mine["arm"] == arm, "round"].tolist() for arm in COMPARED_ARMS}
+        if rounds["fallback"] == rounds["fused"] and len(arms["fused"]) and all(v.notna().all() for v in arms.values()):
+            text = {arm: ",".join(str(int(p)) for p in arms[arm]) for arm in COMPARED_ARMS}
+            out[f"{point['model']}@{int(point['dff'])}"] = " ".join(f"{arm} {text[arm]}" for arm in COMPARED_ARMS)
+    return out
+
+
+def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: dict[str, object]) -> str:
+    """A summary in mlxcel's sweep CSV format, with the per-run values from `samples` (NA where a run is missing)."""
+    ok = samples[(samples["status"] == "ok") & samples["arm"].isin(COMPARED_ARMS)]
+    ok_keys = list(point_keys(ok))
+    n_runs = int(samples["round"].max()) + 1 if samples["round"].notna().any() else 0
+    columns = list(LEADING_COLUMNS)
+    for arm in COMPARED_ARMS:
+        columns += [f"{arm}_run{i}" for i in range(1, n_runs + 1)] + [f"{arm}_median"]
+    columns.append("fused_over_fallback")
+    lines = [",".join(columns)]
+    for _, point in summary.iterrows():
+        key = point_key(point.to_dict())
+        mine = ok[[k == key for k in ok_keys]]
+        cells = [str(point["model"]), str(int(point["dff"])), str(point["quant_mode"] or "")]
+        for arm in COMPARED_ARMS:
+            by_round = dict(
+                zip(mine.loc[mine["arm"] == arm, "round"], mine.loc[mine["arm"] == arm, "tok_s"], strict=True)
+            )
+            cells += [_format(by_round.get(r), 2) for r in range(n_runs)] + [_format(point[f"{arm}_tok_s"], 2)]
+        cells.append(_format(point[SummaryCol.RATIO], 4))
+        lines.append(",".join(cells))
+    return format_provenance(provenance) + "\n".join(lines) + "\n"
