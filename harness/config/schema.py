@@ -11,6 +11,7 @@ import functools
 import operator
 import re
 import string
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
@@ -206,11 +207,33 @@ class DecodeWorkload(QuantSettings, DecodeRun):
     kind: Literal["decode"]
 
 
-# The one list of workload settings models (each kind's runner is registered in harness.measure.workloads.KINDS; the
-# models stay here because every kind module imports this one, so the union cannot be assembled from them).
-KIND_SETTINGS: tuple[type[Strict], ...] = (CommandWorkload, LayerWorkload, DecodeWorkload)
+@dataclass(frozen=True)
+class WorkloadKind:
+    """One kind of workload: its settings model (the config's `workload:` block, discriminated by `kind`) and the
+    module that runs it, whose WORKLOAD class `build(config, config_path, backend_name, plan_only)` returns the
+    Workload (harness.measure.workloads imports it only when a config of this kind is built). The registry lives
+    here, beside the settings models, because the config union is assembled from it: adding a kind is its module
+    plus its settings model and one line below."""
+
+    settings: type[Strict]
+    module: str
+    # an external program that picks its own device: `auto` names this machine's platform (Detection.platform)
+    # and no backend of ours is instantiated; built-in kinds run on the first usable backend instead
+    picks_own_device: bool = False
+
+    @property
+    def name(self) -> str:
+        return get_args(self.settings.model_fields["kind"].annotation)[0]
+
+
+KINDS = (
+    WorkloadKind(CommandWorkload, "harness.measure.workloads.command", picks_own_device=True),
+    WorkloadKind(LayerWorkload, "harness.measure.workloads.layer"),
+    WorkloadKind(DecodeWorkload, "harness.measure.workloads.decode"),
+)
+KIND_SETTINGS: tuple[type[Strict], ...] = tuple(kind.settings for kind in KINDS)
 Workload = Annotated[functools.reduce(operator.or_, KIND_SETTINGS), Field(discriminator="kind")]
-WORKLOAD_KINDS = tuple(get_args(model.model_fields["kind"].annotation)[0] for model in KIND_SETTINGS)
+WORKLOAD_KINDS = tuple(kind.name for kind in KINDS)
 
 
 class ModelEntry(Strict):
