@@ -26,7 +26,8 @@ def test_plan_json_counts_runs_and_says_where_the_estimate_comes_from(tmp_path: 
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
     assert plan["timed_runs"] == sum(p["runs"] for p in plan["points"] if not p["skip"])
-    assert "no earlier run of this config here" in plan["estimate_source"]  # tmp_path has no results/ yet
+    # tmp_path has no results/ yet
+    assert "no earlier run of this config and kernel code here" in plan["estimate_source"]
 
 
 def test_summarize_json_has_every_point_and_writes_nothing_to_stdout_besides(tmp_path: Path) -> None:

@@ -30,11 +30,13 @@ def test_wall_time_from_start_to_last_row(results: Path) -> None:
     assert timing.estimate(99) == pytest.approx(timing.wall_seconds / 2)
 
 
-def test_only_the_same_config_host_backend_and_device_calibrate(results: Path) -> None:
-    meta = {k: read_provenance(STORED_RUN / "samples.csv")[k] for k in ("config_name", "host", "backend", "device")}
+def test_only_the_same_config_host_backend_device_and_kernels_calibrate(results: Path) -> None:
+    keys = ("config_name", "host", "backend", "device", "kernel_source_hash")
+    meta = {k: read_provenance(STORED_RUN / "samples.csv")[k] for k in keys}
     assert last_run(results, meta).run_dir.name == STORED_RUN.name
     assert last_run(results, meta, exclude=results / STORED_RUN.name) is None
     assert last_run(results, {**meta, "host": "another-host"}) is None
+    assert last_run(results, {**meta, "kernel_source_hash": "0123456789abcdef"}) is None  # other kernel code
 
 
 def test_a_run_with_too_few_rows_calibrates_nothing(results: Path) -> None:

@@ -64,9 +64,8 @@ def plan_record(plan: Sweep) -> dict[str, object]:
         )
     else:
         total = model_s
-        source = "from the workload's per-run model; no earlier run of this config here to calibrate it" + (
-            "; plus runs of unknown length" if unknown else ""
-        )
+        source = "from the workload's per-run model; no earlier run of this config and kernel code here to calibrate it"
+        source += "; plus runs of unknown length" if unknown else ""
     return {
         "config": plan.config.name,
         "backend": plan.meta["backend"],

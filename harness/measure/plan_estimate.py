@@ -5,8 +5,8 @@ out what dominates a small sweep: JIT compilation, building layers and models, w
 machine shared with other work. On one 2-core VM they predicted 1.6 min for a sweep that took 7.7. The last run of
 the same config on the same host and device already measured all of it: its wall time from the start of the sweep
 (the provenance `date`, taken when the sweep was prepared) to its last timestamped row, per timed run. The plan
-scales that by the number of timed runs it would do. A run with fewer than MIN_ROWS rows, or none at all, leaves
-the model's estimate in place, labelled as such.
+scales that by the number of timed runs it would do, and only from a run of the same kernel code. A run with
+fewer than MIN_ROWS rows, or none at all, leaves the model's estimate in place, labelled as such.
 """
 
 from __future__ import annotations
@@ -58,8 +58,10 @@ def run_timing(run_dir: Path) -> Calibration | None:
 
 
 def last_run(results: Path, meta: dict[str, object], exclude: Path | None = None) -> Calibration | None:
-    """The newest run under `results` of the same config on the same host, backend and device."""
-    keys = ("config_name", "host", "backend", "device")
+    """The newest run under `results` of the same config on the same host, backend and device, measured with the
+    same kernels (kernel_source_hash): a run of other kernel code times other code. Measured: the stored CPU run
+    (other kernels, a busier day) took 81 s for the 198 runs a sweep of today's code did in 47 s."""
+    keys = ("config_name", "host", "backend", "device", "kernel_source_hash")
     found: list[tuple[str, Path]] = []
     for samples in results.glob(f"*/{SAMPLES_FILE}"):
         if exclude is not None and samples.parent.resolve() == Path(exclude).resolve():
