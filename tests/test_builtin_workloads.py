@@ -16,7 +16,7 @@ from harness.config.schema import ModelEntry, load_config, resolved_dtype
 from harness.errors import InputError
 from harness.measure.quant_layer import round_to_dtype
 from harness.measure.reference import rel_err
-from harness.measure.sweep import execute
+from harness.measure.sweep_loop import execute
 from harness.measure.sweep_setup import prepare
 from harness.measure.workloads.arrays import array_ops, bfloat16_bits_to_float32, float32_to_bfloat16_bits
 from harness.measure.workloads.decoder import DecoderShapes, SyntheticDecoder

@@ -27,7 +27,7 @@ from harness.analysis.backend_defaults import (
 )
 from harness.cli.app import app
 from harness.errors import InputError
-from harness.measure import sweep as sweeps
+from harness.measure import sweep_loop as sweeps
 from harness.measure import sweep_setup
 from harness.output.defaults_addendum import render_markdown
 from harness.runs.formats import SAMPLE_COLUMNS, read_samples

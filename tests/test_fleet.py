@@ -19,7 +19,7 @@ import yaml
 
 from harness.cli import app as cli
 from harness.errors import InputError
-from harness.measure import sweep as sweeps
+from harness.measure import sweep_loop as sweeps
 from harness.measure import sweep_setup
 from harness.runs.formats import read_samples
 from harness.runs.rundir import RunDirectory

@@ -36,7 +36,7 @@ def test_cuda_path_imports_without_mlx():
     """The H200 image has no MLX: everything the CUDA session touches must import without it."""
     code = (
         "import sys; sys.modules['mlx'] = None; sys.modules['mlx.core'] = None\n"
-        "import harness.cli.app, harness.measure.sweep, harness.measure.backends.cuda as cuda\n"
+        "import harness.cli.app, harness.measure.sweep_loop, harness.measure.backends.cuda as cuda\n"
         "import harness.measure.workloads.layer, harness.measure.workloads.decode, harness.cli.verify\n"
         "from harness.measure.backends import availability\n"
         "ok, reason = cuda.CudaBackend.availability(); assert isinstance(reason, str) and reason\n"

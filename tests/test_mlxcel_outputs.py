@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.pipeline import Options, analyse_path
-from harness.measure.sweep import quick_table
+from harness.measure.sweep_loop import quick_table
 from harness.output.addendum import read_sidecar, write_report
 from harness.output.mlxcel_source import SWITCH_LAYERS, cap_patch, known_defaults, read_source
 from tests.helpers import run_cli

@@ -15,7 +15,7 @@ from harness.cli.app import app
 from harness.cli.init import init_config
 from harness.config.discover import scan
 from harness.config.schema import load_config
-from harness.measure import sweep as sweeps
+from harness.measure import sweep_loop as sweeps
 from harness.measure import sweep_setup
 from harness.runs.formats import read_samples
 from tests.fake_models import CONFIGS, text_generator_command, write_models

@@ -53,7 +53,7 @@ def _tokens_cell(fallback: float, fused: float) -> str:
 
 
 def quick_table_view(run_dir: Path) -> Table:
-    from harness.measure import sweep as sweeps
+    from harness.measure import sweep_loop as sweeps
 
     table = Table(title=f"{run_dir} (median tok/s; ratio: geometric-mean fused/fallback, as in the addendum)")
     columns = ("model", "d_model", "dff", "fallback", "fused", "ratio", "tokens", "dispatch", "ok", "fail", "skip")
@@ -128,7 +128,7 @@ def sweep(
     """
     from harness.cli.plan import print_plan
     from harness.errors import BackendUnavailable
-    from harness.measure import sweep as sweeps
+    from harness.measure import sweep_loop as sweeps
     from harness.measure import sweep_setup
 
     if config is None:
@@ -181,7 +181,7 @@ def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as
     """The final table, then summary + addendum + plot when this sweep measured something new. With --json the
     result is one JSON object on stdout (the run's files and the decision) and everything else goes to stderr."""
     from harness.analysis.pipeline import write_summary
-    from harness.measure import sweep as sweeps
+    from harness.measure import sweep_loop as sweeps
     from harness.output.addendum import write_report
     from harness.runs.rundir import RunDirectory
 

@@ -3,7 +3,7 @@
 `prepare` does everything that can fail on bad input (config, backend, binaries, resume compatibility) before any
 run starts, so `--dry-run` and `moecal plan` exercise exactly the checks a real sweep would hit. A Ray worker
 (harness/measure/ray_workers.py) prepares the same sweep on its own machine; the measurement loop that runs a
-prepared sweep is harness/measure/sweep.py.
+prepared sweep is harness/measure/sweep_loop.py.
 """
 
 from __future__ import annotations
