@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import synth
+from harness.config import synth_checkpoints as synth
 from harness.config.discover import FAMILIES, read_model, read_synth_sidecar
 from tests.helpers import cli
 from tests.synth_sources import CONFIGS, source_folder

@@ -1,7 +1,8 @@
 """`moecal synth --like MODEL_DIR --dff 7168,9216 --out DIR`: synthetic checkpoints of a real family at other Dff.
 
 The plan (per checkpoint: layers, tensors, disk, memory) is printed and checked against free disk and memory before
-anything is written; each checkpoint then appears atomically as `DIR/<name>-dff<D>` (see harness.config.synth).
+anything is written; each checkpoint then appears atomically as `DIR/<name>-dff<D>` (see
+harness.config.synth_checkpoints).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import typer
 from harness.errors import InputError
 
 if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
-    from harness.config.synth import Plan
+    from harness.config.synth_checkpoints import Plan
 
 
 def parse_dffs(text: str) -> list[int]:
@@ -31,7 +32,7 @@ def parse_dffs(text: str) -> list[int]:
 
 def plan_lines(plans: list[Plan]) -> list[str]:
     """The `plan`-style table printed before writing."""
-    from harness.config import synth
+    from harness.config import synth_checkpoints as synth
 
     lines = []
     for p in plans:
@@ -65,7 +66,7 @@ def synth_command(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan and check space; write nothing")] = False,
 ) -> None:
     """Write synthetic checkpoints of MODEL_DIR's family at other expert sizes (random weights, MLX format)."""
-    from harness.config import synth
+    from harness.config import synth_checkpoints as synth
 
     shard = int(shard_gb * (1 << 30))
     requests = [synth.Request(like, d, layers, experts, top_k, seed, dtype, allow_declined) for d in parse_dffs(dff)]

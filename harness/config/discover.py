@@ -81,9 +81,8 @@ class DiscoveredModel:
     layers: int | None
     shared_dff: int
     quant: Quantization
-    synthetic: dict | None = (
-        None  # a `moecal synth` checkpoint's record (harness.config.synth.SIDECAR); None: a real model
-    )
+    # a `moecal synth` checkpoint's record (harness.config.synth_checkpoints.SIDECAR); None: a real model
+    synthetic: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -234,12 +233,14 @@ def read_model(folder: Path) -> DiscoveredModel | Skipped:
     )
 
 
-SYNTH_SIDECAR = "moecal-synth.json"  # written by `moecal synth` (harness.config.synth) beside a synthetic checkpoint
+# written by `moecal synth` (harness.config.synth_checkpoints) beside a synthetic checkpoint
+SYNTH_SIDECAR = "moecal-synth.json"
 
 
 def read_synth_sidecar(folder: Path) -> dict | None:
     """A synthetic checkpoint's record (None for a real model folder, or an unreadable record). It lives here, with
-    the rest of reading a model folder, so harness.config.synth builds on this module and not the other way round."""
+    the rest of reading a model folder, so harness.config.synth_checkpoints builds on this module and not the other way
+    round."""
     try:
         data = json.loads((Path(folder) / SYNTH_SIDECAR).read_text(encoding="utf-8"))
     except (OSError, ValueError):

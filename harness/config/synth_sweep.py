@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness.config import synth
+from harness.config import synth_checkpoints as synth
 from harness.config.discover import DiscoveredModel, read_model
 from harness.config.eligibility import model_entry
 from harness.config.schema import ModelEntry, SweepConfig, SynthSettings
