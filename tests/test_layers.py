@@ -58,8 +58,8 @@ def test_no_module_is_in_an_import_circle() -> None:
     def visit(node: str, path: list[str]) -> bool:
         state[node] = 1
         for target in sorted(graph.get(node, ())):
-            if state.get(target) == 1:
-                circle.extend(path[path.index(target) :] + [node, target] if target in path else [node, target])
+            if state.get(target) == 1:  # on the current path: an ancestor of `node` (self-imports are left out)
+                circle.extend([*path[path.index(target) :], node, target])
                 return True
             if state.get(target) is None and visit(target, [*path, node]):
                 return True

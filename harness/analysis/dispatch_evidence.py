@@ -32,7 +32,6 @@ from harness.errors import InputError
 
 RECORD = "verification.json"
 PARITY_LIMIT = 0.05  # mlxcel's default MLXCEL_FUSED_MOE_PARITY_THRESHOLD
-DISPATCH_VALUES = ("verified", "declined", "predicted", "unverified")
 POINT_FIELDS = (
     "dispatch",
     "dispatch_note",
