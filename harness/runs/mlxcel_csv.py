@@ -272,7 +272,18 @@ def samples_frame(rows: pd.DataFrame, run_id: str, provenance: dict[str, object]
     }
     for column, value in constant.items():
         frame[column] = value
-    text = ["position", "cap", "tokens", "seconds", "rel_rms", "tokens_agree", "dispatch_ok", "dtype", "timestamp"]
+    text = [
+        "position",
+        "cap",
+        "tokens",
+        "seconds",
+        "rel_rms",
+        "tokens_agree",
+        "dispatch_ok",
+        "dtype",
+        "timestamp",
+        "knobs",
+    ]
     frame[text] = frame[text].astype(object).fillna("")
     for column in ("d_model", "n_experts", "top_k", "bits", "group_size"):
         frame[column] = np.nan
