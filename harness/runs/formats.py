@@ -71,19 +71,7 @@ FUSED, FALLBACK, NULL = "fused", "fallback", "null"
 ARMS = (FUSED, FALLBACK, NULL)
 COMPARED_ARMS = (FALLBACK, FUSED)
 STATUSES = ("ok", "fail", "skip")
-TEXT_COLUMNS = [
-    "run_id",
-    "backend",
-    "device",
-    "workload",
-    "model",
-    "quant_mode",
-    "dtype",
-    "arm",
-    "status",
-    "error",
-    "knobs",
-]
+TEXT_COLUMNS = ["run_id", "backend", "device", "workload", "model", "quant_mode", "dtype", "arm", "status", "error"]
 NUMBER_COLUMNS = ["d_model", "dff", "n_experts", "top_k", "bits", "group_size", "round", "tok_s"]
 
 # A point's identity: its POINT_COLUMNS values as text ("" for missing, 2048.0 → "2048"), so rows read from a CSV
@@ -263,7 +251,7 @@ def read_samples(path: Path) -> pd.DataFrame:
     for column in LATER_COLUMNS:
         if column not in frame.columns:
             frame[column] = ""
-    for column in TEXT_COLUMNS:
+    for column in (*TEXT_COLUMNS, *LATER_COLUMNS):  # the later columns are text too
         frame[column] = text_column(frame[column])
     for column, allowed in (("arm", ARMS), ("status", STATUSES)):
         first_bad(path, frame, ~frame[column].isin(allowed), column, "{value!r} is not one of " + ", ".join(allowed))
