@@ -138,3 +138,14 @@ def test_joint_comparison_by_simulation_coverage_false_action_and_power():
         power += _choose("K=8", 8192, Candidate("K=2", 8192, gain, low, high, rounds), 0.01, level)[0] is not None
     print(f"coverage {covered / n:.3f}, false action {false_action / n:.3f}, power {power / n:.3f}")
     assert covered / n >= 0.95 and false_action / n <= 0.05 and power / n >= 0.8
+
+
+def test_a_setting_without_runs_in_two_rounds_keeps_the_reference():
+    rng = np.random.default_rng(1)
+    samples, ref, paths = _simulate(1.05, 5, rng)
+    gain, low, high, rounds = _compare(samples[samples["round"] == 0], "K=2", paths, ref, 0.95)
+    assert rounds == 1 and math.isnan(gain)
+    chosen, reason = _choose("K=8", 8192, None, 0.01, 0.95)
+    assert chosen is None and reason.startswith("keep K=8 with cap 8192: no other setting has runs")
+    empty = _compare(samples, "K=2", paths, ref.iloc[:, :0], 0.95)
+    assert math.isnan(empty[0])

@@ -89,10 +89,10 @@ def _ln_by_round(samples: pd.DataFrame, setting: str, paths: dict[str, str]) -> 
 
 
 def _compare(samples: pd.DataFrame, setting: str, paths: dict[str, str], reference: pd.DataFrame, level: float):
-    mine = _ln_by_round(samples, setting, paths)
+    mine = _ln_by_round(samples, setting, paths).reindex(columns=reference.columns)
     both = (mine - reference).dropna(how="any")  # rounds in which every model ran under both configurations
     d = both.mean(axis=1).to_numpy()
-    if len(d) < 2:
+    if len(d) < 2 or not len(reference.columns):
         return float("nan"), float("nan"), float("nan"), len(d)
     mean, se = float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
     half = float(stats.t.ppf(0.5 + level / 2, len(d) - 1)) * max(se, 1e-12)
@@ -120,7 +120,7 @@ def analyse_knobs(path: str | Path, options: Options = Options()) -> KnobResult 
     base = valid[settings.index(reference)]
     base = base[base["model"].astype(str).isin(models)]
     ref_cap = _cap(analyses[reference])
-    ref_rows = _ln_by_round(loaded.samples, reference, _paths(base, ref_cap))[sorted(models)]
+    ref_rows = _ln_by_round(loaded.samples, reference, _paths(base, ref_cap)).reindex(columns=sorted(models))
     level = 1 - (1 - options.confidence) / max(len(settings) - 1, 1)
     candidates = []
     for setting in settings:
