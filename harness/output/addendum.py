@@ -37,7 +37,7 @@ from harness.output.markdown_text import md_code, md_text
 from harness.output.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
 from harness.output.plot import write_plot
 from harness.runs.formats import write_text_atomic
-from harness.runs.mlxcel_csv import round_positions, to_mlxcel_csv
+from harness.runs.mlxcel_csv import BUILD_COLUMNS, round_positions, to_mlxcel_csv
 from harness.runs.rundir import RunDirectory, refuse_stored
 from harness.runs.summary_columns import SummaryCol
 
@@ -657,6 +657,7 @@ def _mlxcel_csv(input_path: str | Path, data: dict[str, object]) -> str:
         "library_pin": data["library_pin"],
         "current_default": analysis.current_default if analysis.current_default is not None else "",
         "cap_env": analysis.cap_env,
+        **{column: analysis.provenance[column] for column in BUILD_COLUMNS if analysis.provenance.get(column)},
         **({"expect_null": nulls} if nulls else {}),
         "round_positions": round_positions(loaded.samples, summary),
     }
