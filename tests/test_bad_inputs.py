@@ -25,6 +25,7 @@ import yaml
 
 from harness.runs.formats import csv_line
 from tests.helpers import REPO, cli, fake_config, run_cli
+from tests.synth_sources import source_folder
 from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV, linear_curve, synthetic_samples, write_run
 
 MLXCEL_HEADER = DESIGN_EXAMPLE_CSV.splitlines(keepends=True)[2]
@@ -217,7 +218,24 @@ def ws(tmp_path_factory, outside) -> Path:
     _hostile_config(ws, "leaves-a-child", "leaves-a-child.py", 5)
     _hostile_config(ws, "never-exits", "never-exits.py", 1)
     (ws / "fleet-ok.yaml").write_text(yaml.safe_dump({"entries": [{"config": str(config), "where": {"hw_a": 1}}]}))
+    _hardening_v4(ws, outside, config)
     return ws
+
+
+def _hardening_v4(ws: Path, outside: Path, config: Path) -> None:
+    """Inputs of issue 28 items 1-3: paths that lead out of what the user named, silent wrong results, deletions."""
+    fleet = {"entries": [{"config": str(config), "where": {"hw_a": 1}, "name": ".."}]}
+    (ws / "fleet-dotdot.yaml").write_text(yaml.safe_dump(fleet))
+    source = source_folder(ws / "synth-src", "mixtral")
+    (outside / "secret").write_text("a file outside the model folder\n")
+    (source / "tokenizer_config.json").unlink()
+    (source / "tokenizer_config.json").symlink_to(outside / "secret")
+    workload = lambda **kw: lambda d: d["workload"].update(kw)  # noqa: E731
+    _edited_config(ws, "check-env-cap.yaml", workload(dispatch_check={"check_env": "MLXCEL_FUSED_MOE_MAX_DFF"}))
+    _edited_config(ws, "threshold-env-bad.yaml", workload(dispatch_check={"threshold_env": "A=B"}))
+    (ws / "parity-existing.txt").write_text("a file the user keeps\n")
+    _edited_config(ws, "parity-existing.yaml", workload(parity={"output_file": str(ws / "parity-existing.txt")}))
+    (ws / "history-link.png").symlink_to(outside / "history-target.png")  # dangling: writing would create it
 
 
 # (id, argv with {ws} and {config} placeholders, exit code, text the one error line must contain)
@@ -308,6 +326,20 @@ CASES = [
     ("out-lock-link", ["sweep", "{config}", "--out", "{ws}/link-lock", "--no-report"], 2, ".lock: is a symbolic link"),
     ("summarize-out-link", ["summarize", "{ws}/good", "--out", "{ws}/summary-link.csv"], 2, "is a symbolic link"),
     ("import-meta-link", ["import-mlxcel", "{ws}/mlxcel-ok.csv", "--out", "{ws}/import-link"], 2, "symbolic link"),
+    # hardening v4 (issue 28): reads and writes stay where the user pointed
+    ("fleet-name-dotdot", ["fleet", "{ws}/fleet-dotdot.yaml", "--dry-run"], 2, "entries[0].name: '..' names no"),
+    (
+        "synth-like-link-out",
+        ["synth", "--like", "{ws}/synth-src/mixtral-tiny", "--dff", "64", "--out", "{out}/s"],
+        2,
+        "tokenizer_config.json: --like: is a symbolic link out of the model folder",
+    ),
+    ("check-reports-missing", ["check-reports", "{ws}/nope"], 2, "nope: FOLDERS: no such folder"),
+    ("history-out-link", ["history", "{ws}/good", "{ws}/good", "--out", "{ws}/history-link.png"], 2, "symbolic link"),
+    # no silent wrong result; nothing deleted that moecal did not create
+    ("check-env-is-cap", ["sweep", "{ws}/check-env-cap.yaml", "--dry-run"], 2, "check_env: 'MLXCEL_FUSED_MOE_MAX_DFF"),
+    ("threshold-env-bad", ["sweep", "{ws}/threshold-env-bad.yaml", "--dry-run"], 2, "threshold_env: 'A=B' is not"),
+    ("parity-output-exists", ["sweep", "{ws}/parity-existing.yaml", "--dry-run"], 2, "output_file: '"),
     # benchmarks whose descendants outlive them: the deadline holds and nothing is left running
     ("bench-leaves-a-child", ["sweep", "{ws}/leaves-a-child.yaml", "--out", "{out}/r"], 1, "metric_regex did not"),
     ("bench-never-exits", ["sweep", "{ws}/never-exits.yaml", "--out", "{out}/r"], 1, "timed out after 1s"),

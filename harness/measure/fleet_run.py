@@ -108,6 +108,8 @@ def load_fleet(path: str | Path) -> list[Entry]:
             raise InputError(source, f"entries[{index}].config", f"no such file: {config_path}")
         config = load_config(config_path)  # a bad config is reported with its own file and field
         name = item.name or f"{config.name}-{'-'.join(item.where)}"
+        if name in (".", ".."):  # `<out>/..` is the parent of --out: the entry's run would land outside it
+            raise InputError(source, f"entries[{index}].name", f"{name!r} names no folder of its own; choose a name")
         if any(e.name == name for e in entries):
             raise InputError(source, f"entries[{index}].name", f"{name!r} is used twice; give each entry a `name`")
         entries.append(Entry(name, config_path, config, dict(item.where), item.workers))

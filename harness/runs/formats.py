@@ -282,11 +282,19 @@ def csv_line(values: Iterable[object]) -> str:
     return buffer.getvalue()
 
 
+def refuse_link(path: Path) -> None:
+    """The one check every writer makes: moecal never writes at a symbolic link, neither through it (the write would
+    change a file elsewhere) nor over it (the link the user placed would silently become a file)."""
+    if Path(path).is_symlink():
+        raise InputError(str(path), "", f"is a symbolic link (to {os.readlink(path)}); moecal never writes through one")
+
+
 def write_text_atomic(path: Path, text: str) -> Path:
     """Write `text` to `path` so that a reader sees the old file or the new one, never half of one: a temporary file
-    beside it (created anew, never through a link), fsync'd, then renamed over it (a link at `path` is replaced,
-    not followed). OSError (read-only folder, disk full) → InputError naming the file."""
+    beside it (created anew, never through a link), fsync'd, then renamed over it; a link at `path` is refused
+    (refuse_link). OSError (read-only folder, disk full) → InputError naming the file."""
     path = Path(path)
+    refuse_link(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -58,6 +58,7 @@ from harness.runs.formats import (
     done_runs,
     format_provenance,
     read_samples,
+    refuse_link,
     write_text_atomic,
 )
 
@@ -135,8 +136,7 @@ def refuse_stored(path: Path, advice: str) -> None:
     reason = stored_reason(path)
     if reason:
         raise InputError(str(path), "", f"{reason}; {advice}")
-    if Path(path).is_symlink():
-        raise InputError(str(path), "", f"is a symbolic link (to {os.readlink(path)}); moecal never writes through one")
+    refuse_link(path)
 
 
 def refuse_links(run_dir: Path) -> None:
