@@ -9,8 +9,10 @@ go through `python -m harness` to check the real entry point prints the same sin
 
 from __future__ import annotations
 
+import csv
 import fcntl
 import importlib.util
+import io
 import json
 import os
 import re
@@ -20,15 +22,23 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
-from harness.runs.formats import csv_line
+from harness.errors import InputError
+from harness.runs.formats import FORMULA_STARTS, SAMPLE_COLUMNS, csv_line, format_provenance, frame_csv, read_frame
+from tests.fake_models import CONFIGS as FAKE_MODELS
+from tests.fake_models import write_models
 from tests.helpers import REPO, cli, fake_config, run_cli
 from tests.synth_sources import source_folder
-from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV, linear_curve, synthetic_samples, write_run
+from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV, SYNTHETIC_META, linear_curve, synthetic_samples, write_run
 
 MLXCEL_HEADER = DESIGN_EXAMPLE_CSV.splitlines(keepends=True)[2]
+BENCH_HEADER = (  # mlxcel's scripts/bench_decode.sh CSV (tests/test_mlxcel_bench_csv.py)
+    "model,model_path,prompt_tokens,generated_tokens,prefill_ms,prefill_tok_s,decode_ms,decode_tok_s,date,hardware,"
+    "mlx_version,build_type,max_tokens,prompt,prompt_target_len"
+)
 
 
 def _samples_with(ws: Path, name: str, edit) -> Path:
@@ -236,6 +246,26 @@ def _hardening_v4(ws: Path, outside: Path, config: Path) -> None:
     (ws / "parity-existing.txt").write_text("a file the user keeps\n")
     _edited_config(ws, "parity-existing.yaml", workload(parity={"output_file": str(ws / "parity-existing.txt")}))
     (ws / "history-link.png").symlink_to(outside / "history-target.png")  # dangling: writing would create it
+    row = "m,1792,affine,1,2,3,2,3,3,3,3,1.5\n"
+    (ws / "mlxcel-path-name.csv").write_text(MLXCEL_HEADER + row.replace("m,", "../../x,", 1))
+    (ws / "mlxcel-all-na.csv").write_text(MLXCEL_HEADER + "m,1792,affine,NA,NA,NA,NA,NA,NA,NA,NA,NA\n")
+    (ws / "mlxcel-torn.csv").write_text(MLXCEL_HEADER + row + "m,4096,affine,1,2\n")
+    write_models(ws / "bench", {"mixtral-8x7b-4bit": FAKE_MODELS["mixtral-8x7b-4bit"]})
+    bench = {
+        "bench-ok": ["mixtral-8x7b-4bit,60,50.00"],
+        "bench-inf": ["mixtral-8x7b-4bit,60,inf"],
+        "bench-twice": ["mixtral-8x7b-4bit,60,50.00", "mixtral-8x7b-4bit,60,51.00"],
+        "bench-fraction": ["mixtral-8x7b-4bit,60.5,50.00"],
+        "bench-abs-name": ["/etc,60,50.00"],
+    }
+    for name, rows in bench.items():
+        lines = [BENCH_HEADER]
+        for text in rows:
+            model, generated, tok_s = text.split(",")
+            lines.append(
+                f"{model},./m,36,{generated},9.77,3685.82,1200.00,{tok_s},2026-07-03,GB10,0.3.3,release,100,p,"
+            )
+        (ws / f"{name}.csv").write_text("\n".join(lines) + "\n")
 
 
 # (id, argv with {ws} and {config} placeholders, exit code, text the one error line must contain)
@@ -340,6 +370,95 @@ CASES = [
     ("check-env-is-cap", ["sweep", "{ws}/check-env-cap.yaml", "--dry-run"], 2, "check_env: 'MLXCEL_FUSED_MOE_MAX_DFF"),
     ("threshold-env-bad", ["sweep", "{ws}/threshold-env-bad.yaml", "--dry-run"], 2, "threshold_env: 'A=B' is not"),
     ("parity-output-exists", ["sweep", "{ws}/parity-existing.yaml", "--dry-run"], 2, "output_file: '"),
+    ("import-model-is-a-path", ["import-mlxcel", "{ws}/mlxcel-path-name.csv", "--out", "{out}/i"], 2, "'../../x' is a"),
+    (
+        "import-bench-model-is-a-path",
+        [
+            "import-mlxcel",
+            "--fallback",
+            "{ws}/bench-abs-name.csv",
+            "--fused",
+            "{ws}/bench-ok.csv",
+            "--models",
+            "{ws}/bench/models",
+            "--out",
+            "{out}/i",
+        ],
+        2,
+        "bench-abs-name.csv: model: line 2: '/etc' is a path, not a name",
+    ),
+    # import-mlxcel refuses what no other command can read
+    (
+        "import-bench-inf",
+        [
+            "import-mlxcel",
+            "--fallback",
+            "{ws}/bench-inf.csv",
+            "--fused",
+            "{ws}/bench-ok.csv",
+            "--models",
+            "{ws}/bench/models",
+            "--out",
+            "{out}/i",
+        ],
+        2,
+        "bench-inf.csv: decode_tok_s: line 2: 'inf' must be finite and > 0",
+    ),
+    (
+        "import-bench-duplicate",
+        [
+            "import-mlxcel",
+            "--fallback",
+            "{ws}/bench-twice.csv",
+            "--fused",
+            "{ws}/bench-ok.csv",
+            "--models",
+            "{ws}/bench/models",
+            "--out",
+            "{out}/i",
+        ],
+        2,
+        "fallback run 1 appears twice",
+    ),
+    (
+        "import-same-file-both-arms",
+        [
+            "import-mlxcel",
+            "--fallback",
+            "{ws}/bench-ok.csv",
+            "--fused",
+            "{ws}/bench-ok.csv",
+            "--models",
+            "{ws}/bench/models",
+            "--out",
+            "{out}/i",
+        ],
+        2,
+        "bench-ok.csv: --fused: is the same file as",
+    ),
+    (
+        "import-fractional-tokens",
+        [
+            "import-mlxcel",
+            "--fallback",
+            "{ws}/bench-fraction.csv",
+            "--fused",
+            "{ws}/bench-ok.csv",
+            "--models",
+            "{ws}/bench/models",
+            "--out",
+            "{out}/i",
+        ],
+        2,
+        "generated_tokens: line 2: 60.5 is not a whole number of tokens",
+    ),
+    ("import-nothing-usable", ["import-mlxcel", "{ws}/mlxcel-all-na.csv", "--out", "{out}/i"], 2, "no measured run"),
+    (
+        "mlxcel-torn-last-row",
+        ["summarize", "{ws}/mlxcel-torn.csv"],
+        2,
+        "mlxcel-torn.csv: line 3: 5 fields, the header has 12",
+    ),
     # benchmarks whose descendants outlive them: the deadline holds and nothing is left running
     ("bench-leaves-a-child", ["sweep", "{ws}/leaves-a-child.yaml", "--out", "{out}/r"], 1, "metric_regex did not"),
     ("bench-never-exits", ["sweep", "{ws}/never-exits.yaml", "--out", "{out}/r"], 1, "timed out after 1s"),
@@ -497,3 +616,71 @@ def test_a_hostile_name_stays_text_in_the_addendum_and_the_plot(tmp_path, monkey
     assert labels and not any(matplotlib.cbook.is_math_text(label) for label in labels)
     shown = name.replace("\n", " ").replace("$", "\\$")  # one line, `$` escaped: mathtext shows it as typed
     assert any(shown in label for label in labels)
+
+
+# Hardening v4 (issue 28): results that must not be silently wrong. Not error lines: what moecal writes and reads back.
+FORMULA_NAME = '=HYPERLINK("http://x","click"),\n@SUM(1+1)'  # a formula, a comma and a newline in one model name
+
+
+def _formula_cells(path: Path) -> list[str]:
+    """Cells of a CSV (its `#` header skipped) that a spreadsheet would run as a formula."""
+    lines = path.read_text().splitlines(keepends=True)
+    body = "".join(line for line in lines if not line.startswith("#"))
+    cells = [cell for row in csv.reader(io.StringIO(body)) for cell in row]
+    return [c for c in cells if c.startswith(FORMULA_STARTS) and not re.fullmatch(r"[-+]?[\d.]+([eE][-+]?\d+)?", c)]
+
+
+def test_a_formula_name_is_inert_in_every_csv_and_reads_back_to_the_same_decision(tmp_path):
+    """SYNTHETIC run whose model name is a formula with a comma and a newline: samples.csv (as the sweep writes it),
+    summary.csv and the mlxcel export hold no formula cell and no injected header line, and all three read back
+    to the same name and the same decision."""
+    samples = synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=8, workload="command")
+    samples["model"] = FORMULA_NAME
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "samples.csv").write_text(format_provenance(SYNTHETIC_META) + frame_csv(samples))
+    (run / "meta.json").write_text(json.dumps(SYNTHETIC_META))
+    summary, export = tmp_path / "summary.csv", tmp_path / "mlxcel.csv"
+    assert cli("summarize", run, "--out", summary, "--mlxcel", export).returncode == 0
+    decisions = []
+    for path in (run / "samples.csv", summary, export):
+        assert _formula_cells(path) == [], path
+        assert all(line.startswith("#") for line in header_lines_text(path)), path  # nothing injected
+        assert set(read_frame(path)["model"]) == {FORMULA_NAME}, path
+        done = cli("crossover", path if path != run / "samples.csv" else run, "--json")
+        assert done.returncode == 0, done.stderr
+        decision = json.loads(done.stdout)
+        decisions.append((decision["action"], decision["recommended_cap"], decision["crossover_dff"]))
+    assert len(set(decisions)) == 1, decisions
+
+
+def header_lines_text(path: Path) -> list[str]:
+    """The lines before the CSV's column row (what the `#` provenance header holds)."""
+    lines = path.read_text().splitlines()
+    return lines[: next(i for i, line in enumerate(lines) if not line.startswith("#"))]
+
+
+@pytest.mark.parametrize("value", [float("nan"), -0.01, 0.2])
+def test_a_nan_negative_or_large_parity_error_is_never_within(value):
+    """The verification pass's figures (harness.measure.dispatch) and the addendum's phrase: `x > limit` is False for
+    NaN, so NaN (and a negative RMS, which cannot be) must count as over, never "within"."""
+    from harness.analysis.dispatch_evidence import parity_class
+    from harness.measure.bench_output import ParityCall
+    from harness.measure.dispatch import _figures
+
+    calls = [ParityCall(1, 0.001, 0.001, 0.001, 1024, 2048, 8), ParityCall(2, value, 0.001, 0.001, 1024, 2048, 8)]
+    figures = _figures(calls)
+    assert figures["over"] == 1
+    assert "CHECK" in parity_class(figures) and "within" not in parity_class(figures)
+
+
+def test_an_import_layout_that_lets_inf_or_a_repeated_run_through_is_still_refused(tmp_path):
+    """harness.runs.import_checks holds for every CSV layout a reader adds, before anything is written."""
+    from harness.runs.import_checks import check_imported
+
+    row = {"model": "m", "dff": 1024, "quant_mode": "", "arm": "fused", "round": 0, "status": "ok", "tok_s": 5.0}
+    frame = pd.DataFrame([row, {**row, "arm": "fallback", "tok_s": float("inf")}]).reindex(columns=SAMPLE_COLUMNS)
+    with pytest.raises(InputError, match="inf must be finite"):
+        check_imported(frame, "x.csv")
+    with pytest.raises(InputError, match="fused run 1 appears twice"):
+        check_imported(pd.DataFrame([row, row]).reindex(columns=SAMPLE_COLUMNS), "x.csv")

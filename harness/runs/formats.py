@@ -15,6 +15,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -102,12 +103,13 @@ def run_key(row: Mapping[str, object]) -> RunKey:
 
 
 def format_provenance(meta: Mapping[str, object]) -> str:
-    """`# key: value` lines, the header every CSV we write starts with (flat values only)."""
+    """`# key: value` lines, the header every CSV we write starts with (flat values only). Keys are one line too:
+    a nested key can be a model name (`expect_null.<model>`), and a newline in it would start a line of its own."""
     lines = []
     for key, value in meta.items():
         if isinstance(value, Mapping):
             for sub, subvalue in value.items():
-                lines.append(f"# {key}.{sub}: {_one_line(subvalue)}")
+                lines.append(f"# {key}.{_one_line(sub)}: {_one_line(subvalue)}")
         else:
             lines.append(f"# {key}: {_one_line(value)}")
     return "".join(line + "\n" for line in lines)
@@ -171,6 +173,8 @@ def read_frame(path: Path, text: str | None = None) -> pd.DataFrame:
         raise InputError(str(path), "", f"cannot parse as CSV: {exc}") from None
     if not isinstance(frame.index, pd.RangeIndex):
         raise InputError(str(path), "", "some rows have more fields than the header row")
+    for column in frame.select_dtypes(include=["object", "string"]).columns:
+        frame[column] = frame[column].map(sheet_text)
     return frame
 
 
@@ -215,7 +219,7 @@ def _complete_text(path: Path) -> str:
     return text
 
 
-def _check_field_counts(path: Path, text: str, width: int) -> None:
+def check_field_counts(path: Path, text: str, width: int) -> None:
     """Every data row has exactly one field per column (pandas would pad a short row with NaN). Only the lines
     after the `#` header are parsed as CSV: a quote in a provenance line must not join lines."""
     skip = len(header_lines(path))
@@ -235,7 +239,7 @@ def read_samples(path: Path) -> pd.DataFrame:
     missing = [c for c in SAMPLE_COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(str(path), "columns", f"not a samples.csv: missing {', '.join(missing)}")
-    _check_field_counts(path, text, len(frame.columns))
+    check_field_counts(path, text, len(frame.columns))
     for column in TEXT_COLUMNS:
         frame[column] = text_column(frame[column])
     for column, allowed in (("arm", ARMS), ("status", STATUSES)):
@@ -276,9 +280,43 @@ def done_runs(path: Path) -> dict[RunKey, str]:
 # --- writing ----------------------------------------------------------------------------------------------------
 
 
+# --- spreadsheet-safe cells -------------------------------------------------------------------------------------
+# A CSV opened in a spreadsheet runs a text cell that starts with one of these as a formula (`=HYPERLINK(...)` in a
+# model name). Every CSV moecal writes prefixes such a text cell with an apostrophe, the spreadsheets' own "this is
+# text" mark, and so is a cell that already starts with an apostrophe, so that every reader (read_frame) strips
+# exactly one and a name reads back as written. A number ("-1.5") is data in every spreadsheet and stays as it is.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def sheet_cell(value: object) -> object:
+    """A cell as written: text that a spreadsheet would run as a formula (or that starts with the escape mark)
+    gets a leading apostrophe; anything else is returned unchanged."""
+    if isinstance(value, str) and value.startswith((*FORMULA_STARTS, "'")) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def sheet_text(value: object) -> object:
+    """Undo sheet_cell on a cell read back. Only an apostrophe before a formula start or another apostrophe is
+    moecal's mark; any other leading apostrophe (a file moecal did not write) is kept."""
+    if isinstance(value, str) and len(value) > 1 and value[0] == "'" and value[1] in (*FORMULA_STARTS, "'"):
+        return value[1:]
+    return value
+
+
+def frame_csv(frame: pd.DataFrame) -> str:
+    """A frame as CSV text (no index), its text cells made spreadsheet-safe (sheet_cell)."""
+    safe = frame.copy()
+    for column in safe.select_dtypes(include=["object", "string"]).columns:
+        safe[column] = safe[column].map(sheet_cell)
+    return safe.to_csv(index=False)
+
+
 def csv_line(values: Iterable[object]) -> str:
+    """One CSV row, quoted where needed (a comma or newline in a name stays inside its cell), spreadsheet-safe."""
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow(["" if v is None else v for v in values])
+    csv.writer(buffer, lineterminator="\n").writerow([sheet_cell("" if v is None else v) for v in values])
     return buffer.getvalue()
 
 
