@@ -684,3 +684,78 @@ def test_an_import_layout_that_lets_inf_or_a_repeated_run_through_is_still_refus
         check_imported(frame, "x.csv")
     with pytest.raises(InputError, match="fused run 1 appears twice"):
         check_imported(pd.DataFrame([row, row]).reindex(columns=SAMPLE_COLUMNS), "x.csv")
+
+
+JSON_COMMANDS = ("summarize", "crossover", "plan", "sweep", "check", "compare", "history", "doctor")
+# the first refused case of each command with --json, and summarize failing after it printed its object
+JSON_CASES = [
+    *{c[1][0]: c for c in reversed(CASES) if c[1][0] in JSON_COMMANDS and c[2] == 2}.values(),
+    next(c for c in CASES if c[0] == "summarize-out-unwritable"),
+    next(c for c in CASES if c[0] == "unknown-option"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [(c[1], c[3]) for c in JSON_CASES], ids=[c[0] for c in JSON_CASES])
+def test_with_json_an_error_is_the_one_object_on_stdout(ws, tmp_path, argv, expected):
+    """`--json` promises one JSON object on stdout on every path: an error is `{"error": <the line>, ...}`, and
+    nothing the command printed before failing (summarize prints its object, then writes --out) comes along."""
+    done = cli(*_argv(argv, ws, tmp_path), "--json", cwd=ws)
+    assert done.returncode == 2, done.stderr
+    result = json.loads(done.stdout)  # exactly one JSON document, or this raises
+    assert isinstance(result, dict) and result["exit_code"] == 2
+    assert expected in result["error"] and done.stderr.strip() == f"error: {result['error']}"
+
+
+SHORT_WRITE = """import resource, sys
+from pathlib import Path
+from harness.errors import InputError
+from harness.runs.rundir import SampleWriter
+resource.setrlimit(resource.RLIMIT_FSIZE, (4000, 4000))  # samples.csv reaches it part-way through a row
+appended = 0
+try:
+    with SampleWriter(Path(sys.argv[1]), {"backend": "cpu", "device": "d"}) as writer:
+        for index in range(1000):
+            writer.append({"backend": "cpu", "device": "d", "model": "m", "dff": 1024, "arm": "fused",
+                           "round": index, "tok_s": 5.0, "status": "ok", "error": "x" * (index % 7)})
+            appended += 1
+except InputError as exc:
+    print(appended, exc)
+"""
+
+
+def _rows_agree(run: Path) -> tuple[int, int]:
+    from harness.runs.formats import read_samples
+
+    return len(read_samples(run)), json.loads((run / "meta.json").read_text())["segments"][-1]["rows"]
+
+
+def test_a_file_size_limit_mid_row_leaves_meta_rows_exact(tmp_path):
+    """A real short write (RLIMIT_FSIZE in a child process): the torn row is cut back, the error names the file,
+    and samples.csv holds exactly the rows meta.json counts."""
+    done = subprocess.run(
+        [sys.executable, "-c", SHORT_WRITE, str(tmp_path / "run")], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    appended, message = done.stdout.split(" ", 1)
+    assert done.returncode == 0 and "samples.csv: cannot append a row" in message, done.stdout + done.stderr
+    assert _rows_agree(tmp_path / "run") == (int(appended), int(appended))
+
+
+def test_a_meta_json_that_cannot_be_written_takes_its_row_back(tmp_path, monkeypatch):
+    """Disk full between a row and meta.json (a fake writer: meta.json cannot be written from row 3 on): the row
+    is taken back, so the counts still agree."""
+    from harness.runs import rundir
+
+    real, calls = rundir.RunDirectory.write_meta, []
+
+    def flaky(self, meta):
+        calls.append(1)
+        if len(calls) >= 4:  # the start, rows 1 and 2; from row 3 on the disk stays full
+            raise InputError(str(self.meta_path), "", "cannot write: No space left on device")
+        return real(self, meta)
+
+    monkeypatch.setattr(rundir.RunDirectory, "write_meta", flaky)
+    row = {"backend": "cpu", "device": "d", "model": "m", "dff": 1024, "arm": "fused", "tok_s": 5.0, "status": "ok"}
+    with pytest.raises(InputError, match="No space left"), rundir.SampleWriter(tmp_path / "run", {}) as writer:
+        for index in range(5):
+            writer.append({**row, "round": index})
+    assert _rows_agree(tmp_path / "run") == (2, 2)

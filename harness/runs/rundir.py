@@ -38,7 +38,9 @@ addendum. The rules that keep runs trustworthy live here, in one place:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
 import fcntl
 import json
 import os
@@ -370,13 +372,29 @@ class SampleWriter:
             raise KeyError(f"unknown sample columns: {sorted(unknown)}")
         if self._fd < 0:
             self._start()
+        line = csv_line([row.get(c, "") for c in SAMPLE_COLUMNS]).encode("utf-8")
+        before = os.fstat(self._fd).st_size
         try:
-            os.write(self._fd, csv_line([row.get(c, "") for c in SAMPLE_COLUMNS]).encode("utf-8"))
+            written = os.write(self._fd, line)
+            if written != len(line):  # disk full or a file-size limit: part of the row reached the file
+                raise OSError(errno.ENOSPC, f"short write ({written} of {len(line)} bytes; disk full or file too big)")
             os.fsync(self._fd)
         except OSError as exc:
+            self._undo_row(before)
             raise InputError(str(self.path), "", f"cannot append a row: {exc.strerror or exc}") from None
         self.segment["rows"] = int(self.segment["rows"]) + 1
-        self._record_segment()
+        try:
+            self._record_segment()
+        except InputError:  # meta.json could not say so: the row goes too, so its count stays exact
+            self.segment["rows"] = int(self.segment["rows"]) - 1
+            self._undo_row(before)
+            raise
+
+    def _undo_row(self, size: int) -> None:
+        """Cut samples.csv back to `size` bytes: a row is in the file exactly when meta.json counts it."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, size)
+            os.fsync(self._fd)
 
     def _record_segment(self) -> None:
         """meta.json with this segment's rows and end as of now: after every row, so a sweep killed by SIGKILL
