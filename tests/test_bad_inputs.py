@@ -759,3 +759,31 @@ def test_a_meta_json_that_cannot_be_written_takes_its_row_back(tmp_path, monkeyp
         for index in range(5):
             writer.append({**row, "round": index})
     assert _rows_agree(tmp_path / "run") == (2, 2)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the 'fleet' extra (make test installs it)")
+def test_a_driver_the_cluster_refuses_for_its_token_is_told_so(monkeypatch):
+    """Ray 2.60 with a token-authenticated head: a driver without RAY_AUTH_MODE=token gets a bare ConnectionError,
+    and the cause appears only in Ray's C++ log line (seen on this box; here the same two things, faked, so no
+    cluster starts). The error line names the token and what to do."""
+    import ray
+
+    from harness.measure import ray_workers
+
+    def refused(**kwargs):
+        os.write(
+            2,
+            b"gcs_client.cc:210: Failed to get cluster ID from GCS server: Unauthenticated: RPC error: "
+            b"InvalidAuthToken: Authentication token is missing or incorrect\n",
+        )
+        raise ConnectionError("Failed to connect to Ray cluster at 192.0.2.2:26399")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", refused)
+    monkeypatch.setattr(ray_workers, "check_reachable", lambda address: None)
+    with pytest.raises(InputError, match="token authentication and refused this driver's token") as caught:
+        ray_workers.connect(ray, "192.0.2.2:26399")
+    assert "RAY_AUTH_MODE=token" in str(caught.value) and "\n" not in str(caught.value)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: (_ for _ in ()).throw(ConnectionError("no head")))
+    with pytest.raises(InputError, match="cannot join the Ray cluster: no head$"):
+        ray_workers.connect(ray, "192.0.2.2:26399")

@@ -155,7 +155,8 @@ def run_fleet(
         if missing:
             say(
                 f"{result.entry.name}: no machine with {', '.join(missing)} in the cluster yet; it waits for one "
-                f"(join with: ray start --address=<head>:6379 --resources='{json.dumps(_whole(result.entry.where))}')"
+                "(join with: RAY_AUTH_MODE=token ray start --address=<head>:6379 "
+                f"--resources='{json.dumps(_whole(result.entry.where))}')"
             )
     work = [(ray, result, say, track, on_entry_done) for result in results]
     threads = [threading.Thread(target=_run_entry, args=args, daemon=True) for args in work]

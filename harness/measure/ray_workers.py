@@ -89,10 +89,29 @@ def connect(ray: ModuleType, address: str | None) -> None:
     with _held_stderr() as held:
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
             held.failed = True  # Ray's own log lines about the failure: the error line below replaces them
             where = address or "(local)"
-            raise InputError("--address", where, f"cannot join the Ray cluster: {exc}".splitlines()[0]) from None
+            raise InputError("--address", where, join_failure(exc, held.text())) from None
+
+
+# What Ray says (in its exception, or only in its C++ log lines) when the cluster wants a token this driver lacks.
+TOKEN_REFUSED = ("InvalidAuthToken", "Unauthenticated", "AuthenticationError", "authentication token")
+
+
+def join_failure(exc: BaseException, ray_log: str) -> str:
+    """The error line for a driver that could not join, naming the cause Ray only logs. Ray ≥ 2.5x enables token
+    authentication on a head started with a token (`ray get-auth-token --generate`, or RAY_AUTH_MODE=token); a
+    driver given an explicit address sends its token only when RAY_AUTH_MODE=token, and otherwise retries for
+    seconds and then reports a bare "Failed to connect"."""
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if type(exc).__name__ == "AuthenticationError" or any(mark in ray_log for mark in TOKEN_REFUSED):
+        return (
+            f"cannot join the Ray cluster: it uses token authentication and refused this driver's token ({first}); "
+            "copy the head's ~/.ray/auth_token to ~/.ray/auth_token here (or set RAY_AUTH_TOKEN) and run with "
+            "RAY_AUTH_MODE=token"
+        )
+    return f"cannot join the Ray cluster: {first}"
 
 
 def check_reachable(address: str) -> None:

@@ -232,8 +232,8 @@ class CommandWorkloadRunner:
                     f"cannot run {program!r} for model {model.name!r}: not found or not executable "
                     "(install it, put it on PATH, or give an absolute path)",
                 )
+        self._refuse_foreign_output_files()  # before the usage check, whose `--help` run may write the file
         self._check_usage()
-        self._refuse_foreign_output_files()
 
     def _refuse_foreign_output_files(self) -> None:
         """`parity.output_file` is deleted before every run (a stale file must not pass for a run's output) and after
