@@ -787,3 +787,25 @@ def test_a_driver_the_cluster_refuses_for_its_token_is_told_so(monkeypatch):
     monkeypatch.setattr(ray, "init", lambda **kwargs: (_ for _ in ()).throw(ConnectionError("no head")))
     with pytest.raises(InputError, match="cannot join the Ray cluster: no head$"):
         ray_workers.connect(ray, "192.0.2.2:26399")
+
+
+def test_check_reports_never_reads_raw_data_outside_what_it_was_given(tmp_path):
+    """A committed sidecar naming a file elsewhere as its raw data (absolute, `../` past the tree, or a link in the
+    tree to a file outside): check-reports says so and fails, and never reads or quotes that file."""
+    from harness.output.addendum import sidecar_path, write_report
+
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (project / "reports").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("")
+    elsewhere.mkdir()
+    secret = elsewhere / "secret.csv"
+    secret.write_text("model,SECRET-TOKEN-1234\nx,1\n")
+    run = write_run(project / "results" / "run", synthetic_samples(linear_curve([1024, 4096], 5000), seed=9))
+    md_path, _, _ = write_report(run, project / "reports")
+    sidecar = json.loads(sidecar_path(md_path).read_text())
+    (project / "results" / "planted.csv").symlink_to(secret)
+    for raw in (str(secret), "../elsewhere/secret.csv", "results/planted.csv"):
+        sidecar_path(md_path).write_text(json.dumps({**sidecar, "raw_data": raw}))
+        done = cli("check-reports", project / "reports", cwd=project)
+        assert done.returncode == 1 and "lies outside the addendum's project" in done.stdout, done.stdout + done.stderr
+        assert "SECRET-TOKEN" not in done.stdout + done.stderr
