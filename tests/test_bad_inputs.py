@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from harness.errors import InputError
-from harness.runs.formats import FORMULA_STARTS, SAMPLE_COLUMNS, csv_line, format_provenance, frame_csv, read_frame
+from harness.runs.formats import SAMPLE_COLUMNS, csv_line, format_provenance, read_frame
 from tests.fake_models import CONFIGS as FAKE_MODELS
 from tests.fake_models import write_models
 from tests.helpers import REPO, cli, fake_config, run_cli
@@ -624,6 +624,8 @@ FORMULA_NAME = '=HYPERLINK("http://x","click"),\n@SUM(1+1)'  # a formula, a comm
 
 def _formula_cells(path: Path) -> list[str]:
     """Cells of a CSV (its `#` header skipped) that a spreadsheet would run as a formula."""
+    from harness.runs.formats import FORMULA_STARTS
+
     lines = path.read_text().splitlines(keepends=True)
     body = "".join(line for line in lines if not line.startswith("#"))
     cells = [cell for row in csv.reader(io.StringIO(body)) for cell in row]
@@ -634,6 +636,8 @@ def test_a_formula_name_is_inert_in_every_csv_and_reads_back_to_the_same_decisio
     """SYNTHETIC run whose model name is a formula with a comma and a newline: samples.csv (as the sweep writes it),
     summary.csv and the mlxcel export hold no formula cell and no injected header line, and all three read back
     to the same name and the same decision."""
+    from harness.runs.formats import frame_csv
+
     samples = synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=8, workload="command")
     samples["model"] = FORMULA_NAME
     run = tmp_path / "run"

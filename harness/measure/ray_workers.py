@@ -19,9 +19,7 @@ point resumed on another GPU and make a baseline from GPU 3 incomparable with a 
 from __future__ import annotations
 
 import contextlib
-import csv
 import functools
-import io
 import os
 import queue
 import shutil
@@ -41,7 +39,7 @@ from harness.config.backend_specs import backend_spec
 from harness.config.install_hint import missing_module_hint
 from harness.errors import InputError
 from harness.measure.protocol import Point, ProgressHook, SweepPlan, measure_point
-from harness.runs.formats import RUN_KEY, SAMPLE_COLUMNS, point_key, point_keys, read_samples, run_key
+from harness.runs.formats import RUN_KEY, SAMPLE_COLUMNS, csv_line, point_key, point_keys, read_samples, run_key
 from harness.runs.rundir import SampleWriter, truncate_torn_tail
 
 if TYPE_CHECKING:
@@ -313,7 +311,7 @@ class WorkerLog:
         if self.path.exists() and self.path.stat().st_size > 0:
             truncate_torn_tail(self.path)
         fresh = not self.path.exists() or self.path.stat().st_size == 0
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         if fresh:
             self._write(WORKER_COLUMNS)
 
@@ -321,9 +319,7 @@ class WorkerLog:
         self._write([*run_key(row), host, device_id, pid, row.get("timestamp", "")])
 
     def _write(self, values: Sequence[object]) -> None:
-        line = io.StringIO()
-        csv.writer(line, lineterminator="\n").writerow(values)
-        os.write(self._fd, line.getvalue().encode("utf-8"))
+        os.write(self._fd, csv_line(values).encode("utf-8"))  # spreadsheet-safe, as every CSV moecal writes
         os.fsync(self._fd)
 
     def close(self) -> None:
