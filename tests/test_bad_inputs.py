@@ -794,8 +794,8 @@ def test_a_driver_the_cluster_refuses_for_its_token_is_told_so(monkeypatch):
 
 
 def test_check_reports_never_reads_raw_data_outside_what_it_was_given(tmp_path):
-    """A committed sidecar naming a file elsewhere as its raw data (absolute, `../` past the tree, or a link in the
-    tree to a file outside): check-reports says so and fails, and never reads or quotes that file."""
+    """A committed sidecar naming a file elsewhere as its raw data (absolute, `../` past the tree, a link in the
+    tree to a file outside, a non-CSV file inside): check-reports says so and fails, and never reads or quotes it."""
     from harness.output.addendum import sidecar_path, write_report
 
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
@@ -808,8 +808,15 @@ def test_check_reports_never_reads_raw_data_outside_what_it_was_given(tmp_path):
     md_path, _, _ = write_report(run, project / "reports")
     sidecar = json.loads(sidecar_path(md_path).read_text())
     (project / "results" / "planted.csv").symlink_to(secret)
-    for raw in (str(secret), "../elsewhere/secret.csv", "results/planted.csv"):
+    (project / ".env").write_text("SECRET-TOKEN-5678=1\n")  # inside the project, but no raw data
+    outside = "lies outside the addendum's project"
+    for raw, problem in (
+        (str(secret), outside),
+        ("../elsewhere/secret.csv", outside),
+        ("results/planted.csv", outside),
+        (".env", "is neither a run directory nor a CSV"),
+    ):
         sidecar_path(md_path).write_text(json.dumps({**sidecar, "raw_data": raw}))
         done = cli("check-reports", project / "reports", cwd=project)
-        assert done.returncode == 1 and "lies outside the addendum's project" in done.stdout, done.stdout + done.stderr
+        assert done.returncode == 1 and problem in done.stdout, done.stdout + done.stderr
         assert "SECRET-TOKEN" not in done.stdout + done.stderr

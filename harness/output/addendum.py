@@ -723,7 +723,9 @@ def verify_report(md_path: Path, trees: Sequence[Path] = ()) -> list[str] | None
     try:
         raw = root / stored["raw_data"]
         previous = root / stored["previous"]["raw_data"] if stored.get("previous") else None
-        outside = outside_trees([raw, previous], [root, *trees, project_root(Path.cwd())])
+        here = project_root(Path.cwd())  # the project moecal runs from, when it is one (not any folder, e.g. ~)
+        projects = [here] if any((here / marker).exists() for marker in (".git", "pyproject.toml")) else []
+        outside = outside_trees([raw, previous], [root, *trees, *projects])
         bad_name = stored["files"]["mlxcel_csv"] and plain_name_problem(stored["files"]["mlxcel_csv"])
         if outside or bad_name:
             return [outside or f"files.mlxcel_csv: {bad_name}"]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 
 def outside_trees(paths: Sequence[Path | None], trees: Sequence[Path]) -> str | None:
-    """A problem line for the first path that does not resolve (links followed) inside one of `trees`; None when
-    all do. The line names the path only: the file itself is never opened."""
+    """A problem line for the first path that does not resolve (links followed) inside one of `trees`, or that is
+    neither a folder nor a CSV; None when all are fine. The line names the path only: the file is never opened."""
     homes = [Path(tree).resolve() for tree in trees]
     for path in paths:
         if path is None:
@@ -25,6 +25,8 @@ def outside_trees(paths: Sequence[Path | None], trees: Sequence[Path]) -> str | 
                 f"raw data {path} lies outside the addendum's project and the folders given: not read "
                 "(a sidecar may only name raw data inside them)"
             )
+        if not (target.is_dir() or target.suffix == ".csv"):  # a `.env` inside the project is no raw data either
+            return f"raw data {path} is neither a run directory nor a CSV: not read"
     return None
 
 
