@@ -243,6 +243,7 @@ def _hardening_v4(ws: Path, outside: Path, config: Path) -> None:
     workload = lambda **kw: lambda d: d["workload"].update(kw)  # noqa: E731
     _edited_config(ws, "check-env-cap.yaml", workload(dispatch_check={"check_env": "MLXCEL_FUSED_MOE_MAX_DFF"}))
     _edited_config(ws, "threshold-env-bad.yaml", workload(dispatch_check={"threshold_env": "A=B"}))
+    _edited_config(ws, "probe-env-same.yaml", workload(dispatch_check={"check_env": "P", "threshold_env": "P"}))
     (ws / "parity-existing.txt").write_text("a file the user keeps\n")
     _edited_config(ws, "parity-existing.yaml", workload(parity={"output_file": str(ws / "parity-existing.txt")}))
     (ws / "history-link.png").symlink_to(outside / "history-target.png")  # dangling: writing would create it
@@ -368,6 +369,7 @@ CASES = [
     ("history-out-link", ["history", "{ws}/good", "{ws}/good", "--out", "{ws}/history-link.png"], 2, "symbolic link"),
     # no silent wrong result; nothing deleted that moecal did not create
     ("check-env-is-cap", ["sweep", "{ws}/check-env-cap.yaml", "--dry-run"], 2, "check_env: 'MLXCEL_FUSED_MOE_MAX_DFF"),
+    ("probe-env-same", ["sweep", "{ws}/probe-env-same.yaml", "--dry-run"], 2, "dispatch_check: check_env and thr"),
     ("threshold-env-bad", ["sweep", "{ws}/threshold-env-bad.yaml", "--dry-run"], 2, "threshold_env: 'A=B' is not"),
     ("parity-output-exists", ["sweep", "{ws}/parity-existing.yaml", "--dry-run"], 2, "output_file: '"),
     ("import-model-is-a-path", ["import-mlxcel", "{ws}/mlxcel-path-name.csv", "--out", "{out}/i"], 2, "'../../x' is a"),

@@ -94,6 +94,12 @@ class DispatchCheck(Strict):
     def _env(cls, value: str) -> str:
         return _env_name(value)  # "A=B" would reach the benchmark as no variable at all
 
+    @model_validator(mode="after")
+    def _two_variables(self) -> DispatchCheck:
+        if self.check_env == self.threshold_env:  # the threshold's value would overwrite the switch's "1"
+            raise ValueError(f"check_env and threshold_env are both {self.check_env!r}: the probe never switches on")
+        return self
+
 
 class Parity(Strict):
     """Where a command run's generated output (text or token ids) is captured for greedy parity: `regex` on the
