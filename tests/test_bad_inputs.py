@@ -9,8 +9,10 @@ go through `python -m harness` to check the real entry point prints the same sin
 
 from __future__ import annotations
 
+import csv
 import fcntl
 import importlib.util
+import io
 import json
 import os
 import re
@@ -20,14 +22,23 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
-from harness.runs.formats import csv_line
+from harness.errors import InputError
+from harness.runs.formats import SAMPLE_COLUMNS, csv_line, format_provenance, read_frame
+from tests.fake_models import CONFIGS as FAKE_MODELS
+from tests.fake_models import write_models
 from tests.helpers import REPO, cli, fake_config, run_cli
-from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV, linear_curve, synthetic_samples, write_run
+from tests.synth_sources import source_folder
+from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV, SYNTHETIC_META, linear_curve, synthetic_samples, write_run
 
 MLXCEL_HEADER = DESIGN_EXAMPLE_CSV.splitlines(keepends=True)[2]
+BENCH_HEADER = (  # mlxcel's scripts/bench_decode.sh CSV (tests/test_mlxcel_bench_csv.py)
+    "model,model_path,prompt_tokens,generated_tokens,prefill_ms,prefill_tok_s,decode_ms,decode_tok_s,date,hardware,"
+    "mlx_version,build_type,max_tokens,prompt,prompt_target_len"
+)
 
 
 def _samples_with(ws: Path, name: str, edit) -> Path:
@@ -217,7 +228,45 @@ def ws(tmp_path_factory, outside) -> Path:
     _hostile_config(ws, "leaves-a-child", "leaves-a-child.py", 5)
     _hostile_config(ws, "never-exits", "never-exits.py", 1)
     (ws / "fleet-ok.yaml").write_text(yaml.safe_dump({"entries": [{"config": str(config), "where": {"hw_a": 1}}]}))
+    _hardening_v4(ws, outside, config)
     return ws
+
+
+def _hardening_v4(ws: Path, outside: Path, config: Path) -> None:
+    """Inputs of issue 28 items 1-3: paths that lead out of what the user named, silent wrong results, deletions."""
+    fleet = {"entries": [{"config": str(config), "where": {"hw_a": 1}, "name": ".."}]}
+    (ws / "fleet-dotdot.yaml").write_text(yaml.safe_dump(fleet))
+    source = source_folder(ws / "synth-src", "mixtral")
+    (outside / "secret").write_text("a file outside the model folder\n")
+    (source / "tokenizer_config.json").unlink()
+    (source / "tokenizer_config.json").symlink_to(outside / "secret")
+    workload = lambda **kw: lambda d: d["workload"].update(kw)  # noqa: E731
+    _edited_config(ws, "check-env-cap.yaml", workload(dispatch_check={"check_env": "MLXCEL_FUSED_MOE_MAX_DFF"}))
+    _edited_config(ws, "threshold-env-bad.yaml", workload(dispatch_check={"threshold_env": "A=B"}))
+    _edited_config(ws, "probe-env-same.yaml", workload(dispatch_check={"check_env": "P", "threshold_env": "P"}))
+    (ws / "parity-existing.txt").write_text("a file the user keeps\n")
+    _edited_config(ws, "parity-existing.yaml", workload(parity={"output_file": str(ws / "parity-existing.txt")}))
+    (ws / "history-link.png").symlink_to(outside / "history-target.png")  # dangling: writing would create it
+    row = "m,1792,affine,1,2,3,2,3,3,3,3,1.5\n"
+    (ws / "mlxcel-path-name.csv").write_text(MLXCEL_HEADER + row.replace("m,", "../../x,", 1))
+    (ws / "mlxcel-all-na.csv").write_text(MLXCEL_HEADER + "m,1792,affine,NA,NA,NA,NA,NA,NA,NA,NA,NA\n")
+    (ws / "mlxcel-torn.csv").write_text(MLXCEL_HEADER + row + "m,4096,affine,1,2\n")
+    write_models(ws / "bench", {"mixtral-8x7b-4bit": FAKE_MODELS["mixtral-8x7b-4bit"]})
+    bench = {
+        "bench-ok": ["mixtral-8x7b-4bit,60,50.00"],
+        "bench-inf": ["mixtral-8x7b-4bit,60,inf"],
+        "bench-twice": ["mixtral-8x7b-4bit,60,50.00", "mixtral-8x7b-4bit,60,51.00"],
+        "bench-fraction": ["mixtral-8x7b-4bit,60.5,50.00"],
+        "bench-abs-name": ["/etc,60,50.00"],
+    }
+    for name, rows in bench.items():
+        lines = [BENCH_HEADER]
+        for text in rows:
+            model, generated, tok_s = text.split(",")
+            lines.append(
+                f"{model},./m,36,{generated},9.77,3685.82,1200.00,{tok_s},2026-07-03,GB10,0.3.3,release,100,p,"
+            )
+        (ws / f"{name}.csv").write_text("\n".join(lines) + "\n")
 
 
 # (id, argv with {ws} and {config} placeholders, exit code, text the one error line must contain)
@@ -308,6 +357,110 @@ CASES = [
     ("out-lock-link", ["sweep", "{config}", "--out", "{ws}/link-lock", "--no-report"], 2, ".lock: is a symbolic link"),
     ("summarize-out-link", ["summarize", "{ws}/good", "--out", "{ws}/summary-link.csv"], 2, "is a symbolic link"),
     ("import-meta-link", ["import-mlxcel", "{ws}/mlxcel-ok.csv", "--out", "{ws}/import-link"], 2, "symbolic link"),
+    # hardening v4 (issue 28): reads and writes stay where the user pointed
+    ("fleet-name-dotdot", ["fleet", "{ws}/fleet-dotdot.yaml", "--dry-run"], 2, "entries[0].name: '..' names no"),
+    (
+        "synth-like-link-out",
+        ["synth", "--like", "{ws}/synth-src/mixtral-tiny", "--dff", "64", "--out", "{out}/s"],
+        2,
+        "tokenizer_config.json: --like: is a symbolic link out of the model folder",
+    ),
+    ("check-reports-missing", ["check-reports", "{ws}/nope"], 2, "nope: FOLDERS: no such folder"),
+    ("history-out-link", ["history", "{ws}/good", "{ws}/good", "--out", "{ws}/history-link.png"], 2, "symbolic link"),
+    # no silent wrong result; nothing deleted that moecal did not create
+    ("check-env-is-cap", ["sweep", "{ws}/check-env-cap.yaml", "--dry-run"], 2, "check_env: 'MLXCEL_FUSED_MOE_MAX_DFF"),
+    ("probe-env-same", ["sweep", "{ws}/probe-env-same.yaml", "--dry-run"], 2, "dispatch_check: check_env and thr"),
+    ("threshold-env-bad", ["sweep", "{ws}/threshold-env-bad.yaml", "--dry-run"], 2, "threshold_env: 'A=B' is not"),
+    ("parity-output-exists", ["sweep", "{ws}/parity-existing.yaml", "--dry-run"], 2, "output_file: '"),
+    ("import-model-is-a-path", ["import-mlxcel", "{ws}/mlxcel-path-name.csv", "--out", "{out}/i"], 2, "'../../x' is a"),
+    (
+        "import-bench-model-is-a-path",
+        [
+            "import-mlxcel",
+            "--fallback",
+            "{ws}/bench-abs-name.csv",
+            "--fused",
+            "{ws}/bench-ok.csv",
+            "--models",
+            "{ws}/bench/models",
+            "--out",
+            "{out}/i",
+        ],
+        2,
+        "bench-abs-name.csv: model: line 2: '/etc' is a path, not a name",
+    ),
+    # import-mlxcel refuses what no other command can read
+    (
+        "import-bench-inf",
+        [
+            "import-mlxcel",
+            "--fallback",
+            "{ws}/bench-inf.csv",
+            "--fused",
+            "{ws}/bench-ok.csv",
+            "--models",
+            "{ws}/bench/models",
+            "--out",
+            "{out}/i",
+        ],
+        2,
+        "bench-inf.csv: decode_tok_s: line 2: 'inf' must be finite and > 0",
+    ),
+    (
+        "import-bench-duplicate",
+        [
+            "import-mlxcel",
+            "--fallback",
+            "{ws}/bench-twice.csv",
+            "--fused",
+            "{ws}/bench-ok.csv",
+            "--models",
+            "{ws}/bench/models",
+            "--out",
+            "{out}/i",
+        ],
+        2,
+        "fallback run 1 appears twice",
+    ),
+    (
+        "import-same-file-both-arms",
+        [
+            "import-mlxcel",
+            "--fallback",
+            "{ws}/bench-ok.csv",
+            "--fused",
+            "{ws}/bench-ok.csv",
+            "--models",
+            "{ws}/bench/models",
+            "--out",
+            "{out}/i",
+        ],
+        2,
+        "bench-ok.csv: --fused: is the same file as",
+    ),
+    (
+        "import-fractional-tokens",
+        [
+            "import-mlxcel",
+            "--fallback",
+            "{ws}/bench-fraction.csv",
+            "--fused",
+            "{ws}/bench-ok.csv",
+            "--models",
+            "{ws}/bench/models",
+            "--out",
+            "{out}/i",
+        ],
+        2,
+        "generated_tokens: line 2: 60.5 is not a whole number of tokens",
+    ),
+    ("import-nothing-usable", ["import-mlxcel", "{ws}/mlxcel-all-na.csv", "--out", "{out}/i"], 2, "no measured run"),
+    (
+        "mlxcel-torn-last-row",
+        ["summarize", "{ws}/mlxcel-torn.csv"],
+        2,
+        "mlxcel-torn.csv: line 3: 5 fields, the header has 12",
+    ),
     # benchmarks whose descendants outlive them: the deadline holds and nothing is left running
     ("bench-leaves-a-child", ["sweep", "{ws}/leaves-a-child.yaml", "--out", "{out}/r"], 1, "metric_regex did not"),
     ("bench-never-exits", ["sweep", "{ws}/never-exits.yaml", "--out", "{out}/r"], 1, "timed out after 1s"),
@@ -465,3 +618,207 @@ def test_a_hostile_name_stays_text_in_the_addendum_and_the_plot(tmp_path, monkey
     assert labels and not any(matplotlib.cbook.is_math_text(label) for label in labels)
     shown = name.replace("\n", " ").replace("$", "\\$")  # one line, `$` escaped: mathtext shows it as typed
     assert any(shown in label for label in labels)
+
+
+# Hardening v4 (issue 28): results that must not be silently wrong. Not error lines: what moecal writes and reads back.
+FORMULA_NAME = '=HYPERLINK("http://x","click"),\n@SUM(1+1)'  # a formula, a comma and a newline in one model name
+
+
+def _formula_cells(path: Path) -> list[str]:
+    """Cells of a CSV (its `#` header skipped) that a spreadsheet would run as a formula."""
+    from harness.runs.formats import FORMULA_STARTS
+
+    lines = path.read_text().splitlines(keepends=True)
+    body = "".join(line for line in lines if not line.startswith("#"))
+    cells = [cell for row in csv.reader(io.StringIO(body)) for cell in row]
+    return [c for c in cells if c.startswith(FORMULA_STARTS) and not re.fullmatch(r"[-+]?[\d.]+([eE][-+]?\d+)?", c)]
+
+
+def test_a_formula_name_is_inert_in_every_csv_and_reads_back_to_the_same_decision(tmp_path):
+    """SYNTHETIC run whose model name is a formula with a comma and a newline: samples.csv (as the sweep writes it),
+    summary.csv and the mlxcel export hold no formula cell and no injected header line, and all three read back
+    to the same name and the same decision."""
+    from harness.runs.formats import frame_csv
+
+    samples = synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=8, workload="command")
+    samples["model"] = FORMULA_NAME
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "samples.csv").write_text(format_provenance(SYNTHETIC_META) + frame_csv(samples))
+    (run / "meta.json").write_text(json.dumps(SYNTHETIC_META))
+    summary, export = tmp_path / "summary.csv", tmp_path / "mlxcel.csv"
+    assert cli("summarize", run, "--out", summary, "--mlxcel", export).returncode == 0
+    decisions = []
+    for path in (run / "samples.csv", summary, export):
+        assert _formula_cells(path) == [], path
+        assert all(line.startswith("#") for line in header_lines_text(path)), path  # nothing injected
+        assert set(read_frame(path)["model"]) == {FORMULA_NAME}, path
+        done = cli("crossover", path if path != run / "samples.csv" else run, "--json")
+        assert done.returncode == 0, done.stderr
+        decision = json.loads(done.stdout)
+        decisions.append((decision["action"], decision["recommended_cap"], decision["crossover_dff"]))
+    assert len(set(decisions)) == 1, decisions
+
+
+def header_lines_text(path: Path) -> list[str]:
+    """The lines before the CSV's column row (what the `#` provenance header holds)."""
+    lines = path.read_text().splitlines()
+    return lines[: next(i for i, line in enumerate(lines) if not line.startswith("#"))]
+
+
+@pytest.mark.parametrize("value", [float("nan"), -0.01, 0.2])
+def test_a_nan_negative_or_large_parity_error_is_never_within(value):
+    """The verification pass's figures (harness.measure.dispatch) and the addendum's phrase: `x > limit` is False for
+    NaN, so NaN (and a negative RMS, which cannot be) must count as over, never "within"."""
+    from harness.analysis.dispatch_evidence import parity_class
+    from harness.measure.bench_output import ParityCall
+    from harness.measure.dispatch import _figures
+
+    calls = [ParityCall(1, 0.001, 0.001, 0.001, 1024, 2048, 8), ParityCall(2, value, 0.001, 0.001, 1024, 2048, 8)]
+    figures = _figures(calls)
+    assert figures["over"] == 1
+    assert "CHECK" in parity_class(figures) and "within" not in parity_class(figures)
+
+
+def test_an_import_layout_that_lets_inf_or_a_repeated_run_through_is_still_refused(tmp_path):
+    """harness.runs.import_checks holds for every CSV layout a reader adds, before anything is written."""
+    from harness.runs.import_checks import check_imported
+
+    row = {"model": "m", "dff": 1024, "quant_mode": "", "arm": "fused", "round": 0, "status": "ok", "tok_s": 5.0}
+    frame = pd.DataFrame([row, {**row, "arm": "fallback", "tok_s": float("inf")}]).reindex(columns=SAMPLE_COLUMNS)
+    with pytest.raises(InputError, match="inf must be finite"):
+        check_imported(frame, "x.csv")
+    with pytest.raises(InputError, match="fused run 1 appears twice"):
+        check_imported(pd.DataFrame([row, row]).reindex(columns=SAMPLE_COLUMNS), "x.csv")
+
+
+JSON_COMMANDS = ("summarize", "crossover", "plan", "sweep", "check", "compare", "history", "doctor")
+# the first refused case of each command with --json, and summarize failing after it printed its object
+JSON_CASES = [
+    *{c[1][0]: c for c in reversed(CASES) if c[1][0] in JSON_COMMANDS and c[2] == 2}.values(),
+    next(c for c in CASES if c[0] == "summarize-out-unwritable"),
+    next(c for c in CASES if c[0] == "unknown-option"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [(c[1], c[3]) for c in JSON_CASES], ids=[c[0] for c in JSON_CASES])
+def test_with_json_an_error_is_the_one_object_on_stdout(ws, tmp_path, argv, expected):
+    """`--json` promises one JSON object on stdout on every path: an error is `{"error": <the line>, ...}`, and
+    nothing the command printed before failing (summarize prints its object, then writes --out) comes along."""
+    done = cli(*_argv(argv, ws, tmp_path), "--json", cwd=ws)
+    assert done.returncode == 2, done.stderr
+    result = json.loads(done.stdout)  # exactly one JSON document, or this raises
+    assert isinstance(result, dict) and result["exit_code"] == 2
+    assert expected in result["error"] and done.stderr.strip() == f"error: {result['error']}"
+
+
+SHORT_WRITE = """import resource, sys
+from pathlib import Path
+from harness.errors import InputError
+from harness.runs.rundir import SampleWriter
+resource.setrlimit(resource.RLIMIT_FSIZE, (4000, 4000))  # samples.csv reaches it part-way through a row
+appended = 0
+try:
+    with SampleWriter(Path(sys.argv[1]), {"backend": "cpu", "device": "d"}) as writer:
+        for index in range(1000):
+            writer.append({"backend": "cpu", "device": "d", "model": "m", "dff": 1024, "arm": "fused",
+                           "round": index, "tok_s": 5.0, "status": "ok", "error": "x" * (index % 7)})
+            appended += 1
+except InputError as exc:
+    print(appended, exc)
+"""
+
+
+def _rows_agree(run: Path) -> tuple[int, int]:
+    from harness.runs.formats import read_samples
+
+    return len(read_samples(run)), json.loads((run / "meta.json").read_text())["segments"][-1]["rows"]
+
+
+def test_a_file_size_limit_mid_row_leaves_meta_rows_exact(tmp_path):
+    """A real short write (RLIMIT_FSIZE in a child process): the torn row is cut back, the error names the file,
+    and samples.csv holds exactly the rows meta.json counts."""
+    done = subprocess.run(
+        [sys.executable, "-c", SHORT_WRITE, str(tmp_path / "run")], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    appended, message = done.stdout.split(" ", 1)
+    assert done.returncode == 0 and "samples.csv: cannot append a row" in message, done.stdout + done.stderr
+    assert _rows_agree(tmp_path / "run") == (int(appended), int(appended))
+
+
+def test_a_meta_json_that_cannot_be_written_takes_its_row_back(tmp_path, monkeypatch):
+    """Disk full between a row and meta.json (a fake writer: meta.json cannot be written from row 3 on): the row
+    is taken back, so the counts still agree."""
+    from harness.runs import rundir
+
+    real, calls = rundir.RunDirectory.write_meta, []
+
+    def flaky(self, meta):
+        calls.append(1)
+        if len(calls) >= 4:  # the start, rows 1 and 2; from row 3 on the disk stays full
+            raise InputError(str(self.meta_path), "", "cannot write: No space left on device")
+        return real(self, meta)
+
+    monkeypatch.setattr(rundir.RunDirectory, "write_meta", flaky)
+    row = {"backend": "cpu", "device": "d", "model": "m", "dff": 1024, "arm": "fused", "tok_s": 5.0, "status": "ok"}
+    with pytest.raises(InputError, match="No space left"), rundir.SampleWriter(tmp_path / "run", {}) as writer:
+        for index in range(5):
+            writer.append({**row, "round": index})
+    assert _rows_agree(tmp_path / "run") == (2, 2)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the 'fleet' extra (make test installs it)")
+def test_a_driver_the_cluster_refuses_for_its_token_is_told_so(monkeypatch):
+    """Ray 2.60 with a token-authenticated head: a driver without RAY_AUTH_MODE=token gets a bare ConnectionError,
+    and the cause appears only in Ray's C++ log line (seen on this box; here the same two things, faked, so no
+    cluster starts). The error line names the token and what to do."""
+    import ray
+
+    from harness.measure import ray_workers
+
+    def refused(**kwargs):
+        os.write(
+            2,
+            b"gcs_client.cc:210: Failed to get cluster ID from GCS server: Unauthenticated: RPC error: "
+            b"InvalidAuthToken: Authentication token is missing or incorrect\n",
+        )
+        raise ConnectionError("Failed to connect to Ray cluster at 192.0.2.2:26399")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", refused)
+    monkeypatch.setattr(ray_workers, "check_reachable", lambda address: None)
+    with pytest.raises(InputError, match="token authentication and refused this driver's token") as caught:
+        ray_workers.connect(ray, "192.0.2.2:26399")
+    assert "RAY_AUTH_MODE=token" in str(caught.value) and "\n" not in str(caught.value)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: (_ for _ in ()).throw(ConnectionError("no head")))
+    with pytest.raises(InputError, match="cannot join the Ray cluster: no head$"):
+        ray_workers.connect(ray, "192.0.2.2:26399")
+
+
+def test_check_reports_never_reads_raw_data_outside_what_it_was_given(tmp_path):
+    """A committed sidecar naming a file elsewhere as its raw data (absolute, `../` past the tree, a link in the
+    tree to a file outside, a non-CSV file inside): check-reports says so and fails, and never reads or quotes it."""
+    from harness.output.addendum import sidecar_path, write_report
+
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (project / "reports").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("")
+    elsewhere.mkdir()
+    secret = elsewhere / "secret.csv"
+    secret.write_text("model,SECRET-TOKEN-1234\nx,1\n")
+    run = write_run(project / "results" / "run", synthetic_samples(linear_curve([1024, 4096], 5000), seed=9))
+    md_path, _, _ = write_report(run, project / "reports")
+    sidecar = json.loads(sidecar_path(md_path).read_text())
+    (project / "results" / "planted.csv").symlink_to(secret)
+    (project / ".env").write_text("SECRET-TOKEN-5678=1\n")  # inside the project, but no raw data
+    outside = "lies outside the addendum's project"
+    for raw, problem in (
+        (str(secret), outside),
+        ("../elsewhere/secret.csv", outside),
+        ("results/planted.csv", outside),
+        (".env", "is neither a run directory nor a CSV"),
+    ):
+        sidecar_path(md_path).write_text(json.dumps({**sidecar, "raw_data": raw}))
+        done = cli("check-reports", project / "reports", cwd=project)
+        assert done.returncode == 1 and problem in done.stdout, done.stdout + done.stderr
+        assert "SECRET-TOKEN" not in done.stdout + done.stderr

@@ -110,7 +110,7 @@ def test_corrupt_input_exits_2_with_file_field_and_problem(tmp_path):
     text[-1] = ",".join(fields)
     (corrupt / "samples.csv").write_text("\n".join(text) + "\n")
     code, result, stderr = _check(baseline, corrupt)
-    assert code == 2 and result is None
+    assert code == 2 and result == {"error": stderr.strip().removeprefix("error: "), "exit_code": 2}  # --json
     assert stderr.startswith(f"error: {corrupt / 'samples.csv'}: tok_s: line ")
     assert "'fast' is not a number" in stderr
 

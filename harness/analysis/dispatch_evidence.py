@@ -91,12 +91,18 @@ def classify(entry: Mapping[str, object], has_probe: bool) -> tuple[str, str, bo
     return "predicted", "not observed: this binary prints no [fused-moe-parity] line for any model", False
 
 
+def within_limit(*errors: object) -> bool:
+    """Every parity error is a number in [0, PARITY_LIMIT]. NaN compares false with everything, so `error >
+    PARITY_LIMIT` would call a NaN (or a negative, which no RMS can be) within the limit: both are over."""
+    return all(isinstance(e, int | float) and 0 <= e <= PARITY_LIMIT for e in errors)
+
+
 def parity_class(run: Mapping[str, object]) -> str:
     """The numerical parity of one model in one phrase (the addendum's parity column)."""
     if not run.get("calls"):
         return "no parity data"
     worst = f"worst fused-vs-truth {run['fused_vs_truth_worst']:.2e}"
-    if run["over"]:
+    if run["over"] or not within_limit(run["fused_vs_ref_worst"], run["fused_vs_truth_worst"]):
         return f"{run['over']} of {run['calls']} calls over {PARITY_LIMIT:g} ({worst}) — CHECK"
     return f"within {PARITY_LIMIT:g} in {run['calls']} calls ({worst})"
 

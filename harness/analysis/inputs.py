@@ -22,6 +22,7 @@ from harness.runs.formats import (
     SAMPLES_FILE,
     first_bad,
     format_provenance,
+    frame_csv,
     header_lines,
     numeric_column,
     point_keys,
@@ -173,4 +174,4 @@ def _read_summary(path: Path) -> pd.DataFrame:
 
 def write_summary_csv(summary: pd.DataFrame, path: Path, provenance: dict[str, object]) -> Path:
     """summary.csv with the provenance header (the settings that produced it included)."""
-    return write_text_atomic(Path(path), format_provenance(provenance) + summary.to_csv(index=False))
+    return write_text_atomic(Path(path), format_provenance(provenance) + frame_csv(summary))

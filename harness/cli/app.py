@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import io
+import json
 import shutil
 import signal
 import sys
@@ -205,8 +207,43 @@ def _optional_values(argv: list[str]) -> list[str]:
     return out
 
 
+class JsonStdout:
+    """With `--json`, stdout carries exactly one JSON object on every path: what the command prints there is held
+    back until it ends, and a failure replaces it with `{"error": <the error line>, "exit_code": N}` (the error line
+    still goes to stderr). Without it, stdout is left alone."""
+
+    def __init__(self) -> None:
+        self.real: typing.TextIO | None = None
+        self.held = io.StringIO()
+
+    @contextlib.contextmanager
+    def around(self, argv: list[str]) -> Iterator[None]:
+        options = argv[: argv.index("--")] if "--" in argv else argv
+        if "--json" not in options:
+            yield
+            return
+        self.real, self.held = sys.stdout, io.StringIO()
+        sys.stdout = self.held
+        try:
+            yield
+        finally:
+            sys.stdout, real, self.real = self.real, self.real, None
+            real.write(self.held.getvalue())  # the command's own object, or the error object _fail left here
+
+    def fail(self, line: str, code: int) -> None:
+        if self.real is not None:
+            self.held = io.StringIO()
+            self.held.write(json.dumps({"error": line, "exit_code": code}) + "\n")
+            sys.stdout = self.held
+
+
+JSON_STDOUT = JsonStdout()
+
+
 def _fail(message: str, code: int = 2) -> None:
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)  # one line, whatever the message holds
+    line = " ".join(message.split())  # one line, whatever the message holds
+    print(f"error: {line}", file=sys.stderr)
+    JSON_STDOUT.fail(line, code)
     sys.exit(code)
 
 
@@ -250,6 +287,11 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point (the `moecal` script, `python -m harness`; tests pass `argv`). Exits with the command's code."""
     if argv is not None:  # an in-process call (tests): what a sweep records as its command line
         sys.argv = ["moecal", *argv]
+    with JSON_STDOUT.around(sys.argv[1:]):
+        _run()
+
+
+def _run() -> None:
     try:
         with _signals_as_exceptions():
             code = app(args=_optional_values(sys.argv[1:]), prog_name="moecal", standalone_mode=False)

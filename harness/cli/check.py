@@ -87,12 +87,16 @@ def check_reports(
     folders: Annotated[list[Path] | None, typer.Argument(help="folders of addenda (default: reports/)")] = None,
 ) -> None:
     """Re-derive every stored addendum's numbers from its raw data; exit 1 when any disagree."""
+    from harness.errors import InputError
     from harness.output.addendum import verify_report
 
+    for folder in folders or []:  # a folder that is not there is a typo, not "nothing to check" (exit 0)
+        if not folder.is_dir():
+            raise InputError(str(folder), "FOLDERS", "no such folder" if not folder.exists() else "not a folder")
     files = sorted(p for folder in folders or [Path("reports")] if folder.is_dir() for p in folder.rglob("*.md"))
     checked = failed = 0
     for path in files:
-        problems = verify_report(path)
+        problems = verify_report(path, folders or [])
         if problems is None:
             continue
         checked += 1

@@ -53,9 +53,11 @@ def history(
     """Plot the crossover and its interval per run, in the order given (labelled by date and library pin)."""
     from harness.analysis.pipeline import analyse_path
     from harness.output.history_plot import history_rows, write_history_plot
+    from harness.runs.rundir import refuse_stored
 
     if len(runs) < 2:
         raise InputError("RUN...", " ".join(map(str, runs)), "give at least two runs")
+    refuse_stored(out, "choose another --out")  # a link (even a dangling one) or a stored result: refused up front
     options = build_options(None, confidence, margin)
     rows = history_rows([(str(r), analyse_path(r, options)) for r in runs])
     if out.exists():

@@ -33,7 +33,9 @@ def fleet(
     them; then one fleet report over all entries.
 
     Start the cluster first: `ray start --head` on this machine, `ray start --address=HEAD:6379
-    --resources='{"hw_gb10": 1}'` on each worker machine. Re-running the same command resumes every entry.
+    --resources='{"hw_gb10": 1}'` on each worker machine, all with RAY_AUTH_MODE=token and the token of
+    `ray get-auth-token --generate` in ~/.ray/auth_token (README 'Several machines'). Re-running the same command
+    resumes every entry.
     """
     from harness.errors import InputError
     from harness.measure import fleet_run as fleets

@@ -36,6 +36,7 @@ def import_mlxcel(
 
     `--fallback A.csv --fused B.csv --models DIR` reads mlxcel's scripts/bench_decode.sh CSVs instead, one file per
     arm and run; files that differ in mlxcel version, prompt, token budget, date or hardware are refused."""
+    from harness.runs.import_checks import check_distinct_files
     from harness.runs.mlxcel_bench_csv import read_bench_pair
     from harness.runs.mlxcel_csv import import_run_dir
     from harness.runs.rundir import DEFAULT_RESULTS
@@ -46,6 +47,7 @@ def import_mlxcel(
     if fallback or fused:
         if not (fallback and fused):
             raise InputError("--fallback/--fused", "", "bench_decode.sh CSVs need both arms: --fallback A --fused B")
+        check_distinct_files(fallback, fused)
         csv_path = fused[0]
 
         def read(_: object) -> MlxcelImport:

@@ -90,6 +90,17 @@ class DispatchCheck(Strict):
     threshold_env: str = Field(PARITY_THRESHOLD_ENV, min_length=1)
     threshold: float = Field(0.0, ge=0)  # 0: every call is logged, so every fused call is seen
 
+    @field_validator("check_env", "threshold_env")
+    @classmethod
+    def _env(cls, value: str) -> str:
+        return _env_name(value)  # "A=B" would reach the benchmark as no variable at all
+
+    @model_validator(mode="after")
+    def _two_variables(self) -> DispatchCheck:
+        if self.check_env == self.threshold_env:  # the threshold's value would overwrite the switch's "1"
+            raise ValueError(f"check_env and threshold_env are both {self.check_env!r}: the probe never switches on")
+        return self
+
 
 class Parity(Strict):
     """Where a command run's generated output (text or token ids) is captured for greedy parity: `regex` on the
@@ -157,6 +168,19 @@ class CommandWorkload(Strict):
     def _distinct_caps(self) -> CommandWorkload:
         if self.fused_cap == self.fallback_cap:
             raise ValueError("fused_cap and fallback_cap are equal: both arms would run the same code")
+        return self
+
+    @model_validator(mode="after")
+    def _probe_env_is_not_the_cap(self) -> CommandWorkload:
+        """The verification pass sets the probe's variables after the cap: one named like the cap would overwrite
+        it with "1" or the threshold, so both arms would silently run the binary's default path."""
+        check = self.dispatch_check
+        for field in ("check_env", "threshold_env"):
+            if check is not None and getattr(check, field) == self.cap_env:
+                raise _FieldError(
+                    ("workload", "dispatch_check", field),
+                    f"{self.cap_env!r} is the cap variable (cap_env): the probe would overwrite the arm's cap",
+                )
         return self
 
 

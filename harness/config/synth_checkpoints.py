@@ -83,6 +83,7 @@ def _fail(request: Request, field: str, problem: str) -> InputError:
 
 def source_model(request: Request) -> tuple[DiscoveredModel, dict]:
     """The source folder's shape (harness.config.discover, the table `init` uses) and its raw config.json."""
+    _refuse_link_out(request.like / "config.json", request.like)
     found = read_model(request.like)
     if not isinstance(found, DiscoveredModel):
         raise _fail(request, "--like", found.reason)
@@ -158,11 +159,34 @@ def _tensor_bytes(tensor: TensorSpec, quant: tuple[int, int] | None, dtype: str)
 
 def _non_weight_files(folder: Path) -> list[Path]:
     """The files copied along (tokenizer, generation config, chat template): everything but weights and config."""
-    return sorted(
+    files = sorted(
         p
         for p in folder.iterdir()
         if p.is_file() and p.name not in ("config.json", SIDECAR) and not p.name.endswith(WEIGHT_SUFFIXES)
     )
+    for path in files:
+        _refuse_link_out(path, folder)
+    return files
+
+
+def _refuse_link_out(path: Path, folder: Path) -> None:
+    """A file read from the source folder must be the folder's own: a symbolic link that leaves it (to
+    /etc/shadow, say) would copy a foreign file into the checkpoint. The one exception is a Hugging Face cache
+    snapshot (`<repo>/snapshots/<rev>/`), whose files are by design links to the repo's own `<repo>/blobs/`."""
+    if not path.is_symlink():
+        return
+    target = path.resolve()
+    home = folder.resolve()
+    allowed = [home]
+    if home.parent.name == "snapshots":
+        allowed.append(home.parent.parent / "blobs")
+    if not any(target.is_relative_to(place) for place in allowed):
+        raise InputError(
+            str(path),
+            "--like",
+            f"is a symbolic link out of the model folder (to {target}); synth copies only the "
+            "folder's own files: copy the file in, or point --like at the folder it belongs to",
+        )
 
 
 def _file_sha256(path: Path) -> str:

@@ -12,12 +12,17 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.analysis.dispatch_evidence import PARITY_LIMIT, RECORD, read_record
+from harness.analysis.dispatch_evidence import RECORD, read_record, within_limit
 from harness.config.schema import CommandWorkload, DispatchCheck
 from harness.measure.bench_output import ParityCall, parity_calls, probe_summaries
 from harness.measure.protocol import Point, RunFailed
 from harness.measure.workloads.command import CommandRunner
 from harness.runs.formats import write_text_atomic
+
+
+def _nan_worst(value: float) -> tuple[bool, float]:
+    """Sort key of the worst error: a NaN (an undefined error) is worse than any number; plain `max` may skip it."""
+    return value != value, value
 
 
 def _figures(calls: list[ParityCall]) -> dict[str, object]:
@@ -28,10 +33,10 @@ def _figures(calls: list[ParityCall]) -> dict[str, object]:
     return {
         "calls": len(calls),
         "dffs": sorted({c.dff for c in calls}),
-        "over": sum(max(c.fused_vs_ref, c.fused_vs_truth) > PARITY_LIMIT for c in calls),
-        "fused_vs_ref_worst": max(ref),
+        "over": sum(not within_limit(c.fused_vs_ref, c.fused_vs_truth) for c in calls),
+        "fused_vs_ref_worst": max(ref, key=_nan_worst),
         "fused_vs_ref_median": statistics.median(ref),
-        "fused_vs_truth_worst": max(truth),
+        "fused_vs_truth_worst": max(truth, key=_nan_worst),
         "fused_vs_truth_median": statistics.median(truth),
     }
 

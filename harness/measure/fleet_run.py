@@ -108,6 +108,8 @@ def load_fleet(path: str | Path) -> list[Entry]:
             raise InputError(source, f"entries[{index}].config", f"no such file: {config_path}")
         config = load_config(config_path)  # a bad config is reported with its own file and field
         name = item.name or f"{config.name}-{'-'.join(item.where)}"
+        if name in (".", ".."):  # `<out>/..` is the parent of --out: the entry's run would land outside it
+            raise InputError(source, f"entries[{index}].name", f"{name!r} names no folder of its own; choose a name")
         if any(e.name == name for e in entries):
             raise InputError(source, f"entries[{index}].name", f"{name!r} is used twice; give each entry a `name`")
         entries.append(Entry(name, config_path, config, dict(item.where), item.workers))
@@ -153,7 +155,8 @@ def run_fleet(
         if missing:
             say(
                 f"{result.entry.name}: no machine with {', '.join(missing)} in the cluster yet; it waits for one "
-                f"(join with: ray start --address=<head>:6379 --resources='{json.dumps(_whole(result.entry.where))}')"
+                "(join with: RAY_AUTH_MODE=token ray start --address=<head>:6379 "
+                f"--resources='{json.dumps(_whole(result.entry.where))}')"
             )
     work = [(ray, result, say, track, on_entry_done) for result in results]
     threads = [threading.Thread(target=_run_entry, args=args, daemon=True) for args in work]

@@ -27,7 +27,7 @@ from harness.config.shapes import MoeShape
 from harness.measure.backends.base import Backend
 from harness.measure.protocol import Point, RunFailed, SweepPlan, measure_point
 from harness.measure.workloads.layer import LayerRunner, copies_for_cache
-from harness.runs.formats import format_provenance, write_text_atomic
+from harness.runs.formats import format_provenance, sheet_cell, write_text_atomic
 from harness.runs.rundir import refuse_stored
 
 MIN_SAMPLE_SECONDS = 0.02  # long enough that timer and thread wake-up jitter stay below ~1%
@@ -132,4 +132,4 @@ def write_csv(path: Path, rows: list[BenchRow], meta: dict) -> None:
 
 
 def _csv_value(value: object) -> object:
-    return f"{value:.4g}" if isinstance(value, float) else value
+    return f"{value:.4g}" if isinstance(value, float) else sheet_cell(value)

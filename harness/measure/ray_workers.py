@@ -19,9 +19,7 @@ point resumed on another GPU and make a baseline from GPU 3 incomparable with a 
 from __future__ import annotations
 
 import contextlib
-import csv
 import functools
-import io
 import os
 import queue
 import shutil
@@ -41,7 +39,7 @@ from harness.config.backend_specs import backend_spec
 from harness.config.install_hint import missing_module_hint
 from harness.errors import InputError
 from harness.measure.protocol import Point, ProgressHook, SweepPlan, measure_point
-from harness.runs.formats import RUN_KEY, SAMPLE_COLUMNS, point_key, point_keys, read_samples, run_key
+from harness.runs.formats import RUN_KEY, SAMPLE_COLUMNS, csv_line, point_key, point_keys, read_samples, run_key
 from harness.runs.rundir import SampleWriter, truncate_torn_tail
 
 if TYPE_CHECKING:
@@ -89,10 +87,29 @@ def connect(ray: ModuleType, address: str | None) -> None:
     with _held_stderr() as held:
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
             held.failed = True  # Ray's own log lines about the failure: the error line below replaces them
             where = address or "(local)"
-            raise InputError("--address", where, f"cannot join the Ray cluster: {exc}".splitlines()[0]) from None
+            raise InputError("--address", where, join_failure(exc, held.text())) from None
+
+
+# What Ray says (in its exception, or only in its C++ log lines) when the cluster wants a token this driver lacks.
+TOKEN_REFUSED = ("InvalidAuthToken", "Unauthenticated", "AuthenticationError", "authentication token")
+
+
+def join_failure(exc: BaseException, ray_log: str) -> str:
+    """The error line for a driver that could not join, naming the cause Ray only logs. Ray ≥ 2.5x enables token
+    authentication on a head started with a token (`ray get-auth-token --generate`, or RAY_AUTH_MODE=token); a
+    driver given an explicit address sends its token only when RAY_AUTH_MODE=token, and otherwise retries for
+    seconds and then reports a bare "Failed to connect"."""
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if type(exc).__name__ == "AuthenticationError" or any(mark in ray_log for mark in TOKEN_REFUSED):
+        return (
+            f"cannot join the Ray cluster: it uses token authentication and refused this driver's token ({first}); "
+            "copy the head's ~/.ray/auth_token to ~/.ray/auth_token here (or set RAY_AUTH_TOKEN) and run with "
+            "RAY_AUTH_MODE=token"
+        )
+    return f"cannot join the Ray cluster: {first}"
 
 
 def check_reachable(address: str) -> None:
@@ -294,7 +311,7 @@ class WorkerLog:
         if self.path.exists() and self.path.stat().st_size > 0:
             truncate_torn_tail(self.path)
         fresh = not self.path.exists() or self.path.stat().st_size == 0
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         if fresh:
             self._write(WORKER_COLUMNS)
 
@@ -302,9 +319,7 @@ class WorkerLog:
         self._write([*run_key(row), host, device_id, pid, row.get("timestamp", "")])
 
     def _write(self, values: Sequence[object]) -> None:
-        line = io.StringIO()
-        csv.writer(line, lineterminator="\n").writerow(values)
-        os.write(self._fd, line.getvalue().encode("utf-8"))
+        os.write(self._fd, csv_line(values).encode("utf-8"))  # spreadsheet-safe, as every CSV moecal writes
         os.fsync(self._fd)
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,7 @@ from harness.output.plot import write_plot
 from harness.runs.formats import write_text_atomic
 from harness.runs.mlxcel_csv import BUILD_COLUMNS, round_positions, to_mlxcel_csv
 from harness.runs.rundir import RunDirectory, refuse_stored
+from harness.runs.safe_paths import outside_trees, plain_name_problem
 from harness.runs.summary_columns import SummaryCol
 
 OLD_BLOCK_START = "<!-- moecal-report\n"  # format 2 kept its record in the text; recognised to say "regenerate"
@@ -702,8 +704,12 @@ def _refuse_overwrite(md_path: Path, raw_data: str) -> None:
         raise InputError(str(md_path), "", f"holds the addendum of {other or 'something else'}, not {raw_data}")
 
 
-def verify_report(md_path: Path) -> list[str] | None:
-    """Problems with one stored addendum (empty: it checks out); None when it is not a moecal addendum."""
+def verify_report(md_path: Path, trees: Sequence[Path] = ()) -> list[str] | None:
+    """Problems with one stored addendum (empty: it checks out); None when it is not a moecal addendum.
+
+    The sidecar names the raw data, and a sidecar is just a file someone committed: raw data is read only inside
+    the addendum's project, the `trees` the user named, or the project moecal runs from (harness.runs.safe_paths), so a
+    sidecar naming /etc/shadow is a problem line that names the path, never a read of it."""
     md_path = Path(md_path)
     text = md_path.read_text(encoding="utf-8")
     try:
@@ -718,6 +724,12 @@ def verify_report(md_path: Path) -> list[str] | None:
     try:
         raw = root / stored["raw_data"]
         previous = root / stored["previous"]["raw_data"] if stored.get("previous") else None
+        here = project_root(Path.cwd())  # the project moecal runs from, when it is one (not any folder, e.g. ~)
+        projects = [here] if any((here / marker).exists() for marker in (".git", "pyproject.toml")) else []
+        outside = outside_trees([raw, previous], [root, *trees, *projects])
+        bad_name = stored["files"]["mlxcel_csv"] and plain_name_problem(stored["files"]["mlxcel_csv"])
+        if outside or bad_name:
+            return [outside or f"files.mlxcel_csv: {bad_name}"]
         options = Options(**stored["options"])
         fresh = build_report_data(raw, root, options, previous, stored["date"], md_path.parent, stored["mlxcel"])
         rendered = render_markdown(stored)

@@ -7,6 +7,7 @@ import datetime as _dt
 from pathlib import Path
 
 from harness.measure.fleet_run import EntryResult
+from harness.runs.formats import write_text_atomic
 
 
 def fleet_report(results: list[EntryResult], fleet_path: Path, out: Path) -> Path:
@@ -29,7 +30,4 @@ def fleet_report(results: list[EntryResult], fleet_path: Path, out: Path) -> Pat
             f"| {r.entry.name} | {r.entry.label} | {r.host} | {r.backend} | {r.device} | {c.get('ok', 0)} | "
             f"{c.get('fail', 0)} | {c.get('skip', 0)} | {decision} | {cap} | {addendum} |"
         )
-    path = out / "fleet-report.md"
-    out.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return write_text_atomic(out / "fleet-report.md", "\n".join(lines) + "\n")  # never through a link

@@ -16,6 +16,7 @@ import itertools
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -106,12 +107,13 @@ def run_key(row: Mapping[str, object]) -> RunKey:
 
 
 def format_provenance(meta: Mapping[str, object]) -> str:
-    """`# key: value` lines, the header every CSV we write starts with (flat values only)."""
+    """`# key: value` lines, the header every CSV we write starts with (flat values only). Keys are one line too:
+    a nested key can be a model name (`expect_null.<model>`), and a newline in it would start a line of its own."""
     lines = []
     for key, value in meta.items():
         if isinstance(value, Mapping):
             for sub, subvalue in value.items():
-                lines.append(f"# {key}.{sub}: {_one_line(subvalue)}")
+                lines.append(f"# {key}.{_one_line(sub)}: {_one_line(subvalue)}")
         else:
             lines.append(f"# {key}: {_one_line(value)}")
     return "".join(line + "\n" for line in lines)
@@ -183,6 +185,8 @@ def read_frame(path: Path, text: str | None = None) -> pd.DataFrame:
         raise InputError(str(path), "", f"cannot parse as CSV: {exc}") from None
     if not isinstance(frame.index, pd.RangeIndex):
         raise InputError(str(path), "", "some rows have more fields than the header row")
+    for column in frame.select_dtypes(include=["object", "string"]).columns:
+        frame[column] = frame[column].map(sheet_text)
     return frame
 
 
@@ -227,7 +231,7 @@ def _complete_text(path: Path) -> str:
     return text
 
 
-def _check_field_counts(path: Path, text: str, width: int) -> None:
+def check_field_counts(path: Path, text: str, width: int) -> None:
     """Every data row has exactly one field per column (pandas would pad a short row with NaN). Only the lines
     after the `#` header are parsed as CSV: a quote in a provenance line must not join lines."""
     skip = len(header_lines(path))
@@ -247,7 +251,7 @@ def read_samples(path: Path) -> pd.DataFrame:
     missing = [c for c in SAMPLE_COLUMNS if c not in frame.columns and c not in LATER_COLUMNS]
     if missing:
         raise InputError(str(path), "columns", f"not a samples.csv: missing {', '.join(missing)}")
-    _check_field_counts(path, text, len(frame.columns))
+    check_field_counts(path, text, len(frame.columns))
     for column in LATER_COLUMNS:
         if column not in frame.columns:
             frame[column] = ""
@@ -291,17 +295,59 @@ def done_runs(path: Path) -> dict[RunKey, str]:
 # --- writing ----------------------------------------------------------------------------------------------------
 
 
+# --- spreadsheet-safe cells -------------------------------------------------------------------------------------
+# A CSV opened in a spreadsheet runs a text cell that starts with one of these as a formula (`=HYPERLINK(...)` in a
+# model name). Every CSV moecal writes prefixes such a text cell with an apostrophe, the spreadsheets' own "this is
+# text" mark, and so is a cell that already starts with an apostrophe, so that every reader (read_frame) strips
+# exactly one and a name reads back as written. A number ("-1.5") is data in every spreadsheet and stays as it is.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def sheet_cell(value: object) -> object:
+    """A cell as written: text that a spreadsheet would run as a formula (or that starts with the escape mark)
+    gets a leading apostrophe; anything else is returned unchanged."""
+    if isinstance(value, str) and value.startswith((*FORMULA_STARTS, "'")) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def sheet_text(value: object) -> object:
+    """Undo sheet_cell on a cell read back. Only an apostrophe before a formula start or another apostrophe is
+    moecal's mark; any other leading apostrophe (a file moecal did not write) is kept."""
+    if isinstance(value, str) and len(value) > 1 and value[0] == "'" and value[1] in (*FORMULA_STARTS, "'"):
+        return value[1:]
+    return value
+
+
+def frame_csv(frame: pd.DataFrame) -> str:
+    """A frame as CSV text (no index), its text cells made spreadsheet-safe (sheet_cell)."""
+    safe = frame.copy()
+    for column in safe.select_dtypes(include=["object", "string"]).columns:
+        safe[column] = safe[column].map(sheet_cell)
+    return safe.to_csv(index=False)
+
+
 def csv_line(values: Iterable[object]) -> str:
+    """One CSV row, quoted where needed (a comma or newline in a name stays inside its cell), spreadsheet-safe."""
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow(["" if v is None else v for v in values])
+    csv.writer(buffer, lineterminator="\n").writerow([sheet_cell("" if v is None else v) for v in values])
     return buffer.getvalue()
+
+
+def refuse_link(path: Path) -> None:
+    """The one check every writer makes: moecal never writes at a symbolic link, neither through it (the write would
+    change a file elsewhere) nor over it (the link the user placed would silently become a file)."""
+    if Path(path).is_symlink():
+        raise InputError(str(path), "", f"is a symbolic link (to {os.readlink(path)}); moecal never writes through one")
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
     """Write `text` to `path` so that a reader sees the old file or the new one, never half of one: a temporary file
-    beside it (created anew, never through a link), fsync'd, then renamed over it (a link at `path` is replaced,
-    not followed). OSError (read-only folder, disk full) → InputError naming the file."""
+    beside it (created anew, never through a link), fsync'd, then renamed over it; a link at `path` is refused
+    (refuse_link). OSError (read-only folder, disk full) → InputError naming the file."""
     path = Path(path)
+    refuse_link(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

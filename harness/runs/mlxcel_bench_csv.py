@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from harness.config.discover import DiscoveredModel, read_model
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.runs.formats import read_csv_text
+from harness.runs.import_checks import check_model_name, whole_tokens
 from harness.runs.mlxcel_csv import BUILD_COLUMNS, MlxcelImport, build_pin, samples_frame
 
 VERSION_COLUMNS = ("mlx_version", "mlxcel_version")  # the old layout's name for mlxcel's version, the new one's
@@ -125,8 +127,8 @@ def _number(row: dict[str, str], column: str, path: Path) -> float:
         value = float(row[column])
     except ValueError:
         raise InputError(str(path), column, f"line {row['line']}: {row[column]!r} is not a number") from None
-    if not value > 0:
-        raise InputError(str(path), column, f"line {row['line']}: must be > 0")
+    if not (math.isfinite(value) and value > 0):  # inf would pass `> 0`, and no later command can read it
+        raise InputError(str(path), column, f"line {row['line']}: {row[column]!r} must be finite and > 0")
     return value
 
 
@@ -149,6 +151,9 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
     """The files of both arms as one run's samples; run i of an arm is its i-th file."""
     files = {Path(p): _rows(Path(p)) for p in (*fallback, *fused)}
     shared = _check_same(files)
+    for path, rows in files.items():  # before `--models DIR / name` is read: a name is never a path
+        for row in rows:
+            check_model_name(row["model"], path, f"line {row['line']}")
     names = {row["model"] for rows in files.values() for row in rows}
     shapes, skipped = _shapes(names, models_dir)
     if not shapes:
@@ -176,7 +181,8 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
                     samples.append({**sample, "status": kind, "error": f"{row['status']} in {path.name}"})
                     continue
                 sample.update(
-                    tok_s=_number(row, "decode_tok_s", path), tokens=int(_number(row, "generated_tokens", path))
+                    tok_s=_number(row, "decode_tok_s", path),
+                    tokens=whole_tokens(_number(row, "generated_tokens", path), path, f"line {row['line']}"),
                 )
                 sample["seconds"] = _number(row, "decode_ms", path) / 1000.0
                 samples.append(sample)

@@ -29,15 +29,19 @@ from harness.errors import InputError
 from harness.runs.formats import (
     COMPARED_ARMS,
     SAMPLE_COLUMNS,
+    check_field_counts,
     csv_line,
     data_line,
     format_provenance,
+    frame_csv,
     header_lines,
     point_key,
     point_keys,
+    read_csv_text,
     read_frame,
     write_text_atomic,
 )
+from harness.runs.import_checks import check_imported
 from harness.runs.rundir import RunDirectory, refuse_links, refuse_stored
 from harness.runs.summary_columns import SummaryCol
 
@@ -149,9 +153,11 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
     of passes over the columns, so a million-row file reads in seconds. A (model, dff) given twice is refused, as
     samples.csv refuses a run recorded twice: which of the two rows would be the measurement?"""
     path = Path(path)
-    frame = read_frame(path)
+    text = read_csv_text(path)
+    frame = read_frame(path, text)
     if list(frame.columns[:3]) != LEADING_COLUMNS:
         raise InputError(str(path), "columns", f"an mlxcel sweep CSV starts with {','.join(LEADING_COLUMNS)}")
+    check_field_counts(path, text, len(frame.columns))  # a torn last row would read as NA runs
     provenance, notes = _header(path)
     runs = _run_columns(path, list(frame.columns))
     first_line = data_line(path, 0)
@@ -308,13 +314,14 @@ def import_run_dir(
         raise InputError(str(run_dir), "--out", "exists and is not a directory")
     refuse_links(run_dir)
     imported = (read or read_mlxcel)(csv_path)
+    check_imported(imported.samples, csv_path)  # before anything is written (harness.runs.import_checks)
     if extra:
         imported.provenance.update(extra)
         for column in ("backend", "device"):
             if column in extra:
                 imported.samples[column] = extra[column]
     imported.provenance.setdefault("run_id", run_dir.name)
-    text = format_provenance(imported.provenance) + imported.samples.to_csv(index=False)
+    text = format_provenance(imported.provenance) + frame_csv(imported.samples)
     write_text_atomic(run.samples, text)
     run.write_meta(imported.provenance)
     return imported
@@ -355,7 +362,7 @@ def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: dict
     build = [c for c in BUILD_COLUMNS if recorded and (c not in ROCM_COLUMNS or provenance.get(c))]
     build_cells = [str(provenance.get(c) or "") for c in build]
     columns += build
-    lines = [",".join(columns)]
+    lines = [csv_line(columns)]
     for _, point in summary.iterrows():
         key = point_key(point.to_dict())
         mine = ok[[k == key for k in ok_keys]]
@@ -366,5 +373,5 @@ def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: dict
             )
             cells += [_format(by_round.get(r), 2) for r in range(n_runs)] + [_format(point[f"{arm}_tok_s"], 2)]
         cells.append(_format(point[SummaryCol.RATIO], 4))
-        lines.append(csv_line([*cells, *build_cells]).rstrip("\n"))
-    return format_provenance(provenance) + "\n".join(lines) + "\n"
+        lines.append(csv_line([*cells, *build_cells]))  # quoted: a comma or newline in a model name stays in its cell
+    return format_provenance(provenance) + "".join(lines)

@@ -38,7 +38,9 @@ addendum. The rules that keep runs trustworthy live here, in one place:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
 import fcntl
 import json
 import os
@@ -59,6 +61,7 @@ from harness.runs.formats import (
     done_runs,
     format_provenance,
     read_samples,
+    refuse_link,
     write_text_atomic,
 )
 
@@ -136,8 +139,7 @@ def refuse_stored(path: Path, advice: str) -> None:
     reason = stored_reason(path)
     if reason:
         raise InputError(str(path), "", f"{reason}; {advice}")
-    if Path(path).is_symlink():
-        raise InputError(str(path), "", f"is a symbolic link (to {os.readlink(path)}); moecal never writes through one")
+    refuse_link(path)
 
 
 def refuse_links(run_dir: Path) -> None:
@@ -376,13 +378,29 @@ class SampleWriter:
         lost = [c for c in row if row[c] not in ("", None) and c not in self._columns]
         if lost:  # a knob sweep resumed into a run written without the column: its rows could not say their setting
             raise InputError(str(self.path), lost[0], "this run's samples.csv has no such column; start a new run")
+        line = csv_line([row.get(c, "") for c in self._columns]).encode("utf-8")
+        before = os.fstat(self._fd).st_size
         try:
-            os.write(self._fd, csv_line([row.get(c, "") for c in self._columns]).encode("utf-8"))
+            written = os.write(self._fd, line)
+            if written != len(line):  # disk full or a file-size limit: part of the row reached the file
+                raise OSError(errno.ENOSPC, f"short write ({written} of {len(line)} bytes; disk full or file too big)")
             os.fsync(self._fd)
         except OSError as exc:
+            self._undo_row(before)
             raise InputError(str(self.path), "", f"cannot append a row: {exc.strerror or exc}") from None
         self.segment["rows"] = int(self.segment["rows"]) + 1
-        self._record_segment()
+        try:
+            self._record_segment()
+        except InputError:  # meta.json could not say so: the row goes too, so its count stays exact
+            self.segment["rows"] = int(self.segment["rows"]) - 1
+            self._undo_row(before)
+            raise
+
+    def _undo_row(self, size: int) -> None:
+        """Cut samples.csv back to `size` bytes: a row is in the file exactly when meta.json counts it."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, size)
+            os.fsync(self._fd)
 
     def _record_segment(self) -> None:
         """meta.json with this segment's rows and end as of now: after every row, so a sweep killed by SIGKILL

@@ -73,8 +73,15 @@ class CommandRunner:
         return {**env, **(extra or {})}
 
     def run(self, path: str, extra_env: dict[str, str] | None = None) -> RunOutcome:
-        if self.output_file is not None:
-            self.output_file.unlink(missing_ok=True)  # a stale file must not pass for this run's output
+        if self.output_file is None:
+            return self._run(path, extra_env)
+        self.output_file.unlink(missing_ok=True)  # a stale file of this sweep must not pass for this run's output
+        try:
+            return self._run(path, extra_env)
+        finally:  # read: gone again, so the next sweep's preflight finds no file it would have to delete
+            self.output_file.unlink(missing_ok=True)
+
+    def _run(self, path: str, extra_env: dict[str, str] | None) -> RunOutcome:
         try:
             finished = run_with_deadline(self.argv, self.environment(path, extra_env), self.settings.timeout_s)
         except OSError as exc:
@@ -225,7 +232,25 @@ class CommandWorkloadRunner:
                     f"cannot run {program!r} for model {model.name!r}: not found or not executable "
                     "(install it, put it on PATH, or give an absolute path)",
                 )
+        self._refuse_foreign_output_files()  # before the usage check, whose `--help` run may write the file
         self._check_usage()
+
+    def _refuse_foreign_output_files(self) -> None:
+        """`parity.output_file` is deleted before every run (a stale file must not pass for a run's output) and after
+        it (see CommandRunner.run), so a file already there was not written by this sweep: refuse rather than delete
+        what moecal did not create."""
+        parity = self.settings.parity
+        if parity is None or parity.output_file is None:
+            return
+        for model in self.config.models:
+            path = Path(parity.output_file.format_map(model.placeholders()))
+            if path.exists() or path.is_symlink():
+                raise InputError(
+                    self.config_path,
+                    "workload.parity.output_file",
+                    f"{str(path)!r} (model {model.name!r}) already exists; moecal deletes this file around every run "
+                    "and never deletes what it did not create: move it away or name another output_file",
+                )
 
     def _check_usage(self) -> None:
         """Each distinct command line is shown to the benchmark once (`--help`) before any measurement: a flag the
