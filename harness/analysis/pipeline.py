@@ -170,7 +170,10 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
         raise InputError("--exclude", name, problem) from None
     summary = dispatch_evidence.annotate(summary, loaded.samples, loaded.provenance, expected_null(loaded.provenance))
     current = _current_default(options, loaded.provenance)
-    cap_env = str(loaded.provenance.get("cap_env") or DEFAULT_CAP_ENV)
+    # the variable that sets the cap for what was measured: a command run's (the one its arms were forced with),
+    # mlxcel's for its CSVs; a built-in workload records "" (no variable of any library sets its cap), so its
+    # decision prints no line to apply
+    cap_env = str(loaded.provenance.get("cap_env", DEFAULT_CAP_ENV) or "")
     withheld = withheld_reason(points.aa_beyond_margin, options.margin)
     result = decide(
         summary, current, options.grid, options.interpolation, options.confidence, cap_env, options.margin, withheld
