@@ -337,7 +337,11 @@ def _findings(data: dict[str, object]) -> list[str]:
         if crossings:
             out.append(crossings)
         if several and family["family"] != binding:
-            role = "its own decision (it does not decide the cap)" if not family["decides"] else "its own decision"
+            role = (
+                "its own decision (it does not decide the cap)"
+                if not family.get("decides", True)
+                else "its own decision"
+            )
             out.append(f"  - {role}: {family['action']}: {md_text(family['reason'])}")
     aa = _aa_sentence(d, opts["margin"])
     if aa:
