@@ -39,14 +39,18 @@ def test_report_on_an_imported_mlxcel_csv(project):
     # the figures of the console table (`moecal crossover`), formatted by the same functions from the same numbers
     assert "| 1792 | lfm2-8b-a1b-4bit | 140.68 | **160.63** | **1.1434** | [1.1126, 1.1752] | fused |  |" in body
     test = "fallback not shown to win beyond 1 − 1.0% (one-sided 95% upper bound 1.0063)"
-    assert f"| 8192 | llama-4-scout-17b-4bit | 21.64 | 21.32 | 0.9866 | [0.9589, 1.0151] | inconclusive | {test} |" in body
+    assert (
+        f"| 8192 | llama-4-scout-17b-4bit | 21.64 | 21.32 | 0.9866 | [0.9589, 1.0151] | inconclusive | {test} |" in body
+    )
     assert f"the ratio is 0.9866; {test}" in body  # the decision cites the test the table shows
     finding = (
         "- mlxcel models: fused wins beyond 1 + 1.0% at Dff 1792, 6400; fallback wins beyond 1 − 1.0% at Dff "
         "14336; inconclusive at Dff 8192."
     )
     assert finding in body
-    assert "above 1.0 at Dff 1792, 6400 and not above it at Dff 8192, 14336; it crosses 1.0 at Dff ≈ 7711 (95% CI" in body
+    assert (
+        "above 1.0 at Dff 1792, 6400 and not above it at Dff 8192, 14336; it crosses 1.0 at Dff ≈ 7711 (95% CI" in body
+    )
     assert decision.action == "keep" and "beyond 1 ± 1.0%" in body
     assert "**Decision: keep 8192** (`FUSED_MOE_MAX_DFF_CUDA`)" in body
     assert "Set this constant" not in body and "Line to change" not in body  # a keep changes no constant
@@ -134,7 +138,9 @@ def test_findings_follow_the_verdicts_and_name_every_family(project):
 
 
 def _family_reason(decision: dict, family: str) -> str:
-    return next(f["reason"] for f in decision.get("families", [{**decision, "family": family}]) if f["family"] == family)
+    return next(
+        f["reason"] for f in decision.get("families", [{**decision, "family": family}]) if f["family"] == family
+    )
 
 
 def test_dispatch_parity_and_token_columns_appear_only_when_the_points_carry_them(project):

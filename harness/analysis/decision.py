@@ -39,7 +39,7 @@ from scipy.stats import chi2
 
 from harness.analysis import figures
 from harness.analysis.decision_words import band as band_words
-from harness.analysis.decision_words import family_words, sign_runs, test_words
+from harness.analysis.decision_words import family_words, point_test_words, sign_runs
 from harness.analysis.stats import (
     DECIDED,
     family_labels,
@@ -163,7 +163,7 @@ class PointTest:
     passed: bool
 
     def words(self, margin: float) -> str:
-        return test_words(self.question, self.passed, self.bound, self.level, margin)
+        return point_test_words(self.question, self.passed, self.bound, self.level, margin)
 
 
 @dataclass(frozen=True)
@@ -753,11 +753,18 @@ def _number(value: float | None, digits: int) -> float | None:
     return round(float(value), digits) if value is not None and math.isfinite(value) else None
 
 
+def _exact(value: object) -> float | None:
+    """JSON-safe (NaN and ±inf become null) and never pre-rounded: every text formats the one stored number
+    (harness.analysis.figures), so a figure printed twice prints identically."""
+    return float(value) if value is not None and math.isfinite(float(value)) else None
+
+
 def crossover_json(c: Crossover) -> dict[str, object]:
     return {
-        "crossover_dff": _number(c.dff, 1) if c.dff is not None else None,
-        "ci_low": _number(c.ci_low, 1),
-        "ci_high": _number(c.ci_high, 1),
+        # exact, as every figure of the record: the text formats these (figures.dff), never a pre-rounded copy
+        "crossover_dff": _exact(c.dff) if c.dff is not None else None,
+        "ci_low": _exact(c.ci_low),
+        "ci_high": _exact(c.ci_high),
         "outcome": c.outcome,
         "ci_method": c.ci_method,
         "ci_text": format_ci(c) if c.outcome != "no_points" else None,
@@ -765,11 +772,11 @@ def crossover_json(c: Crossover) -> dict[str, object]:
         "next_dff": c.next_dff,
         "crossings": [
             {
-                "dff": round(x.dff, 1),
+                "dff": _exact(x.dff),
                 "direction": x.direction,
                 "between": list(x.between),
-                "ci_low": _number(x.ci_low, 1),
-                "ci_high": _number(x.ci_high, 1),
+                "ci_low": _exact(x.ci_low),
+                "ci_high": _exact(x.ci_high),
             }
             for x in c.crossings
         ],
@@ -807,12 +814,6 @@ def ratio_of_medians(point: Mapping[str, object]) -> float | None:
     """A point's median fused / median fallback from its JSON record, whichever name the record uses."""
     value = point.get(RATIO_OF_MEDIANS, point.get(SummaryCol.RATIO))
     return None if value is None else float(value)
-
-
-def _exact(value: object) -> float | None:
-    """JSON-safe (NaN and ±inf become null) and never pre-rounded: every text formats the one stored number
-    (harness.analysis.figures), so a figure printed twice prints identically."""
-    return float(value) if value is not None and math.isfinite(float(value)) else None
 
 
 def test_json(test: PointTest) -> dict[str, object]:

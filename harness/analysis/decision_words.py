@@ -19,7 +19,7 @@ def band(margin: float, side: str) -> str:
     return f"1 {'+' if side == 'fused' else '−'} {figures.percent(margin)}"
 
 
-def test_words(question: str, passed: bool, bound: float, level: float, margin: float) -> str:
+def point_test_words(question: str, passed: bool, bound: float, level: float, margin: float) -> str:
     """One one-sided test the decision read, as the table's `decision test` cell and the reason state it:
     `fused wins beyond 1 + 1% (one-sided 95% lower bound 1.0123)`."""
     winner = "fused" if question == "fused" else "fallback"

@@ -29,7 +29,7 @@ import pandas as pd
 from harness.analysis import figures
 from harness.analysis.backend_defaults import MLXCEL_CONSTANTS
 from harness.analysis.decision import Decision, ratio_of_medians
-from harness.analysis.decision_words import band, family_words, test_words
+from harness.analysis.decision_words import band, family_words, point_test_words
 from harness.analysis.dispatch_evidence import PARITY_LIMIT
 from harness.analysis.inputs import load_input
 from harness.analysis.pin_drift import compare
@@ -336,7 +336,7 @@ def _findings(data: dict[str, object]) -> list[str]:
         crossings = _crossings(family, mine, conf)
         if crossings:
             out.append(crossings)
-        if several and family["family"] != binding:
+        if several and family["family"] != binding and family["reason"] not in d["reason"]:
             role = (
                 "its own decision (it does not decide the cap)"
                 if not family.get("decides", True)
@@ -455,7 +455,7 @@ def _test_cell(test: dict[str, object] | None, margin: float) -> str:
     """The decision's one-sided test at this point, bold when it passed (the words the reason uses)."""
     if not test:
         return ""
-    words = test_words(str(test["question"]), bool(test["passed"]), test["bound"], float(test["level"]), margin)
+    words = point_test_words(str(test["question"]), bool(test["passed"]), test["bound"], float(test["level"]), margin)
     return f"**{words}**" if test["passed"] else words
 
 
