@@ -423,7 +423,7 @@ def _to_decide(curve: Curve, i: int, margin: float, confidence: float, rounds: n
     if needed is None:
         return f"the ratio at {where} sits on the edge of the margin; more rounds there would not settle it"
     if needed <= n:
-        return f"the interval at {where} is as narrow as it needs to be; it straddles the margin's edge"
+        return f"more rounds at {where} would not change the decision (its interval is as narrow as it needs to be)"
     if needed > 100 * max(n, 1):
         return (
             f"at {where} even {100 * n} rounds per arm would likely not decide (the ratio sits near the margin's edge)"

@@ -138,9 +138,14 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
     frame = loaded.samples if loaded.samples is not None else loaded.summary
     present = set(frame["model"].astype(str).unique()) if frame is not None else set()
     predicted = expected_null(loaded.provenance)
-    expected = {m: f"expected null: {why}" for m, why in predicted.items() if m in present}
     observed = {
         m: why for m, why in dispatch_evidence.null_reasons(loaded.provenance, predicted).items() if m in present
+    }
+    # a prediction the probe confirmed says so ("expected null" is for a prediction nobody observed)
+    expected = {
+        m: f"{observed[m]} (predicted: {why})" if m in observed else f"expected null: {why}"
+        for m, why in predicted.items()
+        if m in present
     }
     return {**observed, **expected, **options.excludes}
 
