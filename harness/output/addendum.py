@@ -310,10 +310,17 @@ def _opposite(points: list[dict], several: bool) -> list[str]:
         out.append(
             f"- At {md_text(_name(p, several))} the medians favour {faster} ({fused} vs {fallback}) while "
             f"fused/fallback is {figures.ratio(estimate)}: "
-            "the medians compare each side's middle run, the ratio averages every round's pair, so a few "
-            "lopsided rounds move the ratio and not the medians."
+            f"the medians compare each side's middle run, the ratio {_how(p)}, so a few outlying runs move the "
+            "ratio and not the medians."
         )
     return out
+
+
+def _how(point: dict[str, object]) -> str:
+    """How this point's ratio was formed, as its `method` says (paired by round, or Welch on unpaired runs)."""
+    if str(point.get(SummaryCol.METHOD, "")).startswith("paired"):
+        return "averages every round's fused/fallback pair"
+    return "compares the geometric means of each side's runs (not paired)"
 
 
 def _families(d: dict[str, object]) -> list[dict[str, object]]:
@@ -387,6 +394,10 @@ def _dispatch_findings(points: list[dict], several: bool) -> list[str]:
     """What the verification pass could not establish, in words: a path predicted rather than observed, a point
     whose arms did different work."""
     out = []
+    marked = [p for p in points if p.get("dispatch")]
+    if marked and all(p["dispatch"] == "unverified" for p in marked):
+        out.append("- The dispatch was not verified at any point (the input has no verification pass).")
+        marked = []
     for state, words in (
         (
             "predicted",
@@ -394,7 +405,7 @@ def _dispatch_findings(points: list[dict], several: bool) -> list[str]:
         ),
         ("unverified", "the dispatch was not verified"),
     ):
-        names = [md_text(_name(p, several)) for p in points if p.get("dispatch") == state]
+        names = [md_text(_name(p, several)) for p in marked if p["dispatch"] == state]
         if names:
             out.append(f"- At {', '.join(names)} {words}.")
     differ = [md_text(_name(p, several)) for p in points if p.get("tokens_differ")]
@@ -409,6 +420,8 @@ def _table(points: list[dict], name: Callable[[str], str], opts: dict[str, objec
     one-sided test the decision read at that point (empty where it read none), so the table shows what decided."""
     several_families = len({p["family"] for p in points}) > 1
     extra = [(key, head) for key, head in OPTIONAL_COLUMNS if any(p.get(key) not in (None, "") for p in points)]
+    if all(p.get("dispatch") in (None, "", "unverified") for p in points):  # one finding says so, not every row
+        extra = [(key, head) for key, head in extra if key != "dispatch"]
     tested = any(p.get("decides") for p in points)
     heads = ["Dff", "model", f"fallback {unit}", f"fused {unit}", "fused/fallback", "95% CI", "verdict"]
     heads[5] = f"{figures.percent(opts['confidence'])} CI"
