@@ -340,8 +340,8 @@ def _finding(curve: Curve, c: Crossover, confidence: float) -> str:
         return f"The estimated ratio is {where}; it crosses 1.0 at Dff ≈ {figures.dff(c.dff)} ({several}{ci}{gap})"
     if c.outcome == "fused_everywhere":
         return (
-            f"The estimated ratio is {where}, with no downward crossing after fused first leads: where fused stops "
-            f"winning lies beyond the measured range or inside this interval ({ci})"
+            f"The estimated ratio is {where}, with no downward crossing after fused first leads, so where fused stops "
+            f"winning is not located ({ci})"
         )
     return f"The estimated ratio is {where} (where fused stops winning: {ci})"
 

@@ -52,8 +52,3 @@ def percent(value: float) -> str:
     """A share such as the margin or a confidence level: `1.0%`, `95%`, `97.5%` (one decimal only when needed)."""
     text = f"{value:.1%}"
     return text.replace(".0%", "%") if value >= 0.1 else text
-
-
-def change(factor: float) -> str:
-    """A relative change from a factor: 1.0139 → `+1.4%`."""
-    return f"{factor - 1:+.1%}"
