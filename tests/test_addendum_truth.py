@@ -18,10 +18,10 @@ import pytest
 
 from harness.analysis import figures
 from harness.analysis.decision import decide, decision_json, ratio_of_medians
-from harness.analysis.decision_words import family_words, point_test_words
+from harness.analysis.decision_words import band, family_words, point_test_words
 from harness.analysis.pipeline import Options
 from harness.analysis.stats import DECIDED, classify, ratio_interval
-from harness.output.addendum import render_markdown
+from harness.output.addendum import VERDICT_WORDS, render_markdown
 from harness.output.markdown_text import md_text
 from harness.output.mlxcel_source import known_defaults
 from harness.runs.summary_columns import SUMMARY_COLUMNS, SummaryCol
@@ -146,11 +146,11 @@ def _check_reason(reason: str, family: dict, points: list[dict], margin: float) 
     valid = sorted((p for p in points if p["verdict"] in DECIDED), key=lambda p: p["dff"])
     by_dff = {p["dff"]: p for p in valid}
     tests = {t["dff"]: t for t in family["tests"]}
-    for dff, ratio, question, outcome, band, level, side, bound in TEST.findall(reason):
+    for dff, ratio, question, outcome, margin_text, level, side, bound in TEST.findall(reason):
         test = tests[int(dff)]  # the reason cites only tests the decision read
         assert ratio == figures.ratio(by_dff[int(dff)]["estimate"])
         assert (question, outcome == "wins", bound) == (test["question"], test["passed"], figures.ratio(test["bound"]))
-        assert level == figures.percent(test["level"]) and band == figures.percent(margin)
+        assert level == figures.percent(test["level"]) and margin_text == figures.percent(margin)
         assert side == ("lower" if question == "fused" else "upper")
     raised = RAISED.search(reason)
     if raised:  # a raise cites the bound of every test that passed
@@ -215,7 +215,10 @@ def _check(data: dict) -> None:
             assert row["decision test"] == ""
         # the medians-vs-ratio line exactly where they point opposite ways
         opposite = (ratio_of_medians(p) - 1) * ((p["estimate"] or 1) - 1) < 0
-        assert (f"At {p['model']} (Dff {p['dff']}" in text and "the medians favour" in text) or not opposite
+        line = next((x for x in text.splitlines() if x.startswith(f"- At {p['model']} (") and "medians" in x), None)
+        assert (line is not None) == opposite
+        if line:
+            assert f"while fused/fallback is {figures.ratio(p['estimate'])}:" in line
     # each paragraph and each family's reason once; the decision's first line states action and value
     paragraphs = [block for block in text.split("\n\n") if block.strip()]
     assert len(paragraphs) == len(set(paragraphs))
@@ -223,8 +226,19 @@ def _check(data: dict) -> None:
         assert text.count(md_text(family["reason"])) <= 1  # the binding family's reason only in the decision
         points = [p for p in d["points"] if p["family"] == family["family"]]
         _check_reason(family["reason"], family, points, margin)
-        crossings = len(family["crossings"])
         name = family_words(family["family"], data["context"].get("bench_command", ""))
+        # the family's bullet lists each verdict's Dffs exactly as the verdict column has them
+        bullet = next(x for x in text.splitlines() if x.startswith(f"- {md_text(name)}: "))
+        for verdict, words in VERDICT_WORDS.items():
+            said = words.format(
+                margin=figures.percent(margin), fused=band(margin, "fused"), fallback=band(margin, "fallback")
+            )
+            listed = re.search(re.escape(said) + r" (\d+(?:, \d+)*)", bullet)
+            dffs = sorted(p["dff"] for p in points if p["verdict"] == verdict)
+            assert (listed is not None) == bool(dffs), (verdict, bullet)
+            if listed:
+                assert [int(x) for x in listed.group(1).split(", ")] == dffs, (verdict, bullet)
+        crossings = len(family["crossings"])
         assert ("not monotone" in text.split(f"- {name}: ")[1].split("\n- ")[0]) == (crossings > 1) or not points
     cap = d["recommended_cap"]
     assert f"**Decision: {d['action']} " in text and (cap is None or str(cap) in text.split("**Decision: ")[1][:40])
