@@ -178,8 +178,8 @@ def test_shape_families_are_decided_separately_and_the_smallest_cap_binds():
     caps = sorted(f.decision.recommended_cap for f in families)
     assert analysis.result.decision.recommended_cap == caps[0]
     assert analysis.result.decision.action == "lower"
-    assert "d_model=4096" in analysis.result.decision.reason and "Bonferroni" in analysis.result.decision.reason
-    assert "97.5% CI" in analysis.result.decision.reason  # each of two families' policy intervals at 1 − α/2
+    assert "d_model 4096" in analysis.result.decision.reason and "Bonferroni" in analysis.result.decision.reason
+    assert "one-sided 97.5%" in analysis.result.decision.reason  # each of two families' policy intervals at 1 − α/2
     assert len(analysis.as_json()["families"]) == 2
 
 
@@ -215,12 +215,13 @@ def test_recommend_prints_the_decision_only(tmp_path):
     done = run_cli("recommend", run_dir, "--current-default", "4096", "--margin", "0.02")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("crossover: Dff ≈ ") and "decision: " in done.stdout
-    assert "1 ± 2.0%" in done.stdout and "estimate" not in done.stdout.split("decision:")[0]
+    assert "1 − 2.0%" in done.stdout and "estimate" not in done.stdout.split("decision:")[0]
 
 
 def test_terminal_tables_fit_80_columns_without_cutting_numbers():
     from rich.console import Console
 
+    from harness.analysis import figures
     from harness.output.summary_table import print_summary
 
     wide = synthetic_samples({512: 1.3, 8192: 0.95}, rounds=3, seed=9, d_model=4096)
@@ -231,7 +232,11 @@ def test_terminal_tables_fit_80_columns_without_cutting_numbers():
         lines = console.export_text().splitlines()
         assert max(len(line) for line in lines) <= 80
         for _, row in summary.iterrows():
-            numbers = (f"{row['fallback_tok_s']:.1f}", f"{row['ci_low']:.3f}–{row['ci_high']:.3f}", str(row["verdict"]))
+            numbers = (
+                figures.tok_s(row["fallback_tok_s"]),
+                figures.interval(row["ci_low"], row["ci_high"]),
+                str(row["verdict"]),
+            )
             row_line = next(line for line in lines if line.lstrip().startswith(str(int(row["dff"]))))
             assert all(n in row_line for n in numbers), row_line
 

@@ -64,7 +64,7 @@ def test_bench_decode_csvs_become_one_run_with_token_counts(tmp_path):
         "Hello, how are you today?",
     )
     decision = json.loads(cli("crossover", run, "--json").stdout)
-    ratios = {p["model"]: round(p["ratio"], 2) for p in decision["points"]}
+    ratios = {p["model"]: round(p["ratio_of_medians"], 2) for p in decision["points"]}
     assert ratios == {"qwen3-30b-a3b-4bit": 1.07, "mixtral-8x7b-4bit": 0.9}
 
 

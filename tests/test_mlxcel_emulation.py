@@ -203,7 +203,7 @@ def test_init_sweep_crossover_report_end_to_end(tmp_path, monkeypatch):
         assert points[name]["parity_calls"] > 0 and points[name]["fused_vs_truth_median"] < 0.05
     for name in DECLINED:
         assert points[name]["dispatch"] == "declined" and points[name]["verdict"] == "null", points[name]
-    assert points["qwen3-30b-a3b-4bit"]["ratio"] > 1.03  # synthetic truth 1.07; 0.43 if the probe leaked
+    assert points["qwen3-30b-a3b-4bit"]["ratio_of_medians"] > 1.03  # synthetic truth 1.07; 0.43 if the probe leaked
     assert points["phi-3.5-moe-4bit"]["parity_calls_over"] > 0 and "CHECK" in points["phi-3.5-moe-4bit"]["parity_class"]
     assert points["mixtral-8x7b-4bit"]["parity_calls_over"] == 0
     # greedy EOS: the emulation stops qwen3's fused path 4 tokens later than its fallback path

@@ -37,9 +37,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2
 
+from harness.analysis import figures
+from harness.analysis.decision_words import band as band_words
+from harness.analysis.decision_words import family_words, point_test_words, sign_runs
 from harness.analysis.stats import (
     DECIDED,
-    classify,
     family_labels,
     ratio_interval,
     rounds_to_decide,
@@ -150,12 +152,28 @@ class CapOption:
 
 
 @dataclass(frozen=True)
+class PointTest:
+    """One one-sided test the policy read at a measured point (the table's `decision test` column shows it)."""
+
+    dff: int
+    model: str
+    question: str  # "fused": does fused win beyond 1 + δ (a raise)? "fallback": beyond 1 − δ (a lower)?
+    level: float  # one-sided confidence
+    bound: float  # the one-sided bound of the ratio: the lower bound for "fused", the upper bound for "fallback"
+    passed: bool
+
+    def words(self, margin: float) -> str:
+        return point_test_words(self.question, self.passed, self.bound, self.level, margin)
+
+
+@dataclass(frozen=True)
 class Decision:
     action: str  # keep | raise | lower | set (no current default was given: the cap to set from scratch)
     recommended_cap: int | None
     reason: str
-    apply: str | None  # the environment line that applies the cap
+    apply: str | None  # the environment line that applies the cap (None: no variable sets it for this workload)
     caps: tuple[CapOption, ...] = ()  # the candidate-cap table the decision was read from
+    tests: tuple[PointTest, ...] = ()  # the point tests the decision read, in the order it read them
 
 
 @dataclass(frozen=True)
@@ -174,6 +192,7 @@ class DecisionResult:
     families: tuple[FamilyDecision, ...]
     crossover: Crossover  # of the binding family
     decision: Decision
+    binding: str = ""  # the family whose cap is the overall one (its reason is the overall reason's second part)
 
 
 # --- the acceptance set {x : |θ̂(x)| ≤ t·se(x)} --------------------------------------------------------------------
@@ -301,25 +320,30 @@ def find_crossover(
 
 def format_ci(crossover: Crossover) -> str:
     """`[7102, 8310]`, with open ends written as `<min` / `>max` measured Dff."""
-    low = f"<{crossover.min_dff}" if crossover.ci_low == -math.inf else f"{crossover.ci_low:.0f}"
-    high = f">{crossover.max_dff}" if crossover.ci_high == math.inf else f"{crossover.ci_high:.0f}"
-    return f"[{low}, {high}]"
+    return figures.dff_interval(crossover.ci_low, crossover.ci_high, crossover.min_dff, crossover.max_dff)
 
 
 # --- policy -------------------------------------------------------------------------------------------------------
 
 
-def _finding(c: Crossover, confidence: float) -> str:
-    ci = f"{confidence:.0%} CI {format_ci(c)}, which includes the error of interpolating between measured points"
+def _finding(curve: Curve, c: Crossover, confidence: float) -> str:
+    """The curve in one sentence, every claim computed from the points: where the estimate lies above 1.0, and the
+    crossover with its interval (the crossing the interval belongs to; the estimate always lies inside it)."""
+    ci = (
+        f"{figures.percent(confidence)} CI {format_ci(c)}, which includes the error of interpolating between measured "
+        "points"
+    )
+    where = sign_runs(curve.dffs.tolist(), (curve.theta > 0).tolist())
     if c.outcome == "crossing":
         gap = f"; {c.gap_text()}" if c.gap_text() else ""
-        return f"The ratio crosses 1.0 at Dff ≈ {c.dff:.0f} ({ci}{gap})"
+        several = "the first downward crossing after fused first leads; " if len(c.crossings) > 1 else ""
+        return f"The estimated ratio is {where}; it crosses 1.0 at Dff ≈ {figures.dff(c.dff)} ({several}{ci}{gap})"
     if c.outcome == "fused_everywhere":
-        # the region above 1.0 may begin after lower points below it: then say where it begins, never "stays"
-        ups = [x for x in c.crossings if x.direction == "up"]
-        where = f"rises above 1.0 near Dff {ups[-1].dff:.0f} and stays above it" if ups else "stays above 1.0"
-        return f"The estimated ratio {where} up to the largest measured Dff {c.max_dff} (crossover {ci})"
-    return f"The estimated ratio is not above 1.0 at any measured Dff (crossover {ci})"
+        return (
+            f"The estimated ratio is {where}, with no downward crossing after fused first leads, so where fused stops "
+            f"winning is not located ({ci})"
+        )
+    return f"The estimated ratio is {where} (where fused stops winning: {ci})"
 
 
 def candidate_caps(
@@ -360,24 +384,35 @@ def candidate_caps(
     return tuple(out)
 
 
-def _point_words(low: float, high: float, margin: float) -> str:
-    band = f"1 ± {margin:.1%}"
-    verdict = str(classify(low, high, margin))
-    return {
-        "fused": f"fused wins beyond {band}",
-        "fallback": f"fallback wins beyond {band}",
-        "equivalent": f"inside {band}: the two paths are equivalent there",
-        "inconclusive": f"which cannot tell it from {band}",
-    }.get(verdict, "no interval")
+def _tested(curve: Curve, test: PointTest, margin: float, role: str) -> str:
+    """`at Dff 4096 (role) the ratio is 0.9855; fallback not shown to win beyond 1 − 1% (one-sided … bound …)`."""
+    i = int(np.flatnonzero(curve.dffs == test.dff)[0])
+    return f"at Dff {test.dff} ({role}) the ratio is {figures.ratio(math.exp(curve.theta[i]))}; {test.words(margin)}"
 
 
-def _at_point(curve: Curve, i: int, level: float, margin: float, role: str) -> str:
-    estimate, low, high = (float(v) for v in ratio_interval(curve.theta[i], curve.se[i], curve.df[i], level))
-    at = f"{level:.1%}" if round(level, 2) != level else f"{level:.0%}"
-    return (
-        f"at Dff {int(curve.dffs[i])} ({role}) the ratio is {estimate:.4f}, {at} CI [{low:.4f}, {high:.4f}], "
-        f"{_point_words(low, high, margin)}"
-    )
+def _point_tests(
+    curve: Curve,
+    m: int | None,
+    above: np.ndarray,
+    wins: int,
+    lowered: bool,
+    bounds: tuple[np.ndarray, np.ndarray],
+    passed: tuple[np.ndarray, np.ndarray],
+    levels: tuple[float, float],
+) -> tuple[PointTest, ...]:
+    """The tests the policy read, as data: the lower test at the largest measured Dff at or below the cap, then
+    (when it did not lower) the raise test at each measured Dff above the cap up to the first that fails."""
+    labels = curve.labels or tuple(f"Dff {int(d)}" for d in curve.dffs)
+
+    def test(i: int, question: int) -> PointTest:
+        name = ("fallback", "fused")[question]
+        return PointTest(int(curve.dffs[i]), labels[i], name, levels[question], float(bounds[question][i]),
+                         bool(passed[question][i]))  # fmt: skip
+
+    out = [test(m, 0)] if m is not None else []
+    if not lowered:
+        out += [test(int(i), 1) for i in above[: wins + 1]]
+    return tuple(out)
 
 
 def _to_decide(curve: Curve, i: int, margin: float, confidence: float, rounds: np.ndarray) -> str:
@@ -388,7 +423,7 @@ def _to_decide(curve: Curve, i: int, margin: float, confidence: float, rounds: n
     if needed is None:
         return f"the ratio at {where} sits on the edge of the margin; more rounds there would not settle it"
     if needed <= n:
-        return f"the interval at {where} is as narrow as it needs to be; it straddles the margin's edge"
+        return f"more rounds at {where} would not change the decision (its interval is as narrow as it needs to be)"
     if needed > 100 * max(n, 1):
         return (
             f"at {where} even {100 * n} rounds per arm would likely not decide (the ratio sits near the margin's edge)"
@@ -440,21 +475,20 @@ def recommend(
         raise ValueError(f"grid must be positive, got {grid}")
     lower_level = lower_confidence or confidence
     rounds = np.zeros(len(curve.dffs), int) if rounds is None else rounds
-    keep_line = f"{cap_env}={current_default}" if current_default is not None else None
+    keep_line = f"{cap_env}={current_default}" if current_default is not None and cap_env else None
     caps = candidate_caps(curve, current_default, grid, confidence) if table else ()
     if crossover.outcome == "no_points":
         reason = "No point with an interval to decide from; nothing changes."
         return Decision("keep", current_default, reason, keep_line)
-    finding = _finding(crossover, confidence)
+    finding = _finding(curve, crossover, confidence)
     lo = int(curve.dffs[0])
     below_all = (lo - 1) // grid * grid
     if current_default is None:
         cap = int(crossover.ci_low) if math.isfinite(crossover.ci_low) else below_all
         bound = "the crossover interval's lower end" if math.isfinite(crossover.ci_low) else f"below Dff {lo}"
         reason = f"{finding}; with no current default given, set {cap} ({bound}, a measured Dff or below them all)."
-        return Decision("set", cap, reason, f"{cap_env}={cap}", caps)
+        return Decision("set", cap, reason, f"{cap_env}={cap}" if cap_env else None, caps)
     c = current_default
-    band = f"1 ± {margin:.1%}"
     # one-sided questions (does fused win beyond δ at every point a raise switches?), so one-sided tests at α
     t_low, t_raise = t_quantile(2 * lower_level - 1, curve.df), t_quantile(2 * confidence - 1, curve.df)
     worse = curve.theta + t_low * curve.se < math.log1p(-margin)
@@ -462,8 +496,14 @@ def recommend(
     fused_now = np.flatnonzero(curve.dffs <= c)
     above = np.flatnonzero(curve.dffs > c)
     m = int(fused_now[-1]) if fused_now.size else None
+    lowered = m is not None and bool(worse[m])
+    wins = 0
+    while not lowered and wins < above.size and better[above[wins]]:
+        wins += 1
+    bounds = (np.exp(curve.theta + t_low * curve.se), np.exp(curve.theta - t_raise * curve.se))
+    tests = _point_tests(curve, m, above, wins, lowered, bounds, (worse, better), (lower_level, confidence))
     action = None
-    if m is not None and worse[m]:
+    if lowered:
         fine = np.flatnonzero(~worse[:m])
         last_fine = int(curve.dffs[fine[-1]]) if fine.size else None
         ci_low = crossover.ci_low if crossover.outcome == "crossing" and math.isfinite(crossover.ci_low) else None
@@ -475,28 +515,24 @@ def recommend(
             where = "the crossover interval's lower end"
         else:
             where = "the largest measured Dff below it where fused is not measurably worse"
-        evidence = _at_point(curve, m, lower_level, margin, f"the largest measured Dff at or below {c}")
-        action = ("lower", int(target), f"{evidence}", where)
-    else:
-        wins = 0
-        while wins < above.size and better[above[wins]]:
-            wins += 1
-        if wins:
-            best = int(curve.dffs[above[wins - 1]])
-            switched = ", ".join(str(int(d)) for d in curve.dffs[above[:wins]])
-            evidence = (
-                f"fused wins beyond {band} at every measured Dff above {c} up to {best} ({switched}; one-sided "
-                f"{confidence:.0%} test at each)"
-            )
-            where = "the largest measured Dff up to which every measured point shows it"
-            if best == int(curve.dffs[-1]):
-                where += f"; Dff above {best} are unmeasured"
-            action = ("raise", best, evidence, where)
+        evidence = _tested(curve, tests[0], margin, f"the largest measured Dff at or below {c}")
+        action = ("lower", int(target), evidence, where)
+    elif wins:
+        best = int(curve.dffs[above[wins - 1]])
+        passed = [t for t in tests if t.question == "fused" and t.passed]
+        bounds_text = ", ".join(f"{t.dff}: {figures.ratio(t.bound)}" for t in passed)
+        evidence = (
+            f"fused wins beyond {band_words(margin, 'fused')} at every measured Dff above {c} up to {best} (one-sided "
+            f"{figures.percent(confidence)} lower bounds {bounds_text})"
+        )
+        where = "the largest measured Dff up to which every measured point shows it"
+        if best == int(curve.dffs[-1]):
+            where += f"; Dff above {best} are unmeasured"
+        action = ("raise", best, evidence, where)
     if action is not None and withhold:
         verb, cap, evidence, where = action
-        return Decision(
-            "keep", c, f"{finding}; {evidence}; a {verb} to {cap} was withheld because {withhold}", keep_line, caps
-        )
+        reason = f"{finding}; {evidence}; a {verb} to {cap} was withheld because {withhold}"
+        return Decision("keep", c, reason, keep_line, caps, tests)
     if action is not None:
         verb, cap, evidence, where = action
         reason = f"{finding}; {evidence}. {verb.capitalize()} it to {cap}, {where}"
@@ -507,14 +543,14 @@ def recommend(
                 f"was measured; measure Dff {_gap_next(crossover, line[1], line[2], grid)} next)"
             )
         reason += "."
-        return Decision(verb, cap, reason, f"{cap_env}={cap}", caps)
-    parts = []
-    if m is not None:
-        parts.append(_at_point(curve, m, confidence, margin, f"the largest measured Dff at or below {c}"))
-    else:
-        parts.append(f"no measured Dff is at or below {c}")
-    if above.size:
-        parts.append(_at_point(curve, int(above[0]), confidence, margin, f"the smallest measured Dff above {c}"))
+        return Decision(verb, cap, reason, f"{cap_env}={cap}" if cap_env else None, caps, tests)
+    parts = [] if m is not None else [f"no measured Dff is at or below {c}"]
+    for test in tests:
+        side = (
+            "the largest measured Dff at or below" if test.question == "fallback" else "the smallest measured Dff above"
+        )
+        role = f"{side} {c}"
+        parts.append(_tested(curve, test, margin, role))
     undecided = [i for i in ([m] if m is not None else []) + [int(j) for j in above[:1]] if not (worse[i] or better[i])]
     hint = f"; {_to_decide(curve, undecided[0], margin, confidence, rounds)}" if undecided else ""
     line = _line_raise(curve, c, confidence, margin, grid)
@@ -526,7 +562,7 @@ def recommend(
             f"straight line across that gap is not evidence; measure Dff {measure} next)"
         )
     reason = f"{finding}; {'; '.join(parts)}. Keep {c}{withheld}{hint}."
-    return Decision("keep", c, reason, keep_line, caps)
+    return Decision("keep", c, reason, keep_line, caps, tests)
 
 
 def family_curve(
@@ -673,7 +709,8 @@ def decide_curves(
     binding = min(
         candidates, key=lambda f: math.inf if f.decision.recommended_cap is None else f.decision.recommended_cap
     )
-    return DecisionResult(tuple(families), binding.crossover, _overall(binding, candidates, current_default))
+    overall = _overall(binding, candidates, current_default)
+    return DecisionResult(tuple(families), binding.crossover, overall, binding.family)
 
 
 def _overall(binding: FamilyDecision, candidates: Sequence[FamilyDecision], current_default: int | None) -> Decision:
@@ -689,18 +726,19 @@ def _overall(binding: FamilyDecision, candidates: Sequence[FamilyDecision], curr
     k = len(candidates)
     if decision.action == "lower":
         who = (
-            f"The shape family {binding.family} sets the smallest cap (each of the {k} deciding families tests a "
-            f"lower at the stricter level 1 − α/{k}, Bonferroni, because any one of them can trigger it)"
+            f"The shape family {family_words(binding.family)} sets the smallest cap (each of the {k} deciding "
+            f"families tests a lower at the stricter level 1 − α/{k}, Bonferroni, because any one of them can "
+            "trigger it)"
         )
     elif decision.action == "raise":
         who = (
             f"All {k} deciding families support a raise (each tested at the plain level: every family must agree, so "
-            f"no correction is needed); the smallest raised cap holds, set by {binding.family}"
+            f"no correction is needed); the smallest raised cap holds, set by {family_words(binding.family)}"
         )
     else:
         raisers = [f for f in candidates if f.decision.action == "raise"]
-        others = [f.family for f in candidates if f.decision.action != "raise"]
-        who = f"The shape family {binding.family} keeps the cap"
+        others = [family_words(f.family) for f in candidates if f.decision.action != "raise"]
+        who = f"The shape family {family_words(binding.family)} keeps the cap"
         if raisers:
             smallest = min(f.decision.recommended_cap or 0 for f in raisers)
             who += f" (a raise to {smallest} was withheld because {', '.join(others)} does not support it)"
@@ -715,11 +753,18 @@ def _number(value: float | None, digits: int) -> float | None:
     return round(float(value), digits) if value is not None and math.isfinite(value) else None
 
 
+def _exact(value: object) -> float | None:
+    """JSON-safe (NaN and ±inf become null) and never pre-rounded: every text formats the one stored number
+    (harness.analysis.figures), so a figure printed twice prints identically."""
+    return float(value) if value is not None and math.isfinite(float(value)) else None
+
+
 def crossover_json(c: Crossover) -> dict[str, object]:
     return {
-        "crossover_dff": _number(c.dff, 1) if c.dff is not None else None,
-        "ci_low": _number(c.ci_low, 1),
-        "ci_high": _number(c.ci_high, 1),
+        # exact, as every figure of the record: the text formats these (figures.dff), never a pre-rounded copy
+        "crossover_dff": _exact(c.dff) if c.dff is not None else None,
+        "ci_low": _exact(c.ci_low),
+        "ci_high": _exact(c.ci_high),
         "outcome": c.outcome,
         "ci_method": c.ci_method,
         "ci_text": format_ci(c) if c.outcome != "no_points" else None,
@@ -727,11 +772,11 @@ def crossover_json(c: Crossover) -> dict[str, object]:
         "next_dff": c.next_dff,
         "crossings": [
             {
-                "dff": round(x.dff, 1),
+                "dff": _exact(x.dff),
                 "direction": x.direction,
                 "between": list(x.between),
-                "ci_low": _number(x.ci_low, 1),
-                "ci_high": _number(x.ci_high, 1),
+                "ci_low": _exact(x.ci_low),
+                "ci_high": _exact(x.ci_high),
             }
             for x in c.crossings
         ],
@@ -762,17 +807,39 @@ def caps_json(caps: Sequence[CapOption]) -> list[dict[str, object]]:
     ]
 
 
-def point_json(row: Mapping[str, object], family: str) -> dict[str, object]:
+RATIO_OF_MEDIANS = "ratio_of_medians"  # a point's JSON field; sidecars before it called it `ratio`
+
+
+def ratio_of_medians(point: Mapping[str, object]) -> float | None:
+    """A point's median fused / median fallback from its JSON record, whichever name the record uses."""
+    value = point.get(RATIO_OF_MEDIANS, point.get(SummaryCol.RATIO))
+    return None if value is None else float(value)
+
+
+def test_json(test: PointTest) -> dict[str, object]:
+    return {
+        "dff": test.dff,
+        "model": test.model,
+        "question": test.question,
+        "level": test.level,
+        "bound": _exact(test.bound),
+        "passed": test.passed,
+    }
+
+
+def point_json(row: Mapping[str, object], family: str, test: PointTest | None = None) -> dict[str, object]:
+    """One point; `test`: the one-sided test the overall decision read at its Dff (then `decides` is true)."""
     return {
         "model": str(row["model"]),
         "dff": int(row["dff"]),
         "family": family,
-        SummaryCol.FALLBACK_TOK_S: _number(row[SummaryCol.FALLBACK_TOK_S], 4),
-        SummaryCol.FUSED_TOK_S: _number(row[SummaryCol.FUSED_TOK_S], 4),
-        SummaryCol.RATIO: _number(row[SummaryCol.RATIO], 5),
-        SummaryCol.ESTIMATE: _number(row[SummaryCol.ESTIMATE], 5),
-        SummaryCol.CI_LOW: _number(row[SummaryCol.CI_LOW], 5),
-        SummaryCol.CI_HIGH: _number(row[SummaryCol.CI_HIGH], 5),
+        SummaryCol.FALLBACK_TOK_S: _exact(row[SummaryCol.FALLBACK_TOK_S]),
+        SummaryCol.FUSED_TOK_S: _exact(row[SummaryCol.FUSED_TOK_S]),
+        # summary.csv's `ratio` column, named here for what it is: median fused / median fallback (mlxcel's number)
+        RATIO_OF_MEDIANS: _exact(row[SummaryCol.RATIO]),
+        SummaryCol.ESTIMATE: _exact(row[SummaryCol.ESTIMATE]),  # the geometric-mean ratio the interval is about
+        SummaryCol.CI_LOW: _exact(row[SummaryCol.CI_LOW]),
+        SummaryCol.CI_HIGH: _exact(row[SummaryCol.CI_HIGH]),
         SummaryCol.METHOD: str(row[SummaryCol.METHOD]) if isinstance(row[SummaryCol.METHOD], str) else "",
         SummaryCol.VERDICT: str(row[SummaryCol.VERDICT]),
         SummaryCol.UNSTABLE: bool(row[SummaryCol.UNSTABLE]),
@@ -781,6 +848,8 @@ def point_json(row: Mapping[str, object], family: str) -> dict[str, object]:
         SummaryCol.NULL_RATIO: _number(row[SummaryCol.NULL_RATIO], 5),
         SummaryCol.OUTLIERS: str(row[SummaryCol.OUTLIERS]) if isinstance(row[SummaryCol.OUTLIERS], str) else "",
         SummaryCol.REASON: str(row[SummaryCol.REASON]),
+        "decides": test is not None,
+        "decision_test": None if test is None else test_json(test),
         **(dispatch_json(row) if isinstance(row.get("dispatch"), str) and row["dispatch"] else {}),
     }
 
@@ -810,24 +879,42 @@ def dispatch_json(row: Mapping[str, object]) -> dict[str, object]:
     return out
 
 
+def used_tests(result: DecisionResult) -> dict[tuple[str, int], PointTest]:
+    """(family, Dff) → the test the overall decision read there: the deciding families' point tests (a raise needs
+    every deciding family, so each one's tests count; a family that does not decide is shown, not relied on)."""
+    families = deciding_families(result.families) if result.families else []
+    return {(f.family, t.dff): t for f in families for t in f.decision.tests}
+
+
+def _test_at(used: dict[tuple[str, int], PointTest], family: str, row: Mapping[str, object]) -> PointTest | None:
+    """The decision's test at this row's Dff; only valid points (a null point at a tested Dff was not used)."""
+    return used.get((family, int(row["dff"]))) if row[SummaryCol.VERDICT] in DECIDED else None
+
+
 def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: object) -> dict[str, object]:
     """The machine-readable decision: what `crossover --json` prints and the report's hidden block records."""
     labels = family_labels(summary)
     d = result.decision
+    used = used_tests(result)
+    records = summary.to_dict("records")
     out = {
         **crossover_json(result.crossover),
         # rows as plain dicts: a Series per row (iterrows) cost most of `crossover --json` on 10,000 points
         "points": [
-            point_json(row, str(label)) for row, label in zip(summary.to_dict("records"), labels.tolist(), strict=True)
+            point_json(row, str(label), _test_at(used, str(label), row))
+            for row, label in zip(records, labels.tolist(), strict=True)
         ],
         "recommended_cap": d.recommended_cap,
         "action": d.action,
         "reason": d.reason,
         "apply": d.apply,
         "candidate_caps": caps_json(result.decision.caps),
+        "tests": [test_json(t) for t in d.tests],
         **settings,
     }
     if len(result.families) > 1:
+        deciding = {f.family for f in deciding_families(result.families)}
+        out["binding_family"] = result.binding
         out["families"] = [
             {
                 "family": f.family,
@@ -836,6 +923,8 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
                 "action": f.decision.action,
                 "reason": f.decision.reason,
                 "candidate_caps": caps_json(f.decision.caps),
+                "tests": [test_json(t) for t in f.decision.tests],
+                "decides": f.family in deciding,
             }
             for f in result.families
         ]

@@ -138,9 +138,14 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
     frame = loaded.samples if loaded.samples is not None else loaded.summary
     present = set(frame["model"].astype(str).unique()) if frame is not None else set()
     predicted = expected_null(loaded.provenance)
-    expected = {m: f"expected null: {why}" for m, why in predicted.items() if m in present}
     observed = {
         m: why for m, why in dispatch_evidence.null_reasons(loaded.provenance, predicted).items() if m in present
+    }
+    # a prediction the probe confirmed says so ("expected null" is for a prediction nobody observed)
+    expected = {
+        m: f"{observed[m]} (predicted: {why})" if m in observed else f"expected null: {why}"
+        for m, why in predicted.items()
+        if m in present
     }
     return {**observed, **expected, **options.excludes}
 
@@ -170,7 +175,10 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
         raise InputError("--exclude", name, problem) from None
     summary = dispatch_evidence.annotate(summary, loaded.samples, loaded.provenance, expected_null(loaded.provenance))
     current = _current_default(options, loaded.provenance)
-    cap_env = str(loaded.provenance.get("cap_env") or DEFAULT_CAP_ENV)
+    # the variable that sets the cap for what was measured: a command run's (the one its arms were forced with),
+    # mlxcel's for its CSVs; a built-in workload records "" (no variable of any library sets its cap), so its
+    # decision prints no line to apply
+    cap_env = str(loaded.provenance.get("cap_env", DEFAULT_CAP_ENV) or "")
     withheld = withheld_reason(points.aa_beyond_margin, options.margin)
     result = decide(
         summary, current, options.grid, options.interpolation, options.confidence, cap_env, options.margin, withheld

@@ -46,18 +46,21 @@ def cap_table(caps: Sequence[CapOption], current: int | None) -> list[str]:
 
 def print_decision(analysis: Analysis, console: Console) -> None:
     """The crossover line(s), every crossing, and the decision with the line that applies it."""
+    from harness.analysis import figures
     from harness.analysis.decision import format_ci
 
     result = analysis.result
-    conf = f"{analysis.options.confidence:.0%}"
+    conf = figures.percent(analysis.options.confidence)
     for family in result.families:
         c = family.crossover
         if c.outcome == "no_points":
             console.print("crossover: no valid (non-null) point")
             continue
-        where = f"Dff ≈ {c.dff:.0f}" if c.dff is not None else c.outcome.replace("_", " ")
+        where = f"Dff ≈ {figures.dff(c.dff)}" if c.dff is not None else c.outcome.replace("_", " ")
         crossings = (
-            ", ".join(f"{x.dff:.0f} ({x.direction}, between {x.between[0]} and {x.between[1]})" for x in c.crossings)
+            ", ".join(
+                f"{figures.dff(x.dff)} ({x.direction}, between {x.between[0]} and {x.between[1]})" for x in c.crossings
+            )
             or "none"
         )
         label = f"[{family.family}] " if len(result.families) > 1 else ""
@@ -87,6 +90,7 @@ def crossover(
     decision per backend (see `moecal report RUN RUN…` for the addendum).
     """
     from harness.analysis.backend_defaults import build_defaults
+    from harness.analysis.decision import used_tests
     from harness.analysis.pipeline import analyse_path
     from harness.output.defaults_addendum import defaults_json, print_defaults
     from harness.output.summary_table import print_summary
@@ -106,7 +110,8 @@ def crossover(
         return
     console = Console()
     if ctx.info_name != "recommend":
-        print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, confidence)
+        tests = used_tests(analysis.result)
+        print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, confidence, tests, margin)
     print_decision(analysis, console)
 
 

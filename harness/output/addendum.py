@@ -20,18 +20,22 @@ import json
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from harness.analysis import figures
 from harness.analysis.backend_defaults import MLXCEL_CONSTANTS
-from harness.analysis.decision import Decision
+from harness.analysis.decision import Decision, ratio_of_medians
+from harness.analysis.decision_words import band, family_words, point_test_words
+from harness.analysis.dispatch_evidence import PARITY_LIMIT
 from harness.analysis.inputs import load_input
 from harness.analysis.pin_drift import compare
 from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path
 from harness.analysis.regression import join_points
+from harness.analysis.stats import DECIDED as DECIDED_VERDICTS
 from harness.config.backend_specs import BACKENDS
 from harness.errors import InputError
 from harness.output.markdown_text import md_code, md_text
@@ -158,8 +162,8 @@ def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path:
             {
                 "model": str(analysis.summary["model"].iloc[c]),
                 "dff": int(analysis.summary["dff"].iloc[c]),
-                "ratio_before": _round(previous.summary[SummaryCol.ESTIMATE].iloc[b]),
-                "ratio_now": _round(analysis.summary[SummaryCol.ESTIMATE].iloc[c]),
+                "ratio_before": _exact(previous.summary[SummaryCol.ESTIMATE].iloc[b]),
+                "ratio_now": _exact(analysis.summary[SummaryCol.ESTIMATE].iloc[c]),
                 "verdict_before": str(previous.summary[SummaryCol.VERDICT].iloc[b]),
                 "verdict_now": str(analysis.summary[SummaryCol.VERDICT].iloc[c]),
             }
@@ -172,8 +176,9 @@ def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path:
     }
 
 
-def _round(value: float) -> float | None:
-    return round(float(value), 5) if math.isfinite(float(value)) else None
+def _exact(value: float) -> float | None:
+    """Never pre-rounded (harness.analysis.figures formats it); null when not finite."""
+    return float(value) if math.isfinite(float(value)) else None
 
 
 def _files(stem: str, raw: Path, md_dir: Path, root: Path, mlxcel_csv: bool, patch: bool) -> dict[str, str | None]:
@@ -242,13 +247,9 @@ def build_report_data(
 # --- markdown -------------------------------------------------------------------------------------------------
 
 
-def _fmt(value: float | None, digits: int) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
 def _name(point: dict[str, object], several_families: bool) -> str:
     """`model (Dff 4096)`, with the shape family when there are several (layer sweeps share one model name)."""
-    family = f", {point['family']}" if several_families else ""
+    family = f", {family_words(point['family'])}" if several_families else ""
     return f"{point['model']} (Dff {point['dff']}{family})"
 
 
@@ -256,54 +257,108 @@ def _dff_list(dffs: list[int]) -> str:
     return ", ".join(str(d) for d in dffs)
 
 
-def _family_finding(name: str, points: list[dict], crossover: dict[str, object], conf: str) -> str:
-    """What one family's verdicts say, verdict by verdict (never more than they say), then its crossover."""
+VERDICT_WORDS = {
+    "fused": "fused wins beyond {fused} at Dff",
+    "fallback": "fallback wins beyond {fallback} at Dff",
+    "equivalent": "the paths are equivalent (within 1 ± {margin}) at Dff",
+    "inconclusive": "inconclusive at Dff",
+    "insufficient": "too few runs for an interval at Dff",
+    "null": "null (not used) at Dff",
+}
+
+
+def _verdicts(points: list[dict], margin: float) -> str:
+    """What one family's verdict column says, verdict by verdict (never more than it says)."""
     by_verdict: dict[str, list[int]] = {}
     for p in sorted(points, key=lambda p: p["dff"]):
         by_verdict.setdefault(p[SummaryCol.VERDICT], []).append(p["dff"])
-    words = {
-        "fused": "fused wins beyond the margin at Dff",
-        "fallback": "fallback wins beyond the margin at Dff",
-        "equivalent": "the paths are equivalent (within the margin) at Dff",
-        "inconclusive": "inconclusive at Dff",
-        "insufficient": "too few runs for an interval at Dff",
-        "null": "null (not used) at Dff",
-    }
-    parts = [f"{words[v]} {_dff_list(by_verdict[v])}" for v in words if v in by_verdict]
-    ci = crossover["ci_text"]
-    if crossover["outcome"] == "crossing":
-        where = f"the estimated ratio crosses 1.0 at Dff ≈ {crossover['crossover_dff']:.0f}, {conf} CI {ci}"
-    elif crossover["outcome"] == "fused_everywhere":
-        where = f"the estimated ratio stays above 1.0 at every measured Dff; crossover {conf} CI {ci}"
-    elif crossover["outcome"] == "fused_never":
-        where = f"the estimated ratio is not above 1.0 even at the smallest measured Dff; crossover {conf} CI {ci}"
-    else:
-        where = "no point with an interval, so no crossover"
-    return f"- Family {name}: {'; '.join(parts) or 'no points'}. Curve: {where}."
+    bands = {"margin": figures.percent(margin), "fused": band(margin, "fused"), "fallback": band(margin, "fallback")}
+    parts = [f"{VERDICT_WORDS[v].format(**bands)} {_dff_list(by_verdict[v])}" for v in VERDICT_WORDS if v in by_verdict]
+    return "; ".join(parts) or "no points"
+
+
+def _crossings(family: dict[str, object], points: list[dict], conf: str) -> str | None:
+    """Every crossing of 1.0 with its own interval, and which one the crossover is — only when there are several
+    (one crossing is the crossover, stated in the decision)."""
+    listed = family["crossings"]
+    if len(listed) < 2:
+        return None
+    valid = sorted(p["dff"] for p in points if p[SummaryCol.VERDICT] in DECIDED_VERDICTS)
+    smallest, largest = (valid[0], valid[-1]) if valid else (None, None)
+
+    def one(c: dict[str, object]) -> str:
+        low = -math.inf if c["ci_low"] is None else c["ci_low"]
+        high = math.inf if c["ci_high"] is None else c["ci_high"]
+        ci = figures.dff_interval(low, high, smallest, largest)
+        return f"{figures.dff(c['dff'])} ({c['direction']}, {conf} CI {ci})"
+
+    text = f"  - The estimated ratio is not monotone: it crosses 1.0 at {', '.join(one(c) for c in listed)}"
+    chosen = family["crossover_dff"]
+    if chosen is None:
+        return f"{text}; none is a downward crossing after fused first leads, so none is the crossover."
+    return f"{text}; the crossover is {figures.dff(chosen)}, the first downward crossing after fused first leads."
+
+
+def _opposite(points: list[dict], several: bool) -> list[str]:
+    """One line where the medians and the ratio point opposite ways (the table shows both; this says why)."""
+    out = []
+    for p in points:
+        medians, estimate = ratio_of_medians(p), p[SummaryCol.ESTIMATE]
+        if medians is None or estimate is None or (medians - 1) * (estimate - 1) >= 0:
+            continue
+        faster = "fused" if medians > 1 else "fallback"
+        fused, fallback = figures.tok_s(p[SummaryCol.FUSED_TOK_S]), figures.tok_s(p[SummaryCol.FALLBACK_TOK_S])
+        out.append(
+            f"- At {md_text(_name(p, several))} the medians favour {faster} ({fused} vs {fallback}) while "
+            f"fused/fallback is {figures.ratio(estimate)}: "
+            f"the medians compare each side's middle run, the ratio {_how(p)}, so a few outlying runs move the "
+            "ratio and not the medians."
+        )
+    return out
+
+
+def _how(point: dict[str, object]) -> str:
+    """How this point's ratio was formed, as its `method` says (paired by round, or Welch on unpaired runs)."""
+    if str(point.get(SummaryCol.METHOD, "")).startswith("paired"):
+        return "averages every round's fused/fallback pair"
+    return "compares the geometric means of each side's runs (not paired)"
+
+
+def _families(d: dict[str, object]) -> list[dict[str, object]]:
+    """The families the decision was made for (one, unnamed in the JSON, when the run has one)."""
+    return d.get("families") or [{"family": d["points"][0]["family"] if d["points"] else "all", "decides": True, **d}]
 
 
 def _findings(data: dict[str, object]) -> list[str]:
     d = data["decision"]
     opts = data["options"]
-    conf = f"{opts['confidence']:.0%}"
-    families = d.get("families") or [{"family": d["points"][0]["family"] if d["points"] else "all", **d}]
+    conf = figures.percent(opts["confidence"])
+    families = _families(d)
+    several = len(families) > 1
     out = []
+    binding = d.get("binding_family")
     for family in families:
         mine = [p for p in d["points"] if p["family"] == family["family"]]
-        out.append(_family_finding(md_text(family["family"]), mine, family, conf))
-        if len(family["crossings"]) > 1:
-            listed = ", ".join(f"{c['dff']:.0f} ({c['direction']})" for c in family["crossings"])
-            out.append(f"  - The estimated ratio is not monotone: it crosses 1.0 at {listed}; the first decides.")
-    if len(families) > 1:
-        out += [f"- Decision for {md_text(f['family'])}: {f['action']}: {md_text(f['reason'])}" for f in families]
+        name = md_text(_namer(data)(family["family"]))
+        out.append(f"- {name}: {_verdicts(mine, opts['margin'])}.")
+        crossings = _crossings(family, mine, conf)
+        if crossings:
+            out.append(crossings)
+        if several and family["family"] != binding and family["reason"] not in d["reason"]:
+            role = (
+                "its own decision (it does not decide the cap)"
+                if not family.get("decides", True)
+                else "its own decision"
+            )
+            out.append(f"  - {role}: {family['action']}: {md_text(family['reason'])}")
     aa = _aa_sentence(d, opts["margin"])
     if aa:
         out.append(aa)
-    several = "families" in d
     for p in d["points"]:
         if p[SummaryCol.OUTLIERS]:
             where = md_text(_name(p, several))
             out.append(f"- Outliers dropped (> 6 robust σ from the arm's median) at {where}: {p[SummaryCol.OUTLIERS]}.")
+    out += _opposite(d["points"], several)
     out += _dispatch_findings(d["points"], several)
     unstable = [md_text(_name(p, several)) for p in d["points"] if p[SummaryCol.UNSTABLE]]
     if unstable:
@@ -328,15 +383,11 @@ def _optional(point: dict[str, object], key: str) -> str:
     """A cell of an optional column: tokens as `fallback/fused` (bold and flagged when the arms generated different
     counts: they did different work), parity with its fused-vs-reference NRMS (worst, median) when known."""
     if key == "tokens_fused":
-        counts = "/".join(_fmt(point.get(k), 0) if point.get(k) is not None else "-" for k in ("tokens_fallback", key))
+        counts = "/".join(f"{point[k]:.0f}" if point.get(k) is not None else "-" for k in ("tokens_fallback", key))
         return f"**{counts} differ**" if point.get("tokens_differ") else counts
     value = point.get(key)
-    if key == "parity_class" and value and point.get("fused_vs_ref_worst") is not None:
-        # the class names the worst fused-vs-truth NRMS; the fused-vs-reference figures complete the picture
-        median = point.get("fused_vs_ref_median")
-        value = f"{value}; fused-vs-ref NRMS worst {point['fused_vs_ref_worst']:.2g}" + (
-            f", median {median:.2g}" if median is not None else ""
-        )
+    if key == "parity_class" and value:
+        return parity_cell(point)
     return "-" if value in (None, "") else md_text(value)
 
 
@@ -344,6 +395,10 @@ def _dispatch_findings(points: list[dict], several: bool) -> list[str]:
     """What the verification pass could not establish, in words: a path predicted rather than observed, a point
     whose arms did different work."""
     out = []
+    marked = [p for p in points if p.get("dispatch")]
+    if marked and all(p["dispatch"] == "unverified" for p in marked):
+        out.append("- The dispatch was not verified at any point (the input has no verification pass).")
+        marked = []
     for state, words in (
         (
             "predicted",
@@ -351,7 +406,7 @@ def _dispatch_findings(points: list[dict], several: bool) -> list[str]:
         ),
         ("unverified", "the dispatch was not verified"),
     ):
-        names = [md_text(_name(p, several)) for p in points if p.get("dispatch") == state]
+        names = [md_text(_name(p, several)) for p in marked if p["dispatch"] == state]
         if names:
             out.append(f"- At {', '.join(names)} {words}.")
     differ = [md_text(_name(p, several)) for p in points if p.get("tokens_differ")]
@@ -360,12 +415,20 @@ def _dispatch_findings(points: list[dict], several: bool) -> list[str]:
     return out
 
 
-def _table(points: list[dict], several_families: bool, confidence: float, unit: str) -> list[str]:
+def _table(points: list[dict], name: Callable[[str], str], opts: dict[str, object], unit: str) -> list[str]:
     """mlxcel's addendum table (`| Dff | model | fallback … | fused … | fused/fallback |`, the winner in bold) with
-    the interval and the verdict; fused/fallback is the estimate the interval belongs to."""
+    the interval and the verdict; fused/fallback is the estimate the interval belongs to. `decision test`: the
+    one-sided test the decision read at that point (empty where it read none), so the table shows what decided."""
+    several_families = len({p["family"] for p in points}) > 1
     extra = [(key, head) for key, head in OPTIONAL_COLUMNS if any(p.get(key) not in (None, "") for p in points)]
-    heads = ["Dff", "model", f"fallback {unit}", f"fused {unit}", "fused/fallback", f"{confidence:.0%} CI", "verdict"]
+    if all(p.get("dispatch") in (None, "", "unverified") for p in points):  # one finding says so, not every row
+        extra = [(key, head) for key, head in extra if key != "dispatch"]
+    tested = any(p.get("decides") for p in points)
+    heads = ["Dff", "model", f"fallback {unit}", f"fused {unit}", "fused/fallback", "95% CI", "verdict"]
+    heads[5] = f"{figures.percent(opts['confidence'])} CI"
     rule = ["--:", "---", "--:", "--:", "--:", "---", "---"]
+    if tested:
+        heads, rule = [*heads, "decision test"], [*rule, "---"]
     if several_families:
         heads, rule = ["family", *heads], ["---", *rule]
     heads += [head for _, head in extra]
@@ -373,22 +436,41 @@ def _table(points: list[dict], several_families: bool, confidence: float, unit: 
     lines = ["| " + " | ".join(heads) + " |", "|" + "|".join(rule) + "|"]
     for p in points:
         fallback, fused, ratio = (
-            _fmt(p[SummaryCol.FALLBACK_TOK_S], 2),
-            _fmt(p[SummaryCol.FUSED_TOK_S], 2),
-            _fmt(p[SummaryCol.ESTIMATE], 4),
+            figures.tok_s(p[SummaryCol.FALLBACK_TOK_S]),
+            figures.tok_s(p[SummaryCol.FUSED_TOK_S]),
+            figures.ratio(p[SummaryCol.ESTIMATE]),
         )
         if p[SummaryCol.VERDICT] == "fused":
             fused, ratio = f"**{fused}**", f"**{ratio}**"
         elif p[SummaryCol.VERDICT] == "fallback":
             fallback, ratio = f"**{fallback}**", f"**{ratio}**"
-        ci = "-" if p[SummaryCol.CI_LOW] is None else f"[{p[SummaryCol.CI_LOW]:.4f}, {p[SummaryCol.CI_HIGH]:.4f}]"
+        ci = figures.interval(p[SummaryCol.CI_LOW], p[SummaryCol.CI_HIGH])
         verdict = p[SummaryCol.VERDICT] + (" (unstable)" if p[SummaryCol.UNSTABLE] else "")
         cells = [str(p["dff"]), md_text(p["model"]), fallback, fused, ratio, ci, verdict]
+        if tested:
+            cells.append(_test_cell(p.get("decision_test"), opts["margin"]))
         if several_families:
-            cells.insert(0, md_text(p["family"]))
+            cells.insert(0, md_text(name(p["family"])))
         cells += [_optional(p, key) for key, _ in extra]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def parity_cell(point: dict[str, object]) -> str:
+    """The parity column in a word: `ok (≤ 0.05)` when no fused call's NRMS exceeded mlxcel's threshold, `CHECK`
+    (bold) when some did; the figures behind it (calls, worst and median NRMS) are in the sidecar."""
+    calls, over = point.get("parity_calls"), point.get("parity_calls_over")
+    if not calls:
+        return "-"
+    return f"**CHECK** ({over} of {calls} calls)" if over else f"ok (≤ {PARITY_LIMIT:g})"
+
+
+def _test_cell(test: dict[str, object] | None, margin: float) -> str:
+    """The decision's one-sided test at this point, bold when it passed (the words the reason uses)."""
+    if not test:
+        return ""
+    words = point_test_words(str(test["question"]), bool(test["passed"]), test["bound"], float(test["level"]), margin)
+    return f"**{words}**" if test["passed"] else words
 
 
 def _hardware(context: dict[str, object]) -> str:
@@ -496,17 +578,18 @@ def _decision(data: dict[str, object]) -> list[str]:
     lines = [_decision_head(d, data["backend"]), "", md_text(d["reason"]), ""]
     files = data["files"]
     changes = d["action"] in ("raise", "lower", "set") and d["recommended_cap"] is not None
+    per_run = f" (per run: `{d['apply']}`)" if d["apply"] else ""
     if changes and data["backend"] in MLXCEL_CONSTANTS:
         constant = MLXCEL_CONSTANTS[data["backend"]]
         lines.append(
             f"Set this constant: `{constant}: i32 = {d['recommended_cap']};` in `{SWITCH_LAYERS}` "
             f"(patch: [{files['patch']}]({files['patch']})"
             + ("" if (data.get("mlxcel") or {}).get("checked") else f"; {UNCHECKED_NOTE}")
-            + f"); per run: `{d['apply']}`."
+            + f"){';' if per_run else ''}{per_run.removeprefix(' (').removesuffix(')')}."
         )  # fmt: skip
         lines.append("")
     elif changes:
-        lines += [f"{data['backend']} is not an mlxcel backend: no constant to change (per run: `{d['apply']}`).", ""]
+        lines += [f"{md_text(data['backend'])} is not an mlxcel backend: no constant to change{per_run}.", ""]
     return lines
 
 
@@ -520,7 +603,7 @@ def _previous_findings(prev: dict[str, object]) -> list[str]:
     out.extend(f"  - {md_text(s['family'])}: {s['text']}" for s in comparison["crossover"])
     changes = {(c["model"], c["dff"]): c for c in comparison["points"]}
     for p in prev["points"]:
-        ratios = f"estimate {_fmt(p['ratio_before'], 4)} → {_fmt(p['ratio_now'], 4)}"
+        ratios = f"estimate {figures.ratio(p['ratio_before'])} → {figures.ratio(p['ratio_now'])}"
         c = changes.get((p["model"], p["dff"]))
         change = f", change ×{c['change']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]: {c['verdict']}" if c else ""
         out.append(
@@ -540,6 +623,43 @@ def _synthetic(ctx: dict[str, object]) -> list[str]:
         return []
     notes = "; ".join(f"{md_code(name)}: {md_text(how)}" for name, how in synthetic.items())
     return ["", f"Synthetic checkpoints (`moecal synth`; only the fused/fallback ratio carries over): {notes}."]
+
+
+def _method(opts: dict[str, object], tested: bool) -> str:
+    """What the table's columns are, and which test the decision read (only when the table shows one)."""
+    conf, band = figures.percent(opts["confidence"]), figures.percent(opts["margin"])
+    text = (
+        f"fused/fallback is the geometric mean of the per-run ratios (exp of the mean ln difference, paired by round "
+        f"where the arms were interleaved, Welch otherwise) with its {conf} t interval; the verdict reads that "
+        f"two-sided interval: a path wins (bold) only when it lies beyond 1 ± {band}, `equivalent` inside it, else "
+        "`inconclusive`. The throughput columns are the median of each side."
+    )
+    if tested:
+        text += (
+            " The decision asks one-sided questions (does fused win beyond 1 + δ at each Dff a raise would switch? "
+            "does fallback win beyond 1 − δ at the largest Dff at or below the cap?); the `decision test` column shows "
+            "each test it read, with its one-sided bound, so a point can be `inconclusive` two-sided and still pass "
+            "the one-sided test the decision used."
+        )
+    return text
+
+
+def _not_used(points: list[dict], several: bool) -> list[str]:
+    """The points left out of the crossover, with the words for only the kinds of reason that occur."""
+    left = [p for p in points if p[SummaryCol.VERDICT] in ("null", "insufficient")]
+    if not left:
+        return []
+    kinds = {p[SummaryCol.VERDICT] for p in left}
+    why = {"null": "null: both arms ran the same code, or excluded", "insufficient": "insufficient: too few runs"}
+    head = f"Not used for the crossover ({'; '.join(why[k] for k in ('null', 'insufficient') if k in kinds)}):"
+    return [head, "", *(f"- {md_text(_name(p, several))}: {md_text(p[SummaryCol.REASON])}" for p in left), ""]
+
+
+def _namer(data: dict[str, object]) -> Callable[[str], str]:
+    """Family label → the words the addendum uses for it (`mlxcel models` when the benchmark is mlxcel's)."""
+    ctx = data["context"]
+    bench = str(ctx.get("bench_command") or ctx.get("source_format") or "")
+    return lambda label: family_words(label, bench)
 
 
 def render_markdown(data: dict[str, object]) -> str:
@@ -562,25 +682,17 @@ def render_markdown(data: dict[str, object]) -> str:
         f"{runs_text} runs per side in interleaved rounds (order rotating). {_arms(ctx)} "
         f"Raw per-run data: {', '.join(raw)}; machine-readable record: [{files['sidecar']}]({files['sidecar']}).",
         "",
-        f"fused/fallback is the geometric mean of the per-run ratios (exp of the mean ln difference, paired by round "
-        f"where the arms were interleaved, Welch otherwise) with its {opts['confidence']:.0%} t interval; a path wins "
-        f"(bold) only when the interval lies beyond 1 ± {opts['margin']:.1%}, `equivalent` inside it, else "
-        f"`inconclusive`. The throughput columns are the median of each side.",
+        _method(opts, any(p.get("decides") for p in points)),
         *_synthetic(ctx),
         "",
     ]
-    several = "families" in d
+    name = _namer(data)
     for kind in ("whole", "layer"):
         # by family, then Dff: a reader scans the table along Dff as along the plot's axis
         mine = sorted((p for p in points if _kind(p) == kind), key=lambda p: (str(p["family"]), p["dff"]))
         if mine:
-            families = len({p["family"] for p in mine}) > 1
-            lines += [*_table(mine, families, opts["confidence"], UNITS[kind]), ""]
-    nulls = [p for p in points if p[SummaryCol.VERDICT] in ("null", "insufficient")]
-    if nulls:
-        lines += ["Not used for the crossover (null: both arms ran the same code, or excluded; insufficient: too "
-                  "few runs):", ""]  # fmt: skip
-        lines += [f"- {md_text(_name(p, several))}: {md_text(p[SummaryCol.REASON])}" for p in nulls] + [""]
+            lines += [*_table(mine, name, opts, UNITS[kind]), ""]
+    lines += _not_used(points, "families" in d)
     lines += ["Findings:", "", *_findings(data), ""]
     lines += _decision(data)
     lines += [f"![fused/fallback ratio vs Dff]({files['plot']})", ""]

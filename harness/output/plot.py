@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.analysis.decision import ratio_of_medians
 from harness.output.markdown_text import plot_label
 from harness.runs.summary_columns import SummaryCol
 
@@ -149,7 +150,7 @@ def _panel(ax, data: dict, kind: str, families: list[str], y_limits: tuple[float
                     clipped = True
     # a null point has no estimate (it never entered the statistics): it is placed at its ratio of medians
     nulls = [
-        (p["dff"], p[SummaryCol.ESTIMATE] or p[SummaryCol.RATIO]) for p in points if p[SummaryCol.VERDICT] == "null"
+        (p["dff"], p[SummaryCol.ESTIMATE] or ratio_of_medians(p)) for p in points if p[SummaryCol.VERDICT] == "null"
     ]
     nulls = [(dff, min(max(y, y_low), y_high)) for dff, y in nulls if y is not None]
     if nulls:

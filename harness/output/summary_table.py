@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from harness.analysis.stats import family_labels
+from harness.analysis import figures
+from harness.analysis.decision import PointTest
+from harness.analysis.stats import DECIDED, family_labels
 from harness.runs.summary_columns import SummaryCol
-from harness.thresholds import CONFIDENCE
-
-
-def _cell(value: object, digits: int) -> str:
-    return "-" if value is None or pd.isna(value) else f"{value:.{digits}f}"
-
+from harness.thresholds import CONFIDENCE, MARGIN
 
 CONSOLE_ROWS = 200  # per family on the terminal: a table of 100,000 rows takes a minute to draw and nobody reads it
 
 
-def print_summary(summary: pd.DataFrame, title: str, console: Console, confidence: float = CONFIDENCE) -> None:
+def print_summary(
+    summary: pd.DataFrame,
+    title: str,
+    console: Console,
+    confidence: float = CONFIDENCE,
+    tests: Mapping[tuple[str, int], PointTest] | None = None,
+    margin: float = MARGIN,
+) -> None:
     """One table per shape family that fits 80 columns (numbers never wrap; long model names fold; at most
     CONSOLE_ROWS rows, then how many more), then one line per shown point whose verdict needs a word (no interval,
-    outliers dropped, unstable)."""
+    outliers dropped, unstable). `tests` ((family, Dff) → the one-sided test the decision read there): such points
+    carry `*` after their verdict and a line with the test, the words the decision and the addendum use."""
+    tests = tests or {}
     labels = family_labels(summary)
     console.print(title, highlight=False)
     notes = []
@@ -38,22 +46,21 @@ def print_summary(summary: pd.DataFrame, title: str, console: Console, confidenc
             style = {"fused": "green", "fallback": "red", "null": "dim", "insufficient": "dim"}.get(
                 row[SummaryCol.VERDICT], ""
             )
-            ci = (
-                "-"
-                if pd.isna(row[SummaryCol.CI_LOW])
-                else f"{row[SummaryCol.CI_LOW]:.3f}–{row[SummaryCol.CI_HIGH]:.3f}"
-            )
+            test = tests.get((str(family), int(row["dff"]))) if row[SummaryCol.VERDICT] in DECIDED else None
+            verdict = str(row[SummaryCol.VERDICT])
             table.add_row(
                 str(int(row["dff"])),
                 str(row["model"]),
-                _cell(row[SummaryCol.FALLBACK_TOK_S], 1),
-                _cell(row[SummaryCol.FUSED_TOK_S], 1),
-                _cell(row[SummaryCol.ESTIMATE], 3),
-                ci,
+                figures.tok_s(row[SummaryCol.FALLBACK_TOK_S]),
+                figures.tok_s(row[SummaryCol.FUSED_TOK_S]),
+                figures.ratio(row[SummaryCol.ESTIMATE]),
+                figures.interval(row[SummaryCol.CI_LOW], row[SummaryCol.CI_HIGH]),
                 f"{row[SummaryCol.N_FALLBACK]}/{row[SummaryCol.N_FUSED]}",
-                f"[{style}]{row[SummaryCol.VERDICT]}[/]" if style else row[SummaryCol.VERDICT],
+                (f"[{style}]{verdict}[/]" if style else verdict) + ("*" if test else ""),
             )
             name = f"{row['model']} Dff {int(row['dff'])}"
+            if test is not None:
+                notes.append(f"{name}*: the decision's test: {test.words(margin)}")
             if row[SummaryCol.VERDICT] in ("null", "insufficient"):
                 notes.append(f"{name}: {row[SummaryCol.VERDICT]}: {row[SummaryCol.REASON]}")
             if isinstance(row[SummaryCol.OUTLIERS], str) and row[SummaryCol.OUTLIERS]:
