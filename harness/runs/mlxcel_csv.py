@@ -31,6 +31,7 @@ from harness.runs.formats import (
     read_frame,
     write_text_atomic,
 )
+from harness.runs.provenance import csv_header_provenance
 from harness.runs.rundir import RunDirectory, refuse_links, refuse_stored
 from harness.runs.summary_columns import SummaryCol
 
@@ -174,7 +175,7 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
             "fused": f"{DEFAULT_CAP_ENV}=20000 (the mlxcel sweep convention; not recorded in the CSV)",
             "fallback": f"{DEFAULT_CAP_ENV}=1 (the mlxcel sweep convention; not recorded in the CSV)",
         },
-        **provenance,
+        **csv_header_provenance(provenance, header_lines(path), path),
         "source_format": "mlxcel sweep CSV",
         "source": str(path),
         **({"notes": " | ".join(notes)} if notes else {}),
