@@ -27,6 +27,7 @@ BACKEND_PACKAGES = {spec.name: spec.libraries for spec in BACKENDS}
 CONTEXT_KEYS = (
     "run_id",
     "workload",
+    "hardware",
     "device",
     "os",
     "cpu",
@@ -53,6 +54,14 @@ BUILT_IN = {
     "layer": "one MoE layer decode step per call on the backend (layer steps/s), cycling over cache-busting copies",
     "decode": "moecal's synthetic decoder with random weights at the catalog shapes (decode tok/s)",
 }
+HARDWARE_LABELS = (
+    ("hardware", ""),
+    ("device", ""),
+    ("gpu", "GPU"),
+    ("driver", "driver"),
+    ("cuda", "CUDA"),
+    ("cpu", "CPU"),
+)
 ORDER_WORDS = {"rotate": " (order rotating)", "fixed": " (fixed order)", "random": " (random order)"}
 
 
@@ -136,7 +145,7 @@ def heading(data: dict[str, object], action_value: str) -> str:
 def _hardware(ctx: dict[str, object]) -> str:
     parts = [
         f"{label} {md_text(ctx[key])}"
-        for key, label in (("device", ""), ("gpu", "GPU"), ("driver", "driver"), ("cuda", "CUDA"), ("cpu", "CPU"))
+        for key, label in HARDWARE_LABELS
         if key in ctx and not (key == "cpu" and ctx.get("device", "").startswith(str(ctx[key])))
     ]
     if "os" in ctx:

@@ -119,6 +119,7 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
     if list(frame.columns[:3]) != LEADING_COLUMNS:
         raise InputError(str(path), "columns", f"an mlxcel sweep CSV starts with {','.join(LEADING_COLUMNS)}")
     provenance, notes = _header(path)
+    provenance = csv_header_provenance(provenance, header_lines(path), path)  # before the rows take its backend
     runs = _run_columns(path, list(frame.columns))
     first_line = data_line(path, 0)
     run_id = str(provenance.get("run_id") or path.stem)
@@ -175,7 +176,7 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
             "fused": f"{DEFAULT_CAP_ENV}=20000 (the mlxcel sweep convention; not recorded in the CSV)",
             "fallback": f"{DEFAULT_CAP_ENV}=1 (the mlxcel sweep convention; not recorded in the CSV)",
         },
-        **csv_header_provenance(provenance, header_lines(path), path),
+        **provenance,
         "source_format": "mlxcel sweep CSV",
         "source": str(path),
         **({"notes": " | ".join(notes)} if notes else {}),

@@ -168,8 +168,6 @@ BACKEND_DEVICE_PRESENT = "backend_device_present"
 _ISO_DATE = re.compile(r"(?<!\d)(20\d\d)-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])(?!\d)")
 _MLX_PIN = re.compile(r"\bMLX(?: pin)?[ :]+`?([0-9a-f]{7,40}|\d+\.\d+(?:\.\d+)?)`?", re.IGNORECASE)
 _FORCED = re.compile(r"\b(fallback|fused) side forced with (\w+=\d+)(?: \(([^)]*)\))?", re.IGNORECASE)
-_SM_ARCH = re.compile(r"\bsm_\d{2,3}a?\b")
-_CUDA_VERSION = re.compile(r"\bCUDA (\d+\.\d+(?:\.\d+)?)")
 # words in a free-text hardware line that name the backend the runs used (mlxcel builds for one GPU API per machine)
 _BACKEND_WORDS = (
     ("cuda", re.compile(r"\bCUDA\b|\bsm_\d{2,3}|\bNVIDIA\b|\bDGX\b|\bGB10\b|\b[HB]200\b|\bH100\b|\bA100\b")),
@@ -199,11 +197,11 @@ def _statements(lines: list[str]) -> list[str]:
 def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Path) -> dict[str, object]:
     """`fields` (a CSV's `# key: value` lines) completed from what mlxcel's published sweeps write in prose
     (`lines`, the header without its `#`): `Host: GB10 (DGX Spark), sm_121, CUDA 13.0. MLX pin e9463bb.` gives
-    host, GPU, CUDA version, backend and library pin, `Harness: …` the benchmark's description, `Fallback side
-    forced with X=1 (…)` how each side was forced, and the date comes from the file name (`…-2026-07-03.csv`) or a
-    header line. Why here: these CSVs name their machine and pin only in prose, and an addendum that says
-    "unknown-host … dated today" for them is false. A lower-case key the file states itself (`# host: gb10`,
-    moecal's own export) always wins."""
+    host, hardware (GPU, architecture, CUDA version), backend and library pin; `Harness: …` the benchmark's
+    description; `Fallback side forced with X=1 (…)` how each side was forced; the date comes from the file name
+    (`…-2026-07-03.csv`) or a header line. Why here: these CSVs name their machine and pin only in prose, and an
+    addendum that says "unknown-host … dated today" for them is false. A lower-case key the file states itself
+    (`# host: gb10`, moecal's own export) always wins."""
     out = dict(fields)
     statements = _statements(lines)
     said = {s.partition(":")[0]: s.partition(":")[2].strip() for s in statements if ":" in s[:20]}
@@ -211,11 +209,8 @@ def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Pat
     text = " ".join(statements)
     if hardware and "host" not in out:
         out["host"] = hardware.split(",")[0].strip().rstrip(".")
-    arch, cuda = _SM_ARCH.search(text), _CUDA_VERSION.search(text)
-    if "gpu" not in out and hardware and (arch or cuda):
-        out["gpu"] = ", ".join(p for p in (str(out.get("host") or ""), arch.group(0) if arch else "") if p)
-    if cuda and "cuda" not in out:
-        out["cuda"] = cuda.group(1)
+    if hardware and "hardware" not in out:  # the machine as the file describes it, up to its first full stop
+        out["hardware"] = hardware.split(". ")[0].strip().rstrip(".")
     backend = next((name for name, words in _BACKEND_WORDS if words.search(text)), None)
     if backend and "backend" not in out:
         out["backend"] = backend
