@@ -152,6 +152,7 @@ def build_report_data(
     date = date or report_date(provenance, Path(input_path))
     md_dir = md_dir or root
     link_base = link_base or md_dir
+    source_root = project_root(Path(input_path).parent)  # recorded paths are shown relative to the run's project
     d = analysis.as_json()
     changes = d["action"] in ("raise", "lower", "set") and d["recommended_cap"] is not None and tree is not None
     stem = _report_stem(provenance, date, host, backend)
@@ -161,13 +162,13 @@ def build_report_data(
         "date": date,
         "host": host,
         "backend": backend,
-        "library_pin": shown_text(library_under_test(provenance, tree), root),
+        "library_pin": shown_text(library_under_test(provenance, tree), source_root),
         "raw_data": relative_path(Path(input_path), root),
         "overrides": overrides,
         "link_base": relative_path(link_base, md_dir),
         "options": {**options.settings(), "current_default": options.current_default},
         "files": _files(stem, Path(input_path), md_dir, link_base, csv, changes),
-        "context": context(provenance, root),
+        "context": context(provenance, source_root),
         "mlxcel": tree,
         "decision": d,
         "previous": (_previous(analysis, analyse_path(previous, options), root, Path(previous)) if previous else None),

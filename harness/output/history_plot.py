@@ -46,6 +46,18 @@ def history_rows(runs: list[tuple[str, Analysis]]) -> list[dict[str, object]]:
 
 
 def write_history_plot(rows: list[dict[str, object]], path: Path) -> Path:
+    """The figure (draw_history) as a PNG at `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = draw_history(rows)
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return path
+
+
+def draw_history(rows: list[dict[str, object]]):  # -> matplotlib.figure.Figure
+    """Runs along x (labelled date over pin), crossover Dff on a log2 y axis: each estimate with its interval (an
+    open end as an arrow), and the cap in force as a dashed line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -94,6 +106,4 @@ def write_history_plot(rows: list[dict[str, object]], path: Path) -> Path:
     ax.set_title("crossover per run: ● estimate, bar = interval, arrow = open end", fontsize=10)
     ax.grid(True, axis="y", color="0.9")
     fig.tight_layout()
-    fig.savefig(path, format="png")
-    plt.close(fig)
-    return path
+    return fig

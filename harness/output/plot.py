@@ -200,10 +200,21 @@ def _panel(ax, data: dict, kind: str, families: list[str], y_limits: tuple[float
 
 
 def write_plot(data: dict[str, object], path: Path) -> Path:
+    """The figure (draw_plot) as a PNG at `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = draw_plot(data)
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return path
+
+
+def draw_plot(data: dict[str, object]):  # -> matplotlib.figure.Figure (matplotlib is imported only when drawing)
     """One panel per workload kind (whole-model tok/s, one-layer steps/s): ratio (log scale, fitted to the
     estimates; whiskers beyond it clipped and marked) vs log2 Dff; families offset along Dff so whiskers never
-    overlap; the crossover interval as a bar on the ratio = 1 line (open end: an arrow); cap lines labelled with
-    their values; the decision, including a withheld raise, in the title. 800 px wide."""
+    overlap; null and not-run points as labelled grey ×; the crossover on the ratio = 1 line and its interval as a
+    bar above the 1 ± δ band (open end: an arrow); cap lines labelled with their values; the decision, including a
+    withheld raise, in the title. 800 px wide."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -233,6 +244,4 @@ def write_plot(data: dict[str, object], path: Path) -> Path:
         f"{data['options']['confidence']:.0%} interval (arrow: open){note}",
         fontsize=7, color="0.25",
     )  # fmt: skip
-    fig.savefig(path, format="png")
-    plt.close(fig)
-    return path
+    return fig
