@@ -106,7 +106,7 @@ def test_command_run_states_the_binary_version_commit_and_pin_and_a_missing_devi
         prov.LIBRARY_VERSION: "mlxcel 0.4.2",
         prov.LIBRARY_COMMIT: "0123456789abcdef0123",
         prov.MLX_PIN: "57c66cac",
-        prov.BACKEND_DEVICE_PRESENT: False,
+        prov.BACKEND_DEVICE_MISSING: "labelled cuda, but this machine has no cuda device",
     }
     samples = synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=3, workload="command", backend="cuda")
     run = write_run(project / "results" / "run", samples, meta)
@@ -117,6 +117,7 @@ def test_command_run_states_the_binary_version_commit_and_pin_and_a_missing_devi
     assert "; labelled cuda, measured without a cuda device." in md_path.read_text(encoding="utf-8")
     # the record without the flag: a cuda label with no NVIDIA GPU found tells the same; a GPU found clears it
     assert prov.backend_device_missing({"backend": "cuda", "os": "Linux", "cpu": "AMD EPYC"})
+    assert prov.backend_device_missing({"backend": "rocm", prov.BACKEND_DEVICE_MISSING: ""}) is None
     assert prov.backend_device_missing({"backend": "cuda", "os": "Linux", "gpu": "NVIDIA H200"}) is None
     assert prov.backend_device_missing({"backend": "metal", "os": "Darwin 24.1"}) is None
     assert prov.backend_device_missing({"backend": "cuda", "source_format": "mlxcel sweep CSV"}) is None

@@ -157,13 +157,13 @@ def collect(backend: str, device_info: dict[str, str] | None = None) -> dict[str
 # --- what the addendum heading states, by key ---------------------------------------------------------------------
 # meta.json keys for the library under test of a command run (written where the sweep asks the binary, read by the
 # addendum heading): the binary's `--version` text, the commit it was built from, the MLX pin it links. Named once
-# here so the writer and the reader cannot drift apart.
-LIBRARY_VERSION = "library_version"
-LIBRARY_COMMIT = "library_commit"
-MLX_PIN = "mlx_pin"
-# whether a device of the run's backend was present on the machine that measured (False: a run labelled cuda on a
-# machine without an NVIDIA GPU, e.g. an emulated binary); absent in runs that predate it
-BACKEND_DEVICE_PRESENT = "backend_device_present"
+# here so the reader and the writer (measure/bench_capabilities.py: `Capabilities.as_meta`) cannot drift apart.
+LIBRARY_VERSION = "bench_version"
+LIBRARY_COMMIT = "bench_commit"
+MLX_PIN = "bench_mlx_pin"
+# why the machine that measured had no device of the run's backend (a run labelled cuda on a machine without an
+# NVIDIA GPU, e.g. an emulated binary); absent or empty when it had one, and in runs that predate the key
+BACKEND_DEVICE_MISSING = "backend_device_missing"
 
 _ISO_DATE = re.compile(r"(?<!\d)(20\d\d)-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])(?!\d)")
 _MLX_PIN = re.compile(r"\bMLX(?: pin)?[ :]+`?([0-9a-f]{7,40}|\d+\.\d+(?:\.\d+)?)`?", re.IGNORECASE)
@@ -217,8 +217,6 @@ def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Pat
     pin = _MLX_PIN.search(text)
     if pin and "library_pin" not in out:
         out["library_pin"] = f"MLX pin {pin.group(1)}" if "pin" in pin.group(0).lower() else f"MLX {pin.group(1)}"
-    if pin and MLX_PIN not in out:
-        out[MLX_PIN] = pin.group(1)
     if said.get("Harness") and "bench_description" not in out:
         out["bench_description"] = said["Harness"].rstrip(".")
     forced = {m.group(1).lower(): m for m in _FORCED.finditer(text)}
@@ -235,19 +233,18 @@ def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Pat
 
 def backend_device_missing(meta: dict[str, object]) -> str | None:
     """For a run labelled with a GPU backend (cuda, metal, rocm): the phrase saying its machine had no such
-    device, when the record says so (BACKEND_DEVICE_PRESENT) or shows it (a cuda run with no NVIDIA GPU found, a
+    device, when the record says so (BACKEND_DEVICE_MISSING) or shows it (a cuda run with no NVIDIA GPU found, a
     metal run not on macOS); None when the device was there or nothing tells. Why: an emulated or misconfigured
     run must not read as a GPU measurement ("Hardware: AMD EPYC" under a cuda heading)."""
     backend = str(meta.get("backend") or "")
-    if backend not in ("cuda", "metal", "rocm"):
-        return None
-    present = meta.get(BACKEND_DEVICE_PRESENT)
-    if present is None and meta.get("source_format"):
+    if backend not in ("cuda", "metal", "rocm") or meta.get("source_format"):
         return None  # imported data: the label is the file's own statement about its machine
-    if present is None and backend == "cuda" and "os" in meta:
-        present = bool(meta.get("gpu") or meta.get("driver"))
-    if present is None and backend == "metal" and "os" in meta:
-        present = str(meta["os"]).startswith("Darwin")
-    if present is None or str(present).lower() in ("true", "1"):
+    if BACKEND_DEVICE_MISSING in meta:
+        missing = bool(meta[BACKEND_DEVICE_MISSING])
+    elif backend == "cuda" and "os" in meta:
+        missing = not (meta.get("gpu") or meta.get("driver"))
+    elif backend == "metal" and "os" in meta:
+        missing = not str(meta["os"]).startswith("Darwin")
+    else:
         return None
-    return f"labelled {backend}, measured without a {backend} device"
+    return f"labelled {backend}, measured without a {backend} device" if missing else None
