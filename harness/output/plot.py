@@ -83,7 +83,7 @@ def _draw_interval(ax, c: dict, left: float, right: float, colour: str, y: float
     finite_low = low if low is not None else (c["crossover_dff"] or high or left)
     finite_high = high if high is not None else (c["crossover_dff"] or low or right)
     ax.plot([finite_low, finite_high], [y, y], color=colour, linewidth=3, solid_capstyle="butt", zorder=4,
-            label=f"crossover {conf} interval")  # fmt: skip
+            label=f"crossover {conf} interval" if row == 0 else None)  # fmt: skip
     for value, end, target in ((low, finite_low, left), (high, finite_high, right)):
         if value is None:
             ax.annotate("", xy=(target, y), xytext=(end, y),
