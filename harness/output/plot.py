@@ -58,6 +58,9 @@ def title_text(data: dict[str, object]) -> str:
     if _withheld(d):
         action += " (raise/lower withheld: A/A beyond the margin)"
     where = f"{plot_label(data['host'])} {plot_label(data['backend'])} under {plot_label(data['library_pin'])}"
+    note = data.get("context", {}).get("device_note")
+    if note:  # an emulated or mislabelled run must not pass for a GPU measurement in the picture either
+        where += f" ({plot_label(note)})"
     return f"{where} — decision: {action}"
 
 
@@ -102,12 +105,12 @@ def _draw_nulls(ax, points: list[dict], y_low: float, y_high: float) -> None:
     unused = [p for p in points if p[verdict] == "null" or (p[verdict] == "insufficient" and p[estimate] is None)]
     for n, p in enumerate(unused):
         value = p[SummaryCol.RATIO]
-        y = min(max(value, y_low), y_high) if value is not None else y_low * (y_high / y_low) ** 0.04
+        y = min(max(value, y_low), y_high) if value is not None else y_low * (y_high / y_low) ** 0.1
         label = "not used: null (same code) or too few runs" if n == 0 else None
         ax.scatter(p["dff"], y, marker="x", color="0.45", s=45, linewidth=1.5, zorder=3, label=label)
         ran = p.get(SummaryCol.N_FUSED) and p.get(SummaryCol.N_FALLBACK)
         word = "null" if p[SummaryCol.VERDICT] == "null" else "too few runs" if ran else "not run"
-        ax.annotate(word, (p["dff"], y), xytext=(0, -9), textcoords="offset points", ha="center", va="top",
+        ax.annotate(word, (p["dff"], y), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom",
                     fontsize=7, color="0.35")  # fmt: skip
 
 
