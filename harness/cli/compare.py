@@ -58,8 +58,9 @@ def history(
     current_default: CurrentDefaultOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Plot the crossover and its interval per run, in the order given (labelled by date and library pin), with
-    the cap in force (each run's current_default, or --current-default) as a line."""
+    """Plot the crossover and its interval per run, in the order given (labelled by date and library pin).
+
+    The cap in force (each run's current_default, or --current-default) is drawn as a line."""
     from harness.analysis.pipeline import analyse_path
     from harness.output.history_plot import history_rows, write_history_plot
 
