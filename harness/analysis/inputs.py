@@ -17,6 +17,7 @@ from harness.analysis.stats import VERDICTS
 from harness.errors import InputError
 from harness.runs import mlxcel_csv as mlxcel
 from harness.runs.formats import (
+    LATER_COLUMNS,
     SAMPLE_COLUMNS,
     SAMPLES_FILE,
     first_bad,
@@ -42,11 +43,12 @@ class LoadedInput(NamedTuple):
     provenance: dict[str, object]
 
 
-def load_input(path: str | Path) -> LoadedInput:
-    """Samples and/or summary plus provenance (meta.json over the CSV's `#` header) from any supported input."""
+def load_input(path: str | Path, all_settings: bool = False) -> LoadedInput:
+    """Samples and/or summary plus provenance (meta.json over the CSV's `#` header) from any supported input; a knob
+    sweep's rows at its reference setting only, unless `all_settings` (harness.analysis.knobs)."""
     path = Path(path)
     if path.is_dir():
-        return _load_run_dir(path)
+        return _load_run_dir(path, all_settings)
     if not path.is_file():
         raise InputError(str(path), "", "no such file or directory (expected a run directory or a CSV)")
     columns = _columns(path)
@@ -55,10 +57,11 @@ def load_input(path: str | Path) -> LoadedInput:
         return LoadedInput(imported.samples, None, imported.provenance)
     # a run directory's meta.json beside its CSV is the fuller provenance, with its dispatch verification record
     meta = _run_provenance(path.parent) if path.name in (SAMPLES_FILE, SUMMARY_FILE) else {}
-    if set(SAMPLE_COLUMNS) <= set(columns):
+    if set(SAMPLE_COLUMNS) - set(LATER_COLUMNS) <= set(columns):
         samples = read_samples(path)
         _check_meta_matches(path, meta, samples)
-        return LoadedInput(samples, None, {**_provenance(path), **meta})
+        provenance = {**_provenance(path), **meta}
+        return LoadedInput(samples if all_settings else at_reference_setting(samples, provenance), None, provenance)
     if set(SUMMARY_COLUMNS) <= set(columns):
         return LoadedInput(None, _read_summary(path), {**_provenance(path), **meta})
     if {"round_ratio", "p_value", "verdict"} <= set(columns):  # summary.csv of the earlier bootstrap engine
@@ -71,6 +74,17 @@ def load_input(path: str | Path) -> LoadedInput:
     raise InputError(
         str(path), "columns", "not a samples.csv, summary.csv or mlxcel sweep CSV (header: " + ",".join(columns) + ")"
     )
+
+
+def at_reference_setting(samples: pd.DataFrame, provenance: dict[str, object]) -> pd.DataFrame:
+    """A knob sweep's rows at its reference setting (meta.json `knob_reference`, the binary's default): the run's
+    plain decision is the cap at the setting mlxcel ships; every setting is analysed by harness.analysis.knobs.
+    Rows of one setting only (no knobs, or one value) are returned as they are."""
+    settings = samples["knobs"].unique()
+    if len(settings) <= 1:
+        return samples
+    reference = str(provenance.get("knob_reference") or sorted(settings)[0])
+    return samples[samples["knobs"] == reference].reset_index(drop=True)
 
 
 def _run_provenance(run_dir: Path) -> dict[str, object]:
@@ -93,12 +107,12 @@ def _check_meta_matches(path: Path, meta: dict[str, object], samples: pd.DataFra
             )
 
 
-def _load_run_dir(path: Path) -> LoadedInput:
+def _load_run_dir(path: Path, all_settings: bool = False) -> LoadedInput:
     run = RunDirectory(path)
     if not run.samples.exists() and not run.summary.exists():
         raise InputError(str(path), "", "a run directory needs samples.csv or summary.csv; neither is there")
     # the same sniffing as for a CSV given directly, so a foreign samples.csv is an InputError, not a KeyError
-    return load_input(run.samples if run.samples.exists() else run.summary)
+    return load_input(run.samples if run.samples.exists() else run.summary, all_settings)
 
 
 def _columns(path: Path) -> list[str]:

@@ -38,18 +38,18 @@ def plan_record(plan: Sweep) -> dict[str, object]:
         estimate = point.run_seconds_estimate
         seconds = None
         if not point.skip_reason:
-            timed += len(point.arms) * plan.plan.rounds
+            timed += len(point.slots()) * plan.plan.rounds  # slots: every knob setting × arm
             if estimate is None:
                 unknown = True
             else:
-                seconds = estimate * len(point.arms) * per_point_runs
+                seconds = estimate * len(point.slots()) * per_point_runs
                 model_s += seconds
         points.append(
             {
                 "point": point.label,
                 "dff": point.key.get("dff", ""),
                 "arms": [f"{a}({point.caps[a]})" if point.caps[a] != "" else a for a in point.arms],
-                "runs": len(point.arms) * (1 if point.skip_reason else plan.plan.rounds),
+                "runs": len(point.slots()) * (1 if point.skip_reason else plan.plan.rounds),
                 "memory_bytes": point.memory_bytes,
                 "model_seconds": seconds,
                 "skip": point.skip_reason or None,

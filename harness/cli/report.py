@@ -89,6 +89,7 @@ def report(
     from harness.output.defaults_addendum import print_defaults, write_defaults
     from harness.output.design_doc import append_to as insert_into
     from harness.output.design_doc import read_doc
+    from harness.output.knob_report import write_knob_report
     from harness.output.mlxcel_source import read_source
 
     options = build_options(exclude, confidence, margin, current_default, grid, interpolation)
@@ -112,6 +113,9 @@ def report(
     for line in run_checks(input_paths[0]):
         typer.echo(line)
     typer.echo(f"addendum → {md_path}\nplot     → {png_path}\ndecision: {decision.action} — {decision.reason}")
+    knobs = write_knob_report(input_paths[0], md_path, options)  # a knob sweep: the crossover per setting
+    if knobs:
+        typer.echo(f"knobs    → {knobs[0]}\nknobs plot → {knobs[1]}")
     patch = (read_sidecar(md_path) or {}).get("files", {}).get("patch")
     if patch:
         typer.echo(f"patch    → {md_path.parent / Path(patch).name}")

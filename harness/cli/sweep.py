@@ -183,6 +183,7 @@ def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as
     from harness.analysis.pipeline import write_summary
     from harness.measure import sweep_loop as sweeps
     from harness.output.addendum import write_report
+    from harness.output.knob_report import write_knob_report
     from harness.runs.rundir import RunDirectory
 
     run = RunDirectory(plan.run_dir)
@@ -209,6 +210,10 @@ def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as
         console.print(f"summary:  {summary}\naddendum: {md_path}\nplot:     {png_path}")
         console.print(f"decision: {decision.action} — {decision.reason}\napply:    {decision.apply}")
         result.update(summary=str(summary), addendum=str(md_path), plot=str(png_path), decision=asdict(decision))
+        knobs = write_knob_report(plan.run_dir, md_path)  # a knob sweep: the crossover per setting, joint choice
+        if knobs:
+            console.print(f"knobs:    {knobs[0]}\nknobs plot: {knobs[1]}")
+            result.update(knobs=str(knobs[0]), knobs_plot=str(knobs[1]))
     _emit(result, as_json)
 
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 
+from harness.config import knobs as launch_knobs
 from harness.config.backend_specs import BACKEND_NAMES, backend_spec
 from harness.errors import InputError
 from harness.thresholds import MAX_CAP
@@ -315,6 +316,21 @@ class SweepConfig(Strict):
     models: list[ModelEntry] = Field(default_factory=list)
     measure: Measure = Field(default_factory=Measure)
     synth: SynthSettings | None = None
+    # launch knobs of the binary (harness.config.knobs): every combination of the values is measured, each with
+    # both arms, interleaved in every round; command workloads only
+    knobs: dict[str, Annotated[list[Annotated[int, BeforeValidator(_no_bool)]], Field(min_length=1)]] = Field(
+        default_factory=dict
+    )
+
+    @field_validator("knobs")
+    @classmethod
+    def _knob_values(cls, value: dict[str, list[int]]) -> dict[str, list[int]]:
+        for name, values in value.items():
+            _env_name(name)
+            if len(set(values)) != len(values):
+                raise ValueError(f"{name}: a value is listed twice ({values})")
+            launch_knobs.check_values(name, values)
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -331,6 +347,7 @@ class SweepConfig(Strict):
             raise _FieldError(("models",), "List should have at least 1 item (or give a synth: block)")
         if self.synth is not None and self.workload.kind != "command":
             raise _FieldError(("synth",), "synthetic checkpoints are measured by command workloads only")
+        self._knobs_fit()
         names = [m.name for m in self.models]
         duplicate = next((n for n in names if names.count(n) > 1), None)
         if duplicate and self.workload.kind != "layer":
@@ -343,6 +360,21 @@ class SweepConfig(Strict):
                 extra = [parity.output_file] if parity and parity.output_file else []
                 _check_placeholders([*self.workload.command, *extra], model, index)
         return self
+
+    def _knobs_fit(self) -> None:
+        """Knobs are environment variables of an external binary, measured in fixed rounds: the adaptive stop rule
+        and Dff refinement look at one setting's point, so they are refused with knobs rather than mixing them."""
+        if not self.knobs:
+            return
+        if not isinstance(self.workload, CommandWorkload):
+            raise _FieldError(("knobs",), "launch knobs are environment variables of a command workload's binary")
+        owned = {self.workload.cap_env, *self.workload.env}
+        clash = next((name for name in self.knobs if name in owned), None)
+        if clash:
+            raise _FieldError(("knobs", clash), "is also set by workload.cap_env or workload.env: give it in one place")
+        for key in ("adaptive", "refine_budget_runs"):
+            if getattr(self.measure, key):
+                raise _FieldError(("measure", key), "cannot be combined with knobs: a knob sweep runs fixed rounds")
 
 
 class _FieldError(ValueError):

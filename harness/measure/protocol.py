@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from harness.config import knobs as launch_knobs
 from harness.runs.formats import POINT_COLUMNS, RunKey, point_key, point_keys, read_samples, run_key
 from harness.runs.summary_columns import SummaryCol
 
@@ -39,10 +40,17 @@ class Point:
     memory_bytes: int | None = None
     run_seconds_estimate: float | None = None
     extra: dict[str, object] = field(default_factory=dict)  # workload-private data (model entry, shape, ...)
+    # the launch-knob settings (harness.config.knobs) each arm runs under: [{}] is the plain run; a knob sweep
+    # measures every (setting, arm) slot once per round
+    knobs: list[dict[str, str]] = field(default_factory=lambda: [{}])
 
     @property
     def arms(self) -> list[str]:
         return list(self.caps)
+
+    def slots(self) -> list[tuple[dict[str, str], str]]:
+        """(knob setting, arm) pairs: what one round runs, before its rotation."""
+        return [(setting, arm) for setting in self.knobs for arm in self.arms]
 
 
 @dataclass
@@ -142,9 +150,12 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def row_for(run_id: str, point: Point, arm: str, round_index: int, position: int) -> dict[str, object]:
+def row_for(
+    run_id: str, point: Point, arm: str, round_index: int, position: int, setting: dict[str, str] | None = None
+) -> dict[str, object]:
     row: dict[str, object] = {"run_id": run_id, **{c: point.key.get(c, "") for c in POINT_COLUMNS}}
     row.update(arm=arm, cap=point.caps[arm], round=round_index, position=position, timestamp=_now())
+    row["knobs"] = launch_knobs.label(setting or {})
     return row
 
 
@@ -194,20 +205,25 @@ def measure_point(
         while round_index < plan.rounds or (
             plan.adaptive and round_index < plan.max_rounds and not _settled(point, writer, plan)
         ):
-            arms = arm_order(point.arms, round_index, plan.order, plan.seed, point.label)
-            for position, arm in enumerate(arms):
-                if done.get(_key(run_id, point, arm, round_index)) == "ok":
+            slots = point.slots()
+            names = [str(i) for i in range(len(slots))]  # rotated like arms: each round a different slot goes first
+            order = [slots[int(i)] for i in arm_order(names, round_index, plan.order, plan.seed, point.label)]
+            for position, (setting, arm) in enumerate(order):
+                if done.get(_key(run_id, point, arm, round_index, setting)) == "ok":
                     continue
                 if runner is None:
                     runner = _open_warm(workload, point, plan)
-                row = row_for(run_id, point, arm, round_index, position)
+                row = row_for(run_id, point, arm, round_index, position, setting)
                 try:
-                    row.update(outcome_fields(checked(runner.run(arm_path(arm)))))
+                    # only a command runner takes extra environment; a config gives knobs to command workloads only
+                    outcome = runner.run(arm_path(arm), setting) if setting else runner.run(arm_path(arm))
+                    row.update(outcome_fields(checked(outcome)))
                 except RunFailed as exc:
                     row.update(status="fail", error=str(exc))
                 writer.append(row)
                 written += 1
-                on_run(f"{point.label} {arm} r{round_index}: {row['status']}")
+                where = f" {row['knobs']}" if setting else ""
+                on_run(f"{point.label}{where} {arm} r{round_index}: {row['status']}")
             round_index += 1
     finally:
         if runner is not None:
@@ -256,10 +272,10 @@ def _settled(point: Point, writer: RowSink, plan: SweepPlan) -> bool:
 
 def _write_skips(point: Point, writer: RowSink, run_id: str, done: dict[RunKey, str], on_run: ProgressHook) -> int:
     written = 0
-    for arm in point.arms:
-        if _key(run_id, point, arm, 0) in done:
+    for setting, arm in point.slots():
+        if _key(run_id, point, arm, 0, setting) in done:
             continue
-        row = row_for(run_id, point, arm, 0, 0)
+        row = row_for(run_id, point, arm, 0, 0, setting)
         row.update(status="skip", error=point.skip_reason)
         writer.append(row)
         written += 1
@@ -267,8 +283,9 @@ def _write_skips(point: Point, writer: RowSink, run_id: str, done: dict[RunKey, 
     return written
 
 
-def _key(run_id: str, point: Point, arm: str, round_index: int) -> RunKey:
-    return run_key({**point.key, "arm": arm, "round": round_index, "run_id": run_id})
+def _key(run_id: str, point: Point, arm: str, round_index: int, setting: dict[str, str] | None = None) -> RunKey:
+    knobs = launch_knobs.label(setting or {})
+    return run_key({**point.key, "knobs": knobs, "arm": arm, "round": round_index, "run_id": run_id})
 
 
 def pending_runs(points: Sequence[Point], plan: SweepPlan, run_id: str, done: dict[RunKey, str]) -> int:
@@ -276,5 +293,6 @@ def pending_runs(points: Sequence[Point], plan: SweepPlan, run_id: str, done: di
     for point in points:
         rounds = 1 if point.skip_reason else plan.rounds
         settled = ("ok", "skip") if point.skip_reason else ("ok",)
-        total += sum(done.get(_key(run_id, point, a, r)) not in settled for a in point.arms for r in range(rounds))
+        slots = point.slots()
+        total += sum(done.get(_key(run_id, point, a, r, k)) not in settled for k, a in slots for r in range(rounds))
     return total

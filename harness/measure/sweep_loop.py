@@ -114,10 +114,12 @@ def quick_table(run_dir: Path) -> pd.DataFrame:
     so the terminal and the addendum never disagree."""
     import pandas as pd
 
+    from harness.analysis.inputs import at_reference_setting
     from harness.analysis.pipeline import analyse_path
 
     run = RunDirectory(run_dir)
-    samples = run.read_samples().fillna({"d_model": 0})
+    # a knob sweep's table is its reference setting's, like its summary (the other settings: the knobs report)
+    samples = at_reference_setting(run.read_samples(), run.read_meta()).fillna({"d_model": 0})
     keys = ["workload", "model", "d_model", "dff"]  # a layer config's decode block shares model names and dffs
     ok = samples[samples["status"] == "ok"]
     table = ok.pivot_table(index=keys, columns="arm", values="tok_s", aggfunc="median").reset_index()

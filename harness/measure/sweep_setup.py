@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.config import knobs as launch_knobs
 from harness.config import resources
 from harness.config.backend_specs import BACKEND_NAMES, backend_spec
-from harness.config.schema import SweepConfig, load_config
+from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, SweepConfig, load_config
 from harness.config.synth_sweep import with_synthetic_models
 from harness.errors import BackendUnavailable, InputError
 from harness.measure.backends import detect, resolve_name
@@ -143,6 +144,7 @@ def prepare(
         order=plan.order,
     )
     workload.describe_run(meta, points, measure_null)
+    _attach_knobs(config, source, backend_name, points, meta)
     run_dir = _choose_run_dir(out, resume, results, meta, source, lambda folder: _pending(points, plan, folder))
     previous = RunDirectory(run_dir).read_meta() if resume is not None else {}
     meta["run_id"] = run_id = str(previous.get("run_id") or run_dir.name)
@@ -159,6 +161,37 @@ def prepare(
         segment["mixed"] = mixed
     resuming = resume is not None
     return Sweep(config, config_path, workload, points, plan, run_id, run_dir, meta, resuming, segment, measure_null)
+
+
+def _attach_knobs(config: SweepConfig, source: str, backend: str, points: list[Point], meta: dict[str, object]) -> None:
+    """The config's launch knobs on every point and in meta.json (`knobs`, `knob_reference`: the setting the run's
+    plain decision is made at), and the binary's variables this shell sets: recorded in meta.json (`shell_env`),
+    and refused when one would change what is measured without the config naming it (harness.config.knobs)."""
+    settings = launch_knobs.settings(config.knobs)
+    for point in points:
+        point.knobs = settings
+    if config.knobs:
+        meta["knobs"] = {name: list(values) for name, values in config.knobs.items()}
+        meta["knob_reference"] = launch_knobs.label(launch_knobs.reference(config.knobs, backend))
+    if config.workload.kind != "command":
+        return
+    workload = config.workload
+    check = getattr(workload, "dispatch_check", None)
+    # the parity probe's variables are set or cleared by the harness on every run (harness.measure.dispatch)
+    probe = (check.check_env, check.threshold_env) if check else (PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV)
+    owned = {getattr(workload, "cap_env", ""), *getattr(workload, "env", {}), *config.knobs, *probe}
+    found, refused = launch_knobs.shell_environment(os.environ, owned)
+    if found:
+        meta["shell_env"] = found
+    if refused:
+        name = refused[0]
+        raise InputError(
+            source,
+            "knobs",
+            f"{name}={found[name]} is set in this shell and changes what the fused-MoE path does, so every run would "
+            f"measure it while the run records another setting: unset it, or name it in the config (knobs: "
+            f"{{{name}: [...]}} to calibrate it, or workload.env to hold it fixed)",
+        )
 
 
 def _choose_run_dir(

@@ -44,7 +44,7 @@ from harness.output.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSo
 from harness.output.plot import write_plot
 from harness.output.report_links import link_target, project_root, relative_path, shown_text
 from harness.runs.formats import SAMPLES_FILE, write_text_atomic
-from harness.runs.mlxcel_csv import round_positions, to_mlxcel_csv
+from harness.runs.mlxcel_csv import BUILD_COLUMNS, round_positions, to_mlxcel_csv
 from harness.runs.rundir import SUMMARY_FILE, RunDirectory, refuse_stored
 from harness.runs.summary_columns import SummaryCol
 
@@ -526,6 +526,7 @@ def _mlxcel_csv(input_path: str | Path, data: dict[str, object]) -> str:
         "library_pin": data["library_pin"],
         "current_default": analysis.current_default if analysis.current_default is not None else "",
         "cap_env": analysis.cap_env,
+        **{column: analysis.provenance[column] for column in BUILD_COLUMNS if analysis.provenance.get(column)},
         **({"expect_null": nulls} if nulls else {}),
         "round_positions": round_positions(loaded.samples, summary),
     }

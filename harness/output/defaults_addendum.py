@@ -10,8 +10,9 @@ from pathlib import Path
 
 from harness.analysis.backend_defaults import MLXCEL_CONSTANTS, Defaults, build_defaults
 from harness.analysis.pipeline import Options
+from harness.output.device_defaults import class_defaults, class_markdown, class_patch, rust_block
 from harness.output.markdown_text import md_code, md_text
-from harness.output.mlxcel_source import UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
+from harness.output.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
 from harness.runs.formats import write_text_atomic
 from harness.runs.rundir import refuse_stored
 
@@ -147,8 +148,27 @@ def write_defaults(
     if patch:
         refuse_stored(patch_path, "write the report somewhere else (--out)")
         write_text_atomic(patch_path, patch)
-    write_text_atomic(path, render_markdown(defaults, date, source, patch_path.name if patch else ""))
+    text = render_markdown(defaults, date, source, patch_path.name if patch else "")
+    write_text_atomic(path, text + "\n" + _write_class_defaults(defaults, out_dir, f"{date}-{backends}", source))
     return path, defaults
+
+
+def _write_class_defaults(defaults: Defaults, out_dir: Path, stem: str, source: MlxcelSource | None) -> str:
+    """The per-device-class section (harness.output.device_defaults), with its Rust block written beside the
+    addendum and, with --mlxcel-src, a patch of that tree's switch_layers.rs adding or replacing the block."""
+    rows = class_defaults(defaults)
+    block = rust_block(rows)
+    rust_path = out_dir / f"{stem}-device-defaults.rs"
+    refuse_stored(rust_path, "write the report somewhere else (--out)")
+    write_text_atomic(rust_path, block)
+    files = f"Rust match arms: [{rust_path.name}]({rust_path.name})"
+    patch = class_patch(source, block) if source is not None else ""
+    if patch:
+        patch_path = out_dir / f"{stem}-device-defaults.diff"
+        refuse_stored(patch_path, "write the report somewhere else (--out)")
+        write_text_atomic(patch_path, patch)
+        files += f"; patch of the --mlxcel-src tree's {SWITCH_LAYERS}: [{patch_path.name}]({patch_path.name})"
+    return class_markdown(rows) + "\n" + files + ".\n"
 
 
 def print_defaults(defaults: Defaults, echo: Callable[[str], None]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import itertools
 import json
 import math
 import os
@@ -57,9 +58,12 @@ SAMPLE_COLUMNS = [
     "status",  # ok | fail | skip
     "error",
     "timestamp",
+    "knobs",  # the launch-knob setting of the run (harness.config.knobs), "" without knobs
 ]
-# A run is identified by (point, arm, round); round -1 marks warm-up rows, which are never written.
-RUN_KEY = [*POINT_COLUMNS[2:], "arm", "round"]  # backend/device are constant within a run directory
+# columns a samples.csv written before they existed lacks: read as "" (and a resumed run keeps its own header)
+LATER_COLUMNS = ("knobs",)
+# A run is identified by (point, knob setting, arm, round); round -1 marks warm-up rows, which are never written.
+RUN_KEY = [*POINT_COLUMNS[2:], "knobs", "arm", "round"]  # backend/device are constant within a run directory
 DONE_STATUSES = ("ok", "skip")
 # The arm names, defined once. ARMS is the order a sweep runs them in; COMPARED_ARMS the two a decision compares,
 # in the order every table and summary column lists them (fallback first, as mlxcel's CSV does).
@@ -130,6 +134,14 @@ def header_lines(path: Path) -> list[str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), "", f"cannot read: {exc}") from None
     return lines
+
+
+def csv_columns(path: Path) -> list[str]:
+    """The column row of a CSV (the first line after its `#` header); [] for an empty file."""
+    skip = len(header_lines(path))
+    with open(path, encoding="utf-8", newline="") as handle:
+        lines = itertools.islice(handle, skip, skip + 1)
+        return next(csv.reader(lines), [])
 
 
 def read_provenance(path: Path) -> dict[str, str]:
@@ -232,11 +244,14 @@ def read_samples(path: Path) -> pd.DataFrame:
         path = path / SAMPLES_FILE
     text = _complete_text(path)
     frame = read_frame(path, text)
-    missing = [c for c in SAMPLE_COLUMNS if c not in frame.columns]
+    missing = [c for c in SAMPLE_COLUMNS if c not in frame.columns and c not in LATER_COLUMNS]
     if missing:
         raise InputError(str(path), "columns", f"not a samples.csv: missing {', '.join(missing)}")
     _check_field_counts(path, text, len(frame.columns))
-    for column in TEXT_COLUMNS:
+    for column in LATER_COLUMNS:
+        if column not in frame.columns:
+            frame[column] = ""
+    for column in (*TEXT_COLUMNS, *LATER_COLUMNS):  # the later columns are text too
         frame[column] = text_column(frame[column])
     for column, allowed in (("arm", ARMS), ("status", STATUSES)):
         first_bad(path, frame, ~frame[column].isin(allowed), column, "{value!r} is not one of " + ", ".join(allowed))

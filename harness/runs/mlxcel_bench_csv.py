@@ -1,16 +1,24 @@
 """mlxcel's benchmark CSVs (`scripts/bench_decode.sh`) as the two arms of one run.
 
-bench_decode.sh writes one row per model: `model,model_path,prompt_tokens,generated_tokens,prefill_ms,
-prefill_tok_s,decode_ms,decode_tok_s,date,hardware,mlx_version,build_type,max_tokens,prompt` (14 historical columns),
-`prompt_target_len` since the long-prompt work (15), and a trailing `SKIP:*` / `FAIL:*` token on a row that has no
-numbers. It runs whatever the environment selects, so a calibration is two files, one per arm (the user ran it
-once with MLXCEL_FUSED_MOE_MAX_DFF=1 and once with 20000), or several files per arm for several runs.
+bench_decode.sh writes one row per model and a trailing `SKIP:*` / `FAIL:*` token on a row that has no numbers.
+It runs whatever the environment selects, so a calibration is two files, one per arm (the user ran it once with
+MLXCEL_FUSED_MOE_MAX_DFF=1 and once with 20000), or several files per arm for several runs. Two layouts exist
+(lablup/mlxcel `scripts/bench_decode.sh` and the CSVs under its `benchmarks/`):
 
-Such files can only be compared when they measured the same thing: the same mlxcel build (`mlx_version`, which
-holds mlxcel's Cargo version; the files carry no commit), the same prompt and token budget, the same day and
-hardware. Like mlxcel's own CSV comparison, import refuses files that differ in any of these. The CSV has no Dff,
-so each model's shape comes from its folder under `--models` (harness.config.discover). Each row becomes one sample row:
-tok/s = `decode_tok_s` (the binary's decode throughput), `tokens` = `generated_tokens`.
+- up to 2026-08: `model,model_path,prompt_tokens,generated_tokens,prefill_ms,prefill_tok_s,decode_ms,decode_tok_s,
+  date,hardware,mlx_version,build_type,max_tokens,prompt[,prompt_target_len]` — `mlx_version` holds mlxcel's Cargo
+  version (the script's own comment says so), and no commit;
+- since 2026-09: the same with `mlxcel_version` in place of `mlx_version`, then `mlxcel_commit,mlx_commit` after
+  `prompt_target_len`, and on ROCm `mlx_rocm_overlay_commit,hip_version` after those (e.g.
+  `benchmarks/rocm_strixhalo-gfx1151_2026-09-30.csv`).
+
+Such files can only be compared when they measured the same thing: the same mlxcel build (its version and, where
+recorded, the mlxcel and MLX commits, ROCm overlay and HIP), the same prompt and token budget, the same day and
+hardware. Like mlxcel's own CSV comparison, import refuses files that differ in any of these (a file with commits
+and one without are different builds as far as anyone can tell). The CSV has no Dff, so each model's shape comes
+from its folder under `--models` (harness.config.discover). Each row becomes one sample row: tok/s = `decode_tok_s`
+(the binary's decode throughput), `tokens` = `generated_tokens`. The build columns go into the run's provenance
+under the names of the new layout (BUILD_COLUMNS), which the mlxcel CSV moecal writes carries again.
 """
 
 from __future__ import annotations
@@ -27,8 +35,9 @@ from harness.config.discover import DiscoveredModel, read_model
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.runs.formats import read_csv_text
-from harness.runs.mlxcel_csv import MlxcelImport, samples_frame
+from harness.runs.mlxcel_csv import BUILD_COLUMNS, MlxcelImport, build_pin, samples_frame
 
+VERSION_COLUMNS = ("mlx_version", "mlxcel_version")  # the old layout's name for mlxcel's version, the new one's
 COLUMNS = (
     "model",
     "model_path",
@@ -40,16 +49,29 @@ COLUMNS = (
     "decode_tok_s",
     "date",
     "hardware",
-    "mlx_version",
+    "mlxcel_version",  # `mlx_version` in the old layout (VERSION_COLUMNS)
     "build_type",
     "max_tokens",
     "prompt",
 )
-MUST_MATCH = ("mlx_version", "prompt", "date", "hardware", "build_type", "max_tokens", "prompt_target_len")
+OPTIONAL = ("prompt_target_len", *BUILD_COLUMNS[1:])  # after COLUMNS, in this order, as far as a file has them
+MUST_MATCH = ("mlxcel_version", "prompt", "date", "hardware", "build_type", "max_tokens", *OPTIONAL)
+
+
+def _layout(columns: Sequence[str]) -> tuple[str, ...] | None:
+    """The file's columns under the new layout's names, or None when it is not a bench_decode.sh CSV."""
+    names = list(columns)
+    version = COLUMNS.index("mlxcel_version")
+    if len(names) > version and names[version] in VERSION_COLUMNS:
+        names[version] = "mlxcel_version"
+    rest = names[len(COLUMNS) :]
+    if tuple(names[: len(COLUMNS)]) != COLUMNS or tuple(rest) != OPTIONAL[: len(rest)]:
+        return None
+    return tuple(names)
 
 
 def is_bench_csv(columns: Sequence[str]) -> bool:
-    return tuple(columns[: len(COLUMNS)]) == COLUMNS
+    return _layout(columns) is not None
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -58,9 +80,12 @@ def _rows(path: Path) -> list[dict[str, str]]:
         records = list(csv.reader(io.StringIO(read_csv_text(path))))
     except csv.Error as exc:
         raise InputError(str(path), "(file)", f"not a CSV: {exc}") from None
-    if not records or not is_bench_csv(records[0]):
-        raise InputError(str(path), "columns", f"a bench_decode.sh CSV starts with {','.join(COLUMNS)}")
-    header = records[0]
+    header = _layout(records[0]) if records else None
+    if header is None:
+        expected = ",".join(COLUMNS).replace("mlxcel_version", "mlxcel_version (or mlx_version)")
+        raise InputError(
+            str(path), "columns", f"a bench_decode.sh CSV has the columns {expected}[,{','.join(OPTIONAL)}]"
+        )
     out = []
     for line, cells in enumerate(records[1:], start=2):
         if not any(c.strip() for c in cells):
@@ -70,7 +95,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
         if len(cells) < len(header) or (len(extra) and not status):
             raise InputError(str(path), "(row)", f"line {line}: {len(cells)} fields, the header has {len(header)}")
         row = dict(zip(header, cells, strict=False))
-        row.update(status=status, line=str(line))
+        row.update(status=status, line=str(line), version_column=records[0][COLUMNS.index("mlxcel_version")])
         out.append(row)
     return out
 
@@ -87,9 +112,10 @@ def _check_same(files: dict[Path, list[dict[str, str]]]) -> dict[str, str]:
                 elif value != first[key][0]:
                     raise InputError(
                         str(path),
-                        key,
+                        row["version_column"] if key == "mlxcel_version" else key,  # as the file names it
                         f"line {row['line']}: {value!r} here, {first[key][0]!r} in {first[key][1]}: the arms must "
-                        "come from one mlxcel build, prompt, token budget, day and machine to be compared",
+                        "come from one mlxcel build (version and commits), prompt, token budget, day and machine "
+                        "to be compared",
                     )
     return {key: value for key, (value, _) in first.items()}
 
@@ -165,7 +191,8 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
         },
         "date": shared.get("date", ""),
         "device": shared.get("hardware", ""),
-        "library_pin": f"mlxcel {shared.get('mlx_version', '')}",
+        "library_pin": build_pin(shared),
+        **{column: shared[column] for column in BUILD_COLUMNS if shared.get(column)},
         "prompt": shared.get("prompt", ""),
         "max_tokens": shared.get("max_tokens", ""),
         "source_format": "mlxcel bench_decode.sh CSVs, one per arm and run",

@@ -6,6 +6,12 @@ each run into one sample row (round = run index − 1, so fallback run i and fus
 our own sweeps) and keeps the header as provenance; the medians and the ratio in the file are not trusted, they are
 recomputed from the runs. `NA` marks a run that did not happen: it becomes a `skip` row with the reason, so the
 summary counts it. Export writes a summary back in mlxcel's format (tok/s to 2 decimals, ratio to 4).
+
+The build a sweep measured is named by the provenance columns of today's bench_decode.sh CSVs (BUILD_COLUMNS:
+`mlxcel_version,mlxcel_commit,mlx_commit`, and on ROCm `mlx_rocm_overlay_commit,hip_version`); export writes them
+as trailing columns of every row when the run recorded its build (empty cells for what it did not record; the ROCm
+two only when recorded), import reads them back into the
+provenance, and a file whose rows name two builds is refused (its points were not measured under one build).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from harness.errors import InputError
 from harness.runs.formats import (
     COMPARED_ARMS,
     SAMPLE_COLUMNS,
+    csv_line,
     data_line,
     format_provenance,
     header_lines,
@@ -38,6 +45,34 @@ from harness.runs.summary_columns import SummaryCol
 RUN_COLUMN = re.compile(r"^(fallback|fused)_run(\d+)$")
 LEADING_COLUMNS = ["model", "dff", "quant_mode"]
 NA_REASON = "NA in the mlxcel CSV: this run did not happen"
+BUILD_COLUMNS = ("mlxcel_version", "mlxcel_commit", "mlx_commit", "mlx_rocm_overlay_commit", "hip_version")
+ROCM_COLUMNS = BUILD_COLUMNS[3:]  # written only when the run recorded one of them, as bench_decode.sh does
+
+
+def build_pin(build: dict[str, object]) -> str:
+    """`mlxcel 0.7.0 (2fcdbe5f) / MLX 81ba1c6a / ROCm overlay 75915908 / HIP 7.15.26333` from BUILD_COLUMNS values,
+    as far as they are known: the library line of the addendum."""
+    version, commit = (str(build.get(c) or "") for c in BUILD_COLUMNS[:2])
+    parts = [f"mlxcel {version}".strip() + (f" ({commit})" if commit else "")]
+    for label, column in (("MLX", "mlx_commit"), ("ROCm overlay", "mlx_rocm_overlay_commit"), ("HIP", "hip_version")):
+        if build.get(column):
+            parts.append(f"{label} {build[column]}")
+    return " / ".join(parts)
+
+
+def _build_columns(path: Path, frame: pd.DataFrame, first_line: int) -> dict[str, str]:
+    """The BUILD_COLUMNS a file carries, each with its one value (empty cells aside); two values are refused."""
+    out = {}
+    for column in (c for c in BUILD_COLUMNS if c in frame.columns):
+        values = frame[column].dropna().astype(str)
+        distinct = list(dict.fromkeys(values))
+        if len(distinct) > 1:
+            line = first_line + int(np.flatnonzero((frame[column].astype(str) == distinct[1]).to_numpy())[0])
+            problem = f"line {line}: {distinct[1]!r}, another row has {distinct[0]!r}: one file holds one build"
+            raise InputError(str(path), column, problem)
+        if distinct:
+            out[column] = distinct[0]
+    return out
 
 
 @dataclass
@@ -168,6 +203,7 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
     rows = pd.concat(blocks, ignore_index=True).sort_values("order", kind="stable").reset_index(drop=True)
     samples = samples_frame(rows, run_id, provenance)
     skipped = _skipped(point, rows, len(columns))
+    provenance = {**provenance, **_build_columns(path, frame, first_line)}
     provenance = {
         "workload": "command",
         "cap_env": DEFAULT_CAP_ENV,
@@ -238,7 +274,18 @@ def samples_frame(rows: pd.DataFrame, run_id: str, provenance: dict[str, object]
     }
     for column, value in constant.items():
         frame[column] = value
-    text = ["position", "cap", "tokens", "seconds", "rel_rms", "tokens_agree", "dispatch_ok", "dtype", "timestamp"]
+    text = [
+        "position",
+        "cap",
+        "tokens",
+        "seconds",
+        "rel_rms",
+        "tokens_agree",
+        "dispatch_ok",
+        "dtype",
+        "timestamp",
+        "knobs",
+    ]
     frame[text] = frame[text].astype(object).fillna("")
     for column in ("d_model", "n_experts", "top_k", "bits", "group_size"):
         frame[column] = np.nan
@@ -306,6 +353,10 @@ def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: dict
     for arm in COMPARED_ARMS:
         columns += [f"{arm}_run{i}" for i in range(1, n_runs + 1)] + [f"{arm}_median"]
     columns.append("fused_over_fallback")
+    recorded = any(provenance.get(c) for c in BUILD_COLUMNS)  # a run that names no build (built-in kernels) adds none
+    build = [c for c in BUILD_COLUMNS if recorded and (c not in ROCM_COLUMNS or provenance.get(c))]
+    build_cells = [str(provenance.get(c) or "") for c in build]
+    columns += build
     lines = [",".join(columns)]
     for _, point in summary.iterrows():
         key = point_key(point.to_dict())
@@ -317,5 +368,5 @@ def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: dict
             )
             cells += [_format(by_round.get(r), 2) for r in range(n_runs)] + [_format(point[f"{arm}_tok_s"], 2)]
         cells.append(_format(point[SummaryCol.RATIO], 4))
-        lines.append(",".join(cells))
+        lines.append(csv_line([*cells, *build_cells]).rstrip("\n"))
     return format_provenance(provenance) + "\n".join(lines) + "\n"

@@ -54,6 +54,7 @@ from harness.runs.formats import (
     SAMPLE_COLUMNS,
     SAMPLES_FILE,
     RunKey,
+    csv_columns,
     csv_line,
     done_runs,
     format_provenance,
@@ -346,6 +347,7 @@ class SampleWriter:
         self.segment = dict(segment if segment is not None else new_segment(meta))
         self._fd = -1
         self._meta: dict[str, object] = {}
+        self._columns: list[str] = list(SAMPLE_COLUMNS)  # the file's own header once it exists (see _start)
 
     def done_keys(self) -> dict[tuple, str]:
         return self.run.done_runs()
@@ -356,6 +358,7 @@ class SampleWriter:
             previous = self.run.read_meta()
             if self.path.exists() and self.path.stat().st_size > 0:
                 truncate_torn_tail(self.path)
+                self._columns = csv_columns(self.path) or SAMPLE_COLUMNS  # a run from before a LATER_COLUMNS column
             else:
                 write_text_atomic(self.path, format_provenance(self.meta) + csv_line(SAMPLE_COLUMNS))
             self._meta = {**(previous or self.meta), "segments": [*segments(previous), self.segment]}
@@ -370,8 +373,11 @@ class SampleWriter:
             raise KeyError(f"unknown sample columns: {sorted(unknown)}")
         if self._fd < 0:
             self._start()
+        lost = [c for c in row if row[c] not in ("", None) and c not in self._columns]
+        if lost:  # a knob sweep resumed into a run written without the column: its rows could not say their setting
+            raise InputError(str(self.path), lost[0], "this run's samples.csv has no such column; start a new run")
         try:
-            os.write(self._fd, csv_line([row.get(c, "") for c in SAMPLE_COLUMNS]).encode("utf-8"))
+            os.write(self._fd, csv_line([row.get(c, "") for c in self._columns]).encode("utf-8"))
             os.fsync(self._fd)
         except OSError as exc:
             raise InputError(str(self.path), "", f"cannot append a row: {exc.strerror or exc}") from None

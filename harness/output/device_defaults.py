@@ -1,0 +1,195 @@
+"""Defaults per device class, in a form mlxcel can merge: a markdown table and the Rust match arms (with a patch
+of `src/models/switch_layers.rs` that adds or replaces them).
+
+mlxcel compiles one cap per backend (FUSED_MOE_MAX_DFF_METAL / _CUDA) and one SGY default per build (8; 2 on
+ROCm), though the crossover is a property of the device: Apple GPUs differ by chip generation, NVIDIA GPUs by
+compute capability, AMD GPUs by gfx target. So each run is mapped to its class (`device_class`), and per class the
+table gives the decided cap with the crossover interval it rests on, the SGY the run supports (a knob run's joint
+recommendation with its interval; otherwise the default it ran, marked not swept), the mlxcel and MLX commits it was
+measured under, and when to measure again: a number measured under one MLX pin and one fused-kernel source says
+nothing about the next.
+
+The Rust is a pair of functions between marker comments, `fused_moe_max_dff_for_class` and
+`fused_moe_sgy_for_class`, one arm per measured class and `_ => None` (the backend default) for the rest; how the
+running binary names its class (chip, compute capability, gfx target) is mlxcel's to wire, and the arms' keys say
+what each class is. With `report --mlxcel-src DIR` the patch replaces the marked block in that tree's
+switch_layers.rs, or appends it when there is none.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass
+
+from harness.analysis.backend_defaults import Defaults
+from harness.analysis.decision import format_ci
+from harness.analysis.knobs import analyse_knobs
+from harness.config import knobs as launch_knobs
+from harness.output.markdown_text import md_code, md_text
+from harness.output.mlxcel_source import SWITCH_LAYERS, MlxcelSource
+
+BEGIN = "// moecal: per-device-class fused-MoE defaults (generated; replace the whole block)"
+END = "// moecal: end of per-device-class defaults"
+# NVIDIA compute capability by product name, for devices whose run did not record it (from NVIDIA's CUDA GPU list)
+COMPUTE_CAPABILITY = {
+    "GB10": "12.1",
+    "B200": "10.0",
+    "H200": "9.0",
+    "H100": "9.0",
+    "GH200": "9.0",
+    "L40": "8.9",
+    "4090": "8.9",
+    "A100": "8.0",
+    "A10": "8.6",
+    "3090": "8.6",
+    "V100": "7.0",
+    "T4": "7.5",
+}
+
+
+def device_class(backend: str, device: str, provenance: dict[str, object]) -> str:
+    """`metal-m3` (Apple chip generation), `cuda-sm90` (compute capability), `rocm-gfx1151` (gfx target), else
+    `<backend>-<device>`: the key mlxcel's default would be chosen by."""
+    text = f"{device} {provenance.get('gpu', '')}"
+    if backend == "metal":
+        found = re.search(r"\bM(\d+)\b", text)
+        return f"metal-m{found.group(1)}" if found else f"metal-{device}"
+    if backend == "cuda":
+        capability = str(provenance.get("compute_capability") or "")
+        if not capability:
+            capability = next((cc for name, cc in COMPUTE_CAPABILITY.items() if name in text.upper()), "")
+        return f"cuda-sm{capability.replace('.', '')}" if capability else f"cuda-{device}"
+    if backend == "rocm":
+        found = re.search(r"gfx[0-9a-f]+", text)
+        return f"rocm-{found.group(0)}" if found else f"rocm-{device}"
+    return f"{backend}-{device}"
+
+
+@dataclass(frozen=True)
+class ClassDefault:
+    device_class: str
+    backend: str
+    devices: tuple[str, ...]
+    cap: int | None
+    cap_interval: str  # the crossover interval the cap rests on
+    sgy: int | None
+    sgy_evidence: str
+    mlxcel_commit: str
+    mlx_commit: str
+    remeasure: str
+
+
+def _sgy(path: object, provenance: dict[str, object], backend: str) -> tuple[int | None, str]:
+    result = analyse_knobs(path) if provenance.get("knobs") else None
+    if result is not None:
+        chosen = launch_knobs.parse_label(result.recommended).get(launch_knobs.SGY)
+        best = next(c for c in result.candidates if c.setting == result.recommended)
+        interval = (
+            "" if result.recommended == result.reference else f" [{best.ci_low - 1:+.2%}, {best.ci_high - 1:+.2%}]"
+        )
+        return (int(chosen) if chosen else None), f"swept {provenance['knobs']}: {result.recommended}{interval}"
+    shell = dict(provenance.get("shell_env") or {})
+    default = launch_knobs.KNOWN[launch_knobs.SGY].default_for(backend)
+    value = int(shell.get(launch_knobs.SGY, default)) if str(shell.get(launch_knobs.SGY, default)).isdigit() else None
+    return value, "not swept: the build's default" if launch_knobs.SGY not in shell else "not swept: set in the shell"
+
+
+def class_defaults(defaults: Defaults) -> list[ClassDefault]:
+    """One row per device class; several devices of one class take the smallest decided cap (a class default must
+    not send any measured device's model down its slower path)."""
+    groups: dict[str, list] = {}
+    for run in defaults.runs:
+        key = device_class(run.backend, run.device, run.analysis.provenance)
+        groups.setdefault(key, []).append(run)
+    rows = []
+    for key, runs in sorted(groups.items()):
+        binding = min(runs, key=lambda r: r.analysis.result.decision.recommended_cap or math.inf)
+        prov = binding.analysis.provenance
+        sgy, evidence = _sgy(binding.path, prov, binding.backend)
+        mlxcel, mlx = str(prov.get("mlxcel_commit") or ""), str(prov.get("mlx_commit") or "")
+        remeasure = (
+            f"when the MLX pin moves off {mlx or 'the pin measured (not recorded)'}, when the fused-MoE kernels "
+            "(mlx_cxx_kernels.cpp) or switch_layers.rs change, or for a device class not in this table"
+        )
+        rows.append(
+            ClassDefault(
+                key,
+                binding.backend,
+                tuple(sorted({r.device for r in runs})),
+                binding.analysis.result.decision.recommended_cap,
+                format_ci(binding.analysis.result.crossover),
+                sgy,
+                evidence,
+                mlxcel or "not recorded",
+                mlx or "not recorded",
+                remeasure,
+            )
+        )
+    return rows
+
+
+def class_markdown(rows: list[ClassDefault]) -> str:
+    lines = [
+        "#### Defaults per device class",
+        "",
+        "| device class | device(s) | cap | crossover 95% CI | SGY | SGY evidence | mlxcel | MLX | re-measure |",
+        "|---|---|--:|---|--:|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {md_code(r.device_class)} | {', '.join(md_text(d) for d in r.devices)} | {r.cap or '-'} "
+            f"| {r.cap_interval} | {r.sgy or '-'} | {md_text(r.sgy_evidence)} | {md_code(r.mlxcel_commit)} "
+            f"| {md_code(r.mlx_commit)} | {md_text(r.remeasure)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _rust_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def rust_block(rows: list[ClassDefault]) -> str:
+    """The two lookup functions, one arm per measured class (comment: its evidence and commits)."""
+    out = [
+        BEGIN,
+        "/// Measured fused-MoE Dff cap per device class (moecal); None: the backend default.",
+        "pub(crate) fn fused_moe_max_dff_for_class(device_class: &str) -> Option<i32> {",
+        "    match device_class {",
+    ]
+    for r in rows:
+        if r.cap is not None:
+            note = f"crossover {r.cap_interval}, mlxcel {r.mlxcel_commit}, MLX {r.mlx_commit}"
+            out.append(f"        {_rust_string(r.device_class)} => Some({r.cap}), // {note}")
+    out += [
+        "        _ => None,",
+        "    }",
+        "}",
+        "",
+        "/// MLXCEL_FUSED_MOE_SGY default per device class (moecal); None: the build's default.",
+        "pub(crate) fn fused_moe_sgy_for_class(device_class: &str) -> Option<i32> {",
+        "    match device_class {",
+    ]
+    for r in rows:
+        if r.sgy is not None and r.sgy_evidence.startswith("swept"):
+            out.append(f"        {_rust_string(r.device_class)} => Some({r.sgy}), // {r.sgy_evidence}")
+    out += ["        _ => None,", "    }", "}", END]
+    return "\n".join(out) + "\n"
+
+
+def class_patch(source: MlxcelSource, block: str) -> str:
+    """A unified diff of switch_layers.rs that replaces the marked block, or appends it; '' without a tree read
+    (the block is written beside the addendum instead) or when the tree already holds this block."""
+    if not source.lines:
+        return ""
+    text = "".join(source.lines)
+    start, end = text.find(BEGIN), text.find(END)
+    if start >= 0 and end > start:
+        after = text[:start] + block + text[end + len(END) :].removeprefix("\n")
+    else:
+        after = text + ("" if text.endswith("\n") else "\n") + "\n" + block
+    if after == text:
+        return ""
+    new_lines = after.splitlines(keepends=True)
+    return "".join(difflib.unified_diff(source.lines, new_lines, f"a/{SWITCH_LAYERS}", f"b/{SWITCH_LAYERS}"))
