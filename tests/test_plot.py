@@ -39,3 +39,54 @@ def test_command_sweep_is_one_panel_with_the_decision(tmp_path: Path) -> None:
     data, shape = _plot(DESIGN_CSV, tmp_path, current_default=8192)
     assert shape[1] == 800 and shape[0] < 500
     assert title_text(data).endswith("decision: keep 8192")
+
+
+GB10_0703 = REPO / "tests" / "fixtures" / "gb10-sweep-2026-07-03.csv"
+
+
+def test_null_points_and_the_crossover_interval_are_drawn_where_they_can_be_seen() -> None:
+    """mlxcel's 07-03 sweep: Dff 512 did not run, 2880 is null (mxfp4): both grey ×, labelled; the crossover
+    interval [1792, 14336] is a bar above the 1 ± δ band, not on it."""
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PathCollection
+
+    from harness.output.plot import draw_plot
+
+    data = build_report_data(GB10_0703, project_root(REPO), Options(current_default=8192))
+    fig = draw_plot(data)
+    try:
+        (ax,) = fig.axes
+        grey = {
+            float(x)
+            for c in ax.collections
+            if isinstance(c, PathCollection) and tuple(c.get_facecolor()[0][:3]) == (0.45, 0.45, 0.45)
+            for x, _ in c.get_offsets()
+        }
+        assert grey == {512.0, 2880.0}
+        texts = {t.get_text() for t in ax.texts}
+        assert {"null", "not run", "1792 … 14336"} <= texts
+        (bar,) = [line for line in ax.lines if line.get_label() == "crossover 95% interval"]
+        assert list(bar.get_xdata()) == [1792, 14336] and min(bar.get_ydata()) > 1 + data["options"]["margin"]
+        legend = {t.get_text() for t in ax.get_legend().get_texts()}
+        assert {"crossover 95% interval", "not used: null (same code) or too few runs"} <= legend
+    finally:
+        plt.close(fig)
+
+
+def test_history_labels_runs_by_date_and_pin_with_an_axis_title_and_the_cap() -> None:
+    import matplotlib.pyplot as plt
+
+    from harness.analysis.pipeline import analyse_path
+    from harness.output.history_plot import draw_history, history_rows
+
+    runs = [GB10_0703, DESIGN_CSV]
+    rows = history_rows([(str(r), analyse_path(r, Options(current_default=8192))) for r in runs])
+    fig = draw_history(rows)
+    try:
+        (ax,) = fig.axes
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["2026-07-03\nMLX pin e9463bb", "MLX 0.32.1"]
+        assert ax.get_xlabel() and ax.get_ylabel()
+        assert any(list(line.get_ydata()) == [8192, 8192] for line in ax.lines)
+        assert "current cap 8192" in {t.get_text() for t in ax.texts}
+    finally:
+        plt.close(fig)

@@ -9,7 +9,14 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, MarginOpt, build_options
+from harness.cli.analysis_options import (
+    ConfidenceOpt,
+    CurrentDefaultOpt,
+    ExcludeOpt,
+    JsonOpt,
+    MarginOpt,
+    build_options,
+)
 from harness.errors import InputError
 from harness.thresholds import CONFIDENCE, MARGIN
 
@@ -48,9 +55,12 @@ def history(
     out: Annotated[Path, typer.Option(metavar="PNG", help="the plot to write")] = Path("crossover-history.png"),
     confidence: ConfidenceOpt = CONFIDENCE,
     margin: MarginOpt = MARGIN,
+    current_default: CurrentDefaultOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Plot the crossover and its interval per run, in the order given (labelled by date and library pin)."""
+    """Plot the crossover and its interval per run, in the order given (labelled by date and library pin).
+
+    The cap in force (each run's current_default, or --current-default) is drawn as a line."""
     from harness.analysis.pipeline import analyse_path
     from harness.output.history_plot import history_rows, write_history_plot
     from harness.runs.rundir import refuse_stored
@@ -58,7 +68,7 @@ def history(
     if len(runs) < 2:
         raise InputError("RUN...", " ".join(map(str, runs)), "give at least two runs")
     refuse_stored(out, "choose another --out")  # a link (even a dangling one) or a stored result: refused up front
-    options = build_options(None, confidence, margin)
+    options = build_options(None, confidence, margin, current_default)
     rows = history_rows([(str(r), analyse_path(r, options)) for r in runs])
     if out.exists():
         raise InputError(str(out), "--out", "exists; moecal never replaces a file, choose another name")

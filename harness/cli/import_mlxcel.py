@@ -7,6 +7,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from harness.cli.provenance_options import (
+    BackendOpt,
+    DateOpt,
+    GpuOpt,
+    HostOpt,
+    LibraryPinOpt,
+    provenance_overrides,
+)
 from harness.errors import InputError
 from harness.thresholds import MAX_CAP
 
@@ -24,10 +32,12 @@ def import_mlxcel(
         Path | None, typer.Option(help="with --fallback/--fused: the model folders (config.json gives each Dff)")
     ] = None,
     out: Annotated[Path | None, typer.Option(help="run directory to write (default: results/mlxcel-<name>)")] = None,
-    host: Annotated[str | None, typer.Option(help="provenance the CSV lacks: host name")] = None,
-    backend: Annotated[str | None, typer.Option(help="provenance: backend label, e.g. metal or cuda")] = None,
+    date: DateOpt = None,
+    host: HostOpt = None,
+    backend: BackendOpt = None,
+    gpu: GpuOpt = None,
     device: Annotated[str | None, typer.Option(help="provenance: device name")] = None,
-    library_pin: Annotated[str | None, typer.Option(help="provenance: e.g. 'MLX 0.32.1'")] = None,
+    library_pin: LibraryPinOpt = None,
     current_default: Annotated[
         int | None, typer.Option(min=1, max=MAX_CAP, help="provenance: the cap in force when measured")
     ] = None,
@@ -56,10 +66,8 @@ def import_mlxcel(
     elif csv_path is None:
         raise InputError("import-mlxcel", "CSV", "give an mlxcel sweep CSV, or --fallback A.csv --fused B.csv")
     extra = {
-        "host": host,
-        "backend": backend,
+        **provenance_overrides(date, host, backend, gpu, library_pin),
         "device": device,
-        "library_pin": library_pin,
         "current_default": current_default,
     }
     run_dir = out or DEFAULT_RESULTS / f"mlxcel-{csv_path.stem}"

@@ -17,6 +17,14 @@ from harness.cli.analysis_options import (
     RunsArg,
     build_options,
 )
+from harness.cli.provenance_options import (
+    BackendOpt,
+    DateOpt,
+    GpuOpt,
+    HostOpt,
+    LibraryPinOpt,
+    provenance_overrides,
+)
 from harness.errors import InputError
 from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
 
@@ -43,6 +51,31 @@ def report(
             show_default=False,
         ),
     ] = None,
+    link_base: Annotated[
+        Path | None,
+        typer.Option(
+            "--link-base",
+            metavar="DIR",
+            help="the folder the addendum will be read from: its links (raw data, plot, record) are relative to it "
+            "(default: the --append-to doc's folder, else --out)",
+            show_default=False,
+        ),
+    ] = None,
+    append_to: Annotated[
+        Path | None,
+        typer.Option(
+            "--append-to",
+            metavar="DESIGN.md",
+            help="also insert the addendum into this design doc, replacing an earlier addendum of the same run "
+            "(between <!-- moecal:addendum RUN --> markers); the rest of the doc stays byte-identical",
+            show_default=False,
+        ),
+    ] = None,
+    date: DateOpt = None,
+    host: HostOpt = None,
+    backend: BackendOpt = None,
+    gpu: GpuOpt = None,
+    library_pin: LibraryPinOpt = None,
 ) -> None:
     """Write one run's addendum and plot, or one per-backend defaults addendum over several runs.
 
@@ -54,19 +87,29 @@ def report(
     from harness.analysis.backend_defaults import run_checks
     from harness.output.addendum import read_sidecar, write_report
     from harness.output.defaults_addendum import print_defaults, write_defaults
+    from harness.output.design_doc import append_to as insert_into
+    from harness.output.design_doc import read_doc
     from harness.output.knob_report import write_knob_report
     from harness.output.mlxcel_source import read_source
 
     options = build_options(exclude, confidence, margin, current_default, grid, interpolation)
+    overrides = provenance_overrides(date, host, backend, gpu, library_pin)
     source = read_source(mlxcel_src) if mlxcel_src is not None else None
     if len(input_paths) > 1:
-        if previous is not None:
-            raise InputError("--previous", str(previous), "compares one run with another; give a single RUN")
+        single = {"--previous": previous, "--append-to": append_to, "--date/--host/…": overrides or None}
+        for name, given in single.items():
+            if given is not None:
+                raise InputError(name, "", "applies to one run's addendum; give a single RUN")
         md_path, defaults = write_defaults(input_paths, out, options, source)
         print_defaults(defaults, typer.echo)
         typer.echo(f"addendum → {md_path}")
         return
-    md_path, png_path, decision = write_report(input_paths[0], out, previous, options, mlxcel=source)
+    if append_to is not None:
+        read_doc(append_to)  # a missing doc or a link is refused before anything is written
+    base = link_base if link_base is not None else append_to.parent if append_to is not None else None
+    md_path, png_path, decision = write_report(
+        input_paths[0], out, previous, options, mlxcel=source, overrides=overrides, link_base=base
+    )
     for line in run_checks(input_paths[0]):
         typer.echo(line)
     typer.echo(f"addendum → {md_path}\nplot     → {png_path}\ndecision: {decision.action} — {decision.reason}")
@@ -75,9 +118,13 @@ def report(
         typer.echo(f"knobs    → {knobs[0]}\nknobs plot → {knobs[1]}")
     patch = (read_sidecar(md_path) or {}).get("files", {}).get("patch")
     if patch:
-        typer.echo(f"patch    → {md_path.parent / patch}")
+        typer.echo(f"patch    → {md_path.parent / Path(patch).name}")
     if decision.apply:
         typer.echo(f"apply: {decision.apply}")
+    if append_to is not None:
+        run_id = md_path.name.removesuffix("-dff-crossover.md")
+        replaced = insert_into(append_to, md_path.read_text(encoding="utf-8"), run_id)
+        typer.echo(f"{'replaced in' if replaced else 'appended to'} {append_to}")
 
 
 def register(app: typer.Typer) -> None:

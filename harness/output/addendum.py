@@ -15,10 +15,8 @@ the addendum, so its links work where it lies.
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import json
 import math
-import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,39 +34,28 @@ from harness.analysis.pin_drift import compare
 from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path
 from harness.analysis.regression import join_points
 from harness.analysis.stats import DECIDED as DECIDED_VERDICTS
-from harness.config.backend_specs import BACKENDS
 from harness.errors import InputError
+from harness.output.addendum_heading import (
+    BUILT_IN,
+    context,
+    heading,
+    library_under_test,
+    provenance_paragraph,
+    report_date,
+    with_overrides,
+)
 from harness.output.markdown_text import md_code, md_text
 from harness.output.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
 from harness.output.plot import write_plot
-from harness.runs.formats import write_text_atomic
+from harness.output.report_links import link_target, project_root, relative_path, shown_text
+from harness.runs.formats import SAMPLES_FILE, write_text_atomic
 from harness.runs.mlxcel_csv import BUILD_COLUMNS, round_positions, to_mlxcel_csv
-from harness.runs.rundir import RunDirectory, refuse_stored
+from harness.runs.rundir import SUMMARY_FILE, RunDirectory, refuse_stored
 from harness.runs.safe_paths import outside_trees, plain_name_problem
 from harness.runs.summary_columns import SummaryCol
 
 OLD_BLOCK_START = "<!-- moecal-report\n"  # format 2 kept its record in the text; recognised to say "regenerate"
 REPORT_FORMAT = 3  # 3: sidecar record, design-doc style text, mlxcel CSV and patch beside it
-# the array libraries each backend's built-in workloads run on (a command workload runs none of them)
-BACKEND_PACKAGES = {spec.name: spec.libraries for spec in BACKENDS}
-
-
-def project_root(start: Path) -> Path:
-    start = Path(start).resolve()
-    for folder in (start, *start.parents):
-        if (folder / ".git").exists() or (folder / "pyproject.toml").exists():
-            return folder
-    return start
-
-
-def _relative(path: Path, root: Path) -> str:
-    """`path` relative to `root` (`../` where it lies beside it), absolute only when they share no project."""
-    path, root = Path(path).resolve(), Path(root).resolve()
-    if path.is_relative_to(root):
-        return path.relative_to(root).as_posix()
-    if path.is_relative_to(project_root(root)):
-        return Path(os.path.relpath(path, root)).as_posix()
-    return str(path)
 
 
 def _slug(text: str) -> str:
@@ -84,78 +71,12 @@ def _report_stem(provenance: dict[str, object], date: str, host: str, backend: s
     return "-".join(_slug(p) for p in (date, host, backend, str(provenance.get("config_name") or "")) if p)
 
 
-def _report_date(provenance: dict[str, object]) -> str:
-    text = str(provenance.get("date") or "")
-    return text[:10] if re.match(r"\d{4}-\d{2}-\d{2}", text) else _dt.date.today().isoformat()
-
-
-CONTEXT_KEYS = (
-    "run_id",
-    "workload",
-    "device",
-    "os",
-    "cpu",
-    "gpu",
-    "driver",
-    "cuda",
-    "harness_commit",
-    "harness_dirty",
-    "config_path",
-    "config_sha256",
-    "command",
-    "bench_command",
-    "source_format",
-    "notes",
-)
-
-
-def _shown_path(path: str, root: Path) -> str:
-    """A recorded path as the reader can use it: relative to the project root, or the tail of it that exists there
-    (a run made in another checkout of the project), else the bare file name — never this machine's absolute path."""
-    parts = Path(path).parts
-    if not Path(path).is_absolute():
-        return Path(path).as_posix()
-    for start in range(1, len(parts)):
-        if (root / Path(*parts[start:])).exists():
-            return Path(*parts[start:]).as_posix()
-    return parts[-1] if parts else path
-
-
-def _ran(packages: dict[str, object], backend: str, workload: str) -> dict[str, str]:
-    """moecal, Python and the array libraries the measurement ran on (installed-but-unused ones are left out)."""
-    libraries = () if workload == "command" else BACKEND_PACKAGES.get(backend, ())
-    return {
-        str(k): str(v)
-        for k, v in packages.items()
-        if k in ("moecal", "python") or any(str(k).startswith(lib) for lib in libraries)
-    }
-
-
-def _context(provenance: dict[str, object], root: Path) -> dict[str, object]:
-    """The provenance the addendum shows (flat strings, plus the package and arm dicts)."""
-    out = {key: str(provenance[key]) for key in CONTEXT_KEYS if provenance.get(key) not in (None, "")}
-    if "config_path" in out:
-        out["config_path"] = _shown_path(out["config_path"], root)
-    arms = provenance.get("arms")
-    if isinstance(arms, dict) and arms:
-        out["arms"] = {str(k): str(v) for k, v in arms.items()}
-    packages = provenance.get("packages")
-    if isinstance(packages, dict):
-        ran = _ran(packages, str(provenance.get("backend") or ""), str(provenance.get("workload") or ""))
-        if ran:
-            out["packages"] = ran
-    synthetic = provenance.get("synthetic")
-    if isinstance(synthetic, dict) and synthetic:
-        out["synthetic"] = {str(k): str(v) for k, v in synthetic.items()}
-    return out
-
-
 def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path: Path) -> dict[str, object]:
     pairs, dropped = join_points(previous.summary, analysis.summary)
     before = previous.as_json()
     return {
-        "raw_data": _relative(previous_path, root),
-        "date": _report_date(previous.provenance),
+        "raw_data": relative_path(previous_path, root),
+        "date": report_date(previous.provenance, previous_path),
         "library_pin": str(previous.provenance.get("library_pin") or "unknown library"),
         **{k: before[k] for k in ("crossover_dff", "ci_low", "ci_high", "outcome", "recommended_cap", "action")},
         "points": [
@@ -181,17 +102,23 @@ def _exact(value: float) -> float | None:
     return float(value) if math.isfinite(float(value)) else None
 
 
-def _files(stem: str, raw: Path, md_dir: Path, root: Path, mlxcel_csv: bool, patch: bool) -> dict[str, str | None]:
-    """The file names the addendum links to (beside it), and the raw data relative to it (to the project root
-    when the addendum is written outside the project)."""
+def _files(stem: str, raw: Path, md_dir: Path, link_base: Path, mlxcel_csv: bool, patch: bool) -> dict[str, str | None]:
+    """The addendum's links, as seen from `link_base` (report_links): the files written beside it in `md_dir`
+    (write_report writes each under its name), and the raw data (None when it lies outside `link_base`'s
+    project: then the text names it, `raw_name`, without a link that would break)."""
     raw = RunDirectory(raw).samples if raw.is_dir() else raw
+
+    def beside(name: str) -> str:
+        return link_target(md_dir / name, link_base) or name
+
     return {
-        "addendum": f"{stem}-dff-crossover.md",
-        "plot": f"{stem}-dff-crossover.png",
-        "sidecar": f"{stem}.json",
-        "mlxcel_csv": f"{stem}-mlxcel.csv" if mlxcel_csv else None,
-        "patch": f"{stem}-switch_layers.diff" if patch else None,
-        "raw_data": _relative(raw, md_dir) if md_dir.resolve().is_relative_to(root) else _relative(raw, root),
+        "addendum": beside(f"{stem}-dff-crossover.md"),
+        "plot": beside(f"{stem}-dff-crossover.png"),
+        "sidecar": beside(f"{stem}.json"),
+        "mlxcel_csv": beside(f"{stem}-mlxcel.csv") if mlxcel_csv else None,
+        "patch": beside(f"{stem}-switch_layers.diff") if patch else None,
+        "raw_data": link_target(raw, link_base),
+        "raw_name": f"{raw.parent.name}/{raw.name}" if raw.name in (SAMPLES_FILE, SUMMARY_FILE) else raw.name,
     }
 
 
@@ -208,13 +135,19 @@ def build_report_data(
     date: str | None = None,
     md_dir: Path | None = None,
     mlxcel: MlxcelSource | dict[str, object] | None = None,
+    overrides: dict[str, str] | None = None,
+    link_base: Path | None = None,
 ) -> dict[str, object]:
     """Every number and string the addendum states, re-derivable from the inputs and options it records.
 
     `mlxcel` is the tree the decision targets (a read tree, or the stored record when check-reports re-derives):
-    its cap for the run's backend is the current default unless --current-default says otherwise."""
+    its cap for the run's backend is the current default unless --current-default says otherwise. `overrides`
+    (addendum_heading.OVERRIDE_KEYS) correct the input's provenance; links are relative to `link_base` (default:
+    `md_dir`, the addendum's folder)."""
     loaded = load_input(input_path)
-    provenance = loaded.provenance
+    overrides = {k: str(v) for k, v in (overrides or {}).items() if v not in (None, "")}
+    provenance = with_overrides(loaded.provenance, overrides)
+    loaded = loaded._replace(provenance=provenance)
     host = str(provenance.get("host") or "unknown-host")
     backend = str(provenance.get("backend") or "unknown-backend")
     tree = mlxcel.as_json() if isinstance(mlxcel, MlxcelSource) else mlxcel or known_defaults().as_json()
@@ -223,7 +156,10 @@ def build_report_data(
     elif tree["checked"] and options.current_default is None:
         options = dataclasses.replace(options, current_default=int(tree["caps"][backend]))
     analysis = analyse(loaded, options)
-    date = date or _report_date(provenance)
+    date = date or report_date(provenance, Path(input_path))
+    md_dir = md_dir or root
+    link_base = link_base or md_dir
+    source_root = project_root(Path(input_path).parent)  # recorded paths are shown relative to the run's project
     d = analysis.as_json()
     changes = d["action"] in ("raise", "lower", "set") and d["recommended_cap"] is not None and tree is not None
     stem = _report_stem(provenance, date, host, backend)
@@ -233,11 +169,13 @@ def build_report_data(
         "date": date,
         "host": host,
         "backend": backend,
-        "library_pin": str(provenance.get("library_pin") or "unknown library"),
-        "raw_data": _relative(Path(input_path), root),
+        "library_pin": shown_text(library_under_test(provenance, tree), source_root),
+        "raw_data": relative_path(Path(input_path), root),
+        "overrides": overrides,
+        "link_base": relative_path(link_base, md_dir),
         "options": {**options.settings(), "current_default": options.current_default},
-        "files": _files(stem, Path(input_path), md_dir or root, root, csv, changes),
-        "context": _context(provenance, root),
+        "files": _files(stem, Path(input_path), md_dir, link_base, csv, changes),
+        "context": context(provenance, source_root),
         "mlxcel": tree,
         "decision": d,
         "previous": (_previous(analysis, analyse_path(previous, options), root, Path(previous)) if previous else None),
@@ -473,72 +411,6 @@ def _test_cell(test: dict[str, object] | None, margin: float) -> str:
     return f"**{words}**" if test["passed"] else words
 
 
-def _hardware(context: dict[str, object]) -> str:
-    parts = [
-        f"{label} {md_text(context[key])}"
-        for key, label in (("device", ""), ("gpu", "GPU"), ("driver", "driver"), ("cuda", "CUDA"), ("cpu", "CPU"))
-        if key in context and not (key == "cpu" and context.get("device", "").startswith(str(context[key])))
-    ]
-    if "os" in context:
-        parts.append(md_text(context["os"]))
-    return ", ".join(p.strip() for p in parts) or "not recorded in the input"
-
-
-def _versions(data: dict[str, object]) -> str:
-    """The library under test, then only the packages the measurement ran on (never an installed-but-unused one)."""
-    ctx = data["context"]
-    mlxcel = data.get("mlxcel") or {}
-    parts = [f"library under test: {md_text(data['library_pin'])}"]
-    if mlxcel.get("checked"):
-        tree = f"mlxcel {md_text(mlxcel['version'])}" if mlxcel.get("version") else "mlxcel"
-        pin = f", MLX pin {md_code(mlxcel['mlx_pin'])}" if mlxcel.get("mlx_pin") else ""
-        parts.append(f"{tree}{pin} (read from the tree given with --mlxcel-src)")
-    packages = ctx.get("packages") or {}
-    if packages:
-        parts.append("packages that ran: " + ", ".join(f"{md_text(k)} {md_text(v)}" for k, v in packages.items()))
-    return "; ".join(parts)
-
-
-BUILT_IN = {
-    "layer": "one MoE layer decode step per call on the backend (layer steps/s), cycling over cache-busting copies",
-    "decode": "moecal's synthetic decoder with random weights at the catalog shapes (decode tok/s)",
-}
-
-
-def _harness(ctx: dict[str, object], kinds: set[str]) -> str:
-    """What ran: the benchmark command (prompt and token counts are in it) or the built-in workload(s), and moecal."""
-    moecal = "moecal"
-    if "harness_commit" in ctx:
-        dirty = ", uncommitted changes" if ctx.get("harness_dirty") == "True" else ""
-        moecal += f" {ctx['harness_commit'][:12]}{dirty}"
-    config = f", config {md_code(ctx['config_path'])}" if "config_path" in ctx else ""
-    sweep = f" ({md_code(ctx['command'])}{config})" if "command" in ctx else config
-    workload = str(ctx.get("workload", ""))
-    if "bench_command" in ctx:
-        what = f"{md_code(ctx['bench_command'])}, one process per run"
-    elif workload in BUILT_IN:
-        what = BUILT_IN[workload]
-        if workload == "layer" and "whole" in kinds:  # a layer config's decode block
-            what += f"; its decode block: {BUILT_IN['decode']}"
-    elif ctx.get("source_format"):
-        what = f"imported from an {md_text(ctx['source_format'])}"
-    else:
-        what = f"the {md_text(workload or 'unknown')} workload"
-    return f"{what}; driven by {moecal}{sweep}"
-
-
-def _arms(ctx: dict[str, object]) -> str:
-    """`Each side forced with fallback `X=1`, fused `X=20000`` (the design doc's sentence), fallback side first."""
-    arms = ctx.get("arms")
-    if not arms:
-        return "How each side was forced: not recorded."
-    order = sorted(
-        arms, key=lambda arm: ("fallback", "fused", "null").index(arm) if arm in ("fallback", "fused", "null") else 3
-    )
-    names = {"null": "A/A (the fallback again)"}
-    return "Each side forced with " + ", ".join(f"{names.get(a, md_text(a))} {md_code(arms[a])}" for a in order) + "."
-
-
 def _aa_sentence(d: dict[str, object], margin: float) -> str | None:
     """One sentence on the A/A arm: its spread against the noise model, and whether any A/A interval lies beyond
     the margin (then raise/lower are withheld) — both facts in one place so they can never read as a contradiction."""
@@ -669,18 +541,10 @@ def render_markdown(data: dict[str, object]) -> str:
     opts = data["options"]
     files = data["files"]
     points = d["points"]
-    valid = [p for p in points if p[SummaryCol.VERDICT] != "null"]
-    runs = sorted({min(p[SummaryCol.N_FUSED], p[SummaryCol.N_FALLBACK]) for p in valid})
-    runs_text = f"{runs[0]}–{runs[-1]}" if len(runs) > 1 else (str(runs[0]) if runs else "0")
-    raw = [f"[{name}]({name})" for name in (files["raw_data"], files["mlxcel_csv"]) if name]
-    kinds = {_kind(p) for p in points}
     lines = [
-        f"### {data['date']} addendum: {md_text(data['host'])} {md_text(data['backend'])} fused-MoE Dff crossover "
-        f"under {md_text(data['library_pin'])}: {_action_value(d)}",
+        heading(data, _action_value(d)),
         "",
-        f"Hardware: {_hardware(ctx)}. Versions: {_versions(data)}. Harness: {_harness(ctx, kinds)}. "
-        f"{runs_text} runs per side in interleaved rounds (order rotating). {_arms(ctx)} "
-        f"Raw per-run data: {', '.join(raw)}; machine-readable record: [{files['sidecar']}]({files['sidecar']}).",
+        provenance_paragraph(data, points, {_kind(p) for p in points}),
         "",
         _method(opts, any(p.get("decides") for p in points)),
         *_synthetic(ctx),
@@ -709,30 +573,35 @@ def write_report(
     options: Options = Options(),
     date: str | None = None,
     mlxcel: MlxcelSource | None = None,
+    overrides: dict[str, str] | None = None,
+    link_base: Path | None = None,
 ) -> tuple[Path, Path, Decision]:
     """Addendum, sidecar, plot, mlxcel CSV and (when a default changes) the switch_layers.rs patch into `out_dir`;
-    returns the addendum's and the plot's paths and the overall decision (what a sweep prints).
+    returns the addendum's and the plot's paths and the overall decision (what a sweep prints). `overrides` and
+    `link_base`: build_report_data.
 
     Refuses (InputError) to overwrite a stored addendum or one written for another run's data."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     root = project_root(out_dir)
-    data = build_report_data(input_path, root, options, previous, date, out_dir, mlxcel)
-    files = data["files"]
-    md_path = out_dir / files["addendum"]
+    data = build_report_data(input_path, root, options, previous, date, out_dir, mlxcel, overrides, link_base)
+    # every file is written beside the addendum under its own name; `files` holds the links to them
+    files = {name: link for name, link in data["files"].items() if link and not name.startswith("raw_")}
+    paths = {name: out_dir / Path(link).name for name, link in files.items()}
+    md_path = paths["addendum"]
     _refuse_overwrite(md_path, data["raw_data"])
     for name in ("plot", "sidecar", "mlxcel_csv", "patch"):
-        if files[name]:
-            refuse_stored(out_dir / files[name], "write the report somewhere else (--out / --report-dir)")
+        if name in paths:
+            refuse_stored(paths[name], "write the report somewhere else (--out / --report-dir)")
     refuse_stored(md_path, "write the report somewhere else (--out / --report-dir)")  # also: never through a link
-    png_path = write_plot(data, out_dir / files["plot"])
-    if files["mlxcel_csv"]:
-        write_text_atomic(out_dir / files["mlxcel_csv"], _mlxcel_csv(input_path, data))
+    png_path = write_plot(data, paths["plot"])
+    if "mlxcel_csv" in paths:
+        write_text_atomic(paths["mlxcel_csv"], _mlxcel_csv(input_path, data))
     d = data["decision"]
-    if files["patch"]:
+    if "patch" in paths:
         patch = cap_patch(_source(data, mlxcel), {data["backend"]: d["recommended_cap"]})
-        write_text_atomic(out_dir / files["patch"], patch)
-    write_text_atomic(out_dir / files["sidecar"], json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+        write_text_atomic(paths["patch"], patch)
+    write_text_atomic(paths["sidecar"], json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     write_text_atomic(md_path, render_markdown(data))
     return md_path, png_path, Decision(d["action"], d["recommended_cap"], d["reason"], d["apply"])
 
@@ -843,7 +712,11 @@ def verify_report(md_path: Path, trees: Sequence[Path] = ()) -> list[str] | None
         if outside or bad_name:
             return [outside or f"files.mlxcel_csv: {bad_name}"]
         options = Options(**stored["options"])
-        fresh = build_report_data(raw, root, options, previous, stored["date"], md_path.parent, stored["mlxcel"])
+        link_base = md_path.parent / stored.get("link_base", ".")
+        fresh = build_report_data(
+            raw, root, options, previous, stored["date"], md_path.parent, stored["mlxcel"], stored.get("overrides"),
+            link_base,
+        )  # fmt: skip
         rendered = render_markdown(stored)
         csv_name = stored["files"]["mlxcel_csv"]
         csv_text = _mlxcel_csv(raw, stored) if csv_name else None
@@ -852,7 +725,7 @@ def verify_report(md_path: Path, trees: Sequence[Path] = ()) -> list[str] | None
     except (KeyError, TypeError) as exc:
         return [f"malformed sidecar {sidecar_path(md_path).name}: missing or wrong {exc}"]
     problems = _differences(stored, fresh, "")
-    csv_path = md_path.parent / csv_name if csv_name else None
+    csv_path = md_path.parent / Path(csv_name).name if csv_name else None
     if csv_path is not None and (not csv_path.is_file() or csv_path.read_text(encoding="utf-8") != csv_text):
         problems.append(
             f"{csv_name} is missing or differs from the runs it exports: regenerate it with `moecal report`"

@@ -7,25 +7,31 @@ on the x axis in the order given and draws every interval, with an open end as a
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 from harness.analysis.decision import format_ci
 from harness.analysis.pipeline import Analysis
+from harness.output.addendum_heading import UNDATED, report_date
 
 
 def history_rows(runs: list[tuple[str, Analysis]]) -> list[dict[str, object]]:
-    """Per run: a label (date and library pin, else the path), the crossover, its interval, the text form."""
+    """Per run: a label (date over library pin, else the file's stem: never a whole path, which would run into
+    its neighbours), the cap in force, the crossover, its interval, the text form."""
     rows = []
     for path, analysis in runs:
         p = analysis.provenance
         c = analysis.result.crossover
-        date = str(p.get("date") or "")[:10]
+        date = report_date(p, Path(path))
         pin = str(p.get("library_pin") or "")
-        label = " ".join(part for part in (date, pin) if part) or Path(path).name
+        parts = [part for part in (date if date != UNDATED else "", pin) if part]
         rows.append(
             {
                 "run": path,
-                "label": label,
+                "label": " ".join(parts) or Path(path).stem,
+                "date": parts[0] if date != UNDATED else None,
+                "library_pin": pin or None,
+                "current_default": analysis.current_default,
                 "outcome": c.outcome,
                 "crossover_dff": c.dff,
                 "ci_low": c.ci_low if math.isfinite(c.ci_low) else None,
@@ -40,6 +46,18 @@ def history_rows(runs: list[tuple[str, Analysis]]) -> list[dict[str, object]]:
 
 
 def write_history_plot(rows: list[dict[str, object]], path: Path) -> Path:
+    """The figure (draw_history) as a PNG at `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = draw_history(rows)
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return path
+
+
+def draw_history(rows: list[dict[str, object]]):  # -> matplotlib.figure.Figure
+    """Runs along x (labelled date over pin), crossover Dff on a log2 y axis: each estimate with its interval (an
+    open end as an arrow), and the cap in force as a dashed line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -62,21 +80,30 @@ def write_history_plot(rows: list[dict[str, object]], path: Path) -> Path:
         if row["crossover_dff"] is not None:
             ax.plot(x, row["crossover_dff"], marker="o", color="black", markersize=7)
             ax.annotate(f"{row['crossover_dff']:.0f}", (x, row["crossover_dff"]), xytext=(6, 0),
-                        textcoords="offset points", va="center", fontsize=9)  # fmt: skip
+                        textcoords="offset points", va="center", fontsize=9, zorder=5,
+                        bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none", "pad": 1})  # fmt: skip
         else:
             ax.annotate(str(row["outcome"]).replace("_", " "), (x, hi_end or 1), xytext=(6, 0),
                         textcoords="offset points", va="center", fontsize=8, color="0.3")  # fmt: skip
     ends = [v for r in rows for v in (r["ci_low"], r["ci_high"], r["min_dff"], r["max_dff"]) if v is not None]
     if ends:  # room for the arrows of open ends (annotations do not widen the axes by themselves)
         ax.set_ylim(min(ends) / 1.6, max(ends) * 1.6)
+    for cap in sorted({r["current_default"] for r in rows if r.get("current_default") is not None}):
+        ax.axhline(cap, color="0.3", linestyle="--", linewidth=1.0, zorder=1)
+        ax.annotate(f"current cap {cap}", (1.0, cap), xycoords=("axes fraction", "data"), xytext=(-3, 3),
+                    textcoords="offset points", ha="right", va="bottom", fontsize=8)  # fmt: skip
     ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels([str(r["label"]) for r in rows], rotation=20 if len(rows) > 3 else 0, ha="right", fontsize=9)
+    labels = [  # the date on one line, the pin below it
+        "\n".join([r["date"] or "", textwrap.fill(r["library_pin"], 18)]).strip() if r["library_pin"] else r["label"]
+        for r in rows
+    ]
+    ax.set_xticklabels(labels, rotation=20 if len(rows) > 4 else 0, ha="right" if len(rows) > 4 else "center",
+                       fontsize=8)  # fmt: skip
     ax.set_xlim(-0.5, len(rows) - 0.5)
+    ax.set_xlabel("run (date measured, library under test), in the order given")
     ax.set_ylabel("crossover Dff (log2 scale)")
     ax.set_title("crossover per run: ● estimate, bar = interval, arrow = open end", fontsize=10)
     ax.grid(True, axis="y", color="0.9")
     fig.tight_layout()
-    fig.savefig(path, format="png")
-    plt.close(fig)
-    return path
+    return fig

@@ -59,6 +59,9 @@ def title_text(data: dict[str, object]) -> str:
     if _withheld(d):
         action += " (raise/lower withheld: A/A beyond the margin)"
     where = f"{plot_label(data['host'])} {plot_label(data['backend'])} under {plot_label(data['library_pin'])}"
+    note = data.get("context", {}).get("device_note")
+    if note:  # an emulated or mislabelled run must not pass for a GPU measurement in the picture either
+        where += f" ({plot_label(note)})"
     return f"{where} — decision: {action}"
 
 
@@ -70,23 +73,46 @@ def _crossovers(d: dict) -> list[tuple[str, dict]]:
     return [(families[0], d)]
 
 
-def _draw_interval(ax, c: dict, left: float, right: float, colour: str, y: float, row: int) -> None:
-    """The crossover interval as a bar on the ratio = 1 line; an open end is an arrow from the finite end outward
-    (never a band over the whole axes: an open interval says only where it starts)."""
+def _draw_interval(ax, c: dict, left: float, right: float, colour: str, y: float, row: int, conf: str) -> None:
+    """The crossover: a diamond where the estimated ratio crosses 1, and its interval as a bar at height `y`, above
+    the 1 ± δ band (on the band it would vanish in the grey), with end ticks and its text; an open end is an arrow
+    from the finite end outward (never a band over the whole axes: an open interval says only where it starts)."""
     low, high = c["ci_low"], c["ci_high"]
     if c["crossover_dff"] is not None:
-        ax.plot(c["crossover_dff"], y, marker="D", color=colour, markersize=8, markeredgecolor="black", zorder=4)
+        ax.plot(c["crossover_dff"], 1.0, marker="D", color=colour, markersize=8, markeredgecolor="black", zorder=5)
     if low is None and high is None:  # open both ways: the data place the crossover nowhere; say so, draw no bar
         ax.annotate("crossover interval open both ways", (0.99, 0.02 + 0.06 * row), xycoords="axes fraction",
                     ha="right", va="bottom", fontsize=7, color=colour)  # fmt: skip
         return
     finite_low = low if low is not None else (c["crossover_dff"] or high or left)
     finite_high = high if high is not None else (c["crossover_dff"] or low or right)
-    ax.plot([finite_low, finite_high], [y, y], color=colour, linewidth=4, alpha=0.5, solid_capstyle="butt")
+    ax.plot([finite_low, finite_high], [y, y], color=colour, linewidth=3, solid_capstyle="butt", zorder=4,
+            label=f"crossover {conf} interval" if row == 0 else None)  # fmt: skip
     for value, end, target in ((low, finite_low, left), (high, finite_high, right)):
         if value is None:
             ax.annotate("", xy=(target, y), xytext=(end, y),
-                        arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2, "alpha": 0.7})  # fmt: skip
+                        arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2})  # fmt: skip
+        else:
+            ax.plot(end, y, marker="|", color=colour, markersize=10, markeredgewidth=2, zorder=4)
+    text = f"{'<' if low is None else ''}{finite_low:.0f} … {'>' if high is None else ''}{finite_high:.0f}"
+    ax.annotate(text, (finite_low, y), xytext=(2, 3), textcoords="offset points", fontsize=7, color=colour)
+
+
+def _draw_nulls(ax, points: list[dict], y_low: float, y_high: float) -> None:
+    """Points not used for the crossover (null: both arms ran the same code; insufficient: too few runs) as grey ×,
+    each labelled, at their ratio of medians (they have no estimate: they never entered the statistics), or on
+    the lower edge when not even that exists (a model that did not run)."""
+    verdict, estimate = SummaryCol.VERDICT, SummaryCol.ESTIMATE
+    unused = [p for p in points if p[verdict] == "null" or (p[verdict] == "insufficient" and p[estimate] is None)]
+    for n, p in enumerate(unused):
+        value = ratio_of_medians(p)
+        y = min(max(value, y_low), y_high) if value is not None else y_low * (y_high / y_low) ** 0.1
+        label = "not used: null (same code) or too few runs" if n == 0 else None
+        ax.scatter(p["dff"], y, marker="x", color="0.45", s=45, linewidth=1.5, zorder=3, label=label)
+        ran = p.get(SummaryCol.N_FUSED) and p.get(SummaryCol.N_FALLBACK)
+        word = "null" if p[SummaryCol.VERDICT] == "null" else "too few runs" if ran else "not run"
+        ax.annotate(word, (p["dff"], y), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom",
+                    fontsize=7, color="0.35")  # fmt: skip
 
 
 def _cap_line(ax, dff: int, label: str, style: str) -> None:
@@ -148,19 +174,14 @@ def _panel(ax, data: dict, kind: str, families: list[str], y_limits: tuple[float
                 if (end < edge) if mark == 7 else (end > edge):
                     ax.plot(x, edge, marker=mark, color=colour, markersize=9, clip_on=False)
                     clipped = True
-    # a null point has no estimate (it never entered the statistics): it is placed at its ratio of medians
-    nulls = [
-        (p["dff"], p[SummaryCol.ESTIMATE] or ratio_of_medians(p)) for p in points if p[SummaryCol.VERDICT] == "null"
-    ]
-    nulls = [(dff, min(max(y, y_low), y_high)) for dff, y in nulls if y is not None]
-    if nulls:
-        ax.scatter(*zip(*nulls, strict=True), marker="x", color="0.4", label="null point (not used)")
+    _draw_nulls(ax, points, y_low, y_high)
     drawn = [(f, c) for f, c in _crossovers(d) if f in families and c.get("outcome") not in (None, "no_points")]
+    conf = f"{float(data['options'].get('confidence', 0.95)):.0%}"
     for family, c in drawn:
         index = families.index(family)
-        # several families' bars sit just above and below the ratio = 1 line, never on top of each other
-        y = float(np.exp((index - (len(drawn) - 1) / 2) * 0.035 * np.log(y_high / y_low)))
-        _draw_interval(ax, c, left, right, COLOURS[index % len(COLOURS)], y, index)
+        # above the 1 ± δ band, one row per family so several families' bars never lie on top of each other
+        y = float((1.0 + margin) * np.exp((0.06 + 0.06 * index) * np.log(y_high / y_low)))
+        _draw_interval(ax, c, left, right, COLOURS[index % len(COLOURS)], y, index, conf)
     caps = [(d["current_default"], "current cap", "--")]
     if d["recommended_cap"] != d["current_default"]:
         caps.append((d["recommended_cap"], "recommended", ":"))
@@ -183,10 +204,21 @@ def _panel(ax, data: dict, kind: str, families: list[str], y_limits: tuple[float
 
 
 def write_plot(data: dict[str, object], path: Path) -> Path:
+    """The figure (draw_plot) as a PNG at `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = draw_plot(data)
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return path
+
+
+def draw_plot(data: dict[str, object]):  # -> matplotlib.figure.Figure (matplotlib is imported only when drawing)
     """One panel per workload kind (whole-model tok/s, one-layer steps/s): ratio (log scale, fitted to the
     estimates; whiskers beyond it clipped and marked) vs log2 Dff; families offset along Dff so whiskers never
-    overlap; the crossover interval as a bar on the ratio = 1 line (open end: an arrow); cap lines labelled with
-    their values; the decision, including a withheld raise, in the title. 800 px wide."""
+    overlap; null and not-run points as labelled grey ×; the crossover on the ratio = 1 line and its interval as a
+    bar above the 1 ± δ band (open end: an arrow); cap lines labelled with their values; the decision, including a
+    withheld raise, in the title. 800 px wide."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -216,6 +248,4 @@ def write_plot(data: dict[str, object], path: Path) -> Path:
         f"{data['options']['confidence']:.0%} interval (arrow: open){note}",
         fontsize=7, color="0.25",
     )  # fmt: skip
-    fig.savefig(path, format="png")
-    plt.close(fig)
-    return path
+    return fig

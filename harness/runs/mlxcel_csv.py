@@ -42,6 +42,7 @@ from harness.runs.formats import (
     write_text_atomic,
 )
 from harness.runs.import_checks import check_imported
+from harness.runs.provenance import csv_header_provenance
 from harness.runs.rundir import RunDirectory, refuse_links, refuse_stored
 from harness.runs.summary_columns import SummaryCol
 
@@ -159,6 +160,7 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
         raise InputError(str(path), "columns", f"an mlxcel sweep CSV starts with {','.join(LEADING_COLUMNS)}")
     check_field_counts(path, text, len(frame.columns))  # a torn last row would read as NA runs
     provenance, notes = _header(path)
+    provenance = csv_header_provenance(provenance, header_lines(path), path)  # before the rows take its backend
     runs = _run_columns(path, list(frame.columns))
     first_line = data_line(path, 0)
     run_id = str(provenance.get("run_id") or path.stem)

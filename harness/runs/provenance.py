@@ -10,6 +10,7 @@ import hashlib
 import importlib.metadata
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -151,3 +152,99 @@ def collect(backend: str, device_info: dict[str, str] | None = None) -> dict[str
     meta["kernel_source_hash"] = kernel_source_hash()
     meta["launch"] = launch_settings()
     return meta
+
+
+# --- what the addendum heading states, by key ---------------------------------------------------------------------
+# meta.json keys for the library under test of a command run (written where the sweep asks the binary, read by the
+# addendum heading): the binary's `--version` text, the commit it was built from, the MLX pin it links. Named once
+# here so the reader and the writer (measure/bench_capabilities.py: `Capabilities.as_meta`) cannot drift apart.
+LIBRARY_VERSION = "bench_version"
+LIBRARY_COMMIT = "bench_commit"
+MLX_PIN = "bench_mlx_pin"
+# why the machine that measured had no device of the run's backend (a run labelled cuda on a machine without an
+# NVIDIA GPU, e.g. an emulated binary); absent or empty when it had one, and in runs that predate the key
+BACKEND_DEVICE_MISSING = "backend_device_missing"
+
+_ISO_DATE = re.compile(r"(?<!\d)(20\d\d)-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])(?!\d)")
+_MLX_PIN = re.compile(r"\bMLX(?: pin)?[ :]+`?([0-9a-f]{7,40}|\d+\.\d+(?:\.\d+)?)`?", re.IGNORECASE)
+_FORCED = re.compile(r"\b(fallback|fused) side forced with (\w+=\d+)(?: \(([^)]*)\))?", re.IGNORECASE)
+# words in a free-text hardware line that name the backend the runs used (mlxcel builds for one GPU API per machine)
+_BACKEND_WORDS = (
+    ("cuda", re.compile(r"\bCUDA\b|\bsm_\d{2,3}|\bNVIDIA\b|\bDGX\b|\bGB10\b|\b[HB]200\b|\bH100\b|\bA100\b")),
+    ("metal", re.compile(r"\bMetal\b|\bApple\b|\bM[1-9] (?:Pro|Max|Ultra)\b|\bM[1-9]\b")),
+    ("rocm", re.compile(r"\bROCm\b|\bgfx\d{3,4}\b|\bHIP\b")),
+)
+
+
+def iso_date(text: str) -> str | None:
+    """The first yyyy-mm-dd in `text` (a file name, a header line), else None."""
+    match = _ISO_DATE.search(text)
+    return match.group(0) if match else None
+
+
+def _statements(lines: list[str]) -> list[str]:
+    """Header lines joined into statements: a line that starts in lower case after one that did not end a
+    sentence continues it (mlxcel wraps its prose header at ~80 columns)."""
+    out: list[str] = []
+    for line in (text.strip() for text in lines):
+        if out and line[:1].islower() and not out[-1].endswith((".", ";")):
+            out[-1] += " " + line
+        elif line:
+            out.append(line)
+    return out
+
+
+def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Path) -> dict[str, object]:
+    """`fields` (a CSV's `# key: value` lines) completed from what mlxcel's published sweeps write in prose
+    (`lines`, the header without its `#`): `Host: GB10 (DGX Spark), sm_121, CUDA 13.0. MLX pin e9463bb.` gives
+    host, hardware (GPU, architecture, CUDA version), backend and library pin; `Harness: …` the benchmark's
+    description; `Fallback side forced with X=1 (…)` how each side was forced; the date comes from the file name
+    (`…-2026-07-03.csv`) or a header line. Why here: these CSVs name their machine and pin only in prose, and an
+    addendum that says "unknown-host … dated today" for them is false. A lower-case key the file states itself
+    (`# host: gb10`, moecal's own export) always wins."""
+    out = dict(fields)
+    statements = _statements(lines)
+    said = {s.partition(":")[0]: s.partition(":")[2].strip() for s in statements if ":" in s[:20]}
+    hardware = said.get("Host") or said.get("Hardware") or ""
+    text = " ".join(statements)
+    if hardware and "host" not in out:
+        out["host"] = hardware.split(",")[0].strip().rstrip(".")
+    if hardware and "hardware" not in out:  # the machine as the file describes it, up to its first full stop
+        out["hardware"] = hardware.split(". ")[0].strip().rstrip(".")
+    backend = next((name for name, words in _BACKEND_WORDS if words.search(text)), None)
+    if backend and "backend" not in out:
+        out["backend"] = backend
+    pin = _MLX_PIN.search(text)
+    if pin and "library_pin" not in out:
+        out["library_pin"] = f"MLX pin {pin.group(1)}" if "pin" in pin.group(0).lower() else f"MLX {pin.group(1)}"
+    if said.get("Harness") and "bench_description" not in out:
+        out["bench_description"] = said["Harness"].rstrip(".")
+    forced = {m.group(1).lower(): m for m in _FORCED.finditer(text)}
+    if {"fallback", "fused"} <= forced.keys():  # both, or the recorded convention stands
+        arms = dict(out.get("arms") or {}) if isinstance(out.get("arms"), dict) else {}
+        for arm, m in forced.items():
+            arms[arm] = m.group(2) + (f" ({m.group(3)})" if m.group(3) else "") + ", as the CSV's header states"
+        out["arms"] = arms
+    date = iso_date(Path(path).name) or iso_date(str(fields.get("date") or "")) or iso_date(text)
+    if date and "date" not in out:
+        out["date"] = date
+    return out
+
+
+def backend_device_missing(meta: dict[str, object]) -> str | None:
+    """For a run labelled with a GPU backend (cuda, metal, rocm): the phrase saying its machine had no such
+    device, when the record says so (BACKEND_DEVICE_MISSING) or shows it (a cuda run with no NVIDIA GPU found, a
+    metal run not on macOS); None when the device was there or nothing tells. Why: an emulated or misconfigured
+    run must not read as a GPU measurement ("Hardware: AMD EPYC" under a cuda heading)."""
+    backend = str(meta.get("backend") or "")
+    if backend not in ("cuda", "metal", "rocm") or meta.get("source_format"):
+        return None  # imported data: the label is the file's own statement about its machine
+    if BACKEND_DEVICE_MISSING in meta:
+        missing = bool(meta[BACKEND_DEVICE_MISSING])
+    elif backend == "cuda" and "os" in meta:
+        missing = not (meta.get("gpu") or meta.get("driver"))
+    elif backend == "metal" and "os" in meta:
+        missing = not str(meta["os"]).startswith("Darwin")
+    else:
+        return None
+    return f"labelled {backend}, measured without a {backend} device" if missing else None
