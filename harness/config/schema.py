@@ -21,6 +21,7 @@ from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 
 from harness.config.backend_specs import BACKEND_NAMES, backend_spec
+from harness.config.duration import parse_duration
 from harness.errors import InputError
 from harness.thresholds import MAX_CAP
 
@@ -274,9 +275,13 @@ class Measure(Strict):
     order: Literal["rotate", "fixed", "random"] = "rotate"
     seed: int = 0
     null_arm: bool = False
-    adaptive: bool = False
+    # decision-driven rounds (harness.analysis.decision_value, harness.measure.allocation): after `rounds` at every
+    # point, more rounds only where they can still change the decision, up to max_rounds per point, at most `looks`
+    # looks (each reads the decision at 1 − α/looks), within `budget` of device time (900, 90s, 15m, 1h30m)
+    until_decided: bool = False
     max_rounds: int = Field(20, ge=1)
-    target_ci_width: float = Field(0.02, gt=0)
+    looks: int = Field(8, ge=1)
+    budget: str | float | None = None
     # adaptive Dff refinement (layer workloads): bisect the crossover's bracket on multiples of `refine_grid` until
     # its interval is narrower than target_crossover_width × the crossover Dff, or refine_budget_runs are spent
     # (0: no refinement). See harness.measure.refine.
@@ -284,10 +289,24 @@ class Measure(Strict):
     target_crossover_width: float = Field(0.05, gt=0)
     refine_grid: int = Field(256, ge=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced(cls, data: object) -> object:
+        if isinstance(data, dict):
+            for old in ("adaptive", "target_ci_width"):
+                if old in data:
+                    raise _FieldError(("measure", old), "was replaced by until_decided (docs/design.md §5)")
+        return data
+
     @model_validator(mode="after")
     def _max_rounds(self) -> Measure:
-        if self.adaptive and self.max_rounds < self.rounds:
-            raise _FieldError(("measure", "max_rounds"), f"must be >= rounds ({self.rounds}) in adaptive mode")
+        if self.until_decided and self.max_rounds < self.rounds:
+            raise _FieldError(("measure", "max_rounds"), f"must be >= rounds ({self.rounds}) with until_decided")
+        if self.budget is not None:
+            try:
+                parse_duration(str(self.budget))
+            except ValueError as exc:
+                raise _FieldError(("measure", "budget"), str(exc)) from None
         return self
 
 
