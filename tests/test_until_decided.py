@@ -1,0 +1,48 @@
+"""`--until-decided` against the fixed protocol on SYNTHETIC drawn truths (tests/until_decided.py; the full table:
+`python -m tests.until_decided 200`). Small and fast: 10 sweeps per regime, so only gross failures show here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.analysis.decision_cost import WhiteNoise, curve_truth, until_decided
+from harness.analysis.decision_value import StopRule
+from harness.config.duration import parse_duration
+from tests.simulation import SPARSE, Regime
+from tests.until_decided import compare, protocols
+
+
+def test_half_the_rounds_of_the_fixed_protocol_and_no_more_wrong_actions():
+    for regime in (Regime("sparse", SPARSE), Regime("flat drift", SPARSE, drift="per_arm", flat=True)):
+        fixed10, until = compare(regime, protocols(fixed_rounds=(10,)), sweeps=10, seed=7)
+        assert until.rounds_per_sweep <= 0.5 * fixed10.rounds_per_sweep, (fixed10, until)
+        assert until.wrong_action <= fixed10.wrong_action + 0.1, (fixed10, until)
+
+
+def test_rounds_go_to_the_point_the_decision_turns_on_and_stop_when_settled():
+    # white noise around a curve crossing at 7000: the cap 8192 is too high (lower); points far from it stay at 3
+    truth = curve_truth(SPARSE, 7000.0)[None]
+    rule = StopRule(max_rounds=16)
+    sim = until_decided(WhiteNoise(truth, 0.01, np.random.default_rng(3)), SPARSE, 1, rule, 8192)
+    assert sim.stop in ("decided", "max_rounds", "looks")
+    assert sim.rounds[0, 0] == sim.rounds[0, -1] == 3  # Dff 768 and 14336 cannot change keep/lower at 8192
+    assert sim.rounds.max() <= 16
+
+
+def test_a_budget_stops_it():
+    truth = curve_truth(SPARSE, 8000.0)[None]  # at the cap: hard to settle
+    rule = StopRule(max_rounds=40)
+    sim = until_decided(WhiteNoise(truth, 0.02, np.random.default_rng(1)), SPARSE, 1, rule, 8192, budget=20.0)
+    assert sim.stop in ("budget", "decided") and sim.rounds.sum() <= 20 + 6 * 3
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("900", 900), ("90s", 90), ("15m", 900), ("1h30m", 5400)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "0", "15x", "-5m"])
+def test_bad_durations(text):
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
