@@ -238,6 +238,7 @@ def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as
         _emit({**result, "note": f"{message}: nothing to summarize or report"}, as_json)
         return
     (console if as_json else _console()).print(quick_table_view(plan.run_dir))
+    result["physics"] = _physics(plan)
     result["samples"] = str(run.samples)
     console.print(f"samples:  {run.samples}\nmeta:     {run.meta_path}")
     if not written:
@@ -262,6 +263,56 @@ def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as
         console.print(f"decision: {decision.action} — {decision.reason}\napply:    {decision.apply}")
         result.update(summary=str(summary), addendum=str(md_path), plot=str(png_path), decision=asdict(decision))
     _emit(result, as_json)
+
+
+def _physics(plan: Sweep) -> dict[str, object]:
+    """Bytes per decode token, implied GB/s and share of the device's bandwidth per point; a point above the
+    ceiling is a measurement error (harness.analysis.physics_prior). Printed, and returned for --json."""
+    from harness.analysis.physics_prior import NEAR_CEILING, predicted_crossover
+    from harness.measure import sweep_loop as sweeps
+    from harness.measure.physics_points import sweep_physics
+
+    table = sweeps.quick_table(plan.run_dir)
+    medians = {
+        (str(r["model"]), int(r["dff"])): {"fused": float(r["fused"]), "fallback": float(r["fallback"])}
+        for r in table.to_dict("records")
+    }
+    device = str(plan.meta.get("device") or "")
+    physics, source = sweep_physics(plan.points, medians, device)
+    for p in physics:
+        shares = [
+            f"{arm} {g:.0f} GB/s" + (f" ({p.fraction[arm]:.0%})" if arm in p.fraction else "")
+            for arm, g in p.gbps.items()
+        ]
+        share = " ".join(shares)
+        flag = f"  ABOVE THE CEILING ({', '.join(p.above_ceiling)}): a measurement error" if p.above_ceiling else ""
+        console.print(
+            f"bandwidth: {p.label} Dff {p.dff}: {p.bytes_per_token / 1e6:.1f} MB/token, {share}{flag}", highlight=False
+        )
+    predicted = predicted_crossover(physics)
+    if physics:
+        where = source or f"no bandwidth listed for {device!r}: GB/s only"
+        guess = (
+            f"; the fallback reaches {NEAR_CEILING:.0%} of it at Dff ≈ {predicted:.0f} (the predicted crossover)"
+            if predicted
+            else ""
+        )
+        console.print(f"bandwidth: {where}{guess}", highlight=False)
+    return {
+        "bandwidth_source": source,
+        "predicted_crossover": predicted,
+        "points": [
+            {
+                "point": p.label,
+                "dff": p.dff,
+                "bytes_per_token": p.bytes_per_token,
+                "gbps": p.gbps,
+                "fraction": p.fraction,
+                "above_ceiling": p.above_ceiling,
+            }
+            for p in physics
+        ],
+    }
 
 
 def _emit(result: dict[str, object], as_json: bool) -> None:
