@@ -1,5 +1,6 @@
 """Adaptive Dff refinement (harness.measure.refine) on SYNTHETIC sweeps: bisection inside the crossover bracket, on grid
-multiples, within the run budget, until the interval is narrow enough."""
+multiples, within the run budget, until the interval is narrow enough; each new Dff the one most likely to change the
+decision."""
 
 from __future__ import annotations
 
@@ -68,7 +69,9 @@ def test_refinement_bisects_the_bracket_on_grid_multiples_within_the_budget(tmp_
     before = analyse_path(_sweep(tmp_path / "none", [2048, 12288], budget=0)[0]).result.crossover
     run_dir, points, spent = _sweep(tmp_path / "refined", [2048, 12288], budget=40)
     added = [int(p.key["dff"]) for p in points[2:]]
-    assert added[0] == 7168  # the grid multiple nearest the middle of 2048..12288
+    # by value, not bisection: the quarter point 4608 lies just above the cap 4096, so a raise turns on it (the
+    # middle, 7168, would only narrow the crossover)
+    assert added[0] == 4608
     assert all(d % 256 == 0 for d in added) and len(added) == 4 and spent == 40
     after = analyse_path(run_dir, Options(current_default=4096)).result.crossover
     # two far-apart points: the straight line between them is a guess, so the interval is their whole bracket
@@ -76,7 +79,11 @@ def test_refinement_bisects_the_bracket_on_grid_multiples_within_the_budget(tmp_
     assert (before.ci_low, before.ci_high) == (2048, 12288) and before.gap == (2048, 12288)
     assert abs(after.dff - TRUE_CROSSOVER) < 0.5 * abs(before.dff - TRUE_CROSSOVER)
     low, high = after.crossings[0].between
-    assert high - low <= (12288 - 2048) / 8
+    # one of the four points went to the decision (4608, which settles the raise), so the bracket narrows to a
+    # sixth of the gap rather than the eighth that four bisections give
+    assert high - low <= (12288 - 2048) / 6
+    decision = analyse_path(run_dir, Options(current_default=4096)).result.decision
+    assert (decision.action, decision.recommended_cap) == ("raise", 4608)
 
 
 def test_refinement_stops_once_the_interval_is_narrow_enough(tmp_path):

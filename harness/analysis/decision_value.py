@@ -132,6 +132,38 @@ def flip_probability(
     return float(np.dot(_MASS, flipped))
 
 
+def new_point_flip(staged: Sequence[StagedFamily], family: int, dff: float, rounds: int, decide: Decider) -> float:
+    """The chance that measuring a new Dff (in `rounds` rounds) changes the decision: its ratio is predicted by
+    interpolating the family's neighbouring points, uncertain by their standard errors and by half their difference
+    (the curve bends between them), and the decision is read at the same quantiles as `flip_probability`."""
+    c = staged[family].curve
+    if len(c.dffs) < 2 or dff in c.dffs or not c.dffs[0] < dff < c.dffs[-1]:
+        return 0.0
+    j = int(np.searchsorted(c.dffs, dff))
+    theta = float(np.interp(dff, c.dffs, c.theta))
+    se = float(np.interp(dff, c.dffs, c.se))
+    df = float(min(c.df[j - 1], c.df[j]))
+    spread = math.hypot(se, abs(c.theta[j] - c.theta[j - 1]) / 2)
+    current = decide(staged)
+
+    def flips(z: float) -> bool:
+        curve = Curve(
+            np.insert(c.dffs, j, dff),
+            np.insert(c.theta, j, theta + z * spread),
+            np.insert(c.se, j, se),
+            np.insert(c.df, j, df),
+            c.interpolation,
+            tuple(c.labels[:j]) + ("(new)",) + tuple(c.labels[j:]) if c.labels else (),
+        )
+        rounds_now = staged[family].rounds
+        counts = None if rounds_now is None else np.insert(np.asarray(rounds_now), j, rounds)
+        out = list(staged)
+        out[family] = replace(staged[family], curve=curve, rounds=counts)
+        return decide(out) != current
+
+    return float(np.dot(_MASS, [flips(z) for z in _Z]))
+
+
 def next_step(
     staged: Sequence[StagedFamily],
     rounds_done: Mapping[Key, int],
