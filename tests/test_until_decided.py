@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from harness.analysis.decision_cost import WhiteNoise, curve_truth, until_decided
 from harness.analysis.decision_value import StopRule
 from harness.config.duration import parse_duration
+from tests.helpers import cli, fake_config
 from tests.simulation import SPARSE, Regime
 from tests.until_decided import compare, protocols
 
@@ -46,3 +49,18 @@ def test_durations(text, seconds):
 def test_bad_durations(text):
     with pytest.raises(ValueError, match="not a duration"):
         parse_duration(text)
+
+
+def test_plan_says_the_expected_runs_to_a_decision(tmp_path):
+    config = fake_config(
+        tmp_path,
+        models=[{"name": f"m{d}", "dff": d} for d in (1024, 4096, 8192, 14336)],
+        measure={"rounds": 3, "until_decided": True, "max_rounds": 12},
+    )
+    shown = cli("plan", config)
+    assert shown.returncode == 0, shown.stderr
+    assert "expected to a decision:" in shown.stdout and "first pass 3 rounds" in shown.stdout
+    record = json.loads(cli("plan", config, "--json").stdout)["until_decided"]
+    # at least the first pass (4 points × 2 arms × 3 rounds), at most the round cap everywhere
+    assert 24 <= record["expected_runs"] <= 4 * 2 * 12 and record["max_rounds"] == 12
+    assert record["expected_seconds"] is None  # a command's run time is unknown before a first run here

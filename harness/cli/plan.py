@@ -101,13 +101,16 @@ def _expected_to_decision(plan: Sweep, per_run: float | None) -> dict[str, objec
     rule = rule_for(plan.config.measure, plan.plan.rounds)
     rounds = expected_rounds(curve_truth(grid, crossover)[None], grid, DEFAULT_NOISE, rule, plan.config.current_default)
     mean_rounds = rounds.mean(axis=0)[0]
-    seconds = 0.0
+    seconds: float | None = 0.0
+    runs = 0.0
     for p in points:
-        run = per_run if per_run is not None else (p.run_seconds_estimate or 0.0)
+        run = per_run if per_run is not None else p.run_seconds_estimate
         at = int(np.flatnonzero(grid == int(float(str(p.key.get("dff")))))[0])
-        seconds += float(mean_rounds[at]) * len(p.arms) * run
+        runs += float(mean_rounds[at]) * len(p.arms)
+        seconds = None if seconds is None or run is None else seconds + float(mean_rounds[at]) * len(p.arms) * run
     return {
-        "expected_seconds": round(seconds, 1),
+        "expected_runs": round(runs, 1),
+        "expected_seconds": None if seconds is None else round(seconds, 1),
         "expected_rounds_per_point": {int(d): round(float(r), 1) for d, r in zip(grid, mean_rounds, strict=True)},
         "max_rounds": rule.max_rounds,
         "looks": rule.looks,
@@ -156,9 +159,12 @@ def print_plan(plan: Sweep) -> None:
             highlight=False,
         )
         if expected:
+            seconds = expected["expected_seconds"]
+            time = "run time unknown until a first run" if seconds is None else f"~{seconds / 60:.1f} min"
             console.print(
-                f"expected device time to a decision: ~{expected['expected_seconds'] / 60:.1f} min (the stopping rule "
-                f"simulated at {expected['assumed']}; rounds per point {expected['expected_rounds_per_point']})",
+                f"expected to a decision: {expected['expected_runs']:.0f} timed runs, {time} (the stopping rule "
+                f"simulated at {expected['assumed']}; rounds per point {expected['expected_rounds_per_point']}); "
+                "the sweep says it again after its first pass",
                 highlight=False,
             )
 
