@@ -65,7 +65,7 @@ def _sweep(tmp_path, dffs, budget, target=0.05):
     return run_dir, points, spent
 
 
-def test_refinement_bisects_the_bracket_on_grid_multiples_within_the_budget(tmp_path):
+def test_refinement_splits_the_bracket_on_grid_multiples_within_the_budget(tmp_path):
     before = analyse_path(_sweep(tmp_path / "none", [2048, 12288], budget=0)[0]).result.crossover
     run_dir, points, spent = _sweep(tmp_path / "refined", [2048, 12288], budget=40)
     added = [int(p.key["dff"]) for p in points[2:]]

@@ -145,7 +145,7 @@ def print_plan(plan: Sweep) -> None:
     measure = plan.config.measure
     if measure.refine_budget_runs and plan.workload.refinable:
         console.print(
-            f"adaptive Dff refinement: up to {measure.refine_budget_runs} more timed runs, bisecting the crossover's "
+            f"adaptive Dff refinement: up to {measure.refine_budget_runs} more timed runs, splitting the crossover's "
             f"bracket on multiples of {measure.refine_grid} until its interval is narrower than "
             f"{measure.target_crossover_width:.0%} of the crossover Dff",
             highlight=False,

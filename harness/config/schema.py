@@ -282,7 +282,7 @@ class Measure(Strict):
     max_rounds: int = Field(20, ge=1)
     looks: int = Field(8, ge=1)
     budget: str | float | None = None
-    # adaptive Dff refinement (layer workloads): bisect the crossover's bracket on multiples of `refine_grid` until
+    # adaptive Dff refinement (layer workloads): points in the crossover's bracket on multiples of `refine_grid` until
     # its interval is narrower than target_crossover_width × the crossover Dff, or refine_budget_runs are spent
     # (0: no refinement). See harness.measure.refine.
     refine_budget_runs: int = Field(0, ge=0)

@@ -72,7 +72,7 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None, say:
             written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
         if sweep.config.measure.refine_budget_runs and sweep.workload.refinable:
             from harness.measure.refine import (
-                refine,  # adaptive Dff refinement: bisect the crossover bracket (docs/design.md §7)
+                refine,  # adaptive Dff refinement inside the crossover bracket (docs/design.md §7)
             )
 
             def measure(point: Point) -> int:
