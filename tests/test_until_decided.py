@@ -8,12 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from harness.analysis.decision_cost import WhiteNoise, curve_truth, until_decided
+from harness.analysis.decision_cost import WhiteNoise, curve_truth, fixed, until_decided
 from harness.analysis.decision_value import StopRule
 from harness.config.duration import parse_duration
+from tests.calibration import CURRENT_DEFAULT, run_engine
 from tests.helpers import cli, fake_config
-from tests.simulation import SPARSE, Regime
-from tests.until_decided import compare, protocols
+from tests.simulation import SPARSE, Regime, simulate
+from tests.until_decided import PrefixRuns, compare, protocols
 
 
 def test_half_the_rounds_of_the_fixed_protocol_and_no_more_wrong_actions():
@@ -64,3 +65,12 @@ def test_plan_says_the_expected_runs_to_a_decision(tmp_path):
     # at least the first pass (4 points × 2 arms × 3 rounds), at most the round cap everywhere
     assert 24 <= record["expected_runs"] <= 4 * 2 * 12 and record["max_rounds"] == 12
     assert record["expected_seconds"] is None  # a command's run time is unknown before a first run here
+
+
+def test_the_protocol_simulator_decides_exactly_as_the_calibration_engine():
+    # the same simulated runs through decision_cost.fixed and through tests/calibration.run_engine
+    sim = simulate(Regime("sparse 2 families", SPARSE, families=2), rounds=5, sweeps=6, seed=11)
+    engine = run_engine(sim, 5)
+    for s in range(6):
+        mine = fixed(PrefixRuns(sim, s), SPARSE, 2, 5, CURRENT_DEFAULT)
+        assert mine.outcome == (engine[s].decision.action, engine[s].decision.recommended_cap)

@@ -21,7 +21,7 @@ import numpy as np
 from harness.analysis.decision_cost import RunSource, Simulated, fixed, until_decided
 from harness.analysis.decision_value import StopRule
 from tests.calibration import CURRENT_DEFAULT, _false_action
-from tests.simulation import DENSE, NOISE, OUTLIER_DROP, SPARSE, TREND, Regime, _ar1, draw_truth
+from tests.simulation import DENSE, NOISE, OUTLIER_DROP, SPARSE, TREND, Regime, SimulatedSweeps, _ar1, draw_truth
 
 MARGIN = 0.01
 Protocol = Callable[[RunSource, np.ndarray, int], Simulated]
@@ -58,6 +58,22 @@ class DriftingRuns:
                 else:
                     fallback[r] = value
         return fused, fallback
+
+
+class PrefixRuns:
+    """A tests/simulation.py sweep's rounds handed out in order, each point's from its first round on: how the
+    calibration's protocols (tests/calibration.py) read pre-simulated sweeps. Its drift is laid out point after
+    point, so rounds added late are not later in time: DriftingRuns is the fairer source for until-decided."""
+
+    def __init__(self, sim: SimulatedSweeps, sweep: int):
+        self.sim, self.sweep = sim, sweep
+        self.used = np.zeros(sim.truth.shape[1:], int)
+
+    def draw(self, family: int, point: int, rounds: int) -> tuple[np.ndarray, np.ndarray]:
+        start = self.used[family, point]
+        self.used[family, point] += rounds
+        window = slice(start, start + rounds)
+        return self.sim.fused[self.sweep, family, point, window], self.sim.fallback[self.sweep, family, point, window]
 
 
 @dataclass(frozen=True)
