@@ -111,14 +111,16 @@ def _points_of(summary: pd.DataFrame, rows: list[int], points: Sequence[Point]) 
     return [p for p in points if not p.skip_reason and _identity(p.key) in wanted]
 
 
+def _rows_of(samples: pd.DataFrame, point: Point) -> pd.DataFrame:
+    identity = pd.Series([_identity(row) for row in samples.to_dict("records")], index=samples.index, dtype=object)
+    return samples[identity == _identity(point.key)]
+
+
 def run_seconds(samples: pd.DataFrame, point: Point) -> float | None:
     """Wall seconds per run at one point: the median gap between its consecutive rows (a run, plus what the runner
     does between runs), else its median timed `seconds`; None when it has no ok row."""
-    mine = samples[
-        (samples["model"].astype(str) == str(point.key.get("model")))
-        & (pd.to_numeric(samples["dff"], errors="coerce") == float(point.key.get("dff", -1)))
-        & (samples["status"] == "ok")
-    ]
+    mine = _rows_of(samples, point)
+    mine = mine[mine["status"] == "ok"]
     if mine.empty:
         return None
     moments = pd.to_datetime(mine["timestamp"], errors="coerce", utc=True).dropna().sort_values()
@@ -132,16 +134,12 @@ def run_seconds(samples: pd.DataFrame, point: Point) -> float | None:
 
 def rounds_started(samples: pd.DataFrame, point: Point) -> int:
     """Rounds the point has begun (the next round index to run)."""
-    mine = samples[
-        (samples["model"].astype(str) == str(point.key.get("model")))
-        & (pd.to_numeric(samples["dff"], errors="coerce") == float(point.key.get("dff", -1)))
-    ]
-    rounds = pd.to_numeric(mine["round"], errors="coerce").dropna()
+    rounds = pd.to_numeric(_rows_of(samples, point)["round"], errors="coerce").dropna()
     return int(rounds.max()) + 1 if len(rounds) else 0
 
 
 def expected_extra_seconds(
-    staged: Sequence[StagedFamily], cost: dict[Key, float], rule: StopRule, decide_default: int | None
+    staged: Sequence[StagedFamily], cost: dict[Key, float], rule: StopRule, current_default: int | None
 ) -> float | None:
     """Device seconds still to a decision, simulated with today's estimates as the truth and their per-round spread
     as the noise (harness.analysis.decision_cost), when every family shares one grid; None otherwise."""
@@ -151,14 +149,15 @@ def expected_extra_seconds(
     grid = np.array(next(iter(grids)))
     truth = np.stack([s.curve.theta for s in staged])
     rounds = np.stack([np.asarray(s.rounds, float) for s in staged])
-    noise = float(np.nanmedian(np.stack([s.curve.se for s in staged]) * np.sqrt(rounds)))
+    # se·√n is the spread of one round's paired difference; each arm's run carries 1/√2 of it
+    noise = float(np.nanmedian(np.stack([s.curve.se for s in staged]) * np.sqrt(rounds / 2)))
     if not (math.isfinite(noise) and noise > 0):
         return None
     price = np.array([[cost.get((f, i), 0.0) for i in range(len(grid))] for f in range(len(staged))])
     rng = np.random.default_rng(0)
     extra = []
     for _ in range(8):
-        sim = simulate_until_decided(WhiteNoise(truth, noise, rng), grid, len(staged), rule, decide_default)
+        sim = simulate_until_decided(WhiteNoise(truth, noise, rng), grid, len(staged), rule, current_default)
         extra.append(float(np.sum((sim.rounds - rule.first_rounds) * price)))
     return float(np.mean(extra))
 
