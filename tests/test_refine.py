@@ -8,10 +8,11 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from harness.analysis.decision import stage_families
 from harness.analysis.pipeline import Options, analyse_path
 from harness.config.schema import Measure
 from harness.measure.protocol import Point
-from harness.measure.refine import refine
+from harness.measure.refine import next_dff, refine
 from tests.synthetic_sweeps import linear_curve, synthetic_samples, write_run
 
 TRUE_CROSSOVER = 7000
@@ -89,3 +90,16 @@ def test_refinement_splits_the_bracket_on_grid_multiples_within_the_budget(tmp_p
 def test_refinement_stops_once_the_interval_is_narrow_enough(tmp_path):
     _, points, spent = _sweep(tmp_path, [2048, 12288], budget=1000, target=0.2)
     assert 0 < spent < 1000 and len(points) < 10
+
+
+def test_the_bandwidth_prior_s_predicted_crossover_is_a_candidate_by_value(tmp_path):
+    run_dir = _sweep(tmp_path, [2048, 12288], budget=0)[0]
+    analysis = analyse_path(run_dir, Options(current_default=4096))
+    staged = stage_families(analysis.summary)
+    family = analysis.result.families[0]
+
+    def decide(curves):  # a stand-in engine: only a point measured at 9984 would change the decision
+        return ("raise", 9984) if 9984 in curves[0].curve.dffs else ("keep", None)
+
+    assert next_dff(family, staged, decide, 256, 0.05, 5) == 7168  # no candidate changes it: the midpoint
+    assert next_dff(family, staged, decide, 256, 0.05, 5, predicted=10000.0) == 9984  # 10000 on the 256 grid

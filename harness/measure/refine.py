@@ -24,9 +24,12 @@ from harness.analysis.decision import (
     stage_families,
 )
 from harness.analysis.decision_value import Decider, Outcome, StopRule, new_point_flip
+from harness.analysis.physics_prior import predicted_crossover
 from harness.analysis.pipeline import Analysis, Options, analyse_path
 from harness.config.schema import Measure
+from harness.measure.physics_points import sweep_physics
 from harness.measure.protocol import Point, Workload
+from harness.runs.summary_columns import SummaryCol
 
 
 def refine_target(family: FamilyDecision, grid: int, target_width: float) -> int | None:
@@ -54,9 +57,11 @@ def next_dff(
     grid: int,
     target_width: float,
     rounds: int,
+    predicted: float | None = None,
 ) -> int | None:
     """The next Dff for one family by its value to the decision: among the bracket's midpoint (refine_target), its
-    quarter points and the Dff the decision names to measure next, the one whose measurement is most likely to
+    quarter points, the Dff the decision names to measure next and the bandwidth prior's predicted crossover
+    (`predicted`, harness.analysis.physics_prior), the one whose measurement is most likely to
     change the decision (harness.analysis.decision_value.new_point_flip); the midpoint when none changes it with a
     chance of 5% or more (then narrowing the crossover is all a new point does). None when refine_target says the
     family is narrow enough."""
@@ -68,6 +73,8 @@ def next_dff(
     candidates = {middle, *(round((a + (b - a) * q) / grid) * grid for q in (0.25, 0.75))}
     if c.next_dff:
         candidates.add(int(c.next_dff))
+    if predicted is not None:
+        candidates.add(round(predicted / grid) * grid)
     index = next((i for i, s in enumerate(staged) if s.family == family.family), None)
     if index is None:
         return middle
@@ -76,6 +83,19 @@ def next_dff(
     if best < StopRule.settle_probability or best <= value.get(middle, 0.0):
         return middle  # no candidate is likely to change the decision: narrow the crossover instead
     return min(d for d, v in value.items() if v == best)
+
+
+def _predicted_crossover(analysis: Analysis, points: Sequence[Point]) -> float | None:
+    """Where the measured fallback approaches the device's bandwidth ceiling (harness.analysis.physics_prior), from
+    the summary's median tok/s; None when the device's bandwidth is not known or it never does."""
+    summary = analysis.summary
+    medians = {
+        (str(m), int(d)): {"fallback": float(f)}
+        for m, d, f in zip(summary["model"], summary["dff"], summary[SummaryCol.FALLBACK_TOK_S], strict=True)
+        if f == f
+    }
+    physics, _ = sweep_physics(points, medians, str(analysis.provenance.get("device") or ""))
+    return predicted_crossover(physics)
 
 
 def _same_shape(point: Point, row: pd.Series) -> bool:
@@ -118,9 +138,16 @@ def refine(
             return result.decision.action, result.decision.recommended_cap
 
         chosen = None
+        predicted = _predicted_crossover(analysis, points)
         for family in analysis.result.families:
             dff = next_dff(
-                family, staged, decide, settings.refine_grid, settings.target_crossover_width, settings.rounds
+                family,
+                staged,
+                decide,
+                settings.refine_grid,
+                settings.target_crossover_width,
+                settings.rounds,
+                predicted,
             )
             if family.family not in deciding or dff is None or (family.family, dff) in tried:
                 continue
