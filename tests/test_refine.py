@@ -1,5 +1,6 @@
 """Adaptive Dff refinement (harness.measure.refine) on SYNTHETIC sweeps: bisection inside the crossover bracket, on grid
-multiples, within the run budget, until the interval is narrow enough."""
+multiples, within the run budget, until the interval is narrow enough; each new Dff the one most likely to change the
+decision."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from harness.analysis.decision import stage_families
 from harness.analysis.pipeline import Options, analyse_path
 from harness.config.schema import Measure
 from harness.measure.protocol import Point
-from harness.measure.refine import refine
+from harness.measure.refine import next_dff, refine
 from tests.synthetic_sweeps import linear_curve, synthetic_samples, write_run
 
 TRUE_CROSSOVER = 7000
@@ -64,11 +66,13 @@ def _sweep(tmp_path, dffs, budget, target=0.05):
     return run_dir, points, spent
 
 
-def test_refinement_bisects_the_bracket_on_grid_multiples_within_the_budget(tmp_path):
+def test_refinement_splits_the_bracket_on_grid_multiples_within_the_budget(tmp_path):
     before = analyse_path(_sweep(tmp_path / "none", [2048, 12288], budget=0)[0]).result.crossover
     run_dir, points, spent = _sweep(tmp_path / "refined", [2048, 12288], budget=40)
     added = [int(p.key["dff"]) for p in points[2:]]
-    assert added[0] == 7168  # the grid multiple nearest the middle of 2048..12288
+    # by value, not bisection: the quarter point 4608 lies just above the cap 4096, so a raise turns on it (the
+    # middle, 7168, would only narrow the crossover)
+    assert added[0] == 4608
     assert all(d % 256 == 0 for d in added) and len(added) == 4 and spent == 40
     after = analyse_path(run_dir, Options(current_default=4096)).result.crossover
     # two far-apart points: the straight line between them is a guess, so the interval is their whole bracket
@@ -76,9 +80,26 @@ def test_refinement_bisects_the_bracket_on_grid_multiples_within_the_budget(tmp_
     assert (before.ci_low, before.ci_high) == (2048, 12288) and before.gap == (2048, 12288)
     assert abs(after.dff - TRUE_CROSSOVER) < 0.5 * abs(before.dff - TRUE_CROSSOVER)
     low, high = after.crossings[0].between
-    assert high - low <= (12288 - 2048) / 8
+    # one of the four points went to the decision (4608, which settles the raise), so the bracket narrows to a
+    # sixth of the gap rather than the eighth that four bisections give
+    assert high - low <= (12288 - 2048) / 6
+    decision = analyse_path(run_dir, Options(current_default=4096)).result.decision
+    assert (decision.action, decision.recommended_cap) == ("raise", 4608)
 
 
 def test_refinement_stops_once_the_interval_is_narrow_enough(tmp_path):
     _, points, spent = _sweep(tmp_path, [2048, 12288], budget=1000, target=0.2)
     assert 0 < spent < 1000 and len(points) < 10
+
+
+def test_the_bandwidth_prior_s_predicted_crossover_is_a_candidate_by_value(tmp_path):
+    run_dir = _sweep(tmp_path, [2048, 12288], budget=0)[0]
+    analysis = analyse_path(run_dir, Options(current_default=4096))
+    staged = stage_families(analysis.summary)
+    family = analysis.result.families[0]
+
+    def decide(curves):  # a stand-in engine: only a point measured at 9984 would change the decision
+        return ("raise", 9984) if 9984 in curves[0].curve.dffs else ("keep", None)
+
+    assert next_dff(family, staged, decide, 256, 0.05, 5) == 7168  # no candidate changes it: the midpoint
+    assert next_dff(family, staged, decide, 256, 0.05, 5, predicted=10000.0) == 9984  # 10000 on the 256 grid

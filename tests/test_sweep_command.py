@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 import signal
@@ -205,22 +206,38 @@ def test_plan_and_only(tmp_path):
     assert bad.returncode == 2 and "--only 'nope'" in bad.stderr
 
 
-def test_adaptive_rounds_only_where_the_ci_straddles_one(tmp_path):
-    # seeded synthetic noise, so whether a CI happens to exclude 1.0 is the same on every run of the test
+def test_until_decided_spends_rounds_only_where_the_decision_can_change(tmp_path):
+    # SYNTHETIC fake benchmark, seeded: fused wins ~4.5% at 1024 and 5120, ~2.5% at 6000 (the raise to 6000 turns on
+    # it), loses ~2.5% at 10000; current default 4096
     config = fake_config(
         tmp_path,
-        workload={"command": [str(FAKE_BENCH), "--dff", "{dff}", "--seed", "0", "--counter", str(tmp_path / "n")]},
-        models=[{"name": "clear-win", "dff": 1024}, {"name": "at-crossover", "dff": 8000}],
-        measure={"rounds": 3, "adaptive": True, "max_rounds": 6, "target_ci_width": 0.001},
+        workload={
+            "command": [
+                str(FAKE_BENCH),
+                "--dff",
+                "{dff}",
+                "--noise",
+                "0.005",
+                "--seed",
+                "0",
+                "--counter",
+                str(tmp_path / "n"),
+            ]
+        },
+        models=[{"name": f"m{d}", "dff": d} for d in (1024, 5120, 6000, 10000)],
+        measure={"rounds": 3, "until_decided": True, "max_rounds": 12},
     )
     out = tmp_path / "run"
     done = cli("sweep", config, "--out", out, "--no-report")
     assert done.returncode == 0, done.stderr
-    rounds = read_samples(out).groupby("model")["round"].max()
-    assert rounds["clear-win"] == 2  # 3 fixed rounds; the ~11% synthetic win is decided
-    assert rounds["at-crossover"] == 5  # the synthetic ratio is 1.0 here: extra rounds up to max_rounds
-    again = cli("sweep", config, "--resume", out, "--no-report")
-    assert again.returncode == 0 and len(read_samples(out)) == 2 * (3 + 6)
+    rounds = read_samples(out).groupby("model")["round"].max() + 1
+    assert rounds["m1024"] == rounds["m10000"] == 3  # far from the cap: the first pass only
+    assert 3 < rounds["m6000"] <= 12
+    record = json.loads((out / "meta.json").read_text())["until_decided"]
+    assert record["stop"] in ("decided", "max_rounds", "looks") and record["reason"] in done.stderr
+    assert record["rounds"]["m6000"] == rounds["m6000"] and record["extra_runs"] == 2 * (rounds.sum() - 12)
+    refused = cli("sweep", config, "--out", tmp_path / "r2", "--budget", "soon")
+    assert refused.returncode == 2 and "--budget" in refused.stderr
 
 
 def test_unusable_run_directories_and_backends_are_one_line_errors(tmp_path):

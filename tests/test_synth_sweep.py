@@ -61,7 +61,7 @@ def test_refinement_over_synthetic_checkpoints_narrows_the_real_gap(tmp_path):
 
     answer = json.loads(cli("crossover", run, "--json", "--current-default", "8192").stdout)
     low, high = next(c for c in answer["crossings"] if c["direction"] == "down")["between"]
-    assert high - low < (REAL_GAP[1] - REAL_GAP[0]) / 8
+    assert high - low < (REAL_GAP[1] - REAL_GAP[0]) / 7  # some points go to the decision first (next_dff)
     assert abs(answer["crossover_dff"] - TRUE_CROSSOVER) < 1000
 
     addendum = next(run.glob("*-dff-crossover.md")).read_text()

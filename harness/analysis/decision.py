@@ -639,6 +639,16 @@ def decide(
     withhold: str = "",
 ) -> DecisionResult:
     """Crossover and decision per shape family, then overall (the smallest deciding family cap)."""
+    staged = stage_families(summary, interpolation)
+    if not staged:
+        staged = [StagedFamily("", Curve(np.array([]), np.array([]), np.array([]), np.array([]), interpolation))]
+        return _no_families(decide_curves(staged, current_default, grid, confidence, cap_env, margin, withhold))
+    return decide_curves(staged, current_default, grid, confidence, cap_env, margin, withhold)
+
+
+def stage_families(summary: pd.DataFrame, interpolation: str = "linear") -> list[StagedFamily]:
+    """Each shape family's curve of valid points, as `decide` reads a summary (the allocation of further rounds
+    (harness.analysis.decision_value) perturbs these curves and decides again)."""
     labels = family_labels(summary).to_numpy()
     valid = summary[SummaryCol.VERDICT].isin(DECIDED).to_numpy() if len(summary) else np.array([], bool)
     staged = []
@@ -648,10 +658,7 @@ def decide(
         curve, rounds, notes = family_curve(summary, positions, interpolation)
         rows = tuple(int(i) for i in np.flatnonzero(labels == family))
         staged.append(StagedFamily(str(family), curve, rounds, notes, rows))
-    if not staged:
-        staged = [StagedFamily("", Curve(np.array([]), np.array([]), np.array([]), np.array([]), interpolation))]
-        return _no_families(decide_curves(staged, current_default, grid, confidence, cap_env, margin, withhold))
-    return decide_curves(staged, current_default, grid, confidence, cap_env, margin, withhold)
+    return staged
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,9 @@ def plan_record(plan: Sweep) -> dict[str, object]:
         total = model_s
         source = "from the workload's per-run model; no earlier run of this config and kernel code here to calibrate it"
         source += "; plus runs of unknown length" if unknown else ""
+    per_run = calibration.wall_seconds / calibration.rows if calibration is not None else None
     return {
+        "until_decided": _expected_to_decision(plan, per_run) if plan.config.measure.until_decided else None,
         "config": plan.config.name,
         "backend": plan.meta["backend"],
         "workload": plan.config.workload.kind,
@@ -78,6 +80,41 @@ def plan_record(plan: Sweep) -> dict[str, object]:
         "estimated_seconds": round(total, 1),
         "estimate_source": source,
         "run_dir": str(plan.run_dir),
+    }
+
+
+def _expected_to_decision(plan: Sweep, per_run: float | None) -> dict[str, object] | None:
+    """The device time `--until-decided` should take: the stopping rule simulated (harness.analysis.decision_cost) at
+    an assumed curve crossing at the current default (the hardest place: the decision turns on the points next to
+    it) with the simulations' mid-range slope and 1% noise per run, priced by the per-run time model (the last run
+    of this config here when there is one). The sweep says it again after its first pass, from what it measured."""
+    import numpy as np
+
+    from harness.analysis.decision_cost import DEFAULT_NOISE, DEFAULT_SLOPE, curve_truth, expected_rounds
+    from harness.measure.allocation import rule_for
+
+    points = [p for p in plan.points if not p.skip_reason]
+    grid = np.array(sorted({int(float(str(p.key.get("dff")))) for p in points}))
+    if len(grid) < 2:
+        return None
+    crossover = float(plan.config.current_default or np.median(grid))
+    rule = rule_for(plan.config.measure, plan.plan.rounds)
+    rounds = expected_rounds(curve_truth(grid, crossover)[None], grid, DEFAULT_NOISE, rule, plan.config.current_default)
+    mean_rounds = rounds.mean(axis=0)[0]
+    seconds: float | None = 0.0
+    runs = 0.0
+    for p in points:
+        run = per_run if per_run is not None else p.run_seconds_estimate
+        at = int(np.flatnonzero(grid == int(float(str(p.key.get("dff")))))[0])
+        runs += float(mean_rounds[at]) * len(p.arms)
+        seconds = None if seconds is None or run is None else seconds + float(mean_rounds[at]) * len(p.arms) * run
+    return {
+        "expected_runs": round(runs, 1),
+        "expected_seconds": None if seconds is None else round(seconds, 1),
+        "expected_rounds_per_point": {int(d): round(float(r), 1) for d, r in zip(grid, mean_rounds, strict=True)},
+        "max_rounds": rule.max_rounds,
+        "looks": rule.looks,
+        "assumed": f"a curve crossing at Dff {crossover:.0f} (slope {DEFAULT_SLOPE}), {DEFAULT_NOISE:.0%} run noise",
     }
 
 
@@ -108,17 +145,28 @@ def print_plan(plan: Sweep) -> None:
     measure = plan.config.measure
     if measure.refine_budget_runs and plan.workload.refinable:
         console.print(
-            f"adaptive Dff refinement: up to {measure.refine_budget_runs} more timed runs, bisecting the crossover's "
+            f"adaptive Dff refinement: up to {measure.refine_budget_runs} more timed runs, splitting the crossover's "
             f"bracket on multiples of {measure.refine_grid} until its interval is narrower than "
             f"{measure.target_crossover_width:.0%} of the crossover Dff",
             highlight=False,
         )
-    if measure.adaptive:
+    expected = record["until_decided"]
+    if measure.until_decided:
+        budget = f", budget {measure.budget}" if measure.budget else ""
         console.print(
-            f"adaptive rounds: up to {measure.max_rounds} per point; each of the "
-            f"{measure.max_rounds - plan.plan.rounds + 1} looks spends α/{measure.max_rounds - plan.plan.rounds + 1}",
+            f"until decided: first pass {plan.plan.rounds} rounds, then up to {measure.max_rounds} per point where "
+            f"the decision can still change, at most {measure.looks} looks (each at 1 − α/{measure.looks}){budget}",
             highlight=False,
         )
+        if expected:
+            seconds = expected["expected_seconds"]
+            time = "run time unknown until a first run" if seconds is None else f"~{seconds / 60:.1f} min"
+            console.print(
+                f"expected to a decision: {expected['expected_runs']:.0f} timed runs, {time} (the stopping rule "
+                f"simulated at {expected['assumed']}; rounds per point {expected['expected_rounds_per_point']}); "
+                "the sweep says it again after its first pass",
+                highlight=False,
+            )
 
 
 def plan(

@@ -119,6 +119,21 @@ def sweep(
         help="Spread the points over N Ray workers on this node (N or auto), one device each: one GPU per worker on "
         "cuda; on cpu the workers share the cores, so their timings interfere. Needs the 'fleet' extra.",
     ),
+    until_decided: bool = typer.Option(
+        False,
+        "--until-decided",
+        help="After the first pass (--rounds, default measure.rounds), add rounds only where they can still change "
+        "the decision, until it is settled, the budget is spent or no affordable round can change it "
+        "(measure.until_decided).",
+    ),
+    max_rounds: int | None = typer.Option(
+        None, "--max-rounds", min=1, help="With --until-decided: the most rounds per point (measure.max_rounds)."
+    ),
+    budget: str | None = typer.Option(
+        None,
+        "--budget",
+        help="With --until-decided: device time for the whole sweep, e.g. 900, 15m, 1h30m (measure.budget).",
+    ),
     as_json: JsonOpt = False,
 ) -> None:
     """Run the sweep: per point, warm-up, then rounds in which every arm runs once in rotating order.
@@ -153,12 +168,13 @@ def sweep(
         allow_mixed=allow_mixed,
         measure_null=measure_null,
     )
+    _until_decided_options(plan, until_decided, max_rounds, budget)
     if dry_run:
         print_plan(plan)
         console.print(f"dry run: config, backend and commands are usable; would write {plan.run_dir}")
         return
     todo = sweep_setup.pending(plan)
-    if not (todo or plan.plan.adaptive):  # adaptive points may add rounds beyond the planned ones
+    if not (todo or plan.config.measure.until_decided):  # the allocation may add rounds beyond the first pass
         console.print(f"run directory: {plan.run_dir}  (0 runs to do)")
         _finish(plan, written=0, report=report, report_dir=report_dir, as_json=as_json)
         return
@@ -173,14 +189,41 @@ def sweep(
             def on_run(message: str) -> None:
                 progress.update(task, advance=1, description=message[:60])
 
-            written = sweeps.execute(plan, on_run, workers)
+            def say(message: str) -> None:
+                progress.console.print(message, highlight=False, markup=False)
+
+            written = sweeps.execute(plan, on_run, workers, say)
         _finish(plan, written, report, report_dir, as_json)
+
+
+def _until_decided_options(plan: Sweep, on: bool, max_rounds: int | None, budget: str | None) -> None:
+    """--until-decided, --max-rounds and --budget over the config's measure block (validated like the config)."""
+    from harness.config.duration import parse_duration
+
+    measure = plan.config.measure
+    if not (on or measure.until_decided) and (max_rounds is not None or budget is not None):
+        raise InputError("--max-rounds/--budget", "", "only apply with --until-decided (or measure.until_decided)")
+    update: dict[str, object] = {"until_decided": on or measure.until_decided}
+    if max_rounds is not None:
+        update["max_rounds"] = max_rounds
+    if budget is not None:
+        try:
+            parse_duration(budget)
+        except ValueError as exc:
+            raise InputError("--budget", budget, str(exc)) from None
+        update["budget"] = budget
+    measure = measure.model_copy(update=update)
+    if measure.until_decided and measure.max_rounds < plan.plan.rounds:
+        raise InputError("--max-rounds", str(measure.max_rounds), f"must be >= the first pass ({plan.plan.rounds})")
+    if measure.until_decided and plan.config.knobs:  # the allocation looks at one setting's points (config/schema.py)
+        raise InputError("--until-decided", "", "cannot be combined with knobs: a knob sweep runs fixed rounds")
+    plan.config = plan.config.model_copy(update={"measure": measure})
 
 
 def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
     """The final table, then summary + addendum + plot when this sweep measured something new. With --json the
     result is one JSON object on stdout (the run's files and the decision) and everything else goes to stderr."""
-    from harness.analysis.pipeline import write_summary
+    from harness.analysis.pipeline import Options, write_summary
     from harness.measure import sweep_loop as sweeps
     from harness.output.addendum import write_report
     from harness.output.knob_report import write_knob_report
@@ -198,15 +241,27 @@ def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as
         _emit({**result, "note": f"{message}: nothing to summarize or report"}, as_json)
         return
     (console if as_json else _console()).print(quick_table_view(plan.run_dir))
+    result["physics"] = _physics(plan)
     result["samples"] = str(run.samples)
     console.print(f"samples:  {run.samples}\nmeta:     {run.meta_path}")
     if not written:
         console.print(f"nothing new measured: no file changed (`moecal report {plan.run_dir}` re-reports it)")
         _emit({**result, "note": "nothing new measured"}, as_json)
         return
+    options = Options()
+    allocation = run.read_meta().get("until_decided")
+    if isinstance(allocation, dict):  # the decision is read at the level the looks spent (docs/design.md §7)
+        options = Options(confidence=float(allocation["look_confidence"]))
+        console.print(
+            f"until decided: {allocation['stop']} after {allocation['looks']} looks, {allocation['extra_runs']} runs "
+            f"past the first pass, {allocation['spent_s'] / 60:.1f} min: {allocation['reason']}; the report reads "
+            f"the decision at confidence {options.confidence:.4f} (`--confidence` re-derives it)",
+            highlight=False,
+        )
+        result["until_decided"] = allocation
     if report:
-        summary = write_summary(plan.run_dir)
-        md_path, png_path, decision = write_report(plan.run_dir, report_dir or plan.run_dir)
+        summary = write_summary(plan.run_dir, options)
+        md_path, png_path, decision = write_report(plan.run_dir, report_dir or plan.run_dir, options=options)
         console.print(f"summary:  {summary}\naddendum: {md_path}\nplot:     {png_path}")
         console.print(f"decision: {decision.action} — {decision.reason}\napply:    {decision.apply}")
         result.update(summary=str(summary), addendum=str(md_path), plot=str(png_path), decision=asdict(decision))
@@ -215,6 +270,56 @@ def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as
             console.print(f"knobs:    {knobs[0]}\nknobs plot: {knobs[1]}")
             result.update(knobs=str(knobs[0]), knobs_plot=str(knobs[1]))
     _emit(result, as_json)
+
+
+def _physics(plan: Sweep) -> dict[str, object]:
+    """Bytes per decode token, implied GB/s and share of the device's bandwidth per point; a point above the
+    ceiling is a measurement error (harness.analysis.physics_prior). Printed, and returned for --json."""
+    from harness.analysis.physics_prior import NEAR_CEILING, predicted_crossover
+    from harness.measure import sweep_loop as sweeps
+    from harness.measure.physics_points import sweep_physics
+
+    table = sweeps.quick_table(plan.run_dir)
+    medians = {
+        (str(r["model"]), int(r["dff"])): {"fused": float(r["fused"]), "fallback": float(r["fallback"])}
+        for r in table.to_dict("records")
+    }
+    device = str(plan.meta.get("device") or "")
+    physics, source = sweep_physics(plan.points, medians, device)
+    for p in physics:
+        shares = [
+            f"{arm} {g:.0f} GB/s" + (f" ({p.fraction[arm]:.0%})" if arm in p.fraction else "")
+            for arm, g in p.gbps.items()
+        ]
+        share = " ".join(shares)
+        flag = f"  ABOVE THE CEILING ({', '.join(p.above_ceiling)}): a measurement error" if p.above_ceiling else ""
+        console.print(
+            f"bandwidth: {p.label} Dff {p.dff}: {p.bytes_per_token / 1e6:.1f} MB/token, {share}{flag}", highlight=False
+        )
+    predicted = predicted_crossover(physics)
+    if physics:
+        where = source or f"no bandwidth listed for {device!r}: GB/s only"
+        guess = (
+            f"; the fallback reaches {NEAR_CEILING:.0%} of it at Dff ≈ {predicted:.0f} (the predicted crossover)"
+            if predicted
+            else ""
+        )
+        console.print(f"bandwidth: {where}{guess}", highlight=False)
+    return {
+        "bandwidth_source": source,
+        "predicted_crossover": predicted,
+        "points": [
+            {
+                "point": p.label,
+                "dff": p.dff,
+                "bytes_per_token": p.bytes_per_token,
+                "gbps": p.gbps,
+                "fraction": p.fraction,
+                "above_ceiling": p.above_ceiling,
+            }
+            for p in physics
+        ],
+    }
 
 
 def _emit(result: dict[str, object], as_json: bool) -> None:

@@ -22,6 +22,7 @@ from yaml.constructor import ConstructorError
 
 from harness.config import knobs as launch_knobs
 from harness.config.backend_specs import BACKEND_NAMES, backend_spec
+from harness.config.duration import parse_duration
 from harness.errors import InputError
 from harness.thresholds import MAX_CAP
 
@@ -299,20 +300,38 @@ class Measure(Strict):
     order: Literal["rotate", "fixed", "random"] = "rotate"
     seed: int = 0
     null_arm: bool = False
-    adaptive: bool = False
+    # decision-driven rounds (harness.analysis.decision_value, harness.measure.allocation): after `rounds` at every
+    # point, more rounds only where they can still change the decision, up to max_rounds per point, at most `looks`
+    # looks (each reads the decision at 1 − α/looks), within `budget` of device time (900, 90s, 15m, 1h30m)
+    until_decided: bool = False
     max_rounds: int = Field(20, ge=1)
-    target_ci_width: float = Field(0.02, gt=0)
-    # adaptive Dff refinement (layer workloads): bisect the crossover's bracket on multiples of `refine_grid` until
+    looks: int = Field(8, ge=1)
+    budget: str | float | None = None
+    # adaptive Dff refinement (layer workloads): points in the crossover's bracket on multiples of `refine_grid` until
     # its interval is narrower than target_crossover_width × the crossover Dff, or refine_budget_runs are spent
     # (0: no refinement). See harness.measure.refine.
     refine_budget_runs: int = Field(0, ge=0)
     target_crossover_width: float = Field(0.05, gt=0)
     refine_grid: int = Field(256, ge=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced(cls, data: object) -> object:
+        if isinstance(data, dict):
+            for old in ("adaptive", "target_ci_width"):
+                if old in data:
+                    raise _FieldError(("measure", old), "was replaced by until_decided (docs/design.md §5)")
+        return data
+
     @model_validator(mode="after")
     def _max_rounds(self) -> Measure:
-        if self.adaptive and self.max_rounds < self.rounds:
-            raise _FieldError(("measure", "max_rounds"), f"must be >= rounds ({self.rounds}) in adaptive mode")
+        if self.until_decided and self.max_rounds < self.rounds:
+            raise _FieldError(("measure", "max_rounds"), f"must be >= rounds ({self.rounds}) with until_decided")
+        if self.budget is not None:
+            try:
+                parse_duration(str(self.budget))
+            except ValueError as exc:
+                raise _FieldError(("measure", "budget"), str(exc)) from None
         return self
 
 
@@ -386,7 +405,7 @@ class SweepConfig(Strict):
         return self
 
     def _knobs_fit(self) -> None:
-        """Knobs are environment variables of an external binary, measured in fixed rounds: the adaptive stop rule
+        """Knobs are environment variables of an external binary, measured in fixed rounds: until-decided allocation
         and Dff refinement look at one setting's point, so they are refused with knobs rather than mixing them."""
         if not self.knobs:
             return
@@ -396,7 +415,7 @@ class SweepConfig(Strict):
         clash = next((name for name in self.knobs if name in owned), None)
         if clash:
             raise _FieldError(("knobs", clash), "is also set by workload.cap_env or workload.env: give it in one place")
-        for key in ("adaptive", "refine_budget_runs"):
+        for key in ("until_decided", "refine_budget_runs"):
             if getattr(self.measure, key):
                 raise _FieldError(("measure", key), "cannot be combined with knobs: a knob sweep runs fixed rounds")
 

@@ -61,10 +61,7 @@ COLUMNS = [f.name for f in fields(BenchRow)]
 
 
 class _Rows(list[dict[str, object]]):
-    """The rows measure_point writes for one bench shape, kept in memory: a benchmark writes no samples.csv (so
-    `path` is None; only the adaptive stop rule reads it, and benchmark rounds are not adaptive)."""
-
-    path = None
+    """The rows measure_point writes for one bench shape, kept in memory: a benchmark writes no samples.csv."""
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,10 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from harness.config import knobs as launch_knobs
-from harness.runs.formats import POINT_COLUMNS, RunKey, point_key, point_keys, read_samples, run_key
-from harness.runs.summary_columns import SummaryCol
+from harness.runs.formats import POINT_COLUMNS, RunKey, run_key
 
 if TYPE_CHECKING:
     from harness.measure.backends.base import Backend
@@ -85,8 +83,6 @@ class PointOpener(Protocol):
 class RowSink(Protocol):
     """Where the loop writes its rows: a run's SampleWriter, a Ray worker's relay, a benchmark's list."""
 
-    path: Path | None  # the samples.csv the adaptive stop rule reads the point's rows back from
-
     def append(self, row: dict[str, object]) -> None: ...
 
 
@@ -138,9 +134,6 @@ class SweepPlan:
     warmup_runs: int
     order: str
     seed: int
-    adaptive: bool = False
-    max_rounds: int = 0
-    target_ci_width: float = 0.0
 
 
 ProgressHook = Callable[[str], None]
@@ -193,8 +186,8 @@ def measure_point(
     """Run every pending (arm, round) of one point; returns how many rows were written.
 
     Warm-up runs are not written; they run only when the point still has timed work to do (a resumed point re-warms,
-    since JIT caches and clocks did not survive the restart). In adaptive mode, rounds past `plan.rounds` are added
-    one at a time while the ratio's CI still straddles 1.0 and is wider than the target, up to `max_rounds`.
+    since JIT caches and clocks did not survive the restart). Rounds past the first pass are the until-decided
+    allocation's (harness.measure.allocation): it calls this again with a plan of more rounds.
     """
     if point.skip_reason:
         return _write_skips(point, writer, run_id, done, on_run)
@@ -202,9 +195,7 @@ def measure_point(
     runner: PointRunner | None = None
     try:
         round_index = 0
-        while round_index < plan.rounds or (
-            plan.adaptive and round_index < plan.max_rounds and not _settled(point, writer, plan)
-        ):
+        while round_index < plan.rounds:
             slots = point.slots()
             names = [str(i) for i in range(len(slots))]  # rotated like arms: each round a different slot goes first
             order = [slots[int(i)] for i in arm_order(names, round_index, plan.order, plan.seed, point.label)]
@@ -239,35 +230,6 @@ def _open_warm(workload: PointOpener, point: Point, plan: SweepPlan) -> PointRun
             with contextlib.suppress(RunFailed):
                 runner.run(arm_path(arm))
     return runner
-
-
-def _settled(point: Point, writer: RowSink, plan: SweepPlan) -> bool:
-    """Adaptive stop rule without optional-stopping bias: the point may stop at each of the K = max_rounds − rounds
-    + 1 looks, so each look spends α/K (Bonferroni alpha spending: the chance of any false verdict over all looks
-    stays ≤ α). Stop when that stricter interval lies beyond 1 ± δ or inside it (decided), or when the nominal
-    interval is narrower than target_ci_width (relative) — a precision rule that does not look at the estimate."""
-    from harness.analysis.stats import (  # adaptive mode only
-        CONFIDENCE,
-        MARGIN,
-        analyse_points,
-        classify,
-        ratio_interval,
-    )
-
-    assert writer.path is not None, "adaptive rounds read the point's rows back from a samples.csv"
-    samples = read_samples(writer.path)
-    mine = point_key(point.key)
-    rows = samples[point_keys(samples) == mine]
-    stats = analyse_points(rows).summary.iloc[0]
-    if stats[SummaryCol.CI_LOW] != stats[SummaryCol.CI_LOW]:  # NaN: no interval yet (too few runs)
-        return False
-    looks = max(plan.max_rounds - plan.rounds + 1, 1)
-    _, low, high = ratio_interval(
-        stats[SummaryCol.LN_ESTIMATE], stats[SummaryCol.SE], stats[SummaryCol.DF], 1 - (1 - CONFIDENCE) / looks
-    )
-    if classify(low, high, MARGIN) != "inconclusive":
-        return True
-    return (stats[SummaryCol.CI_HIGH] - stats[SummaryCol.CI_LOW]) / stats[SummaryCol.ESTIMATE] <= plan.target_ci_width
 
 
 def _write_skips(point: Point, writer: RowSink, run_id: str, done: dict[RunKey, str], on_run: ProgressHook) -> int:

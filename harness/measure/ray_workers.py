@@ -22,7 +22,6 @@ import contextlib
 import functools
 import os
 import queue
-import shutil
 import socket
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from harness.config.backend_specs import backend_spec
 from harness.config.install_hint import missing_module_hint
 from harness.errors import InputError
 from harness.measure.protocol import Point, ProgressHook, SweepPlan, measure_point
-from harness.runs.formats import RUN_KEY, SAMPLE_COLUMNS, csv_line, point_key, point_keys, read_samples, run_key
+from harness.runs.formats import RUN_KEY, SAMPLE_COLUMNS, csv_line, point_key, run_key
 from harness.runs.rundir import SampleWriter, truncate_torn_tail
 
 if TYPE_CHECKING:
@@ -228,17 +227,15 @@ class SweepWorker:
             "plan": self.sweep.plan,
         }
 
-    def run_point(
-        self, key: tuple, run_id: str, done: dict[tuple, str], seed_rows: list[dict[str, object]]
-    ) -> Iterator[dict[str, object]]:
+    def run_point(self, key: tuple, run_id: str, done: dict[tuple, str]) -> Iterator[dict[str, object]]:
         """Measure the pending runs of one point; yields each row as soon as it is written (streamed to the driver).
 
         measure_point runs in a thread because it reports rows through a writer callback; the generator hands them
-        on. `seed_rows` are the point's rows so far, which only adaptive mode's stop rule reads.
+        on.
         """
         assert self.sweep is not None, "describe() reported why this worker has no sweep"
         point = self.points[key]
-        relay = RowRelay(Path(tempfile.mkdtemp(prefix="moecal-point-")), self.sweep.meta, seed_rows)
+        relay = RowRelay()
         failure: list[BaseException] = []
 
         def measure() -> None:
@@ -256,8 +253,6 @@ class SweepWorker:
                 yield {**row, "_host": self.host, "_device_id": self.device_id, "_pid": os.getpid()}
         finally:
             thread.join()
-            relay.close()
-            shutil.rmtree(relay.run_dir, ignore_errors=True)
         if failure:
             raise failure[0]
 
@@ -271,23 +266,13 @@ def _device_id() -> str:
 
 
 class RowRelay:
-    """The writer measure_point sees on a worker: each row goes to the driver (through `rows`) and to a worker-local
-    samples.csv, which only adaptive mode's stop rule reads back (it looks at the point's rows so far)."""
+    """The writer measure_point sees on a worker: each row goes to the driver (through `rows`)."""
 
-    def __init__(self, run_dir: Path, meta: Mapping[str, object], seed_rows: Sequence[Mapping[str, object]]):
-        self.run_dir = run_dir
-        self.local = SampleWriter(run_dir, meta)
-        for row in seed_rows:
-            self.local.append(row)
-        self.path = self.local.path
+    def __init__(self) -> None:
         self.rows: queue.Queue[dict[str, object] | None] = queue.Queue()
 
     def append(self, row: Mapping[str, object]) -> None:
-        self.local.append(row)
         self.rows.put(dict(row))
-
-    def close(self) -> None:
-        self.local.close()
 
 
 def largest_first(points: Sequence[Point]) -> list[Point]:
@@ -387,10 +372,9 @@ def _worker_loop(ray: ModuleType, pool: Pool, actor: Any, index: int, errors: li
                 return
             point = pool.queue.popleft()
             done = dict(pool.done)
-            seed = _point_rows(pool, point) if pool.plan.adaptive else []
         progressed = False
         try:
-            for ref in actor.run_point.remote(point_key(point.key), pool.run_id, done, seed):
+            for ref in actor.run_point.remote(point_key(point.key), pool.run_id, done):
                 _record(pool, ray.get(ref))
                 progressed = True
             deaths = 0
@@ -441,14 +425,6 @@ def _record(pool: Pool, streamed: dict[str, object]) -> None:
                 pool.done[key] = str(row["status"])
         pool.written += 1
     pool.on_run(f"{row['model']} {row['arm']} r{row['round']}: {row['status']}")
-
-
-def _point_rows(pool: Pool, point: Point) -> list[dict[str, object]]:
-    """The point's rows in samples.csv so far (for adaptive mode's stop rule on the worker), NaN as empty."""
-    samples = read_samples(pool.writer.path)
-    mine = point_key(point.key)
-    rows = samples[point_keys(samples) == mine]
-    return [{k: ("" if v != v else v) for k, v in r.items()} for r in rows.to_dict("records")]
 
 
 def worker_options(ray: ModuleType, backend: str, count: int | None) -> tuple[int, dict[str, object]]:

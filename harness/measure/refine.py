@@ -1,6 +1,6 @@
 """Adaptive Dff refinement for `layer` workloads and synthetic command sweeps (docs/design.md §7): after the first pass,
-add grid points inside the crossover's bracket by bisection until the interval (and the bracket) are narrow enough
-or a run budget is spent.
+add grid points inside the crossover's bracket until the interval (and the bracket) are narrow enough or a run
+budget is spent. Each new Dff is the candidate most likely to change the decision (next_dff), else the bisection.
 
 A `layer` sweep can measure any Dff, so where the crossover interval is wide the cheapest way to narrow it is a new
 point between the two measured Dff that bracket the crossing (interpolation error and the bracket's width shrink
@@ -11,15 +11,25 @@ picks up where it stopped: points already refined are measured rows like any oth
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.decision import FamilyDecision, deciding_families
-from harness.analysis.pipeline import Options, analyse_path
+from harness.analysis.decision import (
+    FamilyDecision,
+    StagedFamily,
+    decide_curves,
+    deciding_families,
+    stage_families,
+)
+from harness.analysis.decision_value import Decider, Outcome, StopRule, new_point_flip
+from harness.analysis.physics_prior import predicted_crossover
+from harness.analysis.pipeline import Analysis, Options, analyse_path
 from harness.config.schema import Measure
+from harness.measure.physics_points import sweep_physics
 from harness.measure.protocol import Point, Workload
+from harness.runs.summary_columns import SummaryCol
 
 
 def refine_target(family: FamilyDecision, grid: int, target_width: float) -> int | None:
@@ -38,6 +48,54 @@ def refine_target(family: FamilyDecision, grid: int, target_width: float) -> int
         return None
     middle = round((a + b) / 2 / grid) * grid
     return middle if a < middle < b else None
+
+
+def next_dff(
+    family: FamilyDecision,
+    staged: Sequence[StagedFamily],
+    decide: Decider,
+    grid: int,
+    target_width: float,
+    rounds: int,
+    predicted: float | None = None,
+) -> int | None:
+    """The next Dff for one family by its value to the decision: among the bracket's midpoint (refine_target), its
+    quarter points, the Dff the decision names to measure next and the bandwidth prior's predicted crossover
+    (`predicted`, harness.analysis.physics_prior), the one whose measurement is most likely to
+    change the decision (harness.analysis.decision_value.new_point_flip); the midpoint when none changes it with a
+    chance of 5% or more (then narrowing the crossover is all a new point does). None when refine_target says the
+    family is narrow enough."""
+    middle = refine_target(family, grid, target_width)
+    if middle is None:
+        return None
+    c = family.crossover
+    a, b = next(x for x in c.crossings if x.dff == c.dff).between
+    candidates = {middle, *(round((a + (b - a) * q) / grid) * grid for q in (0.25, 0.75))}
+    if c.next_dff:
+        candidates.add(int(c.next_dff))
+    if predicted is not None:
+        candidates.add(round(predicted / grid) * grid)
+    index = next((i for i, s in enumerate(staged) if s.family == family.family), None)
+    if index is None:
+        return middle
+    value = {d: new_point_flip(staged, index, d, rounds, decide) for d in sorted(candidates) if a < d < b}
+    best = max(value.values(), default=0.0)
+    if best < StopRule.settle_probability or best <= value.get(middle, 0.0):
+        return middle  # no candidate is likely to change the decision: narrow the crossover instead
+    return min(d for d, v in value.items() if v == best)
+
+
+def _predicted_crossover(analysis: Analysis, points: Sequence[Point]) -> float | None:
+    """Where the measured fallback approaches the device's bandwidth ceiling (harness.analysis.physics_prior), from
+    the summary's median tok/s; None when the device's bandwidth is not known or it never does."""
+    summary = analysis.summary
+    medians = {
+        (str(m), int(d)): {"fallback": float(f)}
+        for m, d, f in zip(summary["model"], summary["dff"], summary[SummaryCol.FALLBACK_TOK_S], strict=True)
+        if f == f
+    }
+    physics, _ = sweep_physics(points, medians, str(analysis.provenance.get("device") or ""))
+    return predicted_crossover(physics)
 
 
 def _same_shape(point: Point, row: pd.Series) -> bool:
@@ -70,14 +128,34 @@ def refine(
         analysis = analyse_path(run_dir, Options(current_default=current_default))
         families = deciding_families(analysis.result.families)
         deciding = {f.family for f in families if f.family.startswith(workload.kind)}
+        staged = stage_families(analysis.summary, analysis.options.interpolation)
+
+        def decide(curves: Sequence[StagedFamily], analysis: Analysis = analysis) -> Outcome:
+            o = analysis.options
+            result = decide_curves(
+                curves, analysis.current_default, o.grid, o.confidence, analysis.cap_env, o.margin, table=False
+            )
+            return result.decision.action, result.decision.recommended_cap
+
         chosen = None
+        predicted = _predicted_crossover(analysis, points)
         for family in analysis.result.families:
-            dff = refine_target(family, settings.refine_grid, settings.target_crossover_width)
+            dff = next_dff(
+                family,
+                staged,
+                decide,
+                settings.refine_grid,
+                settings.target_crossover_width,
+                settings.rounds,
+                predicted,
+            )
             if family.family not in deciding or dff is None or (family.family, dff) in tried:
                 continue
             tried.add((family.family, dff))
             row = analysis.summary.iloc[family.rows[0]]
             template = next((p for p in points if _same_shape(p, row)), None)
+            if template is not None and spent + len(template.arms) * settings.rounds > settings.refine_budget_runs:
+                return spent  # before point_at: a synth: sweep would make a checkpoint it never measures
             chosen = workload.point_at(template, dff) if template is not None else None
             if chosen is not None and not chosen.skip_reason:
                 break

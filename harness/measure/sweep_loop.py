@@ -6,6 +6,8 @@ holds (`why_no_result`, `quick_table`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +26,8 @@ from harness.runs.summary_columns import SummaryCol
 if TYPE_CHECKING:  # the analysis (pandas, scipy) loads when a sweep is summarised, not for `moecal plan`
     import pandas as pd
 
+    from harness.measure.allocation import Allocation
+
 from harness.measure.sweep_setup import Sweep
 
 
@@ -36,32 +40,39 @@ def writing(sweep: Sweep) -> Iterator[None]:
         yield
 
 
-def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> int:
+def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None, say: ProgressHook | None = None) -> int:
     """Run every pending run (inside `writing(sweep)`); returns the number of rows written. Safe to interrupt:
     `--resume` continues. Writes no file until the first row.
 
     `workers` (a count or 'auto') spreads whole points over Ray workers (harness.measure.ray_workers); rows still go
-    through this process's writer."""
+    through this process's writer. With `measure.until_decided` the first pass is followed by the decision-driven
+    rounds (harness.measure.allocation), each look told through `say`."""
+    started = time.monotonic()
     written = 0
+    record = None
     verify_dispatch(sweep)
     with SampleWriter(sweep.run_dir, sweep.meta, sweep.segment) as writer:
         done = writer.done_keys()
         if workers is not None:
             from harness.measure.ray_workers import measure_on_workers  # Ray is an optional extra
 
-            if sweep.config.measure.refine_budget_runs:
-                raise InputError(
-                    str(sweep.config_path),
-                    "measure.refine_budget_runs",
-                    "Dff refinement runs in one process: drop --workers, or set the refinement budget to 0",
-                )
+            for name, on in (
+                ("refine_budget_runs", sweep.config.measure.refine_budget_runs),
+                ("until_decided", sweep.config.measure.until_decided),
+            ):
+                if on:
+                    raise InputError(
+                        str(sweep.config_path),
+                        f"measure.{name}",
+                        "runs in one process (it reads every look back): drop --workers, or turn it off",
+                    )
 
             return measure_on_workers(sweep, writer, done, on_run, workers)
         for point in sweep.points:
             written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
         if sweep.config.measure.refine_budget_runs and sweep.workload.refinable:
             from harness.measure.refine import (
-                refine,  # adaptive Dff refinement: bisect the crossover bracket (docs/design.md §7)
+                refine,  # adaptive Dff refinement inside the crossover bracket (docs/design.md §7)
             )
 
             def measure(point: Point) -> int:
@@ -69,7 +80,40 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None) -> i
 
             default = sweep.config.current_default
             written += refine(sweep.run_dir, sweep.workload, sweep.points, measure, sweep.config.measure, default)
+        if sweep.config.measure.until_decided and why_no_result(sweep.run_dir) is None:
+            record = _until_decided(sweep, writer, on_run, say or on_run, started)
+            written += record.extra_runs
+    if record is not None:
+        from harness.measure.allocation import save
+
+        save(sweep.run_dir, record)
     return written
+
+
+def _until_decided(
+    sweep: Sweep, writer: SampleWriter, on_run: ProgressHook, say: ProgressHook, started: float
+) -> Allocation:
+    """The decision-driven rounds after the first pass (harness.measure.allocation)."""
+    from harness.measure import allocation
+
+    def measure_rounds(point: Point, rounds: int) -> int:
+        plan = dataclasses.replace(sweep.plan, rounds=rounds)
+        return measure_point(sweep.workload, point, plan, writer, sweep.run_id, writer.done_keys(), on_run)
+
+    settings = sweep.config.measure
+    previous = RunDirectory(sweep.run_dir).read_meta() or {}
+    looks_before = int((previous.get(allocation.RECORD) or {}).get("looks", 0))
+    return allocation.allocate(
+        sweep.run_dir,
+        sweep.points,
+        measure_rounds,
+        allocation.rule_for(settings, sweep.plan.rounds),
+        sweep.config.current_default,
+        allocation.budget_seconds(settings.budget),
+        started,
+        say,
+        looks_before,
+    )
 
 
 def verify_dispatch(sweep: Sweep) -> None:

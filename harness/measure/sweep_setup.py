@@ -122,9 +122,6 @@ def prepare(
         warmup_runs=config.measure.warmup_runs,
         order=config.measure.order,
         seed=config.measure.seed,
-        adaptive=config.measure.adaptive,
-        max_rounds=max(config.measure.max_rounds, rounds or 0),
-        target_ci_width=config.measure.target_ci_width,
     )
     meta = provenance.collect(backend_name, workload.device_info())
     if config.library_pin:

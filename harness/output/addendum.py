@@ -179,6 +179,8 @@ def build_report_data(
         "mlxcel": tree,
         "decision": d,
         "previous": (_previous(analysis, analyse_path(previous, options), root, Path(previous)) if previous else None),
+        # how an until-decided sweep stopped (harness.measure.allocation), absent for a fixed-protocol run
+        **({"until_decided": provenance["until_decided"]} if provenance.get("until_decided") else {}),
     }
 
 

@@ -1,0 +1,202 @@
+"""Which further rounds can still change the decision, and when to stop (`moecal sweep --until-decided`,
+docs/design.md §7).
+
+A fixed protocol spends the same rounds on every point, though the decision (keep / raise / lower and the cap)
+usually turns on one or two of them: the measured Dff next to the current cap and next to the crossover. Here each
+point's value is the chance that the rounds still affordable there change the decision, per device-second:
+
+- **preposterior flips**: the point's estimate, standard error and degrees of freedom are updated as if `extra`
+  more rounds had run, at quantiles of where the updated estimate can land (today's uncertainty about the truth and
+  the new rounds' noise); the decision engine (a black box: `decide`) decides again, and a flip is a different
+  action or cap. The normal mass of the quantiles that flip is the point's flip probability. A point whose most
+  extreme plausible update (±2.5 σ) changes nothing costs two calls of the engine.
+- **repeated looks**: the sweep reads the decision after the first pass and after every allocation step, and stops
+  as soon as it looks settled, which would inflate false actions at a fixed level. The decision is therefore read at
+  1 − α/K at every one of at most K looks (Bonferroni alpha spending, extended from the per-point rule the sweep
+  used to have to the decision itself): the chance of any false raise or lower over all looks stays ≤ α.
+- **stop** when no affordable round changes the decision with probability ≥ ε (`decided`), when the budget cannot
+  pay the cheapest round (`budget`), when every point that matters is at its round cap (`max_rounds`), or when the
+  K looks are spent (`looks`).
+
+Pure: curves in, rounds out. The sweep (harness.measure.allocation) maps curve points to measured points and
+their cost; the simulations (tests/until_decided.py) to arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from harness.analysis.decision import Curve, StagedFamily
+from harness.analysis.stats import CONFIDENCE
+
+Key = tuple[int, int]  # (family index in the staged list, point index on its curve)
+Outcome = tuple[str, int | None]  # (action, recommended cap): what a flip changes
+Decider = Callable[[Sequence[StagedFamily]], Outcome]
+
+STOP_REASONS = {
+    "decided": "settled: no affordable round changes the decision with probability ≥ {epsilon:.0%}",
+    "budget": "the device-time budget cannot pay another round",
+    "max_rounds": "every point that could change the decision is at its round cap",
+    "looks": "all {looks} looks are spent (each read the decision at {level:.4f})",
+}
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """The until-decided protocol's settings: first pass, caps and error targets."""
+
+    first_rounds: int = 3
+    max_rounds: int = 20
+    looks: int = 8  # K: the decision is read at 1 − α/K at each of at most K looks
+    confidence: float = CONFIDENCE
+    settle_probability: float = 0.05  # ε: a decision that flips with a smaller chance is settled
+
+    @property
+    def look_confidence(self) -> float:
+        return 1.0 - (1.0 - self.confidence) / max(self.looks, 1)
+
+    def describe(self, reason: str) -> str:
+        return STOP_REASONS[reason].format(
+            epsilon=self.settle_probability, looks=self.looks, level=self.look_confidence
+        )
+
+
+@dataclass(frozen=True)
+class Step:
+    """One look: the decision at the look level, why the sweep stops (None: it goes on), the rounds to add per
+    point, and every point's flip probability over its affordable horizon."""
+
+    outcome: Outcome
+    stop: str | None
+    rounds: dict[Key, int]
+    flip: dict[Key, float]
+
+
+def _with_point(staged: Sequence[StagedFamily], key: Key, theta: float, se: float, df: float, n: int) -> list:
+    f, i = key
+    family = staged[f]
+    c = family.curve
+    values = [c.theta.copy(), c.se.copy(), c.df.copy()]
+    for array, value in zip(values, (theta, se, df), strict=True):
+        array[i] = value
+    rounds = None if family.rounds is None else np.asarray(family.rounds).copy()
+    if rounds is not None:
+        rounds[i] = n
+    curve = Curve(c.dffs, values[0], values[1], values[2], c.interpolation, c.labels)
+    out = list(staged)
+    out[f] = replace(family, curve=curve, rounds=rounds)
+    return out
+
+
+_Z = np.linspace(-2.5, 2.5, 11)  # quadrature nodes of the updated estimate, in its standard deviations
+_EDGES = np.concatenate([[-np.inf], (_Z[1:] + _Z[:-1]) / 2, [np.inf]])
+_MASS = np.diff(0.5 * (1 + np.vectorize(math.erf)(_EDGES / math.sqrt(2))))  # normal mass of each node's cell
+
+
+def flip_probability(
+    staged: Sequence[StagedFamily],
+    key: Key,
+    rounds_now: int,
+    extra: int,
+    decide: Decider,
+    current: Outcome | None = None,
+) -> float:
+    """The chance that `extra` more rounds at one point change the decision (module docstring: preposterior flips).
+
+    The updated estimate (n·θ̂ + extra·mean of the new rounds) / (n + extra) is spread around θ̂ by se·√(extra/(n+extra))
+    (the truth's uncertainty and the new rounds' noise together); the decision is read at 11 fixed quantiles of
+    it and each flip weighted by its normal mass: deterministic, so two looks at the same data agree, and 11 calls
+    of the engine instead of hundreds of random draws. The extremes go first: when neither flips, nothing between
+    them is read. The per-round spread is the point's se·√n, so a drift-widened interval stays wide."""
+    f, i = key
+    c = staged[f].curve
+    theta, se, df = float(c.theta[i]), float(c.se[i]), float(c.df[i])
+    if extra <= 0 or not (math.isfinite(se) and se > 0 and rounds_now > 0):
+        return 0.0
+    current = decide(staged) if current is None else current
+    total = rounds_now + extra
+    new_se, new_df = se * math.sqrt(rounds_now / total), df + extra
+    spread = se * math.sqrt(extra / total)
+
+    def flips(z: float) -> bool:
+        return decide(_with_point(staged, key, theta + z * spread, new_se, new_df, total)) != current
+
+    ends = (flips(_Z[0]), flips(_Z[-1]))
+    if not any(ends):
+        return 0.0
+    flipped = [ends[0], *(flips(z) for z in _Z[1:-1]), ends[1]]
+    return float(np.dot(_MASS, flipped))
+
+
+def new_point_flip(staged: Sequence[StagedFamily], family: int, dff: float, rounds: int, decide: Decider) -> float:
+    """The chance that measuring a new Dff (in `rounds` rounds) changes the decision: its ratio is predicted by
+    interpolating the family's neighbouring points, uncertain by their standard errors and by half their difference
+    (the curve bends between them), and the decision is read at the same quantiles as `flip_probability`."""
+    c = staged[family].curve
+    if len(c.dffs) < 2 or dff in c.dffs or not c.dffs[0] < dff < c.dffs[-1]:
+        return 0.0
+    j = int(np.searchsorted(c.dffs, dff))
+    theta = float(np.interp(dff, c.dffs, c.theta))
+    se = float(np.interp(dff, c.dffs, c.se))
+    df = float(min(c.df[j - 1], c.df[j]))
+    spread = math.hypot(se, abs(c.theta[j] - c.theta[j - 1]) / 2)
+    current = decide(staged)
+
+    def flips(z: float) -> bool:
+        curve = Curve(
+            np.insert(c.dffs, j, dff),
+            np.insert(c.theta, j, theta + z * spread),
+            np.insert(c.se, j, se),
+            np.insert(c.df, j, df),
+            c.interpolation,
+            tuple(c.labels[:j]) + ("(new)",) + tuple(c.labels[j:]) if c.labels else (),
+        )
+        rounds_now = staged[family].rounds
+        counts = None if rounds_now is None else np.insert(np.asarray(rounds_now), j, rounds)
+        out = list(staged)
+        out[family] = replace(staged[family], curve=curve, rounds=counts)
+        return decide(out) != current
+
+    return float(np.dot(_MASS, [flips(z) for z in _Z]))
+
+
+def next_step(
+    staged: Sequence[StagedFamily],
+    rounds_done: Mapping[Key, int],
+    cost: Mapping[Key, float],
+    rule: StopRule,
+    decide: Decider,
+    looks_done: int,
+    budget_left: float | None = None,
+) -> Step:
+    """One look (module docstring). `rounds_done` and `cost` (device-seconds of one more round, every arm) per curve
+    point; `decide` reads the decision at `rule.look_confidence`; `looks_done` counts the looks before this one.
+    Rounds go to the points whose flip probability per device-second of their horizon is at least half the best
+    one's, each an equal share of its horizon over the looks left."""
+    current = decide(staged)
+    horizons: dict[Key, int] = {}
+    capped_by_budget = False
+    for key, n in rounds_done.items():
+        horizon = rule.max_rounds - n
+        if budget_left is not None and cost[key] > 0:
+            affordable = int(budget_left // cost[key])
+            capped_by_budget |= affordable < horizon
+            horizon = min(horizon, affordable)
+        if horizon > 0:
+            horizons[key] = horizon
+    flip = {key: flip_probability(staged, key, rounds_done[key], h, decide, current) for key, h in horizons.items()}
+    looks_left = rule.looks - looks_done - 1
+    if flip and max(flip.values()) < rule.settle_probability:
+        return Step(current, "decided", {}, flip)
+    if not horizons:
+        return Step(current, "budget" if capped_by_budget else "max_rounds", {}, flip)
+    if looks_left <= 0:
+        return Step(current, "looks", {}, flip)
+    value = {key: flip[key] / (max(cost[key], 1e-9) * horizons[key]) for key in flip}
+    best = max(value.values())
+    rounds = {key: math.ceil(horizons[key] / looks_left) for key in value if value[key] >= best / 2 and best > 0}
+    return Step(current, None, rounds, flip)

@@ -1,0 +1,237 @@
+"""`moecal sweep --until-decided`: after the first pass, rounds go only where they can still change the decision
+(harness.analysis.decision_value), until it is settled, the budget is spent or no affordable round can change it.
+
+Each look re-analyses the run directory with the engine `moecal crossover` runs (so a resumed sweep picks up where
+it stopped), reads the decision at the look level 1 − α/K, maps every curve point back to the measured points
+behind it, and prices one more round there from the point's own rows (wall time between its runs: process starts
+and model loads included, which a command workload's `seconds` leaves out). What it did is recorded in meta.json
+under `until_decided`, which the report and the console show.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.decision import StagedFamily, decide_curves, stage_families
+from harness.analysis.decision_cost import WhiteNoise
+from harness.analysis.decision_cost import until_decided as simulate_until_decided
+from harness.analysis.decision_value import Key, Outcome, StopRule, next_step
+from harness.analysis.pipeline import Analysis, Options, analyse_path, withheld_reason
+from harness.analysis.stats import DECIDED
+from harness.config.duration import parse_duration
+from harness.config.schema import Measure
+from harness.measure.protocol import Point
+from harness.runs.rundir import RunDirectory
+from harness.runs.summary_columns import SummaryCol
+
+RECORD = "until_decided"  # the meta.json key
+
+
+@dataclass
+class Allocation:
+    """What the until-decided loop did: the record meta.json keeps."""
+
+    rule: StopRule
+    budget_s: float | None
+    looks: int = 0
+    stop: str = ""
+    outcome: Outcome = ("", None)
+    spent_s: float = 0.0
+    extra_runs: int = 0
+    expected_extra_s: float | None = None  # after the first pass: simulated device time still to a decision
+    rounds: dict[str, int] = field(default_factory=dict)
+
+    def as_record(self) -> dict[str, object]:
+        return {
+            "stop": self.stop,
+            "reason": self.rule.describe(self.stop) if self.stop else "",
+            "looks": self.looks,
+            "max_looks": self.rule.looks,
+            "look_confidence": round(self.rule.look_confidence, 6),
+            "max_rounds": self.rule.max_rounds,
+            "first_rounds": self.rule.first_rounds,
+            "budget_s": self.budget_s,
+            "spent_s": round(self.spent_s, 1),
+            "extra_runs": self.extra_runs,
+            "expected_extra_s_after_first_pass": self.expected_extra_s,
+            "action": self.outcome[0],
+            "cap": self.outcome[1],
+            "rounds": self.rounds,
+        }
+
+
+def rule_for(measure: Measure, first_rounds: int) -> StopRule:
+    """The stop rule of a config's `measure:` block."""
+    return StopRule(first_rounds=first_rounds, max_rounds=max(measure.max_rounds, first_rounds), looks=measure.looks)
+
+
+def _decider(analysis: Analysis, rule: StopRule) -> Callable[[Sequence[StagedFamily]], Outcome]:
+    withhold = withheld_reason(analysis.aa_beyond_margin, analysis.options.margin)
+
+    def decide(staged: Sequence[StagedFamily]) -> Outcome:
+        result = decide_curves(
+            staged,
+            analysis.current_default,
+            analysis.options.grid,
+            rule.look_confidence,
+            analysis.cap_env,
+            analysis.options.margin,
+            withhold,
+            table=False,
+        )
+        return result.decision.action, result.decision.recommended_cap
+
+    return decide
+
+
+def _behind(summary: pd.DataFrame, family: StagedFamily, dff: float) -> list[int]:
+    """The summary rows a curve point stands for (models of the family that share its Dff and have an interval)."""
+    return [
+        r
+        for r in family.rows
+        if float(summary["dff"].iloc[r]) == dff and summary[SummaryCol.VERDICT].iloc[r] in DECIDED
+    ]
+
+
+def _identity(values: Mapping[str, object]) -> tuple[str, str, float, float]:
+    """(workload, model, d_model, dff): what tells a sweep's points apart (d_model blank for command workloads)."""
+    d_model = pd.to_numeric(pd.Series([values.get("d_model")]), errors="coerce").fillna(0).iloc[0]
+    return str(values.get("workload")), str(values.get("model")), float(d_model), float(values.get("dff") or -1)
+
+
+def _points_of(summary: pd.DataFrame, rows: list[int], points: Sequence[Point]) -> list[Point]:
+    wanted = {_identity(summary.iloc[r]) for r in rows}
+    return [p for p in points if not p.skip_reason and _identity(p.key) in wanted]
+
+
+def _rows_of(samples: pd.DataFrame, point: Point) -> pd.DataFrame:
+    identity = pd.Series([_identity(row) for row in samples.to_dict("records")], index=samples.index, dtype=object)
+    return samples[identity == _identity(point.key)]
+
+
+def run_seconds(samples: pd.DataFrame, point: Point) -> float | None:
+    """Wall seconds per run at one point: the median gap between its consecutive rows (a run, plus what the runner
+    does between runs), else its median timed `seconds`; None when it has no ok row."""
+    mine = _rows_of(samples, point)
+    mine = mine[mine["status"] == "ok"]
+    if mine.empty:
+        return None
+    moments = pd.to_datetime(mine["timestamp"], errors="coerce", utc=True).dropna().sort_values()
+    gaps = moments.diff().dt.total_seconds().dropna()
+    gaps = gaps[(gaps > 0) & (gaps < 10 * gaps.median())] if len(gaps) else gaps
+    if len(gaps):
+        return float(gaps.median())
+    seconds = pd.to_numeric(mine["seconds"], errors="coerce").dropna()
+    return float(seconds.median()) if len(seconds) else None
+
+
+def rounds_started(samples: pd.DataFrame, point: Point) -> int:
+    """Rounds the point has begun (the next round index to run)."""
+    rounds = pd.to_numeric(_rows_of(samples, point)["round"], errors="coerce").dropna()
+    return int(rounds.max()) + 1 if len(rounds) else 0
+
+
+def expected_extra_seconds(
+    staged: Sequence[StagedFamily], cost: dict[Key, float], rule: StopRule, current_default: int | None
+) -> float | None:
+    """Device seconds still to a decision, simulated with today's estimates as the truth and their per-round spread
+    as the noise (harness.analysis.decision_cost), when every family shares one grid; None otherwise."""
+    grids = {tuple(s.curve.dffs) for s in staged}
+    if len(grids) != 1 or not staged or not len(staged[0].curve.dffs):
+        return None
+    grid = np.array(next(iter(grids)))
+    truth = np.stack([s.curve.theta for s in staged])
+    rounds = np.stack([np.asarray(s.rounds, float) for s in staged])
+    # se·√n is the spread of one round's paired difference; each arm's run carries 1/√2 of it
+    noise = float(np.nanmedian(np.stack([s.curve.se for s in staged]) * np.sqrt(rounds / 2)))
+    if not (math.isfinite(noise) and noise > 0):
+        return None
+    price = np.array([[cost.get((f, i), 0.0) for i in range(len(grid))] for f in range(len(staged))])
+    rng = np.random.default_rng(0)
+    extra = []
+    for _ in range(8):
+        sim = simulate_until_decided(WhiteNoise(truth, noise, rng), grid, len(staged), rule, current_default)
+        extra.append(float(np.sum((sim.rounds - rule.first_rounds) * price)))
+    return float(np.mean(extra))
+
+
+def allocate(
+    run_dir: Path,
+    points: Sequence[Point],
+    measure_rounds: Callable[[Point, int], int],
+    rule: StopRule,
+    current_default: int | None,
+    budget_s: float | None,
+    started: float,
+    say: Callable[[str], None],
+    looks_before: int = 0,
+) -> Allocation:
+    """The loop after the first pass (module docstring). `measure_rounds(point, total_rounds)` runs the point up to
+    that many rounds and returns the rows written; `started` is the sweep's time.monotonic() start (the budget
+    counts the first pass too); `looks_before` the looks a resumed run already made."""
+    record = Allocation(rule, budget_s, looks=looks_before)
+    while True:
+        analysis = analyse_path(run_dir, Options(current_default=current_default))
+        samples = analysis.samples
+        staged = stage_families(analysis.summary, analysis.options.interpolation)
+        behind: dict[Key, list[Point]] = {}
+        for f, family in enumerate(staged):
+            for i, dff in enumerate(family.curve.dffs):
+                found = _points_of(analysis.summary, _behind(analysis.summary, family, dff), points)
+                if found:
+                    behind[(f, i)] = found
+        cost: dict[Key, float] = {}
+        for key, found in behind.items():
+            per_run = [run_seconds(samples, p) for p in found] if samples is not None else []
+            cost[key] = sum((s or 0.0) * len(p.arms) for s, p in zip(per_run, found, strict=True))
+        rounds_done = {k: int(staged[k[0]].rounds[k[1]]) for k in behind}  # type: ignore[index]
+        decide = _decider(analysis, rule)
+        record.spent_s = time.monotonic() - started
+        left = None if budget_s is None else budget_s - record.spent_s
+        if record.looks == 0:
+            record.expected_extra_s = expected_extra_seconds(staged, cost, rule, analysis.current_default)
+            if record.expected_extra_s is not None:
+                say(f"until decided: after the first pass, about {record.expected_extra_s / 60:.1f} min more expected")
+        step = next_step(staged, rounds_done, cost, rule, decide, record.looks, left)
+        record.looks += 1
+        record.outcome = step.outcome
+        flips = ", ".join(
+            f"{behind[k][0].label} {p:.0%}" for k, p in sorted(step.flip.items(), key=lambda x: -x[1]) if p > 0
+        )
+        say(
+            f"look {record.looks}/{rule.looks}: {step.outcome[0]} {step.outcome[1] or ''} at {rule.look_confidence:.4f}"
+            + (f"; could still change it: {flips}" if flips else "")
+        )
+        if step.stop is not None:
+            record.stop = step.stop
+            break
+        for key, extra in step.rounds.items():
+            for point in behind[key]:
+                now = rounds_started(samples, point) if samples is not None else rule.first_rounds
+                record.extra_runs += measure_rounds(point, min(now + extra, rule.max_rounds))
+        if budget_s is not None and time.monotonic() - started >= budget_s:
+            record.spent_s = time.monotonic() - started
+            record.stop = "budget"
+            break
+    samples = RunDirectory(run_dir).read_samples()
+    record.rounds = {p.label: rounds_started(samples, p) for p in points if not p.skip_reason}
+    say(f"until decided: stopped ({record.stop}): {rule.describe(record.stop)}")
+    return record
+
+
+def budget_seconds(value: str | float | None) -> float | None:
+    return None if value is None else parse_duration(str(value))
+
+
+def save(run_dir: Path, record: Allocation) -> None:
+    """Write the record into meta.json (after the sample writer closed: it rewrites meta.json per row)."""
+    run = RunDirectory(run_dir)
+    meta = run.read_meta() or {}
+    run.write_meta({**meta, RECORD: record.as_record()})

@@ -1,0 +1,76 @@
+"""`--until-decided` against the fixed protocol on SYNTHETIC drawn truths (tests/until_decided.py; the full table:
+`python -m tests.until_decided 200`). Small and fast: 10 sweeps per regime, so only gross failures show here."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from harness.analysis.decision_cost import WhiteNoise, curve_truth, fixed, until_decided
+from harness.analysis.decision_value import StopRule
+from harness.config.duration import parse_duration
+from tests.calibration import CURRENT_DEFAULT, run_engine
+from tests.helpers import cli, fake_config
+from tests.simulation import SPARSE, Regime, simulate
+from tests.until_decided import PrefixRuns, compare, protocols
+
+
+def test_half_the_rounds_of_the_fixed_protocol_and_no_more_wrong_actions():
+    for regime in (Regime("sparse", SPARSE), Regime("flat drift", SPARSE, drift="per_arm", flat=True)):
+        fixed10, until = compare(regime, protocols(fixed_rounds=(10,)), sweeps=10, seed=7)
+        assert until.rounds_per_sweep <= 0.5 * fixed10.rounds_per_sweep, (fixed10, until)
+        assert until.wrong_action <= fixed10.wrong_action + 0.1, (fixed10, until)
+
+
+def test_rounds_go_to_the_point_the_decision_turns_on_and_stop_when_settled():
+    # white noise around a curve crossing at 7000: the cap 8192 is too high (lower); points far from it stay at 3
+    truth = curve_truth(SPARSE, 7000.0)[None]
+    rule = StopRule(max_rounds=16)
+    sim = until_decided(WhiteNoise(truth, 0.01, np.random.default_rng(3)), SPARSE, 1, rule, 8192)
+    assert sim.stop in ("decided", "max_rounds", "looks")
+    assert sim.rounds[0, 0] == sim.rounds[0, -1] == 3  # Dff 768 and 14336 cannot change keep/lower at 8192
+    assert sim.rounds.max() <= 16
+
+
+def test_a_budget_stops_it():
+    truth = curve_truth(SPARSE, 8000.0)[None]  # at the cap: hard to settle
+    rule = StopRule(max_rounds=40)
+    sim = until_decided(WhiteNoise(truth, 0.02, np.random.default_rng(1)), SPARSE, 1, rule, 8192, budget=20.0)
+    assert sim.stop in ("budget", "decided") and sim.rounds.sum() <= 20 + 6 * 3
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("900", 900), ("90s", 90), ("15m", 900), ("1h30m", 5400)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "0", "15x", "-5m"])
+def test_bad_durations(text):
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
+
+
+def test_plan_says_the_expected_runs_to_a_decision(tmp_path):
+    config = fake_config(
+        tmp_path,
+        models=[{"name": f"m{d}", "dff": d} for d in (1024, 4096, 8192, 14336)],
+        measure={"rounds": 3, "until_decided": True, "max_rounds": 12},
+    )
+    shown = cli("plan", config)
+    assert shown.returncode == 0, shown.stderr
+    assert "expected to a decision:" in shown.stdout and "first pass 3 rounds" in shown.stdout
+    record = json.loads(cli("plan", config, "--json").stdout)["until_decided"]
+    # at least the first pass (4 points × 2 arms × 3 rounds), at most the round cap everywhere
+    assert 24 <= record["expected_runs"] <= 4 * 2 * 12 and record["max_rounds"] == 12
+    assert record["expected_seconds"] is None  # a command's run time is unknown before a first run here
+
+
+def test_the_protocol_simulator_decides_exactly_as_the_calibration_engine():
+    # the same simulated runs through decision_cost.fixed and through tests/calibration.run_engine
+    sim = simulate(Regime("sparse 2 families", SPARSE, families=2), rounds=5, sweeps=6, seed=11)
+    engine = run_engine(sim, 5)
+    for s in range(6):
+        mine = fixed(PrefixRuns(sim, s), SPARSE, 2, 5, CURRENT_DEFAULT)
+        assert mine.outcome == (engine[s].decision.action, engine[s].decision.recommended_cap)

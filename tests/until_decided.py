@@ -1,0 +1,178 @@
+"""SYNTHETIC proof of `--until-decided` (docs/design.md §7): the until-decided protocol and the fixed one on the same
+drawn curved truths (tests/simulation.py's regimes: sparse mlxcel-like and dense grids, 1-4 families, drift,
+outliers), scored against the truth. Nothing is measured or written.
+
+Runs are handed out in time order (`DriftingRuns`), so the rounds the allocation adds late meet the drift since the
+first pass, as on a device. `compare` takes the protocols as callables (a RunSource → harness.analysis
+.decision_cost.Simulated), so any protocol can be scored on the same sweeps. `python -m tests.until_decided [SWEEPS]`
+prints the whole table.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+
+from harness.analysis.decision_cost import RunSource, Simulated, fixed, until_decided
+from harness.analysis.decision_value import StopRule
+from tests.calibration import CURRENT_DEFAULT, _false_action
+from tests.simulation import DENSE, NOISE, OUTLIER_DROP, SPARSE, TREND, Regime, SimulatedSweeps, _ar1, draw_truth
+
+MARGIN = 0.01
+Protocol = Callable[[RunSource, np.ndarray, int], Simulated]
+
+
+class DriftingRuns:
+    """One sweep's runs in the order they are asked for: level + ln ratio (fused) + shared drift (AR(1) and a −3%
+    trend over the sweep's slots) + the regime's per-arm drift + 1% noise + outliers (tests/simulation.py's model)."""
+
+    def __init__(self, regime: Regime, truth: np.ndarray, rng: np.random.Generator, slots: int):
+        self.regime, self.truth, self.rng = regime, truth, rng
+        self.shared = _ar1(rng, (slots,)) + TREND * np.arange(slots) / slots
+        self.own = {
+            "fused": _ar1(rng, (slots,)) if regime.drift in ("per_arm", "fused_only") else np.zeros(slots),
+            "fallback": _ar1(rng, (slots,)) if regime.drift == "per_arm" else np.zeros(slots),
+        }
+        self.slot = 0
+
+    def _run(self, arm: str, level: float) -> float:
+        t = min(self.slot, len(self.shared) - 1)
+        self.slot += 1
+        outlier = np.log1p(-self.rng.uniform(*OUTLIER_DROP)) if self.rng.random() < self.regime.outlier_rate else 0.0
+        return level + self.shared[t] + self.own[arm][t] + NOISE * self.rng.standard_normal() + outlier
+
+    def draw(self, family: int, point: int, rounds: int) -> tuple[np.ndarray, np.ndarray]:
+        level = float(np.log(1e5 / self.regime.grid[point]))
+        fused, fallback = np.empty(rounds), np.empty(rounds)
+        for r in range(rounds):  # the arm order rotates every round
+            order = ("fallback", "fused") if r % 2 == 0 else ("fused", "fallback")
+            for arm in order:
+                value = self._run(arm, level)
+                if arm == "fused":
+                    fused[r] = value + self.truth[family, point]
+                else:
+                    fallback[r] = value
+        return fused, fallback
+
+
+class PrefixRuns:
+    """A tests/simulation.py sweep's rounds handed out in order, each point's from its first round on: how the
+    calibration's protocols (tests/calibration.py) read pre-simulated sweeps. Its drift is laid out point after
+    point, so rounds added late are not later in time: DriftingRuns is the fairer source for until-decided."""
+
+    def __init__(self, sim: SimulatedSweeps, sweep: int):
+        self.sim, self.sweep = sim, sweep
+        self.used = np.zeros(sim.truth.shape[1:], int)
+
+    def draw(self, family: int, point: int, rounds: int) -> tuple[np.ndarray, np.ndarray]:
+        start = self.used[family, point]
+        self.used[family, point] += rounds
+        window = slice(start, start + rounds)
+        return self.sim.fused[self.sweep, family, point, window], self.sim.fallback[self.sweep, family, point, window]
+
+
+@dataclass(frozen=True)
+class Row:
+    regime: str
+    protocol: str
+    sweeps: int
+    rounds_per_sweep: float  # mean rounds (each round runs every arm once) over all points and families
+    action_rate: float
+    wrong_action: float  # tests/calibration._false_action: a raise or lower the truth does not support
+    right_action: float  # power: share of the sweeps whose truth calls for an action that took a supported one
+    stops: str
+
+
+def _wrong(truth: np.ndarray, grid: np.ndarray, outcome: tuple[str, int | None]) -> bool:
+    """calibration's false-action rule on one sweep."""
+    sim = SimpleNamespace(truth=truth[None], grid=grid)
+    result = SimpleNamespace(decision=SimpleNamespace(action=outcome[0], recommended_cap=outcome[1]))
+    return _false_action(sim, 0, result, MARGIN)  # type: ignore[arg-type]
+
+
+def _action_due(truth: np.ndarray, grid: np.ndarray) -> bool:
+    """The truth calls for an action: fallback wins beyond δ at the largest Dff ≤ the cap in some family (lower), or
+    fused beyond δ at the next measured Dff above it in every family (raise)."""
+    below, above = np.flatnonzero(grid <= CURRENT_DEFAULT), np.flatnonzero(grid > CURRENT_DEFAULT)
+    lower = bool(np.any(truth[:, below[-1]] < -MARGIN))
+    raise_ = bool(len(above) and np.all(truth[:, above[0]] > MARGIN))
+    return lower or raise_
+
+
+def compare(regime: Regime, protocols: Mapping[str, Protocol], sweeps: int, seed: int) -> list[Row]:
+    """Every protocol on the same `sweeps` truths and the same drift paths (a fresh generator per sweep, seeded
+    alike for every protocol)."""
+    truths, _ = draw_truth(regime, sweeps, np.random.default_rng(seed))
+    slots = len(regime.grid) * 20 * 2 * regime.families
+    rows = []
+    for name, protocol in protocols.items():
+        results = []
+        for s in range(sweeps):
+            source = DriftingRuns(regime, truths[s], np.random.default_rng([seed, s]), slots)
+            results.append(protocol(source, regime.grid, regime.families))
+        acted = [r.outcome[0] in ("raise", "lower") for r in results]
+        wrong = [_wrong(truths[s], regime.grid, r.outcome) for s, r in enumerate(results)]
+        due = [_action_due(truths[s], regime.grid) for s in range(sweeps)]
+        right = [a and not w for a, w in zip(acted, wrong, strict=True)]
+        stops = {}
+        for r in results:
+            stops[r.stop] = stops.get(r.stop, 0) + 1
+        rows.append(
+            Row(
+                regime.name,
+                name,
+                sweeps,
+                float(np.mean([r.rounds.sum() for r in results])),
+                float(np.mean(acted)),
+                float(np.mean(wrong)),
+                float(np.sum(np.array(right) & np.array(due)) / max(sum(due), 1)),
+                " ".join(f"{k}:{v}" for k, v in sorted(stops.items())),
+            )
+        )
+    return rows
+
+
+def _fixed(source: RunSource, grid: np.ndarray, families: int, rounds: int) -> Simulated:
+    return fixed(source, grid, families, rounds, CURRENT_DEFAULT)
+
+
+def protocols(rule: StopRule = StopRule(), fixed_rounds: tuple[int, ...] = (5, 10)) -> dict[str, Protocol]:
+    out: dict[str, Protocol] = {f"fixed {n}": functools.partial(_fixed, rounds=n) for n in fixed_rounds}
+    out["until-decided"] = lambda src, grid, fam: until_decided(src, grid, fam, rule, CURRENT_DEFAULT)
+    return out
+
+
+COARSE_DENSE = DENSE[::4]  # 16 points from 512 to 15872: a refined layer sweep's grid, thinned to keep this fast
+
+REGIMES = (
+    Regime("sparse 1 family", SPARSE),
+    Regime("sparse 3 families", SPARSE, families=3),
+    Regime("sparse flat, per-arm drift", SPARSE, drift="per_arm", flat=True),
+    Regime("sparse 2 families, per-arm drift", SPARSE, families=2, drift="per_arm"),
+    Regime("sparse 1 family, 15% outliers", SPARSE, outlier_rate=0.15),
+    Regime("sparse 4 families", SPARSE, families=4),
+    Regime("dense 1 family", COARSE_DENSE),
+)
+
+
+def table(sweeps: int) -> list[str]:
+    lines = [
+        "| regime | protocol | rounds per sweep | action rate | wrong action | power | stops |",
+        "|---|---|--:|--:|--:|--:|---|",
+    ]
+    for regime in REGIMES:
+        for row in compare(regime, protocols(), sweeps, seed=29):
+            lines.append(
+                f"| {row.regime} | {row.protocol} | {row.rounds_per_sweep:.1f} | {row.action_rate:.3f} | "
+                f"{row.wrong_action:.3f} | {row.right_action:.3f} | {row.stops} |"
+            )
+    return lines
+
+
+if __name__ == "__main__":
+    print("\n".join(table(int(sys.argv[1]) if len(sys.argv) > 1 else 200)))
