@@ -35,7 +35,7 @@ from pathlib import Path
 from harness import __version__
 from harness.config.discover import FAMILIES, SYNTH_SIDECAR, DiscoveredModel, read_model, read_synth_sidecar
 from harness.config.eligibility import predict_null
-from harness.config.synth_layouts import LAYOUTS, TensorSpec
+from harness.config.synth_layouts import LAYOUTS, TensorSpec, count
 from harness.errors import InputError
 
 SIDECAR = SYNTH_SIDECAR
@@ -93,7 +93,7 @@ def source_model(request: Request) -> tuple[DiscoveredModel, dict]:
 
 
 def _shrink_layers(config: dict, layers: int, request: Request) -> None:
-    source_layers = int(config["num_hidden_layers"])
+    source_layers = count(config, "num_hidden_layers")
     if layers > source_layers:
         raise _fail(request, "--layers", f"{layers} exceeds the source's num_hidden_layers ({source_layers})")
     config["num_hidden_layers"] = layers
@@ -187,8 +187,14 @@ def plan(request: Request, shard_bytes: int = DEFAULT_SHARD_BYTES) -> Plan:
         raise _fail(
             request, "--top-k", f"{config[keys.top_k]} exceeds the number of experts ({config[keys.n_experts]})"
         )
-    if request.layers is not None:
-        _shrink_layers(config, request.layers, request)
+    try:
+        if request.layers is not None:
+            _shrink_layers(config, request.layers, request)
+        specs = LAYOUTS[source.family](config)
+    except InputError as exc:
+        if exc.source != "config.json":
+            raise
+        raise InputError(str(request.like / exc.source), exc.field, exc.problem) from None  # name the folder
     dtype = _storage_dtype(request, config)
     config["torch_dtype"] = dtype
     shaped = dataclasses.replace(
@@ -202,7 +208,6 @@ def plan(request: Request, shard_bytes: int = DEFAULT_SHARD_BYTES) -> Plan:
             f"{request.dff}: mlxcel's fused kernel would decline this checkpoint ({declined}); "
             "--allow-declined writes it anyway",
         )
-    specs = LAYOUTS[source.family](config)
     if not any(t.kind == "expert" for t in specs):
         raise _fail(request, "--layers", "no MoE layer is left in the first layers: give a larger --layers")
     source_spec = config.get("quantization") or config.get("quantization_config")
