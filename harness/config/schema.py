@@ -22,6 +22,7 @@ from yaml.constructor import ConstructorError
 
 from harness.config.backend_specs import BACKEND_NAMES, backend_spec
 from harness.errors import InputError
+from harness.json_input import MAX_NESTING
 from harness.thresholds import MAX_CAP
 
 DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
@@ -29,7 +30,6 @@ DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
 PARITY_CHECK_ENV = "MLXCEL_FUSED_MOE_PARITY_CHECK"
 PARITY_THRESHOLD_ENV = "MLXCEL_FUSED_MOE_PARITY_THRESHOLD"
 MAX_DIM = 1 << 20  # Dff and every shape field: far above any model, low enough that sizes derived from it stay sane
-MAX_NESTING = 64  # YAML and JSON inputs: deeper is no config, and would exhaust the parser's recursion
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # what a shell accepts as a variable name (no "=", no NUL)
 
 
