@@ -11,6 +11,7 @@ from pathlib import Path
 
 from harness.analysis.decision import format_ci
 from harness.analysis.pipeline import Analysis
+from harness.output.markdown_text import plot_label
 
 
 def history_rows(runs: list[tuple[str, Analysis]]) -> list[dict[str, object]]:
@@ -71,7 +72,9 @@ def write_history_plot(rows: list[dict[str, object]], path: Path) -> Path:
         ax.set_ylim(min(ends) / 1.6, max(ends) * 1.6)
     ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels([str(r["label"]) for r in rows], rotation=20 if len(rows) > 3 else 0, ha="right", fontsize=9)
+    ax.set_xticklabels(
+        [plot_label(r["label"]) for r in rows], rotation=20 if len(rows) > 3 else 0, ha="right", fontsize=9
+    )
     ax.set_xlim(-0.5, len(rows) - 0.5)
     ax.set_ylabel("crossover Dff (log2 scale)")
     ax.set_title("crossover per run: ● estimate, bar = interval, arrow = open end", fontsize=10)
