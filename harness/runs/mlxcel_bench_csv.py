@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -99,8 +100,8 @@ def _number(row: dict[str, str], column: str, path: Path) -> float:
         value = float(row[column])
     except ValueError:
         raise InputError(str(path), column, f"line {row['line']}: {row[column]!r} is not a number") from None
-    if not value > 0:
-        raise InputError(str(path), column, f"line {row['line']}: must be > 0")
+    if not 0 < value < math.inf:  # inf would end in int(inf) (generated_tokens) or an infinite ratio
+        raise InputError(str(path), column, f"line {row['line']}: must be a finite number > 0, got {row[column]!r}")
     return value
 
 
