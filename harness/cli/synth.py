@@ -83,6 +83,12 @@ def synth_command(
         f"total disk {synth.gib(sum(p.disk_bytes for p in plans))} ({synth.gib(disk)} free under {out}); "
         f"memory ≈ {synth.gib(max(p.memory_bytes for p in plans))} ({synth.gib(memory)} available)"
     )
+    stale, kept = synth.leftover_partials(out, remove=not dry_run)
+    for folder in stale:
+        done = "would remove" if dry_run else "removed"
+        typer.echo(f"{done} {folder.name}: a synth that was stopped before it finished left it")
+    for folder in kept:
+        typer.echo(f"kept {folder.name}: its synth process is still running")
     synth.check_fits(plans, out)
     if dry_run:
         return

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import math
@@ -41,6 +42,7 @@ from harness.errors import InputError
 SIDECAR = SYNTH_SIDECAR
 FORMAT = 1  # bump when the written bytes for the same request change (invalidates cached checkpoints)
 DEFAULT_SHARD_BYTES = 2 << 30
+PARTIAL = ".partial-"  # staging folders are `.<name>.partial-<pid>` until renamed into place
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".npz", ".index.json")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 # per-layer lists in config.json that must shrink with num_hidden_layers (lfm2: layer_types; qwen: mlp_only_layers)
@@ -315,7 +317,10 @@ class _ShardWriter:
         if not self.pending:
             return
         path = self.folder / f"shard-{len(self.shards):05d}.part.safetensors"
-        mx.save_safetensors(str(path), self.pending, metadata={"format": "mlx"})
+        try:
+            mx.save_safetensors(str(path), self.pending, metadata={"format": "mlx"})
+        except RuntimeError as exc:  # MLX reports a short write (disk full, file-size limit) as a RuntimeError
+            raise OSError(errno.EIO, f"{exc} (disk full or a file-size limit?)", str(path)) from None
         self.shards.append((path, list(self.pending), self.pending_bytes))
         self.pending, self.pending_bytes = {}, 0
 
@@ -354,7 +359,7 @@ def write(
             return target
         raise InputError(str(target), "--out", "exists and is not this synthetic checkpoint: choose another --out")
     out_dir.mkdir(parents=True, exist_ok=True)
-    staging = out_dir / f".{plan_.name}.partial-{os.getpid()}"
+    staging = out_dir / f".{plan_.name}{PARTIAL}{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
@@ -371,10 +376,34 @@ def write(
             shutil.copy2(path, staging / path.name)
         (staging / SIDECAR).write_text(json.dumps(plan_.sidecar, indent=2) + "\n", encoding="utf-8")
         os.replace(staging, target)
+    except OSError as exc:  # the error names the checkpoint asked for, not the staging folder
+        raise OSError(exc.errno, f"not written, nothing kept: {exc.strerror or exc}", str(target)) from None
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(staging)
     return target
+
+
+def leftover_partials(out_dir: Path, remove: bool = True) -> tuple[list[Path], list[Path]]:
+    """(stale, kept): the staging folders of earlier synth runs in `out_dir`. One whose process is gone (killed,
+    crashed, the machine rebooted) is stale, and removed when `remove`; one whose pid is running is kept (another
+    synth may be writing it)."""
+    removed, kept = [], []
+    for folder in sorted(out_dir.glob(f".*{PARTIAL}*")) if out_dir.is_dir() else []:
+        pid = folder.name.rpartition(PARTIAL)[2]
+        if not pid.isdigit() or not folder.is_dir() or folder.is_symlink():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            if remove:
+                shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+            continue
+        except OSError:  # a process of another user holds the pid: running
+            pass
+        kept.append(folder)
+    return removed, kept
 
 
 def free_bytes(folder: Path) -> tuple[int, int]:
