@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli
+from tests.helpers import cli, fake_config
 from tests.synth_sources import source_folder
 from tests.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
 
@@ -43,3 +45,163 @@ def test_synth_refuses_a_bad_layout_key(tmp_path, key, kind):
     (source / "config.json").write_text(json.dumps(config))
     done = cli("synth", "--like", source, "--dff", "64", "--out", tmp_path / "out", "--dry-run")
     _one_error_line(done, key)
+
+
+def _run(root: Path, name: str, dffs: list[int], seed: int = 1, **meta: object) -> Path:
+    return write_run(root / name, synthetic_samples(linear_curve(dffs, 5000), seed=seed), {**SYNTHETIC_META, **meta})
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e300"])
+def test_synth_refuses_a_shard_size_that_is_no_size(tmp_path, value):
+    source = source_folder(tmp_path, "mixtral")
+    done = cli("synth", "--like", source, "--dff", "64", "--out", tmp_path / "out", "--shard-gb", value)
+    _one_error_line(done, "--shard-gb")
+
+
+def test_synth_refuses_ten_million_layers_in_the_plan(tmp_path):
+    source = source_folder(tmp_path, "mixtral", num_hidden_layers=10**7)
+    done = cli("synth", "--like", source, "--dff", "64", "--out", tmp_path / "out", "--dry-run")
+    _one_error_line(done, "num_hidden_layers: 10000000 layers: at most")
+
+
+def test_a_disk_that_fills_mid_write_is_one_line_naming_the_checkpoint(tmp_path):
+    """RLIMIT_FSIZE stands in for a full disk: the write fails part-way through the shards (MLX: RuntimeError)."""
+    source = source_folder(tmp_path, "qwen3_moe")
+    out = tmp_path / "out"
+    limit = "import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048)); "
+    argv = ["synth", "--like", str(source), "--dff", "64", "--out", str(out), "--dtype", "float32"]
+    code = limit + f"sys.argv = ['moecal', *{argv!r}]; runpy.run_module('harness', run_name='__main__')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    _one_error_line(done, f"{out / 'qwen3_moe-tiny-dff64'}: not written, nothing kept")
+    assert ".partial-" not in done.stderr and os.listdir(out) == []
+
+
+def test_a_killed_synths_partial_folder_is_removed_by_the_next(tmp_path):
+    source = source_folder(tmp_path, "qwen3_moe")
+    out = tmp_path / "out"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = out / f".qwen3_moe-tiny-dff64.partial-{dead.stdout.strip()}"
+    stale.mkdir(parents=True)
+    (stale / "shard-00000.part.safetensors").write_bytes(b"half")
+    live = out / f".qwen3_moe-tiny-dff64.partial-{os.getppid()}"  # a running process (in-process, getpid is ours)
+    live.mkdir()
+    dry = cli("synth", "--like", source, "--dff", "64", "--out", out, "--dry-run")
+    assert dry.returncode == 0 and f"would remove {stale.name}" in dry.stdout and stale.exists()
+    done = cli("synth", "--like", source, "--dff", "64", "--out", out, "--dtype", "float32")
+    assert done.returncode == 0, done.stderr
+    assert f"removed {stale.name}" in done.stdout and not stale.exists()
+    assert f"kept {live.name}: its synth process is still running" in done.stdout and live.exists()
+
+
+def test_compare_and_report_previous_with_one_shared_point(tmp_path):
+    a, b = _run(tmp_path, "a", [1024, 4096], seed=1), _run(tmp_path, "b", [4096, 8192], seed=2)
+    done = cli("compare", a, b)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "Dff   4096" in done.stdout and "in A only" in done.stdout and "in B only" in done.stdout
+    report = cli("report", b, "--previous", a, "--out", tmp_path / "reports")
+    assert report.returncode == 0, report.stderr
+
+
+@pytest.mark.parametrize("pin", ["$\\undefinedcmd$", "$^$", "a $ b", "50% _x_ {y} \\n"])
+def test_a_library_pin_with_tex_is_plotted_as_text(tmp_path, pin):
+    runs = [_run(tmp_path, "a", [1024, 4096, 8192], library_pin=pin), _run(tmp_path, "b", [1024, 4096, 8192])]
+    done = cli("history", *runs, "--out", tmp_path / "history.png")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "history.png").stat().st_size > 0
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "expected"),
+    [
+        ("meta.json", DEEP, "meta.json: not a moecal meta.json: (file): nested 100000 levels deep"),
+        ("meta.json", '{"format": 1e400}', "meta.json: not a moecal meta.json: (file): invalid JSON"),
+        ("verification.json", DEEP, "verification.json: not a moecal verification record: (file): nested"),
+        ("verification.json", '{"models": {"synthetic-layer": {}}}', "models.synthetic-layer: expected {dff: N"),
+        (
+            "verification.json",
+            '{"models": {"synthetic-layer": {"dff": 1024, "runs": [{"path": "fused"}]}}}',
+            "models.synthetic-layer.runs[0].status: missing or not str",
+        ),
+        (
+            "verification.json",
+            '{"models": {"m": {"dff": 1024, "runs": []}}}',
+            "models.m.runs: expected one fused and one fallback run",
+        ),
+    ],
+    ids=["meta-deep", "meta-1e400", "verification-deep", "verification-no-keys", "run-no-keys", "runs-empty"],
+)
+def test_a_run_record_nested_too_deep_or_missing_keys(tmp_path, file, text, expected):
+    run = _run(tmp_path, "run", [1024, 4096, 8192])
+    (run / file).write_text(text)
+    _one_error_line(cli("summarize", run, "--out", tmp_path / "summary.csv"), expected)
+
+
+def test_a_sidecar_nested_too_deep(tmp_path):
+    """The addendum's record (check-reports) and a synthetic checkpoint's record (init reads it as real)."""
+    run = _run(tmp_path, "run", [1024, 4096, 8192])
+    reports = tmp_path / "reports"
+    assert cli("report", run, "--out", reports).returncode == 0
+    (sidecar,) = [p for p in reports.glob("*.json")]
+    sidecar.write_text(DEEP)
+    done = cli("check-reports", reports)
+    assert done.returncode == 1 and "Traceback" not in done.stderr + done.stdout
+    said = done.stdout + done.stderr
+    assert "unreadable sidecar" in said and "nested 100000 levels deep" in said
+    models = tmp_path / "models"
+    source = source_folder(models, "mixtral")
+    (source / "moecal-synth.json").write_text(DEEP)
+    init = cli("init", "--models", models, "--out", tmp_path / "init.yaml", "--bench", sys.executable)
+    assert "Traceback" not in init.stderr + init.stdout, init.stderr
+
+
+def _mlxcel_tree(root: Path, metal: str) -> Path:
+    (root / "src" / "models").mkdir(parents=True)
+    text = f"const FUSED_MOE_MAX_DFF_METAL: i32 = {metal};\nconst FUSED_MOE_MAX_DFF_CUDA: i32 = 8192;\n"
+    (root / "src" / "models" / "switch_layers.rs").write_text(text)
+    return root
+
+
+def test_switch_layers_with_a_5000_digit_cap_or_a_fifo(tmp_path):
+    run = _run(tmp_path, "run", [1024, 4096, 8192])
+    huge = _mlxcel_tree(tmp_path / "huge", "9" * 5000)
+    _one_error_line(cli("report", run, "--out", tmp_path / "r1", "--mlxcel-src", huge), "(5000 digits) is not a cap")
+    fifo = tmp_path / "fifo"
+    (fifo / "src" / "models").mkdir(parents=True)
+    os.mkfifo(fifo / "src" / "models" / "switch_layers.rs")
+    started = time.monotonic()
+    _one_error_line(cli("report", run, "--out", tmp_path / "r2", "--mlxcel-src", fifo), "not a regular file")
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ("{config: c.yaml, where: {hw_a: .inf}}", "amount must be > 0 and at most 1e+06, got inf"),
+        ("{config: c.yaml, where: {hw_a: .nan}}", "got nan"),
+        ("{config: c.yaml, where: {hw_a: 1}, workers: 1000000000}", "workers: Input should be less than or equal"),
+    ],
+    ids=["where-inf", "where-nan", "workers-1e9"],
+)
+def test_a_fleet_entry_out_of_bounds(tmp_path, entry, expected):
+    fake_config(tmp_path).rename(tmp_path / "c.yaml")
+    (tmp_path / "fleet.yaml").write_text(f"entries:\n  - {entry}\n")
+    _one_error_line(cli("fleet", tmp_path / "fleet.yaml", "--dry-run", "--out", tmp_path / "fleet"), expected)
+
+
+def test_generated_tokens_inf_in_a_bench_csv(tmp_path):
+    from tests.fake_models import CONFIGS, write_models
+    from tests.test_mlxcel_bench_csv import _args, _files
+
+    models = write_models(tmp_path, {"qwen3-30b-a3b-4bit": CONFIGS["qwen3-30b-a3b-4bit"]})
+    fallback = _files(tmp_path, "fallback", {"qwen3-30b-a3b-4bit": 100.0}, runs=1)
+    fused = _files(tmp_path, "fused", {"qwen3-30b-a3b-4bit": 107.0}, runs=1)
+    lines = fused[0].read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[3] = "inf"
+    lines[1] = ",".join(cells)
+    fused[0].write_text("\n".join(lines) + "\n")
+    done = cli("import-mlxcel", *_args(fallback, fused), "--models", models, "--out", tmp_path / "run")
+    _one_error_line(done, "generated_tokens: line 2: must be a finite number > 0, got 'inf'")
