@@ -205,3 +205,82 @@ def test_generated_tokens_inf_in_a_bench_csv(tmp_path):
     fused[0].write_text("\n".join(lines) + "\n")
     done = cli("import-mlxcel", *_args(fallback, fused), "--models", models, "--out", tmp_path / "run")
     _one_error_line(done, "generated_tokens: line 2: must be a finite number > 0, got 'inf'")
+
+
+# --- item 5: no hang, bounded resources -------------------------------------------------------------------------------
+
+
+def _command_config(tmp_path: Path, script: str, models: list[dict], timeout_s: float = 60) -> Path:
+    """A command-workload config running `script` (a SYNTHETIC stand-in for a benchmark) with {name} as argument."""
+    (tmp_path / "bench.py").write_text(script)
+    command = [sys.executable, str(tmp_path / "bench.py"), "{name}"]
+    return fake_config(tmp_path, models=models, workload={"command": command, "timeout_s": timeout_s})
+
+
+def test_a_benchmark_that_never_answers_help_costs_seconds_and_is_unusable(tmp_path):
+    config = _command_config(
+        tmp_path, "import time\ntime.sleep(120)\n", [{"name": "a", "dff": 1024}, {"name": "b", "dff": 4096}]
+    )
+    started = time.monotonic()
+    done = cli("sweep", config, "--out", tmp_path / "run")
+    _one_error_line(done, "did not answer `--help` within 5 s")
+    assert time.monotonic() - started < 30, "the --help check waited a run's timeout"
+
+
+def test_ask_help_is_bounded_and_says_why(tmp_path):
+    from harness.measure.proc import ask_help
+
+    (tmp_path / "sleeps.py").write_text("import time\ntime.sleep(120)\n")
+    started = time.monotonic()
+    answer = ask_help([sys.executable, str(tmp_path / "sleeps.py")], os.environ, timeout_s=1)
+    assert time.monotonic() - started < 10 and not answer.answered
+    assert "did not answer `--help` within 1 s" in answer.unusable()
+    missing = ask_help([str(tmp_path / "no-such-program")], os.environ)
+    assert not missing.answered and missing.unusable().startswith("cannot be started")
+    fine = ask_help([sys.executable], os.environ)
+    assert fine.answered and fine.finished.returncode == 0 and fine.unusable() == ""
+
+
+@pytest.mark.parametrize("spec", ["{dff:>999999999}", "{dff:.999999999}", "{dff:{dff}}", "{name:d}"])
+def test_a_format_spec_that_is_no_flag_is_refused(tmp_path, spec):
+    config = fake_config(tmp_path, workload={"command": [sys.executable, "bench.py", "--dff", spec]})
+    _one_error_line(cli("plan", config), "models[0]")
+
+
+DAEMON = """import os, sys, time
+if "--help" not in sys.argv:
+    if os.fork() == 0:  # a daemon: fork, new session, fork again, output closed, parent gone at once
+        os.setsid()
+        if os.fork() == 0:
+            fd = os.open(os.devnull, os.O_RDWR)
+            for i in (0, 1, 2):
+                os.dup2(fd, i)
+            with open(os.path.join(os.path.dirname(sys.argv[0]), "daemons"), "a") as out:
+                out.write(f"{os.getpid()}\\n")
+            time.sleep(120)
+        os._exit(0)
+    time.sleep(0.5)  # the daemon has written its pid
+print("Decode: 1.00 ms (100.00 tok/s)", flush=True)
+"""
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie waiting for whichever process adopted it (killed: it runs no more)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="descendants are swept through /proc")
+def test_a_double_forked_daemon_of_the_benchmark_ends_with_the_run(tmp_path):
+    config = _command_config(tmp_path, DAEMON, [{"name": "a", "dff": 1024}])
+    done = cli("sweep", config, "--out", tmp_path / "run", "--rounds", "1")
+    assert done.returncode == 0, done.stderr
+    pids = [int(line) for line in (tmp_path / "daemons").read_text().split()]
+    assert len(pids) >= 2  # one per arm
+    time.sleep(0.2)
+    alive = [pid for pid in pids if not _ended(pid)]
+    for pid in alive:
+        os.kill(pid, 9)
+    assert not alive, "a daemon of the benchmark outlived the run"
