@@ -276,8 +276,9 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"{exc.filename or '(file)'}: {exc.strerror or exc}")
     except UnicodeDecodeError as exc:
         _fail(f"(input): not UTF-8 text ({exc.reason} at byte {exc.start})")
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
+    except KeyboardInterrupt as exc:
+        _fail("; ".join(["interrupted", *getattr(exc, "__notes__", [])]), 130)
     except Terminated as exc:
-        _fail(f"terminated by {signal.Signals(exc.signum).name}", 128 + exc.signum)
+        reason = f"terminated by {signal.Signals(exc.signum).name}"
+        _fail("; ".join([reason, *getattr(exc, "__notes__", [])]), 128 + exc.signum)
     sys.exit(code if isinstance(code, int) else 0)
