@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, fake_config
+from tests.helpers import REPO, cli, fake_config, wait_for
 from tests.synth_sources import source_folder
 from tests.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
 
@@ -284,3 +285,105 @@ def test_a_double_forked_daemon_of_the_benchmark_ends_with_the_run(tmp_path):
     for pid in alive:
         os.kill(pid, 9)
     assert not alive, "a daemon of the benchmark outlived the run"
+
+
+# --- item 6: what a user meets first ---------------------------------------------------------------------------------
+
+# A SYNTHETIC benchmark: answers --help; from its second call on, hangs (after writing its pid) while a file `hang`
+# lies beside it; fails every run of a model named `bad`; otherwise prints a metric line.
+BENCH = """import os, sys, time
+here = os.path.dirname(os.path.abspath(sys.argv[0]))
+if "--help" in sys.argv:
+    print("usage: bench.py NAME")
+    sys.exit(0)
+with open(os.path.join(here, "calls"), "a") as out:
+    out.write(sys.argv[1] + "\\n")
+if os.path.exists(os.path.join(here, "hang")) and len(open(os.path.join(here, "calls")).readlines()) > 1:
+    with open(os.path.join(here, "hung"), "w") as out:
+        out.write(str(os.getpid()))
+    time.sleep(120)
+if sys.argv[1] == "bad":
+    sys.exit("bench: cannot load model bad")
+print("Decode: 1.00 ms (100.00 tok/s)", flush=True)
+"""
+
+
+def test_ctrl_c_prints_interrupted_and_the_exact_resume_command(tmp_path):
+    """The real entry point, interrupted while a run hangs; then `sweep --resume DIR` without CONFIG continues with
+    the run's own config (the one the printed command names), never this machine's preset."""
+    config = _command_config(tmp_path, BENCH, [{"name": "a", "dff": 1024}])
+    (tmp_path / "hang").write_text("")
+    run = tmp_path / "run"
+    argv = [sys.executable, "-m", "harness", "sweep", str(config), "--out", str(run), "--rounds", "1"]
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    wait_for(lambda: (tmp_path / "hung").exists() or proc.poll() is not None, "the benchmark to hang")
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    last = stderr.strip().splitlines()[-1]
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    expected = f"moecal sweep {config} --rounds 1 --resume {run}"
+    assert last == f"error: interrupted; resume with: {expected}", repr(stderr)
+    (tmp_path / "hang").unlink()
+    resumed = cli(*expected.split()[1:])
+    assert resumed.returncode == 0, resumed.stderr
+    again = cli("sweep", "--resume", run, "--rounds", "2", "--no-report")
+    assert again.returncode == 0, again.stderr
+    assert f"config: {config} (recorded in {run / 'meta.json'})" in again.stderr
+
+
+def test_resume_without_config_when_the_recorded_config_is_gone(tmp_path):
+    config = _command_config(tmp_path, BENCH, [{"name": "a", "dff": 1024}])
+    run = tmp_path / "run"
+    assert cli("sweep", config, "--out", run, "--rounds", "1", "--no-report").returncode == 0
+    config.unlink()
+    _one_error_line(cli("sweep", "--resume", run), "config_path: ")
+    _one_error_line(cli("sweep", "--resume", tmp_path), "not a run directory")
+
+
+@pytest.mark.parametrize("problem", ["missing", "no-config", "broken-config", "deep-config"])
+def test_every_model_folder_is_checked_before_any_timed_run(tmp_path, problem):
+    good = source_folder(tmp_path / "models", "mixtral")
+    bad = tmp_path / "models" / "bad"
+    if problem != "missing":
+        bad.mkdir()
+    if problem == "broken-config":
+        (bad / "config.json").write_text("{")
+    if problem == "deep-config":
+        (bad / "config.json").write_text(DEEP)
+    models = [
+        {"name": "good", "dff": 1024, "model_path": str(good)},
+        {"name": "b", "dff": 4096, "model_path": str(bad)},
+    ]
+    config = _command_config(tmp_path, BENCH, models)
+    expected = {
+        "missing": "does not exist",
+        "no-config": "no config.json in",
+        "broken-config": "invalid JSON",
+        "deep-config": "nested 100000 levels deep",
+    }[problem]
+    done = cli("sweep", config, "--out", tmp_path / "run")
+    _one_error_line(done, "config.yaml: models[1].model_path: ")
+    assert expected in done.stderr and "(model 'b')" in done.stderr
+    assert not (tmp_path / "calls").exists(), "a benchmark run started before the folders were checked"
+
+
+def test_a_model_whose_every_run_failed_makes_the_sweep_exit_1(tmp_path):
+    config = _command_config(tmp_path, BENCH, [{"name": "good", "dff": 1024}, {"name": "bad", "dff": 4096}])
+    done = cli("sweep", config, "--out", tmp_path / "run", "--rounds", "2", "--no-report")
+    _one_error_line(done, "model 'bad': all 4 runs failed; first error:", code=1)
+    assert "cannot load model bad" in done.stderr.strip().splitlines()[-1]
+
+
+def test_init_checks_that_the_benchmark_runs(tmp_path):
+    models = tmp_path / "models"
+    source_folder(models, "mixtral")
+    missing = cli("init", "--models", models, "--out", tmp_path / "a.yaml", "--bench", str(tmp_path / "no-bench"))
+    _one_error_line(missing, "cannot be started")
+    (tmp_path / "sleeps.py").write_text("import time\ntime.sleep(120)\n")
+    started = time.monotonic()
+    hangs = cli(
+        "init", "--models", models, "--out", tmp_path / "b.yaml", "--bench", f"{sys.executable} {tmp_path}/sleeps.py"
+    )
+    _one_error_line(hangs, "did not answer `--help` within 5 s")
+    assert time.monotonic() - started < 30 and not (tmp_path / "a.yaml").exists()

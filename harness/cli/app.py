@@ -211,23 +211,24 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 class Terminated(BaseException):
-    """SIGTERM or SIGHUP, raised where the program is, like KeyboardInterrupt for Ctrl-C: every `finally` and
-    context manager on the way out runs (the benchmark's process tree is killed, the meta.json segment closed, the
-    run directory's lock released), then `main` exits 128 + the signal number with one line."""
+    """Ctrl-C (SIGINT), SIGTERM or SIGHUP, raised where the program is: every `finally` and context manager on the
+    way out runs (the benchmark's process tree is killed, the meta.json segment closed, the run directory's lock
+    released), then `main` exits 128 + the signal number with one line. Ctrl-C is not left a KeyboardInterrupt:
+    typer turns that into a silent exit 130, and the user would never see `error: interrupted` and how to resume."""
 
     def __init__(self, signum: int):
         super().__init__(signum)
         self.signum = signum
 
 
-TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
 def _signals_as_exceptions() -> Iterator[None]:
-    """While a command runs, SIGTERM and SIGHUP raise Terminated (the first one; later ones are ignored while the
-    cleanup runs). The previous handlers come back afterwards (tests call `main` in-process); off the main thread,
-    where Python cannot set handlers, nothing changes."""
+    """While a command runs, SIGINT, SIGTERM and SIGHUP raise Terminated (the first one; later ones are ignored
+    while the cleanup runs). The previous handlers come back afterwards (tests call `main` in-process); off the main
+    thread, where Python cannot set handlers, nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -279,6 +280,6 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt as exc:
         _fail("; ".join(["interrupted", *getattr(exc, "__notes__", [])]), 130)
     except Terminated as exc:
-        reason = f"terminated by {signal.Signals(exc.signum).name}"
+        reason = "interrupted" if exc.signum == signal.SIGINT else f"terminated by {signal.Signals(exc.signum).name}"
         _fail("; ".join([reason, *getattr(exc, "__notes__", [])]), 128 + exc.signum)
     sys.exit(code if isinstance(code, int) else 0)

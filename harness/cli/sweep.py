@@ -227,13 +227,19 @@ def resume_command(argv: list[str], run_dir: Path) -> str:
 
 @contextlib.contextmanager
 def _resume_hint(run_dir: Path) -> Iterator[None]:
-    """Ctrl-C (or SIGTERM/SIGHUP) while measuring: the error line ends with the exact command that resumes."""
+    """Ctrl-C (or SIGTERM/SIGHUP) while measuring: the error line ends with the exact command that resumes (or,
+    before the first row, the command that starts again)."""
     from harness.cli.app import Terminated
 
     try:
         yield
     except (KeyboardInterrupt, Terminated) as exc:
-        exc.add_note(f"resume with: {resume_command(sys.argv[1:], run_dir)}")
+        from harness.runs.rundir import RunDirectory
+
+        if RunDirectory(run_dir).is_run():
+            exc.add_note(f"resume with: {resume_command(sys.argv[1:], run_dir)}")
+        else:
+            exc.add_note(f"nothing was recorded yet; start again with: {shlex.join(['moecal', *sys.argv[1:]])}")
         raise
 
 

@@ -31,4 +31,6 @@ def check_model_folders(config: SweepConfig, source: str) -> None:
         try:
             load_json_object(folder / "config.json")
         except InputError as exc:
-            raise InputError(source, field, f"{exc.source}: {exc.field}: {exc.problem}") from None
+            raise InputError(
+                source, field, f"{exc.source}: {exc.field}: {exc.problem} (model {model.name!r})"
+            ) from None
