@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import shutil
 import signal
 import sys
@@ -247,10 +248,23 @@ def _signals_as_exceptions() -> Iterator[None]:
             signal.signal(signum, old)
 
 
+# Commands that only analyse stored numbers run numpy's BLAS on one thread: their matrix products are small (a few
+# runs per point), and the BLAS worker threads spin on them. `summarize` of a 10^5-row mlxcel CSV took 12.6 s of CPU
+# with OpenBLAS's default threads and 7.2 s with one (scripts/bench_mlxcel_read.py). Measuring commands keep the
+# default: a benchmark they start inherits the environment, and the CPU backend's timings must not change.
+ONE_BLAS_THREAD = frozenset(
+    {"summarize", "crossover", "recommend", "report", "compare", "history", "check", "check-reports"}
+)
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point (the `moecal` script, `python -m harness`; tests pass `argv`). Exits with the command's code."""
     if argv is not None:  # an in-process call (tests): what a sweep records as its command line
         sys.argv = ["moecal", *argv]
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] in ONE_BLAS_THREAD:  # in-process calls: numpy is loaded
+        for variable in BLAS_THREAD_VARIABLES:  # read when numpy loads its BLAS, i.e. inside the command
+            os.environ.setdefault(variable, "1")
     try:
         with _signals_as_exceptions():
             code = app(args=_optional_values(sys.argv[1:]), prog_name="moecal", standalone_mode=False)
