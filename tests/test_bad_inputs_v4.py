@@ -4,6 +4,7 @@ for a benchmark); each refused case ends in one `error:` line with exit code 2 a
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -387,3 +388,47 @@ def test_init_checks_that_the_benchmark_runs(tmp_path):
     )
     _one_error_line(hangs, "did not answer `--help` within 5 s")
     assert time.monotonic() - started < 30 and not (tmp_path / "a.yaml").exists()
+
+
+def test_json_text_is_the_same_value_one_point_per_line():
+    from harness.json_output import json_text
+
+    value = {"points": [{"model": 'a,\n"b"', "ratio": 1.5, "nested": {"x": [1, None]}}, {"model": "c"}], "empty": []}
+    value |= {"margin": 0.02, "text": "é"}
+    text = json_text(value)
+    assert json.loads(text) == value
+    assert len(text.splitlines()) == 9  # {, 4 fields, the two points and the closing ] on lines of their own, }
+    assert json.loads(json_text([1, 2])) == [1, 2] and json.loads(json_text({})) == {}
+
+
+def test_a_large_mlxcel_csv_summarises_to_one_json_object(tmp_path):
+    """Correctness on 2,000 SYNTHETIC rows (the 10^6-row timing is scripts/bench_mlxcel_read.py's job)."""
+    spec = importlib.util.spec_from_file_location("bench_mlxcel_read", REPO / "scripts" / "bench_mlxcel_read.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    path = tmp_path / "sweep.csv"
+    bench.synthetic_csv(2000, path)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "summarize", str(path), "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    points = json.loads(done.stdout)["points"]
+    assert len(points) == 2000 and {p["model"] for p in points} == {f"m{i}" for i in range(2000)}
+    crossover = json.loads(cli("crossover", path, "--json").stdout)
+    assert [p["model"] for p in crossover["points"]] == [p["model"] for p in points]
+
+
+def test_analysis_commands_load_blas_with_one_thread():
+    code = (
+        "import os, sys; sys.argv = ['moecal', 'summarize', '--help']; from harness.cli import app\n"
+        "try:\n    app.main()\nexcept SystemExit:\n    pass\n"
+        "print(os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=env, check=False)
+    assert done.stderr.strip().splitlines()[-1] == "1", done.stderr
