@@ -15,6 +15,9 @@ SWEEP_WHY = $(strip $(if $(CONFIG),CONFIG=$(CONFIG) given,$(if $(BENCH),$(if $(w
   found benchmark $(BENCH) and model folders in $(MODELS),no model folder with config.json in $(MODELS)/ (MODELS=dir)),\
   no mlxcel-bench-decode on PATH (BENCH=path))))
 SWEEP_MLXCEL = $(filter found,$(firstword $(SWEEP_WHY)))
+# MODELS=dir named on the command line asks for mlxcel: without its benchmark, stop rather than sweep the CPU preset
+SWEEP_STOP = $(if $(CONFIG)$(BENCH),,$(if $(filter command line environment,$(origin MODELS)),\
+  MODELS=$(MODELS) given but no mlxcel-bench-decode on PATH: give BENCH=path (or CONFIG= for a built-in sweep)))
 RESUME ?=
 
 .PHONY: check setup test lint sweep bench bench-kernels verify gpu-check device-wheels clean help
@@ -50,6 +53,7 @@ test: $(STAMP) lint
 	$(BIN)/moecal check-reports reports/
 
 sweep: $(STAMP)
+	$(if $(SWEEP_STOP),$(error make sweep: $(strip $(SWEEP_STOP))))
 	@echo "make sweep: $(if $(SWEEP_MLXCEL),calibrating mlxcel,built-in config for this machine) — $(SWEEP_WHY)"
 	$(if $(SWEEP_MLXCEL),$(BIN)/moecal init --models $(MODELS) --bench '$(BENCH)' --out $(MLXCEL_CONFIG))
 	$(BIN)/moecal sweep $(if $(SWEEP_MLXCEL),$(MLXCEL_CONFIG),$(CONFIG)) $(if $(OUT),--out $(OUT),) \

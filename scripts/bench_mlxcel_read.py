@@ -9,8 +9,9 @@ models m{i}, dff = 256·(1 + i mod 64), 5 run columns per arm of which the last 
 (3–5 runs per arm, as published sweeps have), tok/s with 2 decimals around a ratio curve that falls
 through 1 as Dff grows, with 2% run noise and 3% of runs slowed by 15%. Printed per size: the read
 (harness.runs.mlxcel_csv.read_mlxcel), the analysis (harness.analysis.pipeline.analyse on the read input), both in this
-process, and the whole `moecal crossover FILE --json` as a separate process, each in wall and CPU seconds (on a shared
-machine the CPU seconds are the steadier figure).
+process, and the whole `moecal crossover FILE --json`, `moecal summarize FILE --out S.csv` and `moecal summarize FILE
+--json` as separate processes, each in wall and CPU seconds (on a shared machine the CPU seconds are the steadier
+figure). `--steps` picks some of them.
 """
 
 from __future__ import annotations
@@ -74,18 +75,32 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def time_one(path: Path, moecal: str) -> dict[str, tuple[float, float]]:
-    """(wall, CPU) seconds of the read, the analysis and the whole `crossover --json` command for one file."""
+STEPS = ("read", "analysis", "crossover", "summarize", "summarize-json")
+
+
+def time_one(path: Path, moecal: str, steps: tuple[str, ...] = STEPS) -> dict[str, tuple[float, float]]:
+    """(wall, CPU) seconds of each of `steps` for one file: the read and the analysis in this process, the commands
+    (`crossover --json`, `summarize --out`, `summarize --json`) as processes of their own."""
     from harness.analysis.inputs import load_input
     from harness.analysis.pipeline import analyse
     from harness.runs.mlxcel_csv import read_mlxcel
 
-    read = _timed(lambda: read_mlxcel(path))
-    loaded = load_input(path)
-    analysis = _timed(lambda: analyse(loaded))
-    command = [moecal, "crossover", str(path), "--json"]
-    crossover = _timed(lambda: subprocess.run(command, check=True, stdout=subprocess.DEVNULL))
-    return {"read": read, "analysis": analysis, "crossover": crossover}
+    commands = {
+        "crossover": [moecal, "crossover", str(path), "--json"],
+        "summarize": [moecal, "summarize", str(path), "--out", str(path.with_suffix(".summary.csv"))],
+        "summarize-json": [moecal, "summarize", str(path), "--json"],
+    }
+    out: dict[str, tuple[float, float]] = {}
+    for step in steps:
+        if step == "read":
+            out[step] = _timed(lambda: read_mlxcel(path))
+        elif step == "analysis":
+            loaded = load_input(path)
+            out[step] = _timed(lambda loaded=loaded: analyse(loaded))
+        else:
+            command = commands[step]
+            out[step] = _timed(lambda command=command: subprocess.run(command, check=True, stdout=subprocess.DEVNULL))
+    return out
 
 
 def main() -> None:
@@ -94,13 +109,16 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="also write the (last) file here, outside the checkout")
     parser.add_argument("--moecal", default=str(Path(sys.executable).parent / "moecal"), help="the CLI to time")
     parser.add_argument("--generate-only", action="store_true", help="write --keep and time nothing")
+    parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, of {', '.join(STEPS)}")
     args = parser.parse_args()
     if args.generate_only:
         if not args.keep:
             parser.error("--generate-only needs --keep")
         synthetic_csv(args.rows[-1], args.keep)
         return
-    steps = ("read", "analysis", "crossover")
+    steps = tuple(args.steps.split(","))
+    if set(steps) - set(STEPS):
+        parser.error(f"--steps: unknown {sorted(set(steps) - set(STEPS))}")
     print(f"{'rows':>9} " + " ".join(f"{f'{step} wall/cpu s':>24}" for step in steps))
     for rows in args.rows:
         with tempfile.TemporaryDirectory() as folder:
@@ -108,7 +126,7 @@ def main() -> None:
             synthetic_csv(rows, path)
             if args.keep:
                 args.keep.write_bytes(path.read_bytes())
-            t = time_one(path, args.moecal)
+            t = time_one(path, args.moecal, steps)
         print(f"{rows:>9} " + " ".join(f"{t[step][0]:>15.2f} / {t[step][1]:>6.2f}" for step in steps), flush=True)
 
 

@@ -223,7 +223,13 @@ def test_make_sweep_says_which_config_and_why(tmp_path):
     mlxcel = recipe("BENCH=/opt/bin/mlxcel-bench-decode", f"MODELS={models}")
     assert f"calibrating mlxcel — found benchmark /opt/bin/mlxcel-bench-decode and model folders in {models}" in mlxcel
     assert f"moecal init --models {models} --bench '/opt/bin/mlxcel-bench-decode'" in mlxcel
-    assert "built-in config for this machine — no mlxcel-bench-decode on PATH" in recipe("BENCH=", f"MODELS={models}")
+    assert "built-in config for this machine — no mlxcel-bench-decode on PATH" in recipe("BENCH=")
+    # MODELS named without a benchmark: one line and exit 2, never the CPU preset in its place
+    stopped = subprocess.run(
+        ["make", "-n", "sweep", "BENCH=", f"MODELS={models}"], cwd=REPO, capture_output=True, text=True
+    )
+    assert stopped.returncode == 2 and "moecal sweep" not in stopped.stdout
+    assert f"make sweep: MODELS={models} given but no mlxcel-bench-decode on PATH" in stopped.stderr
     no_models = recipe("BENCH=/opt/bin/b", f"MODELS={tmp_path / 'none'}")
     assert "no model folder with config.json" in no_models and "moecal init" not in no_models
     assert "CONFIG=configs/cpu-smoke.yaml given" in recipe("CONFIG=configs/cpu-smoke.yaml", "BENCH=/opt/bin/b")

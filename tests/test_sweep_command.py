@@ -151,7 +151,9 @@ def test_crashes_and_garbage_become_fail_rows_and_the_sweep_goes_on(tmp_path):
     )
     out = tmp_path / "run"
     done = cli("sweep", config, "--out", out, "--no-report")
-    assert done.returncode == 0, done.stderr
+    # the sweep goes on past every failure, then exits 1 naming the model that never ran (issue 28)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(f"error: {out / 'samples.csv'}: model 'garbage': all 4 runs")
     samples = read_samples(out)
     crashes = samples[samples["model"] == "crashes"]
     assert "fail" in set(crashes["status"]) and "ok" in set(crashes["status"])

@@ -22,13 +22,13 @@ over the probe's default threshold (0.05, mlxcel's own line between rounding and
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
 from harness.errors import InputError
+from harness.json_input import load_json_object
 
 RECORD = "verification.json"
 PARITY_LIMIT = 0.05  # mlxcel's default MLXCEL_FUSED_MOE_PARITY_THRESHOLD
@@ -54,13 +54,32 @@ def read_record(run_dir: Path) -> dict[str, dict]:
     if not path.exists():
         return {}
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(str(path), "", f"not a moecal verification record: {exc}") from None
-    models = record.get("models") if isinstance(record, dict) else None
+        record = load_json_object(path)
+    except InputError as exc:
+        raise InputError(str(path), "", f"not a moecal verification record: {exc.field}: {exc.problem}") from None
+    models = record.get("models")
     if not isinstance(models, dict):
         raise InputError(str(path), "models", "expected an object of model → verification runs")
+    for model, entry in models.items():
+        _check_entry(path, f"models.{model}", entry)
     return models
+
+
+# What classify() and per_model() read of one verification run (harness.measure.dispatch writes more).
+RUN_FIELDS = {"path": str, "status": str, "calls": int, "dffs": list}
+
+
+def _check_entry(path: Path, where: str, entry: object) -> None:
+    """One model's record holds its Dff and one fused and one fallback run with RUN_FIELDS; a record edited or
+    written by something else is refused in one line instead of failing later on a missing key."""
+    if not isinstance(entry, dict) or type(entry.get("dff")) is not int or not isinstance(entry.get("runs"), list):
+        raise InputError(str(path), where, "expected {dff: N, runs: [fused run, fallback run]}")
+    for index, run in enumerate(entry["runs"]):
+        for key, kind in RUN_FIELDS.items():
+            if not isinstance(run, dict) or type(run.get(key)) is not kind:
+                raise InputError(str(path), f"{where}.runs[{index}].{key}", f"missing or not {kind.__name__}")
+    if sorted(run["path"] for run in entry["runs"]) != ["fallback", "fused"]:
+        raise InputError(str(path), f"{where}.runs", "expected one fused and one fallback run")
 
 
 def probe_present(record: Mapping[str, dict], expected_null: Mapping[str, str]) -> bool:

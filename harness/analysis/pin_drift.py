@@ -151,6 +151,8 @@ def first_crossings(dffs: np.ndarray, theta: np.ndarray) -> np.ndarray:
     wins = theta > 0
     out = np.full(theta.shape[0], np.inf)
     out[~wins[:, 0]] = -np.inf
+    if theta.shape[1] < 2:  # one point (two runs sharing one Dff): no segment to cross in
+        return out
     down = wins[:, :-1] & ~wins[:, 1:]
     has = wins[:, 0] & down.any(axis=1)
     i = np.argmax(down, axis=1)[has]

@@ -16,6 +16,7 @@ import contextlib
 import importlib
 import io
 import json
+import os
 import shutil
 import signal
 import sys
@@ -248,23 +249,24 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 class Terminated(BaseException):
-    """SIGTERM or SIGHUP, raised where the program is, like KeyboardInterrupt for Ctrl-C: every `finally` and
-    context manager on the way out runs (the benchmark's process tree is killed, the meta.json segment closed, the
-    run directory's lock released), then `main` exits 128 + the signal number with one line."""
+    """Ctrl-C (SIGINT), SIGTERM or SIGHUP, raised where the program is: every `finally` and context manager on the
+    way out runs (the benchmark's process tree is killed, the meta.json segment closed, the run directory's lock
+    released), then `main` exits 128 + the signal number with one line. Ctrl-C is not left a KeyboardInterrupt:
+    typer turns that into a silent exit 130, and the user would never see `error: interrupted` and how to resume."""
 
     def __init__(self, signum: int):
         super().__init__(signum)
         self.signum = signum
 
 
-TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
 def _signals_as_exceptions() -> Iterator[None]:
-    """While a command runs, SIGTERM and SIGHUP raise Terminated (the first one; later ones are ignored while the
-    cleanup runs). The previous handlers come back afterwards (tests call `main` in-process); off the main thread,
-    where Python cannot set handlers, nothing changes."""
+    """While a command runs, SIGINT, SIGTERM and SIGHUP raise Terminated (the first one; later ones are ignored
+    while the cleanup runs). The previous handlers come back afterwards (tests call `main` in-process); off the main
+    thread, where Python cannot set handlers, nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -283,10 +285,23 @@ def _signals_as_exceptions() -> Iterator[None]:
             signal.signal(signum, old)
 
 
+# Commands that only analyse stored numbers run numpy's BLAS on one thread: their matrix products are small (a few
+# runs per point), and the BLAS worker threads spin on them. `summarize` of a 10^5-row mlxcel CSV took 12.6 s of CPU
+# with OpenBLAS's default threads and 7.2 s with one (scripts/bench_mlxcel_read.py). Measuring commands keep the
+# default: a benchmark they start inherits the environment, and the CPU backend's timings must not change.
+ONE_BLAS_THREAD = frozenset(
+    {"summarize", "crossover", "recommend", "report", "compare", "history", "check", "check-reports"}
+)
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point (the `moecal` script, `python -m harness`; tests pass `argv`). Exits with the command's code."""
     if argv is not None:  # an in-process call (tests): what a sweep records as its command line
         sys.argv = ["moecal", *argv]
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] in ONE_BLAS_THREAD:  # in-process calls: numpy is loaded
+        for variable in BLAS_THREAD_VARIABLES:  # read when numpy loads its BLAS, i.e. inside the command
+            os.environ.setdefault(variable, "1")
     with JSON_STDOUT.around(sys.argv[1:]):
         _run()
 
@@ -318,8 +333,9 @@ def _run() -> None:
         _fail(f"{exc.filename or '(file)'}: {exc.strerror or exc}")
     except UnicodeDecodeError as exc:
         _fail(f"(input): not UTF-8 text ({exc.reason} at byte {exc.start})")
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
+    except KeyboardInterrupt as exc:
+        _fail("; ".join(["interrupted", *getattr(exc, "__notes__", [])]), 130)
     except Terminated as exc:
-        _fail(f"terminated by {signal.Signals(exc.signum).name}", 128 + exc.signum)
+        reason = "interrupted" if exc.signum == signal.SIGINT else f"terminated by {signal.Signals(exc.signum).name}"
+        _fail("; ".join([reason, *getattr(exc, "__notes__", [])]), 128 + exc.signum)
     sys.exit(code if isinstance(code, int) else 0)

@@ -20,6 +20,7 @@ from harness.cli.analysis_options import (
     RunsArg,
     build_options,
 )
+from harness.json_output import json_text
 from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
@@ -106,7 +107,7 @@ def crossover(
     input_path = input_paths[0]
     analysis = analyse_path(input_path, options)
     if as_json:
-        typer.echo(json.dumps(analysis.as_json(), indent=1))
+        typer.echo(json_text(analysis.as_json()))
         return
     console = Console()
     if ctx.info_name != "recommend":

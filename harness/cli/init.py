@@ -107,6 +107,18 @@ def write_config(config: dict[str, object], skipped: list[Skipped], models_dir: 
     return out
 
 
+def _check_bench_runs(bench: str) -> None:
+    """The benchmark starts and answers `--help` within seconds: a config naming a program that is not there (or
+    hangs) would otherwise only fail at `moecal sweep`."""
+    import os
+
+    from harness.measure.proc import ask_help
+
+    answer = ask_help(shlex.split(bench), os.environ)
+    if not answer.answered:
+        raise InputError("--bench", bench, f"{answer.unusable()} (install it, put it on PATH, or give its path)")
+
+
 def init(
     models: Annotated[Path, typer.Option(help="folder of model folders (each with config.json)")] = Path("models"),
     bench: Annotated[str, typer.Option(help="the decode benchmark, with leading arguments")] = "mlxcel-bench-decode",
@@ -137,6 +149,7 @@ def init(
     if not found:
         reasons = "; ".join(f"{s.name}: {s.reason}" for s in skipped) or "the folder is empty"
         raise InputError(str(models), "--models", f"no MoE model folder found ({reasons})")
+    _check_bench_runs(bench)
     config = init_config(found, skipped, bench, backend, name, probe, parity_regex, tokens, rounds, dispatch_check)
     path = write_config(config, skipped, models, out)
     for model in config["models"]:

@@ -5,7 +5,6 @@ another file."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +20,7 @@ from harness.cli.analysis_options import (
     build_options,
 )
 from harness.errors import InputError
+from harness.json_output import json_text
 from harness.thresholds import CONFIDENCE, MARGIN
 
 
@@ -51,7 +51,7 @@ def summarize(
     analysis = analyse(loaded, options)
     console = Console(stderr=as_json)  # with --json, stdout holds the one JSON object and nothing else
     if as_json:
-        typer.echo(json.dumps({"points": analysis.as_json()["points"], **options.settings()}, indent=1))
+        typer.echo(json_text({"points": analysis.as_json()["points"], **options.settings()}))
     else:
         print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, confidence)
     if out is None and input_path.is_dir():

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +23,8 @@ from harness.errors import InputError
 from harness.measure import noise_check
 
 if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
+    import pandas as pd
+
     from harness.measure.sweep_setup import Sweep
 
 
@@ -146,6 +151,9 @@ def sweep(
     from harness.measure import sweep_loop as sweeps
     from harness.measure import sweep_setup
 
+    if config is None and resume:  # --resume DIR: the run's own config, never this machine's preset
+        config = _recorded_config(Path(resume))
+        console.print(f"config: {config} (recorded in {Path(resume) / 'meta.json'})")
     if config is None:
         try:
             config = sweep_setup.default_config()
@@ -178,7 +186,7 @@ def sweep(
         console.print(f"run directory: {plan.run_dir}  (0 runs to do)")
         _finish(plan, written=0, report=report, report_dir=report_dir, as_json=as_json)
         return
-    with sweeps.writing(plan):  # held through the summary and the addendum: they are this run's files too
+    with sweeps.writing(plan), _resume_hint(plan.run_dir):  # the lock is held through the summary and addendum
         console.print(f"run directory: {plan.run_dir}  ({todo} runs to do)")
         busy = noise_check.advice(noise_check.findings())
         if busy:
@@ -218,6 +226,64 @@ def _until_decided_options(plan: Sweep, on: bool, max_rounds: int | None, budget
     if measure.until_decided and plan.config.knobs:  # the allocation looks at one setting's points (config/schema.py)
         raise InputError("--until-decided", "", "cannot be combined with knobs: a knob sweep runs fixed rounds")
     plan.config = plan.config.model_copy(update={"measure": measure})
+
+
+def _recorded_config(run_dir: Path) -> Path:
+    """The config a run was started with (meta.json's `config_path`), for `--resume DIR` without CONFIG."""
+    from harness.runs.rundir import RunDirectory
+
+    run = RunDirectory(run_dir)
+    if not run.is_run():
+        raise InputError(str(run_dir), "--resume", "not a run directory (no samples.csv or meta.json)")
+    recorded = run.read_meta().get("config_path")
+    if not isinstance(recorded, str) or not recorded:
+        raise InputError(
+            str(run.meta_path), "config_path", "not recorded: give the config, `moecal sweep CONFIG --resume DIR`"
+        )
+    if not Path(recorded).is_file():
+        raise InputError(
+            str(run.meta_path),
+            "config_path",
+            f"{recorded} no longer exists: give the config, `moecal sweep CONFIG --resume DIR`",
+        )
+    return Path(recorded)
+
+
+def resume_command(argv: list[str], run_dir: Path) -> str:
+    """The command line that continues this sweep: the same words, with `--out X` and any `--resume [DIR]`
+    replaced by `--resume RUN_DIR` (a bare --resume takes no value: the word after it is kept unless it is a
+    folder)."""
+    words: list[str] = []
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        index += 1
+        if word == "--out":
+            index += 1
+        elif word == "--resume":
+            if index < len(argv) and not argv[index].startswith("-") and Path(argv[index]).is_dir():
+                index += 1
+        elif not word.startswith(("--out=", "--resume=")):
+            words.append(word)
+    return shlex.join(["moecal", *words, "--resume", str(run_dir)])
+
+
+@contextlib.contextmanager
+def _resume_hint(run_dir: Path) -> Iterator[None]:
+    """Ctrl-C (or SIGTERM/SIGHUP) while measuring: the error line ends with the exact command that resumes (or,
+    before the first row, the command that starts again)."""
+    from harness.cli.app import Terminated
+
+    try:
+        yield
+    except (KeyboardInterrupt, Terminated) as exc:
+        from harness.runs.rundir import RunDirectory
+
+        if RunDirectory(run_dir).is_run():
+            exc.add_note(f"resume with: {resume_command(sys.argv[1:], run_dir)}")
+        else:
+            exc.add_note(f"nothing was recorded yet; start again with: {shlex.join(['moecal', *sys.argv[1:]])}")
+        raise
 
 
 def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
@@ -269,7 +335,28 @@ def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as
         if knobs:
             console.print(f"knobs:    {knobs[0]}\nknobs plot: {knobs[1]}")
             result.update(knobs=str(knobs[0]), knobs_plot=str(knobs[1]))
+    failed = every_run_failed(run.read_samples())
+    if failed:
+        result["error"] = failed
     _emit(result, as_json)
+    if failed:  # the others were reported; this model has no result at all, so the sweep did not do its job
+        print(f"error: {run.samples}: {failed}", file=sys.stderr)
+        raise typer.Exit(1)
+
+
+def every_run_failed(samples: pd.DataFrame) -> str:
+    """'' when every model has an ok run or none failed; else one line naming the first model whose every run
+    failed, with its first error (skips, e.g. expect_null models, are not failures)."""
+    names = []
+    for model, rows in samples.groupby("model", sort=False):
+        if not (rows["status"] == "ok").any() and (rows["status"] == "fail").any():
+            names.append(str(model))
+    if not names:
+        return ""
+    rows = samples[(samples["model"] == names[0]) & (samples["status"] == "fail")]
+    others = f" (every run of {', '.join(map(repr, names[1:]))} failed too)" if names[1:] else ""
+    line = f"model {names[0]!r}: all {len(rows)} runs failed{others}; first error: {rows['error'].iloc[0]}"
+    return " ".join(line.split())[:600]
 
 
 def _physics(plan: Sweep) -> dict[str, object]:

@@ -19,6 +19,9 @@ if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/t
     from harness.config.synth_checkpoints import Plan
 
 
+MIN_SHARD_GB, MAX_SHARD_GB = 1e-6, 1 << 20  # a shard above a PiB is no limit; inf and NaN are no size
+
+
 def parse_dffs(text: str) -> list[int]:
     """'7168,9216' → [7168, 9216]; anything but positive integers is an InputError naming --dff."""
     try:
@@ -59,7 +62,7 @@ def synth_command(
     dtype: Annotated[
         str, typer.Option(help="float dtype of non-quantized tensors: source|float32|float16|bfloat16")
     ] = "source",
-    shard_gb: Annotated[float, typer.Option("--shard-gb", min=1e-6, help="safetensors shard size limit (GiB)")] = 2.0,
+    shard_gb: Annotated[float, typer.Option("--shard-gb", help="safetensors shard size limit (GiB)")] = 2.0,
     allow_declined: Annotated[
         bool, typer.Option("--allow-declined", help="write a Dff the fused kernel would decline")
     ] = False,
@@ -68,6 +71,8 @@ def synth_command(
     """Write synthetic checkpoints of MODEL_DIR's family at other expert sizes (random weights, MLX format)."""
     from harness.config import synth_checkpoints as synth
 
+    if not MIN_SHARD_GB <= shard_gb <= MAX_SHARD_GB:  # also NaN; inf would end in an OverflowError
+        raise InputError("--shard-gb", str(shard_gb), f"expected a size in GiB from {MIN_SHARD_GB:g} to {MAX_SHARD_GB}")
     shard = int(shard_gb * (1 << 30))
     requests = [synth.Request(like, d, layers, experts, top_k, seed, dtype, allow_declined) for d in parse_dffs(dff)]
     plans = [synth.plan(r, shard) for r in requests]
@@ -78,6 +83,12 @@ def synth_command(
         f"total disk {synth.gib(sum(p.disk_bytes for p in plans))} ({synth.gib(disk)} free under {out}); "
         f"memory ≈ {synth.gib(max(p.memory_bytes for p in plans))} ({synth.gib(memory)} available)"
     )
+    stale, kept = synth.leftover_partials(out, remove=not dry_run)
+    for folder in stale:
+        done = "would remove" if dry_run else "removed"
+        typer.echo(f"{done} {folder.name}: a synth that was stopped before it finished left it")
+    for folder in kept:
+        typer.echo(f"kept {folder.name}: its synth process is still running")
     synth.check_fits(plans, out)
     if dry_run:
         return

@@ -11,14 +11,11 @@ mlx-lm writes) or `quantization_config` (Hugging Face; mlx-lm writes both), incl
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.config.schema import MAX_NESTING
 from harness.errors import InputError
+from harness.json_input import load_json_object
 
 
 @dataclass(frozen=True)
@@ -92,50 +89,6 @@ class Skipped:
     reason: str
 
 
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text} is out of range")
-    return value
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
-def _load_json(path: Path) -> dict:
-    """config.json as a dict: finite numbers only (NaN, Infinity, 1e400 refused), nested at most MAX_NESTING deep."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(str(path), "(file)", f"cannot read: {exc.strerror or exc}") from None
-    depth = _nesting(text)
-    if depth > MAX_NESTING:
-        raise InputError(str(path), "(file)", f"nested {depth} levels deep (at most {MAX_NESTING})")
-    try:
-        data = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"line {exc.lineno}", f"invalid JSON: {exc.msg}") from None
-    except ValueError as exc:
-        raise InputError(str(path), "(file)", f"invalid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise InputError(str(path), "(top level)", "expected a JSON object")
-    return data
-
-
-def _nesting(text: str) -> int:
-    """The deepest nesting of `[` and `{` outside strings, counted before parsing (json's parser recurses)."""
-    without_strings = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
-    depth = deepest = 0
-    for char in without_strings:
-        if char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
-
-
 def _int(config: dict, key: str, source: Path, prefix: str, required: bool = True) -> int | None:
     """A positive integer field; anything else is an InputError naming the file and the key."""
     value = config.get(key)
@@ -194,7 +147,7 @@ def read_model(folder: Path) -> DiscoveredModel | Skipped:
     source = folder / "config.json"
     if not source.is_file():
         return Skipped(folder.name, folder, "no config.json")
-    config = _load_json(source)
+    config = load_json_object(source)
     family = str(config.get("model_type") or "")
     text = config.get("text_config")
     config_text, prefix = config, ""
@@ -242,8 +195,8 @@ def read_synth_sidecar(folder: Path) -> dict | None:
     the rest of reading a model folder, so harness.config.synth_checkpoints builds on this module and not the other way
     round."""
     try:
-        data = json.loads((Path(folder) / SYNTH_SIDECAR).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = load_json_object(Path(folder) / SYNTH_SIDECAR)
+    except InputError:
         return None
     return data if isinstance(data, dict) and data.get("moecal_synthetic") else None
 

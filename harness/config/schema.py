@@ -24,6 +24,7 @@ from harness.config import knobs as launch_knobs
 from harness.config.backend_specs import BACKEND_NAMES, backend_spec
 from harness.config.duration import parse_duration
 from harness.errors import InputError
+from harness.json_input import MAX_NESTING
 from harness.thresholds import MAX_CAP
 
 DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
@@ -31,7 +32,8 @@ DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
 PARITY_CHECK_ENV = "MLXCEL_FUSED_MOE_PARITY_CHECK"
 PARITY_THRESHOLD_ENV = "MLXCEL_FUSED_MOE_PARITY_THRESHOLD"
 MAX_DIM = 1 << 20  # Dff and every shape field: far above any model, low enough that sizes derived from it stay sane
-MAX_NESTING = 64  # YAML and JSON inputs: deeper is no config, and would exhaust the parser's recursion
+# `{dff:>999999999}` would build a gigabyte argument per run; no benchmark flag needs a field padded wider than this
+MAX_FORMAT_WIDTH = 64
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # what a shell accepts as a variable name (no "=", no NUL)
 
 
@@ -445,11 +447,21 @@ def _nul_path(data: object, loc: tuple) -> tuple | None:
 def _check_placeholders(command: list[str], model: ModelEntry, index: int) -> None:
     known = model.placeholders()
     for arg in command:
-        for _, field_name, _, _ in string.Formatter().parse(arg):
+        for _, field_name, spec, _ in string.Formatter().parse(arg):
             if field_name and field_name not in known:
                 raise _FieldError(
                     ("models", index), f"command uses {{{field_name}}} but this model has no {field_name!r} field"
                 )
+            if spec and ("{" in spec or any(int(n) > MAX_FORMAT_WIDTH for n in re.findall(r"\d+", spec))):
+                raise _FieldError(
+                    ("models", index),
+                    f"{{{field_name}:{spec}}}: a format spec may pad to at most {MAX_FORMAT_WIDTH} characters "
+                    "and hold no placeholder",
+                )
+        try:
+            arg.format_map(known)  # bounded now; `{name:d}` fails here, not in the middle of the sweep
+        except (ValueError, TypeError) as exc:
+            raise _FieldError(("models", index), f"{arg!r}: {exc}") from None
 
 
 def field_path(loc: tuple) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import math
@@ -35,12 +36,13 @@ from pathlib import Path
 from harness import __version__
 from harness.config.discover import FAMILIES, SYNTH_SIDECAR, DiscoveredModel, read_model, read_synth_sidecar
 from harness.config.eligibility import predict_null
-from harness.config.synth_layouts import LAYOUTS, TensorSpec
+from harness.config.synth_layouts import LAYOUTS, TensorSpec, count
 from harness.errors import InputError
 
 SIDECAR = SYNTH_SIDECAR
 FORMAT = 1  # bump when the written bytes for the same request change (invalidates cached checkpoints)
 DEFAULT_SHARD_BYTES = 2 << 30
+PARTIAL = ".partial-"  # staging folders are `.<name>.partial-<pid>` until renamed into place
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".npz", ".index.json")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 # per-layer lists in config.json that must shrink with num_hidden_layers (lfm2: layer_types; qwen: mlp_only_layers)
@@ -94,7 +96,7 @@ def source_model(request: Request) -> tuple[DiscoveredModel, dict]:
 
 
 def _shrink_layers(config: dict, layers: int, request: Request) -> None:
-    source_layers = int(config["num_hidden_layers"])
+    source_layers = count(config, "num_hidden_layers")
     if layers > source_layers:
         raise _fail(request, "--layers", f"{layers} exceeds the source's num_hidden_layers ({source_layers})")
     config["num_hidden_layers"] = layers
@@ -211,8 +213,14 @@ def plan(request: Request, shard_bytes: int = DEFAULT_SHARD_BYTES) -> Plan:
         raise _fail(
             request, "--top-k", f"{config[keys.top_k]} exceeds the number of experts ({config[keys.n_experts]})"
         )
-    if request.layers is not None:
-        _shrink_layers(config, request.layers, request)
+    try:
+        if request.layers is not None:
+            _shrink_layers(config, request.layers, request)
+        specs = LAYOUTS[source.family](config)
+    except InputError as exc:
+        if exc.source != "config.json":
+            raise
+        raise InputError(str(request.like / exc.source), exc.field, exc.problem) from None  # name the folder
     dtype = _storage_dtype(request, config)
     config["torch_dtype"] = dtype
     shaped = dataclasses.replace(
@@ -226,7 +234,6 @@ def plan(request: Request, shard_bytes: int = DEFAULT_SHARD_BYTES) -> Plan:
             f"{request.dff}: mlxcel's fused kernel would decline this checkpoint ({declined}); "
             "--allow-declined writes it anyway",
         )
-    specs = LAYOUTS[source.family](config)
     if not any(t.kind == "expert" for t in specs):
         raise _fail(request, "--layers", "no MoE layer is left in the first layers: give a larger --layers")
     source_spec = config.get("quantization") or config.get("quantization_config")
@@ -334,7 +341,10 @@ class _ShardWriter:
         if not self.pending:
             return
         path = self.folder / f"shard-{len(self.shards):05d}.part.safetensors"
-        mx.save_safetensors(str(path), self.pending, metadata={"format": "mlx"})
+        try:
+            mx.save_safetensors(str(path), self.pending, metadata={"format": "mlx"})
+        except RuntimeError as exc:  # MLX reports a short write (disk full, file-size limit) as a RuntimeError
+            raise OSError(errno.EIO, f"{exc} (disk full or a file-size limit?)", str(path)) from None
         self.shards.append((path, list(self.pending), self.pending_bytes))
         self.pending, self.pending_bytes = {}, 0
 
@@ -373,7 +383,7 @@ def write(
             return target
         raise InputError(str(target), "--out", "exists and is not this synthetic checkpoint: choose another --out")
     out_dir.mkdir(parents=True, exist_ok=True)
-    staging = out_dir / f".{plan_.name}.partial-{os.getpid()}"
+    staging = out_dir / f".{plan_.name}{PARTIAL}{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
@@ -390,10 +400,34 @@ def write(
             shutil.copy2(path, staging / path.name)
         (staging / SIDECAR).write_text(json.dumps(plan_.sidecar, indent=2) + "\n", encoding="utf-8")
         os.replace(staging, target)
+    except OSError as exc:  # the error names the checkpoint asked for, not the staging folder
+        raise OSError(exc.errno, f"not written, nothing kept: {exc.strerror or exc}", str(target)) from None
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(staging)
     return target
+
+
+def leftover_partials(out_dir: Path, remove: bool = True) -> tuple[list[Path], list[Path]]:
+    """(stale, kept): the staging folders of earlier synth runs in `out_dir`. One whose process is gone (killed,
+    crashed, the machine rebooted) is stale, and removed when `remove`; one whose pid is running is kept (another
+    synth may be writing it)."""
+    removed, kept = [], []
+    for folder in sorted(out_dir.glob(f".*{PARTIAL}*")) if out_dir.is_dir() else []:
+        pid = folder.name.rpartition(PARTIAL)[2]
+        if not pid.isdigit() or not folder.is_dir() or folder.is_symlink():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            if remove:
+                shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+            continue
+        except OSError:  # a process of another user holds the pid: running
+            pass
+        kept.append(folder)
+    return removed, kept
 
 
 def free_bytes(folder: Path) -> tuple[int, int]:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from harness.errors import InputError
+
 # linear/embed: a float matrix that is quantized when the source quantizes it; expert: stacked expert projections;
 # norm: ones; bias: zeros-mean small values; conv: a depthwise conv kernel; router_bias: float32 zeros (lfm2).
 Kind = Literal["linear", "embed", "expert", "norm", "bias", "conv", "router_bias"]
@@ -74,8 +76,29 @@ def _experts(prefix: str, experts: int, dim: int, dff: int) -> list[TensorSpec]:
     ]
 
 
+# The most decoder layers a layout is built for: released MoE decoders have at most ~100, and a plan builds ~20 tensor
+# specs per layer before the disk check, so 10^7 layers would take gigabytes of memory just to be refused.
+MAX_LAYERS = 4096
+
+
+def count(config: dict, key: str, default: int | None = None) -> int:
+    """A positive integer layout key of config.json (`default` when absent or null). Anything else is an InputError
+    naming `config.json` and the key (the caller names the folder): a missing or fractional head count would
+    otherwise surface as a KeyError, a zero one as a division by zero."""
+    value = config.get(key)
+    if value is None:
+        if default is None:
+            raise InputError("config.json", key, "required for this family's layout but missing")
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not float(value).is_integer() or value <= 0:
+        raise InputError("config.json", key, f"expected a positive integer, got {value!r}")
+    if key == "num_hidden_layers" and value > MAX_LAYERS:
+        raise InputError("config.json", key, f"{int(value)} layers: at most {MAX_LAYERS} (use --layers to cut it)")
+    return int(value)
+
+
 def _ints(config: dict, *keys: str) -> list[int]:
-    return [int(config[k]) for k in keys]
+    return [count(config, k) for k in keys]
 
 
 def _is_sparse(config: dict, layer: int) -> bool:
@@ -92,8 +115,8 @@ def decoder_layout(style: DecoderStyle, n_experts_key: str, dff_key: str) -> Cal
         dim, heads, layers, vocab, experts, dff = _ints(
             config, "hidden_size", "num_attention_heads", "num_hidden_layers", "vocab_size", n_experts_key, dff_key
         )
-        kv_heads = int(config.get("num_key_value_heads") or heads)
-        head_dim = int(config.get("head_dim") or dim // heads)
+        kv_heads = count(config, "num_key_value_heads", heads)
+        head_dim = count(config, "head_dim", dim // heads or 1)
         qkv_bias, o_bias = style.qkv_bias, style.o_bias
         if style.attention_bias_key:
             qkv_bias = o_bias = bool(config.get("attention_bias", False))
@@ -112,12 +135,12 @@ def decoder_layout(style: DecoderStyle, n_experts_key: str, dff_key: str) -> Cal
             specs += _norm(f"{p}.post_attention_layernorm", dim, style.layer_norm)
             block = f"{p}.{style.moe}"
             if style.moe == "mlp" and not _is_sparse(config, i):
-                specs += _glu(block, dim, int(config["intermediate_size"]))
+                specs += _glu(block, dim, count(config, "intermediate_size"))
                 continue
             specs += _linear(f"{block}.gate", experts, dim)
             specs += _experts(block, experts, dim, dff)
             if style.shared_expert:
-                specs += _glu(f"{block}.shared_expert", dim, int(config["shared_expert_intermediate_size"]))
+                specs += _glu(f"{block}.shared_expert", dim, count(config, "shared_expert_intermediate_size"))
                 specs += _linear(f"{block}.shared_expert_gate", 1, dim)
         specs += _norm("model.norm", dim, style.layer_norm)
         tied = bool(config.get("tie_word_embeddings", style.tied_default)) and not style.always_untied
@@ -134,8 +157,8 @@ def lfm2_moe_layout(config: dict) -> list[TensorSpec]:
     dim, heads, layers, vocab, experts, dff = _ints(
         config, "hidden_size", "num_attention_heads", "num_hidden_layers", "vocab_size", "num_experts"
     ) + _ints(config, "moe_intermediate_size")
-    kv_heads = int(config.get("num_key_value_heads") or heads)
-    head_dim = dim // heads
+    kv_heads = count(config, "num_key_value_heads", heads)
+    head_dim = dim // heads or 1
     attention = set(config.get("full_attn_idxs") or [])
     attention |= {i for i, t in enumerate(config.get("layer_types") or []) if t == "full_attention"}
     conv_bias = bool(config.get("conv_bias", False))
@@ -149,14 +172,14 @@ def lfm2_moe_layout(config: dict) -> list[TensorSpec]:
             specs += _linear(f"{p}.self_attn.v_proj", kv_heads * head_dim, dim)
             specs += _linear(f"{p}.self_attn.out_proj", dim, heads * head_dim)
         else:
-            specs.append(TensorSpec(f"{p}.conv.conv", "weight", (dim, int(config["conv_L_cache"]), 1), "conv"))
+            specs.append(TensorSpec(f"{p}.conv.conv", "weight", (dim, count(config, "conv_L_cache"), 1), "conv"))
             if conv_bias:
                 specs.append(TensorSpec(f"{p}.conv.conv", "bias", (dim,), "bias"))
             specs += _linear(f"{p}.conv.in_proj", 3 * dim, dim, conv_bias)
             specs += _linear(f"{p}.conv.out_proj", dim, dim, conv_bias)
         block = f"{p}.feed_forward"
         if i < int(config.get("num_dense_layers") or 0):
-            specs += _glu(block, dim, int(config["intermediate_size"]))
+            specs += _glu(block, dim, count(config, "intermediate_size"))
         else:
             specs += _linear(f"{block}.gate", experts, dim)
             specs += _experts(block, experts, dim, dff)

@@ -37,6 +37,10 @@ from harness.runs.rundir import RunDirectory, RunLock, SampleWriter, mixed_setti
 
 # Ray's own resources: a hardware class needs a custom label, or every machine would match.
 BUILTIN_RESOURCES = {"CPU", "GPU", "TPU", "memory", "object_store_memory"}
+# Bounds a fleet file is held to before Ray sees it: each worker is an actor with its own process and a copy of the
+# sweep, so 10^9 workers would exhaust the driver long before Ray refused them; a hardware class is counted in units.
+MAX_WORKERS = 1024
+MAX_AMOUNT = 1e6
 LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
@@ -45,7 +49,7 @@ class FleetEntry(BaseModel):
 
     config: str = Field(min_length=1, description="sweep config, relative to the fleet file")
     where: dict[str, float] = Field(min_length=1, description="Ray custom resources naming a hardware class")
-    workers: int = Field(1, ge=1, description="workers of this class (each takes `where` once)")
+    workers: int = Field(1, ge=1, le=MAX_WORKERS, description="workers of this class (each takes `where` once)")
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]+$", description="run directory name")
 
     @field_validator("where")
@@ -56,8 +60,8 @@ class FleetEntry(BaseModel):
                 raise ValueError(f"{label!r} is one of Ray's own resources; name the class, e.g. hw_gb10: 1")
             if not LABEL.match(label):
                 raise ValueError(f"{label!r} is not a resource label (letters, digits, _ . -)")
-            if not amount > 0:
-                raise ValueError(f"{label}: amount must be > 0, got {amount}")
+            if not 0 < amount <= MAX_AMOUNT:  # also NaN and .inf, which Ray cannot schedule
+                raise ValueError(f"{label}: amount must be > 0 and at most {MAX_AMOUNT:g}, got {amount}")
         return value
 
 

@@ -9,13 +9,16 @@ code and output (a lingering descendant does not make it "timed out").
 Afterwards every process that belongs to the run is killed: its process group and session (the benchmark runs in
 a session of its own), every descendant seen while it ran (the tree is sampled from /proc, so a grandchild that
 left the group or session is still known, matched by its start time so a reused pid is never hit), and every
-process still holding the run's output pipes. Without /proc (macOS) only the process group is killed; the deadline
-holds there too, because reading stops at it.
+process still holding the run's output pipes, and every process that carries the run's token in its environment
+(RUN_TOKEN_ENV, set when the benchmark starts and inherited from the first instant): a daemon that double-forks,
+leaves the session and closes its output within one sampling interval is known by nothing else. Without /proc
+(macOS) only the process group is killed; the deadline holds there too, because reading stops at it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import select
 import signal
@@ -30,6 +33,10 @@ TRACK_S = 0.2  # how often the process tree is sampled (a descendant living long
 DRAIN_S = 0.5  # after the main child exits: how long to keep reading what is left in the pipes
 WAIT_S = 5.0  # the longest wait for the killed main child to be reaped
 PROC = Path("/proc")
+RUN_TOKEN_ENV = "MOECAL_RUN_TOKEN"  # unique per run: marks every process the benchmark starts, however detached
+
+
+_RUNS = itertools.count()
 
 
 @dataclass
@@ -96,6 +103,22 @@ def descendants(roots: set[int], table: Mapping[int, _Stat]) -> set[int]:
     return found
 
 
+def _token_holders(token: str) -> set[int]:
+    """Processes (other than this one) whose environment holds RUN_TOKEN_ENV=token."""
+    marker = f"\0{RUN_TOKEN_ENV}={token}\0".encode()
+    holders = set()
+    for pid in process_table():
+        if pid == os.getpid():
+            continue
+        try:
+            environ = (PROC / str(pid) / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in b"\0" + environ + b"\0":
+            holders.add(pid)
+    return holders
+
+
 def _pipe_holders(inodes: set[int]) -> set[int]:
     """Processes (other than this one) with an open descriptor on one of the pipes `inodes`."""
     wanted = {f"pipe:[{inode}]" for inode in inodes}
@@ -118,8 +141,8 @@ def _pipe_holders(inodes: set[int]) -> set[int]:
 class _Tree:
     """The processes of one run seen so far (pid → start time), to kill them all at the end."""
 
-    def __init__(self, root: int):
-        self.root = root
+    def __init__(self, root: int, token: str):
+        self.root, self.token = root, token
         self.known: dict[int, int] = {}
         self.sampled = 0.0
 
@@ -138,6 +161,7 @@ class _Tree:
         table = process_table()
         victims = {pid for pid, start in self.known.items() if pid in table and table[pid].start == start}
         victims |= _pipe_holders(pipe_inodes) if pipe_inodes and table else set()
+        victims |= _token_holders(self.token) if table else set()
         victims.discard(os.getpid())
         for pid in victims:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -190,16 +214,17 @@ def run_with_deadline(
     (KeyboardInterrupt, a signal turned into an exception). Raises OSError when the program cannot be started."""
     started = time.monotonic()
     deadline = started + timeout_s
+    token = f"{os.getpid()}-{next(_RUNS)}-{time.time_ns()}"
     proc = subprocess.Popen(
         list(argv),
-        env=dict(env),
+        env={**env, RUN_TOKEN_ENV: token},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     )
     pipes = _Pipes(proc)
-    tree = _Tree(proc.pid)
+    tree = _Tree(proc.pid, token)
 
     def exited() -> bool:
         if time.monotonic() - tree.sampled >= TRACK_S:
@@ -219,3 +244,43 @@ def run_with_deadline(
             proc.wait(WAIT_S)
     stdout, stderr = pipes.text()
     return Finished(returncode, stdout, stderr, seconds)
+
+
+HELP_TIMEOUT_S = 5.0  # a benchmark answers `--help` at once (clap, argparse); one that does not is not waited for
+
+
+@dataclass
+class HelpAnswer:
+    """What `argv --help` did within HELP_TIMEOUT_S: `finished` None when the program could not be started."""
+
+    argv: tuple[str, ...]
+    finished: Finished | None
+    start_error: str = ""
+    timeout_s: float = HELP_TIMEOUT_S
+
+    @property
+    def answered(self) -> bool:
+        """It exited by itself within the bound (whatever its exit code)."""
+        return self.finished is not None and not self.finished.timed_out
+
+    def unusable(self) -> str:
+        """Why this command line cannot be used as a benchmark ('' when it answered): the sweep says so in one line
+        instead of waiting a run's whole timeout for every command line."""
+        if self.finished is None:
+            return f"cannot be started: {self.start_error}"
+        if self.finished.timed_out:
+            return (
+                f"did not answer `--help` within {self.timeout_s:g} s (a benchmark prints its usage and exits): "
+                "not usable as a benchmark command"
+            )
+        return ""
+
+
+def ask_help(argv: Sequence[str], env: Mapping[str, str], timeout_s: float = HELP_TIMEOUT_S) -> HelpAnswer:
+    """`argv --help` under a short deadline, its whole process tree ended afterwards (run_with_deadline): costs at
+    most about `timeout_s` whatever the program does (sleeps, starts measuring, forks a daemon)."""
+    try:
+        finished = run_with_deadline([*argv, "--help"], env, timeout_s, drain_s=min(DRAIN_S, timeout_s / 10))
+    except OSError as exc:
+        return HelpAnswer(tuple(argv), None, exc.strerror or str(exc), timeout_s)
+    return HelpAnswer(tuple(argv), finished, "", timeout_s)

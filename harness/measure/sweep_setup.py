@@ -23,6 +23,7 @@ from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, SweepC
 from harness.config.synth_sweep import with_synthetic_models
 from harness.errors import BackendUnavailable, InputError
 from harness.measure.backends import detect, resolve_name
+from harness.measure.model_folders import check_model_folders
 from harness.measure.protocol import Point, SweepPlan, Workload, pending_runs
 from harness.measure.workloads import build_workload, workload_kind
 from harness.runs import provenance
@@ -109,6 +110,7 @@ def prepare(
         workload = build_workload(config, source, backend_name, plan_only)
     except BackendUnavailable as exc:
         raise InputError(source, "backend", str(exc)) from None
+    check_model_folders(config, source)
     workload.preflight()
     points = workload.points()
     if only:

@@ -35,6 +35,7 @@ from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path
 from harness.analysis.regression import join_points
 from harness.analysis.stats import DECIDED as DECIDED_VERDICTS
 from harness.errors import InputError
+from harness.json_input import load_json_object
 from harness.output.addendum_heading import (
     BUILT_IN,
     context,
@@ -670,8 +671,8 @@ def read_sidecar(md_path: Path) -> dict[str, object] | None:
     path = sidecar_path(md_path)
     if not md_path.name.endswith("-dff-crossover.md") or not path.is_file():
         return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return data if isinstance(data, dict) and "moecal_report" in data else None
+    data = load_json_object(path)  # nested too deep, not JSON, not UTF-8: an InputError naming the file
+    return data if "moecal_report" in data else None
 
 
 def _refuse_overwrite(md_path: Path, raw_data: str) -> None:
@@ -681,7 +682,7 @@ def _refuse_overwrite(md_path: Path, raw_data: str) -> None:
     refuse_stored(md_path, "write the report somewhere else (--out / --report-dir)")
     try:
         other = (read_sidecar(md_path) or {}).get("raw_data")
-    except (OSError, UnicodeDecodeError, ValueError):
+    except InputError:
         other = None
     if other != raw_data:
         raise InputError(str(md_path), "", f"holds the addendum of {other or 'something else'}, not {raw_data}")
@@ -697,8 +698,8 @@ def verify_report(md_path: Path, trees: Sequence[Path] = ()) -> list[str] | None
     text = md_path.read_text(encoding="utf-8")
     try:
         stored = read_sidecar(md_path)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return [f"unreadable sidecar {sidecar_path(md_path).name}: {exc}"]
+    except InputError as exc:
+        return [f"unreadable sidecar {sidecar_path(md_path).name}: {exc.field}: {exc.problem}"]
     if stored is None:
         if text.startswith(OLD_BLOCK_START):
             return ["an addendum of the old format (its record inside the text): regenerate it with `moecal report`"]

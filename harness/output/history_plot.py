@@ -13,6 +13,7 @@ from pathlib import Path
 from harness.analysis.decision import format_ci
 from harness.analysis.pipeline import Analysis
 from harness.output.addendum_heading import UNDATED, report_date
+from harness.output.markdown_text import plot_label
 
 
 def history_rows(runs: list[tuple[str, Analysis]]) -> list[dict[str, object]]:
@@ -95,7 +96,9 @@ def draw_history(rows: list[dict[str, object]]):  # -> matplotlib.figure.Figure
     ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.set_xticks(range(len(rows)))
     labels = [  # the date on one line, the pin below it
-        "\n".join([r["date"] or "", textwrap.fill(r["library_pin"], 18)]).strip() if r["library_pin"] else r["label"]
+        "\n".join([r["date"] or "", textwrap.fill(plot_label(r["library_pin"]), 18)]).strip()
+        if r["library_pin"]
+        else plot_label(r["label"])
         for r in rows
     ]
     ax.set_xticklabels(labels, rotation=20 if len(rows) > 4 else 0, ha="right" if len(rows) > 4 else "center",

@@ -19,6 +19,7 @@ from pathlib import Path
 from harness.analysis.backend_defaults import MLXCEL_CONSTANTS, MLXCEL_DEFAULT_CAPS
 from harness.config.backend_specs import mlxcel_caps
 from harness.errors import InputError
+from harness.thresholds import MAX_CAP
 
 SWITCH_LAYERS = "src/models/switch_layers.rs"
 MLX_CMAKE = "src/lib/mlx-cpp/CMakeLists.txt"
@@ -63,6 +64,10 @@ def known_defaults() -> MlxcelSource:
 
 
 def _read(path: Path) -> str:
+    """A source file's text; anything but a regular file (a FIFO would block the read forever, a device never end
+    it) is refused."""
+    if path.exists() and not path.is_file():
+        raise InputError(str(path), "--mlxcel-src", "not a regular file")
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -82,7 +87,10 @@ def read_source(root: str | Path) -> MlxcelSource:
             raise InputError(
                 str(switch), name, f"expected one `const {name}: i32 = N;` declaration, found {len(found)}"
             )
-        caps[backend] = int(found[0][1])
+        digits = found[0][1]
+        if len(digits) > len(str(MAX_CAP)):  # int() of 5000 digits raises; no i32 cap is that long anyway
+            raise InputError(str(switch), name, f"{digits[:12]}… ({len(digits)} digits) is not a cap")
+        caps[backend] = int(digits)
     cmake = root / MLX_CMAKE
     pins = _MLX_TAG.findall(_read(cmake)) if cmake.exists() else []
     cargo = root / CARGO_TOML

@@ -127,8 +127,8 @@ def _number(row: dict[str, str], column: str, path: Path) -> float:
         value = float(row[column])
     except ValueError:
         raise InputError(str(path), column, f"line {row['line']}: {row[column]!r} is not a number") from None
-    if not (math.isfinite(value) and value > 0):  # inf would pass `> 0`, and no later command can read it
-        raise InputError(str(path), column, f"line {row['line']}: {row[column]!r} must be finite and > 0")
+    if not 0 < value < math.inf:  # inf would end in int(inf) (generated_tokens) or an infinite ratio
+        raise InputError(str(path), column, f"line {row['line']}: must be a finite number > 0, got {row[column]!r}")
     return value
 
 

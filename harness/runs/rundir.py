@@ -52,6 +52,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import InputError
+from harness.json_input import load_json_object
 from harness.runs.formats import (
     SAMPLE_COLUMNS,
     SAMPLES_FILE,
@@ -207,11 +208,9 @@ class RunDirectory:
         if not self.meta_path.exists():
             return {}
         try:
-            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-            raise InputError(str(self.meta_path), "", f"not a moecal meta.json: {exc}") from None
-        if not isinstance(meta, dict):
-            raise InputError(str(self.meta_path), "", "not a moecal meta.json: expected a JSON object")
+            meta = load_json_object(self.meta_path)
+        except InputError as exc:
+            raise InputError(str(self.meta_path), "", f"not a moecal meta.json: {exc.field}: {exc.problem}") from None
         migrated = migrate_meta(meta, self.meta_path)
         migrated.pop(FORMAT_KEY)
         return migrated

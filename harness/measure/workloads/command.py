@@ -30,7 +30,7 @@ from harness.config.synth_sweep import synthetic_provenance
 from harness.errors import InputError
 from harness.measure.backends import detect
 from harness.measure.bench_output import generated_tokens, rejected_flag, usage_error
-from harness.measure.proc import run_with_deadline
+from harness.measure.proc import HELP_TIMEOUT_S, ask_help, run_with_deadline
 from harness.measure.protocol import Point, RunFailed, RunOutcome
 from harness.runs.provenance import cpu_name
 
@@ -141,12 +141,15 @@ def check_usage(argv: list[str], timeout_s: float) -> str | None:
     """Ask the benchmark whether it accepts these arguments, without measuring: `argv --help`. A clap binary
     parses in order, so an unknown flag before `--help` is still a usage error (exit 2, `error: unexpected
     argument '--x' found`), while accepted arguments print the help and exit 0. Returns the complaint, or None.
-    A program that cannot answer `--help` (exit code other than 2, no `error:` line) is not judged here."""
-    try:
-        done = run_with_deadline([*argv, "--help"], os.environ, min(timeout_s, 60))
-    except OSError:
-        return None
-    if done.timed_out or done.returncode != 2:
+    A program that answers `--help` otherwise (exit code other than 2, no `error:` line) is not judged here; one
+    that does not answer within a few seconds is (harness.measure.proc.ask_help)."""
+    answer = ask_help(argv, os.environ, min(timeout_s, HELP_TIMEOUT_S))
+    if answer.finished is None:
+        return None  # preflight already named a program that cannot be started
+    if not answer.answered:
+        return answer.unusable()
+    done = answer.finished
+    if done.returncode != 2:
         return None
     return usage_error(done.stderr + "\n" + done.stdout)
 
