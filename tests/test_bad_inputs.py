@@ -404,7 +404,7 @@ CASES = [
             "{out}/i",
         ],
         2,
-        "bench-inf.csv: decode_tok_s: line 2: 'inf' must be finite and > 0",
+        "bench-inf.csv: decode_tok_s: line 2: must be a finite number > 0, got 'inf'",
     ),
     (
         "import-bench-duplicate",

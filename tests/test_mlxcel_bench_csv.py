@@ -140,7 +140,7 @@ def test_todays_layout_is_read_and_its_build_kept_in_meta_and_the_written_csv(tm
     ]
     assert set(written["mlx_commit"]) == {"81ba1c6a"}
     back = json.loads(cli("crossover", out, "--json").stdout)
-    assert {p["model"]: round(p["ratio"], 2) for p in back["points"]} == {
+    assert {p["model"]: round(p["ratio_of_medians"], 2) for p in back["points"]} == {
         "qwen3-30b-a3b-4bit": 1.08,
         "mixtral-8x7b-4bit": 0.93,
     }
