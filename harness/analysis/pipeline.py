@@ -16,6 +16,7 @@ from harness.analysis import dispatch_evidence
 from harness.analysis.decision import DEFAULT_GRID, INTERPOLATIONS, DecisionResult, decide, decision_json
 from harness.analysis.inputs import LoadedInput, load_input, write_summary_csv
 from harness.analysis.stats import CONFIDENCE, MARGIN, PointSet, analyse_points, apply_excludes
+from harness.config import mlxcel_families
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.runs.rundir import RunDirectory
@@ -138,11 +139,14 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
     frame = loaded.samples if loaded.samples is not None else loaded.summary
     present = set(frame["model"].astype(str).unique()) if frame is not None else set()
     predicted = expected_null(loaded.provenance)
-    expected = {m: f"expected null: {why}" for m, why in predicted.items() if m in present}
+    overridden = loaded.provenance.get("dispatch_overrides") or {}  # the fused kernel ran after all: measured
+    expected = {m: f"expected null: {why}" for m, why in predicted.items() if m in present and m not in overridden}
     observed = {
         m: why for m, why in dispatch_evidence.null_reasons(loaded.provenance, predicted).items() if m in present
     }
-    return {**observed, **expected, **options.excludes}
+    ignored = {m: str(why) for m, why in dict(loaded.provenance.get("cap_ignored") or {}).items() if m in present}
+    by_name = mlxcel_families.nulls_by_name(present, loaded.provenance)
+    return {**by_name, **ignored, **observed, **expected, **options.excludes}
 
 
 def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
