@@ -57,6 +57,19 @@ class Capabilities:
         }
 
 
+def leading_args(argv: list[str]) -> tuple[str, ...]:
+    """The arguments of a config's command line that belong to the program rather than to one run: those before the
+    first `{placeholder}`, up to the last that names a file (`python -I bench.py -m {model_path} …` → `-I
+    bench.py`; a plain binary has none)."""
+    before = []
+    for arg in argv[1:]:
+        if "{" in arg:
+            break
+        before.append(arg)
+    files = [i for i, arg in enumerate(before) if Path(arg).is_file()]
+    return tuple(before[: files[-1] + 1]) if files else ()
+
+
 _CACHE: dict[tuple[str, tuple[int, ...]], Capabilities] = {}
 
 

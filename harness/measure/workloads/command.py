@@ -31,7 +31,7 @@ from harness.config.schema import CommandWorkload as CommandSettings
 from harness.config.synth_sweep import synthetic_provenance
 from harness.errors import InputError
 from harness.measure.backends import detect
-from harness.measure.bench_capabilities import capabilities
+from harness.measure.bench_capabilities import capabilities, leading_args
 from harness.measure.bench_output import generated_tokens, rejected_flag, usage_error
 from harness.measure.proc import run_with_deadline
 from harness.measure.protocol import Point, RunFailed, RunOutcome
@@ -283,8 +283,8 @@ class CommandWorkloadRunner:
         if not self.config.library_pin:
             meta["library_pin"] = f"the command's own build ({self.settings.command[0]})"
         meta["bench_command"] = shlex.join(self.settings.command)  # the addendum's "Harness:" (prompt, tokens)
-        argv = shlex.split(meta["bench_command"])
-        meta.update(capabilities(argv[0], tuple(a for a in argv[1:2] if Path(a).is_file())).as_meta())
+        command = self.settings.command
+        meta.update(capabilities(command[0], leading_args(command)).as_meta())
         missing = device_missing(self.backend_name)
         if missing:
             meta["backend_device_missing"] = missing
