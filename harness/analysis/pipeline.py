@@ -145,7 +145,13 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
         m: why for m, why in dispatch_evidence.null_reasons(loaded.provenance, predicted).items() if m in present
     }
     ignored = {m: str(why) for m, why in dict(loaded.provenance.get("cap_ignored") or {}).items() if m in present}
-    by_name = mlxcel_families.nulls_by_name(present, loaded.provenance)
+    # a non-affine point is already null for its quantization (the more specific reason); names settle the rest
+    affine = (
+        present
+        if frame is None or "quant_mode" not in frame
+        else set(frame.loc[frame["quant_mode"].astype(str).isin(["affine", "", "nan"]), "model"].astype(str))
+    )
+    by_name = mlxcel_families.nulls_by_name(affine, loaded.provenance)
     return {**by_name, **ignored, **observed, **expected, **options.excludes}
 
 

@@ -126,7 +126,8 @@ TABLE: dict[str, FamilyWiring] = {
 ALIASES = {"qwen3_5_moe_text": "qwen3_5_moe", "gemma4_text": "gemma4", "qwen3_vl_moe_text": "qwen3_vl_moe"}
 
 # Model names of mlxcel's published sweeps (no config.json beside them) → family: the mlx-community checkpoint
-# names. Only what these patterns say is inferred; a name matching none stays a measured point, as before.
+# names of the families those sweeps and the design doc name. Only what these patterns say is inferred; a name
+# matching none stays a measured point, as before.
 NAME_PATTERNS: tuple[tuple[str, str], ...] = (
     ("llama-4-*", "llama4"),
     ("gpt-oss-*", "gpt_oss"),
@@ -145,7 +146,6 @@ NAME_PATTERNS: tuple[tuple[str, str], ...] = (
     ("dots.llm1-*", "dots1"),
     ("minimax-*", "minimax"),
     ("nemotron-h-*", "nemotron_h"),
-    ("deepseek-*", "deepseek_v3"),
 )
 
 
