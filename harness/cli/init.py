@@ -214,8 +214,10 @@ def listing_line(model: dict[str, object], knowledge: Knowledge) -> str:
     elif wiring is None:
         note = str(model.get("eligibility"))
     else:
-        forced = "cap" if model.get("forced_by", "cap") == "cap" else "MLXCEL_FUSED_MOE (ignores the cap)"
-        note = f"eligible, arms forced by the {forced}; {wiring.source}"
+        forced = (
+            "the cap" if model.get("forced_by", "cap") == "cap" else "MLXCEL_FUSED_MOE (the family ignores the cap)"
+        )
+        note = f"eligible, arms forced by {forced}; {wiring.source}"
     return f"{model['name']}: {model['family']} Dff {model['dff']} {model['quant_mode']} — {note}"
 
 
