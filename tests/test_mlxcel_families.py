@@ -316,6 +316,7 @@ def test_families_and_rules_derived_from_a_tree(tmp_path):
     assert "at 6 bits" in entries["dots.llm1-4bit"].expect_null  # this tree's down kernel has no 6-bit path
     assert entries["lfm2-8b-a1b-4bit"].eligibility.startswith("eligibility unknown")
     assert f"families and rules from the mlxcel tree {tmp_path / 'mlxcel'}" in listing
+    assert load_config(out).library_pin == f"mlxcel (tree {tmp_path / 'mlxcel'})"  # no Cargo.toml, git or pin here
 
 
 def test_the_dispatch_pass_overrides_a_wrong_null_prediction():

@@ -177,6 +177,10 @@ def init(
     config = init_config(
         found, skipped, bench, backend, name, probe, parity_regex, tokens, rounds, dispatch_check, knowledge, caps
     )
+    if mlxcel_src is not None:  # the tree's version, commit and MLX pin: what the run was measured under
+        from harness.config.mlxcel_tree import tree_pin
+
+        config["library_pin"] = tree_pin(mlxcel_src)
     path = write_config(config, skipped, models, out, knowledge.origin, notes)
     typer.echo(f"families and rules from {knowledge.origin}")
     for note in notes:

@@ -131,6 +131,30 @@ def caps_and_sgy(root: Path) -> list[str]:
     return notes
 
 
+def tree_pin(root: Path) -> str:
+    """The tree's identity for meta.json's `library_pin`: crate version, git commit (when the tree is a checkout)
+    and MLX pin (src/lib/mlx-cpp/CMakeLists.txt), whichever can be read."""
+    version = (
+        re.search(r'^version\s*=\s*"([^"]+)"', _read(root / "Cargo.toml"), re.M)
+        if (root / "Cargo.toml").is_file()
+        else None
+    )
+    head = root / ".git" / "HEAD"
+    commit = ""
+    if head.is_file():
+        ref = _read(head).strip()
+        target = root / ".git" / ref.removeprefix("ref: ") if ref.startswith("ref: ") else None
+        commit = (_read(target).strip() if target and target.is_file() else ref)[:12]
+    cmake = root / "src" / "lib" / "mlx-cpp" / "CMakeLists.txt"
+    mlx = (
+        re.search(r"ml-explore/mlx(?:\.git)?\"?\s+GIT_TAG\s+([0-9A-Za-z._-]+)", _read(cmake))
+        if cmake.is_file()
+        else None
+    )
+    parts = [f"mlxcel {version.group(1)}" if version else "mlxcel", commit, f"MLX {mlx.group(1)}" if mlx else ""]
+    return " ".join(p for p in parts if p) + f" (tree {root})"
+
+
 def derive(root: str | Path) -> tuple[Knowledge, list[str]]:
     """The Knowledge of the tree at `root` (the shipped table's `none` entries kept for families the tree does not
     wire, so a local-SwitchGLU family still reads as never running the kernel) and lines saying what was read."""

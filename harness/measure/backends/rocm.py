@@ -10,6 +10,8 @@ from harness.measure.backends.base import Backend
 class RocmBackend(Backend):
     """Never instantiated: `availability` says why (get_backend refuses before constructing one)."""
 
+    name = "rocm"
+
     @classmethod
     def availability(cls) -> tuple[bool, str]:
         return False, "moecal has no ROCm kernels of its own: use `rocm` with a command workload (mlxcel-bench-decode)"
