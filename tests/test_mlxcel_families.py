@@ -266,8 +266,16 @@ def test_rocm_is_a_backend_with_its_default_cap_and_sgy(tmp_path):
     assert (config.backend, config.current_default) == ("rocm", 8192)
     present = backend_spec("rocm").hosts_commands(None)
     assert (device_missing("rocm") == "") == present
+    data = yaml.safe_load(out.read_text())
+    data["measure"].update(rounds=1, warmup_runs=0)
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    run = tmp_path / "run"
+    assert cli("sweep", out, "--out", run).returncode == 0
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["backend"] == "rocm"
+    assert ("backend_device_missing" in meta) == (not present)  # this machine's answer, recorded for the heading
     if not present:
-        assert "no rocm device" in device_missing("rocm")
+        assert "no rocm device" in meta["backend_device_missing"]
 
 
 def _tree(root: Path) -> Path:
