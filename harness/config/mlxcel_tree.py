@@ -24,11 +24,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.config.eligibility import KernelRules, Knowledge
+from harness.config.eligibility import SWITCH_LAYERS, KernelRules, Knowledge
 from harness.config.mlxcel_families import TABLE, FamilyWiring
 from harness.errors import InputError
 
-SWITCH_LAYERS = "src/models/switch_layers.rs"
 KERNELS_CPP = "src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp"
 # mlxcel file stem → the config.json model_type its family has, where the two differ
 FILE_FAMILIES = {"lfm2": "lfm2_moe", "qwen3_5": "qwen3_5_moe", "laguna_layers": "laguna"}

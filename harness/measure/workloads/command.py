@@ -1,7 +1,10 @@
 """The `command` workload: an external decode benchmark (e.g. mlxcel-bench-decode), one fresh process per run.
 
 Each arm is forced through an environment variable (`cap_env`): the fused arm sets it above every Dff, the fallback
-arm below every Dff. tok/s is parsed from the output with `metric_regex` (group 1, last match wins, so a benchmark
+arm below every Dff. A model whose family ignores the cap (`forced_by: switch`, harness.config.eligibility) also sets
+MLXCEL_FUSED_MOE (1 fused, 0 fallback); how each model's arms were forced, the models kept out of the cap's crossover,
+the binary's version and protocol (harness.measure.bench_capabilities) and a backend label without its device here
+go to the run's meta.json. tok/s is parsed from the output with `metric_regex` (group 1, last match wins, so a benchmark
 that prints per-phase lines reports its final figure). An optional dispatch probe must match the fused arm's output;
 a point where it never does ran the same code in both arms and is a null point (see harness.analysis.stats).
 
