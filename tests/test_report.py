@@ -30,16 +30,19 @@ def test_report_on_an_imported_mlxcel_csv(project):
     body = md_path.read_text()
     block = read_sidecar(md_path)
     assert block["raw_data"] == "results/gb10"
-    assert block["decision"]["crossover_dff"] == pytest.approx(7672, rel=0.01)
+    # llama-4-scout's "break-even at 8192" is an A/A point (llama4 never runs the fused kernel): null, off the curve
+    assert block["decision"]["crossover_dff"] == pytest.approx(11905, rel=0.01)
     heading = " addendum: gb10 cuda fused-MoE Dff crossover under MLX 0.32.1: keep 8192\n"
     assert body.startswith("### 20") and heading in body
     assert "{" not in body  # no JSON in the visible text: the record is the sidecar
     assert "| Dff | model | fallback tok/s | fused tok/s | fused/fallback | 95% CI | verdict |" in body
     assert "| 1792 | lfm2-8b-a1b-4bit | 140.68 | **160.63** | **1.1434** | [1.1125, 1.1752] | fused |" in body
-    assert "| 8192 | llama-4-scout-17b-4bit | 21.64 | 21.32 | 0.9866 | [0.9589, 1.0151] | inconclusive |" in body
+    assert "| 8192 | llama-4-scout-17b-4bit | 21.64 | 21.32 | n/a | - | null |" in body
+    assert "- llama-4-scout-17b-4bit (Dff 8192): A/A point: the name matches llama-4-\\* → family llama4" in body
     finding = (
         "- Family command: fused wins beyond the margin at Dff 1792, 6400; fallback wins beyond the margin at Dff "
-        "14336; inconclusive at Dff 8192. Curve: the estimated ratio crosses 1.0 at Dff ≈ 7711, 95% CI [6400, 14336]."
+        "14336; null (not used) at Dff 8192. Curve: the estimated ratio crosses 1.0 at Dff ≈ 11905, "
+        "95% CI [6400, 14336]."
     )
     assert finding in body
     assert decision.action == "keep" and "beyond 1 ± 1.0%" in body
