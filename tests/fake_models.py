@@ -94,6 +94,19 @@ def bench_command() -> str:
     return f"{sys.executable} -I {EMULATED_BENCH}"
 
 
+def emulated_build(folder: Path, build: str, backend: str = "cuda") -> str:
+    """The emulation of one mlxcel build (today | july) as its own executable in `folder` (a binary of its own, as a
+    user has one per build: moecal reads each binary's --help once, keyed by its path)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wrapper = folder / f"mlxcel-bench-decode-{build}-{backend}"
+    wrapper.write_text(
+        f'#!/bin/sh\nEMULATED_MLXCEL_BUILD={build} EMULATED_MLXCEL_BACKEND={backend} exec "{sys.executable}" -I '
+        f'"{EMULATED_BENCH}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
 def text_generator_command() -> str:
     """The fake greedy generator that prints its text (`Output: …`), for the greedy-parity tests."""
     return f"{sys.executable} -I {TEXT_GENERATOR}"

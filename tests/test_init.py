@@ -140,7 +140,7 @@ def test_eligibility_of_the_fake_models(tmp_path):
     predicted = {m.name: predict_null(m) for m in found}
     assert predicted["qwen3-30b-a3b-4bit"] is None and predicted["mixtral-8x7b-4bit"] is None
     assert "mxfp4" in predicted["gpt-oss-20b-mxfp4"]
-    assert "llama4 is not wired" in predicted["llama-4-scout-17b-16e-4bit"]
+    assert "llama4 never runs the fused kernel" in predicted["llama-4-scout-17b-16e-4bit"]
     assert [(s.name, s.reason) for s in skipped] == [("llama-3.2-1b-4bit", "no MoE layers (model_type llama)")]
     unquantized = {k: v for k, v in CONFIGS["mixtral-8x7b-4bit"].items() if k != "quantization"}
     assert "not quantized" in predict_null(_model(tmp_path, unquantized))

@@ -25,7 +25,7 @@ from harness.config.schema import load_config
 from harness.measure import dispatch
 from harness.measure.bench_output import generated_tokens, parity_calls, probe_summaries, rejected_flag
 from harness.measure.workloads.command import CommandRunner
-from tests.fake_models import CONFIGS, EMULATED_BENCH, bench_command, write_models
+from tests.fake_models import CONFIGS, EMULATED_BENCH, bench_command, emulated_build, write_models
 from tests.helpers import REPO, cli
 
 VERIFIED = {"qwen3-30b-a3b-4bit", "phi-3.5-moe-4bit", "mixtral-8x7b-4bit"}
@@ -53,10 +53,11 @@ def on_path(tmp_path, monkeypatch) -> Path:
     return bin_dir
 
 
-def _init(tmp_path: Path, *extra: str) -> Path:
+def _init(tmp_path: Path, *extra: str, bench: str = "") -> Path:
     models = write_models(tmp_path)
     out = tmp_path / "mlxcel.yaml"
-    result = cli("init", "--models", models, "--bench", bench_command(), "--backend", "cuda", "--out", out, *extra)
+    bench = bench or bench_command()
+    result = cli("init", "--models", models, "--bench", bench, "--backend", "cuda", "--out", out, *extra)
     assert result.returncode == 0, result.stderr
     data = yaml.safe_load(out.read_text())
     data["measure"]["warmup_runs"] = 0  # fast: the emulation has nothing to warm
@@ -72,10 +73,13 @@ def _points(run: Path) -> dict[str, dict]:
     return {p["model"]: p for p in decision["points"]}
 
 
-def test_init_writes_the_maintainers_protocol(tmp_path):
-    config = load_config(_init(tmp_path))
-    protocol = ["-m", "{model_path}", "-p", "Hello, how are you today?", "-n", "100", "--warmup-tokens", "20"]
-    assert config.workload.command[-8:] == protocol and config.measure.rounds == 5
+@pytest.mark.parametrize(("build", "fixed"), [("today", ["--ignore-eos"]), ("july", [])])
+def test_init_writes_the_maintainers_protocol(tmp_path, build, fixed):
+    """The protocol comes from the binary's --help: today's has --ignore-eos (a fixed budget, equal work in both
+    arms), July's has not (greedy to EOS, each arm's count recorded)."""
+    config = load_config(_init(tmp_path, bench=emulated_build(tmp_path / "bin", build)))
+    protocol = ["-m", "{model_path}", "-p", "Hello, how are you today?", "-n", "100", "--warmup-tokens", "20", *fixed]
+    assert config.workload.command[-len(protocol) :] == protocol and config.measure.rounds == 5
     assert (config.workload.fused_cap, config.workload.fallback_cap) == (20000, 1)
     assert config.workload.dispatch_check.enabled and config.workload.dispatch_probe is None
     off = tmp_path / "off.yaml"
@@ -158,7 +162,9 @@ def test_verification_is_not_repeated_for_models_already_recorded(tmp_path):
     assert dispatch.verify([_Point()], refuse, settings, tmp_path) == record["models"]
 
 
-def test_shipped_config_runs_against_the_emulation_and_a_bad_flag_stops_it_before_measuring(tmp_path, on_path):
+def test_shipped_config_runs_against_the_emulation_and_a_bad_flag_stops_it_before_measuring(
+    tmp_path, on_path, monkeypatch
+):
     models = write_models(tmp_path)
     data = yaml.safe_load((REPO / "configs" / "mlxcel-command.yaml").read_text())
     data["models"] = [{**m, "model_path": str(models / m["name"])} for m in data["models"]]
@@ -174,8 +180,9 @@ def test_shipped_config_runs_against_the_emulation_and_a_bad_flag_stops_it_befor
     points = _points(run)
     assert {p["dispatch"] for p in points.values()} == {"verified"}
 
-    data["workload"]["command"].append("--ignore-eos")  # what the config shipped before: clap rejects it
+    data["workload"]["command"].append("--ignore-eos")  # a July binary has no such flag: clap rejects it
     config.write_text(yaml.safe_dump(data, sort_keys=False))
+    monkeypatch.setenv("EMULATED_MLXCEL_BUILD", "july")
     for args in (["--dry-run"], []):
         refused = cli("sweep", config, "--out", tmp_path / "refused", *args)
         assert refused.returncode == 2 and not (tmp_path / "refused").exists()
@@ -206,10 +213,13 @@ def test_init_sweep_crossover_report_end_to_end(tmp_path, monkeypatch):
     assert points["qwen3-30b-a3b-4bit"]["ratio_of_medians"] > 1.03  # synthetic truth 1.07; 0.43 if the probe leaked
     assert points["phi-3.5-moe-4bit"]["parity_calls_over"] > 0 and "CHECK" in points["phi-3.5-moe-4bit"]["parity_class"]
     assert points["mixtral-8x7b-4bit"]["parity_calls_over"] == 0
-    # greedy EOS: the emulation stops qwen3's fused path 4 tokens later than its fallback path
-    assert (points["qwen3-30b-a3b-4bit"]["tokens_fallback"], points["qwen3-30b-a3b-4bit"]["tokens_fused"]) == (59, 63)
-    assert points["qwen3-30b-a3b-4bit"]["tokens_differ"] and not points["mixtral-8x7b-4bit"]["tokens_differ"]
-    assert "59/63 tokens differ" in result.stdout
+    # today's binary has --ignore-eos: both arms generate the fixed budget (the emulation's greedy EOS would stop
+    # qwen3's fused path 4 tokens later than its fallback path, 59 vs 63, under the July protocol)
+    assert (points["qwen3-30b-a3b-4bit"]["tokens_fallback"], points["qwen3-30b-a3b-4bit"]["tokens_fused"]) == (100, 100)
+    assert not points["qwen3-30b-a3b-4bit"]["tokens_differ"] and "tokens differ" not in result.stdout
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["bench_protocol"] == "fixed budget (--ignore-eos)" and meta["bench_commit"] == "77afbb1d"
+    assert meta["bench_mlx_pin"] == "81ba1c6a" and meta["bench_version"].startswith("mlxcel-bench-decode 0.6.0")
     assert list(run.glob("*-dff-crossover.md"))
     report = cli("report", run, "--out", tmp_path / "reports")
     assert report.returncode == 0, report.stderr

@@ -23,21 +23,27 @@ def test_each_backend_module_defines_the_registered_backend(spec):
 
 
 def test_unknown_backend_names_the_registered_ones():
-    with pytest.raises(BackendUnavailable, match="choose one of metal, cuda, cpu or auto"):
-        backend_spec("rocm")
+    with pytest.raises(BackendUnavailable, match="choose one of metal, cuda, rocm, cpu or auto"):
+        backend_spec("tpu")
 
 
 def test_registry_answers_what_callers_used_to_hard_code():
-    assert [resolved_dtype("auto", name) for name in BACKEND_NAMES] == ["bfloat16", "bfloat16", "float32"]
-    assert [type(array_ops(name, "float32")).__name__ for name in BACKEND_NAMES] == ["MlxOps", "CupyOps", "ArrayOps"]
+    assert [resolved_dtype("auto", name) for name in BACKEND_NAMES] == ["bfloat16", "bfloat16", "bfloat16", "float32"]
+    assert [type(array_ops(name, "float32")).__name__ for name in BACKEND_NAMES] == [
+        "MlxOps",
+        "CupyOps",
+        "ArrayOps",
+        "ArrayOps",
+    ]
     assert {name: backend_spec(name).mlxcel is not None for name in BACKEND_NAMES} == {
         "metal": True,
         "cuda": True,
+        "rocm": True,  # command workloads only: moecal has no ROCm kernels
         "cpu": False,
     }
     packages = {"numba": "0.68", "numpy": "2.3", "mlx": "0.32.1", "cupy-cuda13x": "13.6"}
     pins = [library_pin(name, packages, {"cuda": "13.0"}) for name in BACKEND_NAMES]
-    assert pins == ["MLX 0.32.1", "CuPy 13.6 / CUDA 13.0", "numba 0.68"]
+    assert pins == ["MLX 0.32.1", "CuPy 13.6 / CUDA 13.0", "ROCm", "numba 0.68"]
     assert extras() == {
         "mlx": "cpu",
         "cupy": "cuda",
@@ -66,5 +72,5 @@ def test_config_backend_accepts_exactly_the_registered_names():
     data = load_yaml(REPO / "configs" / "mlxcel-command.yaml")
     for name in (*BACKEND_NAMES, "auto"):
         assert parse_config({**data, "backend": name}, "c.yaml").backend == name
-    with pytest.raises(InputError, match="backend.*'metal', 'cuda', 'cpu' or 'auto'"):
-        parse_config({**data, "backend": "rocm"}, "c.yaml")
+    with pytest.raises(InputError, match="backend.*'metal', 'cuda', 'rocm', 'cpu' or 'auto'"):
+        parse_config({**data, "backend": "tpu"}, "c.yaml")

@@ -199,7 +199,8 @@ def test_verify_cpu_kernels_from_the_wheel(outside: dict[str, Outside]) -> None:
 def test_crossover_on_a_csv(outside: dict[str, Outside]) -> None:
     done = outside["crossover"].result()
     assert done.returncode == 0, done.stderr
-    assert "crossover: Dff ≈ 7711" in done.stdout and "decision: keep" in done.stdout, done.stdout
+    # the 07-10 GB10 sweep, llama-4-scout read as the A/A point it is
+    assert "crossover: Dff ≈ 11905" in done.stdout and "decision: keep" in done.stdout, done.stdout
 
 
 # Runs the analysis commands in one process in which the backend libraries cannot be imported, as after

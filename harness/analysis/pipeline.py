@@ -16,6 +16,7 @@ from harness.analysis import dispatch_evidence
 from harness.analysis.decision import DEFAULT_GRID, INTERPOLATIONS, DecisionResult, decide, decision_json
 from harness.analysis.inputs import LoadedInput, load_input, write_summary_csv
 from harness.analysis.stats import CONFIDENCE, MARGIN, PointSet, analyse_points, apply_excludes
+from harness.config import mlxcel_families
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.runs.rundir import RunDirectory
@@ -138,6 +139,7 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
     frame = loaded.samples if loaded.samples is not None else loaded.summary
     present = set(frame["model"].astype(str).unique()) if frame is not None else set()
     predicted = expected_null(loaded.provenance)
+    overridden = loaded.provenance.get("dispatch_overrides") or {}  # the fused kernel ran after all: measured
     observed = {
         m: why for m, why in dispatch_evidence.null_reasons(loaded.provenance, predicted).items() if m in present
     }
@@ -145,9 +147,17 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
     expected = {
         m: f"{observed[m]} (predicted: {why})" if m in observed else f"expected null: {why}"
         for m, why in predicted.items()
-        if m in present
+        if m in present and m not in overridden
     }
-    return {**observed, **expected, **options.excludes}
+    ignored = {m: str(why) for m, why in dict(loaded.provenance.get("cap_ignored") or {}).items() if m in present}
+    # a non-affine point is already null for its quantization (the more specific reason); names settle the rest
+    affine = (
+        present
+        if frame is None or "quant_mode" not in frame
+        else set(frame.loc[frame["quant_mode"].astype(str).isin(["affine", "", "nan"]), "model"].astype(str))
+    )
+    by_name = mlxcel_families.nulls_by_name(affine, loaded.provenance)
+    return {**by_name, **ignored, **observed, **expected, **options.excludes}
 
 
 def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:

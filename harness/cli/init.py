@@ -1,8 +1,12 @@
 """`moecal init --models DIR`: a ready command-workload config for calibrating mlxcel on the models found in DIR.
 
 Every model folder becomes a model entry with its real shape (harness.config.discover) and, where mlxcel's fused kernel
-should decline the checkpoint, `expect_null: <reason>` (harness.config.eligibility); folders without MoE layers are
-listed as skipped, with the reason, in the file's header. The written config is validated before it is written, so what
+should decline the checkpoint, `expect_null: <reason>`; where its family ignores the cap, `forced_by: switch`
+(harness.config.eligibility). What moecal knows of mlxcel comes from `--mlxcel-src DIR` when given (derived from the
+tree, harness.config.mlxcel_tree), else from the shipped table; either way the listing says where each family's
+wiring came from. The protocol comes from the binary's own `--help` (harness.measure.bench_capabilities): a fixed
+token budget with `--ignore-eos` where it has that flag, else the July protocol. Folders without MoE layers are listed
+as skipped, with the reason, in the file's header. The written config is validated before it is written, so what
 `init` writes is what `moecal sweep` accepts.
 """
 
@@ -19,13 +23,17 @@ from harness.errors import InputError
 
 if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
     from harness.config.discover import DiscoveredModel, Skipped
+    from harness.config.eligibility import Knowledge
+    from harness.measure.bench_capabilities import Capabilities
 
 DEFAULT_PROMPT = "Hello, how are you today?"
 WARMUP_TOKENS = 20  # mlxcel-bench-decode's own default and the maintainers' protocol (design doc addenda)
 HEADER = """\
 # Written by `moecal init` from the model folders in {models}. Calibrates mlxcel's fused-MoE Dff cap with its
-# own decode benchmark, by the maintainers' protocol (prompt, 100 decode tokens after a 20-token warm-up, one process
-# per run): each arm is forced through {cap_env} (fused {fused}, fallback {fallback}).
+# own decode benchmark, by the maintainers' protocol ({protocol}, one process per run): each arm is forced through
+# {cap_env} (fused {fused}, fallback {fallback}); a model with `forced_by: switch` (its family ignores the cap) also
+# sets MLXCEL_FUSED_MOE=0 in the fallback arm and stays out of the cap's crossover.
+# families and rules: {origin}
 # dispatch_check: before the timed rounds, one untimed fused-arm and one fallback-arm run per model with mlxcel's
 #   in-kernel parity probe (MLXCEL_FUSED_MOE_PARITY_CHECK=1, threshold 0) show which path ran: `[fused-moe-parity]`
 #   lines only in the fused run → verified; none in either → declined (a null point); no line for any eligible
@@ -36,6 +44,13 @@ HEADER = """\
 #   at a greedy generator that prints it and give `parity: {{regex: ...}}` (see README "Calibrating mlxcel").
 # expect_null: the fused kernel should decline this checkpoint; measured only with `moecal sweep --measure-null`.
 """
+
+
+def protocol_args(caps: Capabilities | None, tokens: int) -> list[str]:
+    """The benchmark's arguments after the model: a fixed budget (`--ignore-eos`) where the binary has the flag,
+    so both arms generate exactly `tokens`; greedy decoding that stops at EOS otherwise (the July protocol)."""
+    args = ["-p", DEFAULT_PROMPT, "-n", str(tokens), "--warmup-tokens", str(WARMUP_TOKENS)]
+    return [*args, "--ignore-eos"] if caps is not None and caps.fixed_budget else args
 
 
 def init_config(
@@ -49,20 +64,20 @@ def init_config(
     tokens: int = 100,
     rounds: int = 5,
     dispatch_check: bool = True,
+    knowledge: Knowledge | None = None,
+    caps: Capabilities | None = None,
 ) -> dict[str, object]:
-    """The config as a YAML-ready dict (validated by `write_config`)."""
+    """The config as a YAML-ready dict (validated by `write_config`). `caps`: what the binary's --help said (None:
+    not asked, the July protocol)."""
     from harness.analysis.backend_defaults import MLXCEL_DEFAULT_CAPS
-    from harness.config.eligibility import model_entry
+    from harness.config.eligibility import SHIPPED, model_entry
     from harness.config.schema import DEFAULT_CAP_ENV
     from harness.measure.backends import detect
 
     resolved = detect().platform if backend == "auto" else backend
     workload: dict[str, object] = {
         "kind": "command",
-        "command": [
-            *shlex.split(bench),
-            *("-m", "{model_path}", "-p", DEFAULT_PROMPT, "-n", str(tokens), "--warmup-tokens", str(WARMUP_TOKENS)),
-        ],
+        "command": [*shlex.split(bench), "-m", "{model_path}", *protocol_args(caps, tokens)],
         "cap_env": DEFAULT_CAP_ENV,
         "fused_cap": 20000,
         "fallback_cap": 1,
@@ -81,25 +96,39 @@ def init_config(
     config.update(
         library_pin=f"mlxcel ({shlex.split(bench)[0]})",
         workload=workload,
-        models=[model_entry(m) for m in found],
+        models=[model_entry(m, knowledge or SHIPPED) for m in found],
         measure={"warmup_runs": 1, "rounds": rounds, "order": "rotate"},
     )
     return config
 
 
-def write_config(config: dict[str, object], skipped: list[Skipped], models_dir: Path, out: Path) -> Path:
+def write_config(
+    config: dict[str, object],
+    skipped: list[Skipped],
+    models_dir: Path,
+    out: Path,
+    origin: str = "",
+    notes: list[str] = (),
+) -> Path:
     from harness.config.schema import parse_config
     from harness.runs.formats import write_text_atomic
     from harness.runs.rundir import refuse_stored
 
     parse_config(config, str(out))  # what init writes, sweep accepts
     workload = config["workload"]
+    tokens = workload["command"][workload["command"].index("-n") + 1]
+    fixed = "--ignore-eos" in workload["command"]
     header = HEADER.format(
         models=models_dir,
+        protocol=f"prompt, a fixed {tokens}-token budget (--ignore-eos) after a {WARMUP_TOKENS}-token warm-up"
+        if fixed
+        else f"prompt, up to {tokens} decode tokens (stops at EOS) after a {WARMUP_TOKENS}-token warm-up",
         cap_env=workload["cap_env"],
         fused=workload["fused_cap"],
         fallback=workload["fallback_cap"],
+        origin=origin or "moecal's shipped table",
     )
+    header += "".join(f"#   {note}\n" for note in notes)
     header += "".join(f"# skipped {s.name}: {s.reason}\n" for s in skipped)
     refuse_stored(out, "choose another --out")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -122,7 +151,7 @@ def _check_bench_runs(bench: str) -> None:
 def init(
     models: Annotated[Path, typer.Option(help="folder of model folders (each with config.json)")] = Path("models"),
     bench: Annotated[str, typer.Option(help="the decode benchmark, with leading arguments")] = "mlxcel-bench-decode",
-    backend: Annotated[str, typer.Option(help="metal | cuda | cpu | auto")] = "auto",
+    backend: Annotated[str, typer.Option(help="metal | cuda | rocm | cpu | auto")] = "auto",
     out: Annotated[Path, typer.Option(help="config file to write")] = Path("mlxcel-calibration.yaml"),
     name: Annotated[str, typer.Option(help="config name (part of the run id)")] = "mlxcel",
     probe: Annotated[
@@ -136,6 +165,12 @@ def init(
     ] = None,
     tokens: Annotated[int, typer.Option(min=1, help="tokens to generate per run (-n)")] = 100,
     rounds: Annotated[int, typer.Option(min=1, help="measure.rounds")] = 5,
+    mlxcel_src: Annotated[
+        Path | None,
+        typer.Option(
+            help="an mlxcel source tree: derive the wired families and decline rules from it", show_default=False
+        ),
+    ] = None,
 ) -> None:
     """Scan --models for MoE checkpoints and write a command-workload config for `moecal sweep`."""
     from harness.config.backend_specs import BACKEND_NAMES
@@ -150,14 +185,57 @@ def init(
         reasons = "; ".join(f"{s.name}: {s.reason}" for s in skipped) or "the folder is empty"
         raise InputError(str(models), "--models", f"no MoE model folder found ({reasons})")
     _check_bench_runs(bench)
-    config = init_config(found, skipped, bench, backend, name, probe, parity_regex, tokens, rounds, dispatch_check)
-    path = write_config(config, skipped, models, out)
+    knowledge, notes = _knowledge(mlxcel_src)
+    caps = _capabilities(bench)
+    config = init_config(
+        found, skipped, bench, backend, name, probe, parity_regex, tokens, rounds, dispatch_check, knowledge, caps
+    )
+    if mlxcel_src is not None:  # the tree's version, commit and MLX pin: what the run was measured under
+        from harness.config.mlxcel_tree import tree_pin
+
+        config["library_pin"] = tree_pin(mlxcel_src)
+    path = write_config(config, skipped, models, out, knowledge.origin, notes)
+    typer.echo(f"families and rules from {knowledge.origin}")
+    for note in notes:
+        typer.echo(f"  {note}")
+    typer.echo(f"protocol: {caps.as_meta()['bench_protocol'] if caps.usable else caps.problem}")
     for model in config["models"]:
-        note = f"expect_null: {model['expect_null']}" if "expect_null" in model else "eligible for the fused kernel"
-        typer.echo(f"{model['name']}: {model['family']} Dff {model['dff']} {model['quant_mode']} — {note}")
+        typer.echo(listing_line(model, knowledge))
     for s in skipped:
         typer.echo(f"{s.name}: skipped — {s.reason}")
     typer.echo(f"config → {path}\nnext: moecal sweep {path}")
+
+
+def _knowledge(mlxcel_src: Path | None) -> tuple[Knowledge, list[str]]:
+    from harness.config.eligibility import SHIPPED
+    from harness.config.mlxcel_tree import derive
+
+    return derive(mlxcel_src) if mlxcel_src is not None else (SHIPPED, [])
+
+
+def _capabilities(bench: str) -> Capabilities:
+    from harness.measure.bench_capabilities import capabilities
+
+    argv = shlex.split(bench)
+    return capabilities(argv[0], tuple(argv[1:]))
+
+
+def listing_line(model: dict[str, object], knowledge: Knowledge) -> str:
+    """One model of `init`'s listing: shape, the prediction, how its arms are forced, and where that came from."""
+    from harness.config.mlxcel_families import lookup
+
+    family = str(model["family"]).removesuffix(" (synthetic)")
+    wiring = lookup(family, knowledge.families)
+    if "expect_null" in model:
+        note = f"expect_null: {model['expect_null']}"
+    elif wiring is None:
+        note = str(model.get("eligibility"))
+    else:
+        forced = (
+            "the cap" if model.get("forced_by", "cap") == "cap" else "MLXCEL_FUSED_MOE (the family ignores the cap)"
+        )
+        note = f"eligible, arms forced by {forced}; {wiring.source}"
+    return f"{model['name']}: {model['family']} Dff {model['dff']} {model['quant_mode']} — {note}"
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from harness.errors import BackendUnavailable
@@ -21,11 +22,15 @@ PinRule = Callable[[Mapping[str, str], Mapping[str, str]], str]
 @dataclass(frozen=True)
 class MlxcelCap:
     """The compiled-in cap mlxcel has for this backend (src/models/switch_layers.rs): its constant, its published
-    value, and the line it sits on in the published file (a patch made without a tree needs a position)."""
+    value, and the line it sits on in the published file (a patch made without a tree needs a position); and the
+    fused kernel's rows-per-threadgroup default (MLXCEL_FUSED_MOE_SGY, src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp).
+    `shared_with` names the backend whose constant this one inherits (ROCm: not Metal, so the CUDA one)."""
 
     constant: str
     default: int
     published_line: int
+    sgy: int = 8
+    shared_with: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,16 @@ def _metal_pin(packages: Mapping[str, str], device_info: Mapping[str, str]) -> s
     return f"MLX {packages['mlx']}" if "mlx" in packages else "metal"
 
 
+def _rocm_pin(packages: Mapping[str, str], device_info: Mapping[str, str]) -> str:
+    return f"ROCm {device_info['rocm']}" if device_info.get("rocm") else "ROCm"
+
+
+def rocm_device_present(found: Any = None) -> bool:
+    """Whether this machine has a ROCm device (the amdgpu kernel driver's /dev/kfd); the Detection is unused:
+    nothing else in it knows AMD GPUs."""
+    return Path("/dev/kfd").exists()
+
+
 def _cpu_pin(packages: Mapping[str, str], device_info: Mapping[str, str]) -> str:
     return f"numba {packages['numba']}" if "numba" in packages else f"numpy {packages.get('numpy', '')}"
 
@@ -101,6 +116,20 @@ BACKENDS: tuple[BackendSpec, ...] = (
         array_ops="harness.measure.workloads.arrays:CupyOps",
         mlxcel=MlxcelCap("FUSED_MOE_MAX_DFF_CUDA", 8192, 101),
         install_modules=("cupy_backends",),
+    ),
+    # mlxcel's ROCm backend (gfx1151, PR #2098): command workloads only (moecal has no HIP kernels of its own).
+    # fused_moe_max_dff_from picks the CUDA constant whenever Metal is absent, so ROCm inherits 8192, never swept;
+    # the SGY default is 2 there (8 made the fused path slower than gather_qmm at every Dff on gfx1151).
+    BackendSpec(
+        name="rocm",
+        module="harness.measure.backends.rocm",
+        extra="rocm",
+        libraries=(),
+        library_pin=_rocm_pin,
+        default_config=lambda gpu: "cpu-smoke.yaml",
+        hosts_commands=rocm_device_present,
+        ray_worker=RayWorker("AMD GPUs", "GPU", {"num_gpus": 1, "num_cpus": 0}),
+        mlxcel=MlxcelCap("FUSED_MOE_MAX_DFF_CUDA", 8192, 101, sgy=2, shared_with="cuda"),
     ),
     BackendSpec(
         name="cpu",

@@ -4,9 +4,12 @@ A checkout of models is a folder of model folders, each with a `config.json`. Th
 (Dff) has a different key per family — `moe_intermediate_size` where the family also has dense MLP layers
 (qwen2/3-moe, lfm2-moe, deepseek), `intermediate_size` where every MLP is an expert (mixtral, phimoe, olmoe,
 gpt-oss, granitemoe, llama4's text config) — so each family is declared once in FAMILIES with its real key names;
-a family not listed is skipped with the reason rather than guessed. Quantization is read from `quantization` (what
-mlx-lm writes) or `quantization_config` (Hugging Face; mlx-lm writes both), including mlx-lm's per-module overrides
-(mixed-precision exports quantize, say, `down_proj` at 6 bits) so eligibility can check each expert projection.
+a family not listed is read under the keys most families use (GENERIC_KEYS) and included as "eligibility unknown",
+or skipped with the reason when its shape cannot be read — never guessed beyond those names. Multimodal exports
+nest the decoder in `text_config` (llama4, qwen3-vl, qwen3.5-moe, gemma4). Quantization is read from
+`quantization` (what mlx-lm writes) or `quantization_config` (Hugging Face; mlx-lm writes both), including
+mlx-lm's per-module overrides (mixed-precision exports quantize, say, `down_proj` at 6 bits) so eligibility can
+check each expert projection.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class FamilyKeys:
     top_k: str = "num_experts_per_tok"
     shared: str | None = None  # key of the shared expert's intermediate size, if the family has one
     shared_count: str | None = None  # deepseek: number of shared experts, each of size `dff`
+    dense_variants: bool = False  # the family also has dense members (no expert count): those are not MoE
 
 
 FAMILIES: dict[str, FamilyKeys] = {
@@ -45,6 +49,28 @@ FAMILIES: dict[str, FamilyKeys] = {
     "gpt_oss": FamilyKeys("intermediate_size", "num_local_experts"),
     "granitemoe": FamilyKeys("intermediate_size", "num_local_experts"),
     "granitemoeshared": FamilyKeys("intermediate_size", "num_local_experts", shared="shared_intermediate_size"),
+    # the families mlxcel wired after 0.3.x (keys as mlxcel's config structs read them; docs/mlxcel.md)
+    "dots1": FamilyKeys("moe_intermediate_size", "n_routed_experts", shared_count="n_shared_experts"),
+    "gemma4": FamilyKeys("moe_intermediate_size", "num_experts", top_k="top_k_experts", dense_variants=True),
+    "gemma4_text": FamilyKeys("moe_intermediate_size", "num_experts", top_k="top_k_experts", dense_variants=True),
+    "laguna": FamilyKeys("moe_intermediate_size", "num_experts", shared="shared_expert_intermediate_size"),
+    "qwen3_next": FamilyKeys("moe_intermediate_size", "num_experts", shared="shared_expert_intermediate_size"),
+    "qwen3_5_moe": FamilyKeys("moe_intermediate_size", "num_experts", shared="shared_expert_intermediate_size"),
+    "qwen3_5_moe_text": FamilyKeys("moe_intermediate_size", "num_experts", shared="shared_expert_intermediate_size"),
+    "minimax": FamilyKeys("intermediate_size", "num_local_experts"),
+    # cohere2_moe: `intermediate_size` is the expert's; dense prefix layers use `prefix_dense_intermediate_size`
+    "cohere2_moe": FamilyKeys("intermediate_size", "num_experts"),
+    "mellum": FamilyKeys("moe_intermediate_size", "num_experts"),
+    "nemotron_h": FamilyKeys("moe_intermediate_size", "n_routed_experts", shared="moe_shared_expert_intermediate_size"),
+    "ernie4_5_moe": FamilyKeys("moe_intermediate_size", "moe_num_experts", top_k="moe_k"),
+    "glm4_moe": FamilyKeys("moe_intermediate_size", "n_routed_experts", shared_count="n_shared_experts"),
+}
+# A MoE family moecal has no keys for: the expert size, expert count and top-k under the names most families use,
+# tried in order; a checkpoint whose three can be read is included ("eligibility unknown"), never skipped silently.
+GENERIC_KEYS = {
+    "dff": ("moe_intermediate_size", "expert_intermediate_size", "intermediate_size"),
+    "n_experts": ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"),
+    "top_k": ("num_experts_per_tok", "top_k_experts", "moe_topk", "moe_k", "top_k"),
 }
 # Keys whose presence marks a model as MoE even when its family is not in FAMILIES (then it is skipped, not guessed).
 MOE_MARKERS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")
@@ -156,11 +182,18 @@ def read_model(folder: Path) -> DiscoveredModel | Skipped:
         config_text, prefix = text, "text_config."
         family = family if family in FAMILIES else str(text.get("model_type") or family)
     if family not in FAMILIES:
-        if any(config_text.get(k) for k in MOE_MARKERS):
-            known = ", ".join(sorted(FAMILIES))
-            return Skipped(folder.name, folder, f"MoE family {family!r} is not known to moecal (known: {known})")
-        return Skipped(folder.name, folder, f"no MoE layers (model_type {family or 'missing'})")
-    keys = FAMILIES[family]
+        if not any(config_text.get(k) for k in MOE_MARKERS):
+            return Skipped(folder.name, folder, f"no MoE layers (model_type {family or 'missing'})")
+        keys = generic_keys(config_text)
+        if keys is None:
+            wanted = "; ".join(f"{what}: one of {', '.join(names)}" for what, names in GENERIC_KEYS.items())
+            return Skipped(
+                folder.name, folder, f"MoE family {family!r} unknown to moecal and its shape unreadable ({wanted})"
+            )
+    else:
+        keys = FAMILIES[family]
+    if keys.dense_variants and not config_text.get(keys.n_experts):  # a dense gemma4 / nemotron_h
+        return Skipped(folder.name, folder, f"no MoE layers ({prefix}{keys.n_experts} absent or 0)")
     dff = _int(config_text, keys.dff, source, prefix)
     shared = 0
     if keys.shared:
@@ -184,6 +217,16 @@ def read_model(folder: Path) -> DiscoveredModel | Skipped:
         quant=read_quantization(config, source),
         synthetic=read_synth_sidecar(folder),
     )
+
+
+def generic_keys(config: dict) -> FamilyKeys | None:
+    """The keys an unknown MoE family's shape can be read under (GENERIC_KEYS), None when one of the three is
+    missing. `intermediate_size` counts as the expert size only when no `moe_intermediate_size` exists (the
+    families that have both use the latter for experts)."""
+    found = {what: next((k for k in names if config.get(k)), None) for what, names in GENERIC_KEYS.items()}
+    if None in found.values():
+        return None
+    return FamilyKeys(found["dff"], found["n_experts"], top_k=found["top_k"])
 
 
 # written by `moecal synth` (harness.config.synth_checkpoints) beside a synthetic checkpoint

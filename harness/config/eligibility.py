@@ -1,39 +1,65 @@
-"""Will mlxcel's fused decode-MoE kernel run for this checkpoint? A prediction from config.json alone.
+"""Will mlxcel's fused decode-MoE kernel run for this checkpoint, and how is each arm forced? A prediction from
+config.json and what moecal knows of mlxcel (`Knowledge`: the shipped table, or one derived from a tree).
 
-The rules restate mlxcel's `SwitchGLU::forward_fused_kernel` (src/models/switch_layers.rs), which returns None —
-and the caller takes the gather_qmm fallback — for: a non-affine mode; gate/up not 4 or 8 bits; down not 4, 6 or 8
-bits; gate and up bits that differ; group sizes that differ across gate/up/down; a 6-bit down with Dff not a
-multiple of 16. The kernel also runs only for families whose MoE block calls it (WIRED_FAMILIES, from mlxcel's
-changelog: the shared SwitchGLU families of 0.3.x). When either arm cannot take the fused path, both arms run the
-same code and the point can only ever be a null point; measuring it costs a model load per run for nothing.
+The rules restate `SwitchGLU::forward_fused_kernel` (src/models/switch_layers.rs), which returns None — and the
+caller takes the gather_qmm fallback — for: a non-affine mode; gate/up not 4 or 8 bits; down not 4, 6 or 8 bits;
+gate and up bits that differ; group sizes that differ across gate/up/down; a 6-bit down with Dff not a multiple of
+16. The kernel runs only for families whose MoE block calls it (harness.config.mlxcel_families); a family that calls
+a copy of its own ignores the cap, so its arms are forced with MLXCEL_FUSED_MOE instead (`forced_by: switch`) and
+its point stays out of the cap's crossover. When either arm cannot take the fused path, both arms run the same code
+and the point can only ever be a null point; measuring it costs a model load per run for nothing.
 
-A prediction is only a prediction: the dispatch probe of a measured point stays the ground truth, and
-harness.analysis.backend_defaults.mispredictions reports where the two disagree.
+A prediction is only a prediction: the dispatch pass of a sweep is the ground truth in both directions
+(harness.measure.dispatch), and harness.analysis.backend_defaults.mispredictions reports where the two disagree.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from harness.config.discover import DiscoveredModel
+from harness.config.mlxcel_families import SWITCH_ENV, TABLE, FamilyWiring, lookup
 
-# Families whose MoE block calls the shared fused kernel (mlxcel 0.3.x changelog: qwen3_moe, qwen2_moe #308,
-# lfm2 #309, qwen3_vl_moe #310, mixtral #311, phi-3.5-moe #312, olmoe #314). Others (llama4, gpt_oss, deepseek,
-# granitemoe) keep their own gather path as far as moecal knows; `--measure-null` measures them anyway.
-WIRED_FAMILIES = frozenset({"qwen3_moe", "qwen3_vl_moe", "qwen2_moe", "lfm2_moe", "mixtral", "phimoe", "olmoe"})
-GATE_UP_BITS = (4, 8)
-DOWN_BITS = (4, 6, 8)
+SWITCH_LAYERS = "src/models/switch_layers.rs"
 
 
-def predict_null(model: DiscoveredModel) -> str | None:
-    """Why the fused kernel would decline this model (so the point will be null), or None if it should run."""
-    quant = model.quant
+@dataclass(frozen=True)
+class KernelRules:
+    """forward_fused_kernel's declines that config.json can predict, and where they were read."""
+
+    gate_up_bits: tuple[int, ...] = (4, 8)
+    down_bits: tuple[int, ...] = (4, 6, 8)
+    six_bit_dff_multiple: int = 16  # a 6-bit down_proj needs whole uint32 columns
+    affine_only: bool = True
+    source: str = f"{SWITCH_LAYERS} SwitchGLU::forward_fused_kernel (shipped reading of lablup/mlxcel, 2026-10)"
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """What moecal knows of the mlxcel it calibrates: the family table, the decline rules, and their origin."""
+
+    families: dict[str, FamilyWiring] = field(default_factory=lambda: dict(TABLE))
+    rules: KernelRules = KernelRules()
+    origin: str = "moecal's shipped table (lablup/mlxcel source to 2026-10; docs/mlxcel.md)"
+
+
+SHIPPED = Knowledge()
+
+
+def predict_null(model: DiscoveredModel, knowledge: Knowledge = SHIPPED) -> str | None:
+    """Why the fused kernel would decline this model (so the point will be null), or None if it should run (or
+    nothing is known of its family: the dispatch pass settles it)."""
+    quant, rules = model.quant, knowledge.rules
     if quant.mode == "none":
         return "not quantized: the fused kernel needs affine-quantized experts"
-    if quant.mode != "affine":
+    if rules.affine_only and quant.mode != "affine":
         return f"{quant.mode} quantization: the fused kernel runs only affine"
-    if model.family not in WIRED_FAMILIES:
-        return f"family {model.family} is not wired to the fused kernel"
+    wiring = lookup(model.family, knowledge.families)
+    if wiring is not None and wiring.wiring == "none":
+        return f"family {model.family} never runs the fused kernel ({wiring.source})"
     gate, up, down = (quant.projections[role] for role in ("gate", "up", "down"))
-    for role, pairs, allowed in (("gate", gate, GATE_UP_BITS), ("up", up, GATE_UP_BITS), ("down", down, DOWN_BITS)):
+    allowed_bits = (("gate", gate, rules.gate_up_bits), ("up", up, rules.gate_up_bits), ("down", down, rules.down_bits))
+    for role, pairs, allowed in allowed_bits:
         bad = sorted({bits for bits, _ in pairs if bits not in allowed}, key=str)
         if bad:
             return f"{role}_proj at {bad[0]} bits: the fused kernel takes {'/'.join(map(str, allowed))}-bit {role}"
@@ -42,12 +68,27 @@ def predict_null(model: DiscoveredModel) -> str | None:
     groups = {g for _, g in gate | up | down}
     if len(groups) > 1:
         return f"group sizes differ across gate/up/down ({', '.join(map(str, sorted(groups, key=str)))})"
-    if any(bits == 6 for bits, _ in down) and model.dff % 16:
-        return f"6-bit down_proj needs Dff divisible by 16 (Dff {model.dff})"
+    if any(bits == 6 for bits, _ in down) and model.dff % rules.six_bit_dff_multiple:
+        return f"6-bit down_proj needs Dff divisible by {rules.six_bit_dff_multiple} (Dff {model.dff})"
     return None
 
 
-def model_entry(model: DiscoveredModel) -> dict[str, object]:
+def arm_forcing(model: DiscoveredModel, knowledge: Knowledge = SHIPPED) -> tuple[str, str | None]:
+    """(forced_by, eligibility note): `cap` where the family reads MLXCEL_FUSED_MOE_MAX_DFF; `switch`
+    (MLXCEL_FUSED_MOE=0 for the fallback) where it runs its own kernel copy or is unknown. The note says why a
+    point stays out of the cap's crossover, or that nothing is known of the family."""
+    wiring = lookup(model.family, knowledge.families)
+    if wiring is None:
+        return "switch", (
+            f"eligibility unknown: family {model.family} is not in {knowledge.origin}; settled by the dispatch pass, "
+            f"arms forced with {SWITCH_ENV}, kept out of the cap's crossover"
+        )
+    if wiring.wiring == "switch":
+        return "switch", f"ignores the cap ({wiring.source}); arms forced with {SWITCH_ENV}"
+    return "cap", None
+
+
+def model_entry(model: DiscoveredModel, knowledge: Knowledge = SHIPPED) -> dict[str, object]:
     """The config entry `moecal init` writes for a discovered model (shape, quantization, synthetic note), with
     `expect_null` when the kernel is predicted to decline it. Here rather than in the init command so a sweep that
     synthesizes checkpoints builds the same entries without importing a CLI module."""
@@ -71,9 +112,14 @@ def model_entry(model: DiscoveredModel) -> dict[str, object]:
         entry["shared_dff"] = model.shared_dff
     if model.synthetic:
         entry["synthetic"] = synthetic_note(model.synthetic)
-    reason = predict_null(model)
+    reason = predict_null(model, knowledge)
     if reason:
         entry["expect_null"] = reason
+    forced_by, note = arm_forcing(model, knowledge)
+    if forced_by != "cap":
+        entry["forced_by"] = forced_by
+    if note:
+        entry["eligibility"] = note
     return entry
 
 

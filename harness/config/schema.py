@@ -288,6 +288,11 @@ class ModelEntry(Strict):
     bits: Dim | None = None
     group_size: Dim | None = None
     expect_null: str | None = Field(None, min_length=1)
+    # how the arms are forced (harness.config.eligibility.arm_forcing): `cap` through cap_env; `switch` where the
+    # family ignores the cap (its own kernel copy) or is unknown: the fallback arm sets MLXCEL_FUSED_MOE=0 and the
+    # point stays out of the cap's crossover; `eligibility` says why, or that nothing is known of the family
+    forced_by: Literal["cap", "switch"] = "cap"
+    eligibility: str | None = None
     synthetic: str | None = None  # a `moecal synth` checkpoint: how it was made (named in the addendum)
 
     def placeholders(self) -> dict[str, object]:

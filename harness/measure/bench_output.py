@@ -27,6 +27,10 @@ PARITY_CALL = re.compile(
 )  # fmt: skip
 PARITY_SUMMARY = re.compile(r"\[fused-moe-parity\] (\d+) calls: worst fused-vs-truth=" + _NUMBER)
 USAGE_ERROR = re.compile(r"error: (unexpected argument '([^']+)' found|.*)")
+# lines today's binary adds (2026-10); read as free text, whatever follows the label, and never required: an older
+# binary prints neither, and any other unknown line is ignored as every line but the ones above always was
+DECODE_PATH = re.compile(r"^\s*Decode path:\s*(.+?)\s*$", re.MULTILINE)
+MEMORY_LINE = re.compile(r"^\s*\[Memory\]\s*(.+?)\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,17 @@ def generated_tokens(output: str) -> int | None:
     """The measured pass's generated token count (the last `Generated tokens: N`); None when not printed."""
     found = GENERATED_TOKENS.findall(output)
     return int(found[-1]) if found else None
+
+
+def decode_path(output: str) -> str | None:
+    """What the binary's last `Decode path: …` line says (None when it prints none)."""
+    found = DECODE_PATH.findall(output)
+    return found[-1] if found else None
+
+
+def memory_lines(output: str) -> list[str]:
+    """The text of every `[Memory] …` line, in order."""
+    return MEMORY_LINE.findall(output)
 
 
 def parity_calls(output: str) -> list[ParityCall]:

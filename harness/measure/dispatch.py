@@ -12,9 +12,9 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.analysis.dispatch_evidence import RECORD, read_record, within_limit
+from harness.analysis.dispatch_evidence import RECORD, per_model, read_record, within_limit
 from harness.config.schema import CommandWorkload, DispatchCheck
-from harness.measure.bench_output import ParityCall, parity_calls, probe_summaries
+from harness.measure.bench_output import ParityCall, decode_path, memory_lines, parity_calls, probe_summaries
 from harness.measure.protocol import Point, RunFailed
 from harness.measure.workloads.command import CommandRunner
 from harness.runs.formats import write_text_atomic
@@ -59,7 +59,25 @@ def verification_run(runner: CommandRunner, path: str, check: DispatchCheck) -> 
         "tokens": outcome.tokens,
         "summary_calls": probe_summaries(text),
         **_figures(parity_calls(text)),
+        **({"decode_path": path_line} if (path_line := decode_path(text)) else {}),
+        **({"memory": lines} if (lines := memory_lines(text)) else {}),
     }
+
+
+def settle(points: list[Point], record: dict[str, dict], expected_null: dict[str, str]) -> dict[str, str]:
+    """The observation overrides the prediction in both directions: a model predicted null whose fused verification
+    run logged kernel calls at its Dff is measured after all (its skip lifted); one predicted eligible (or of an
+    unknown family) that the kernel declined is skipped (verify_dispatch's existing rule). Returns model → why the
+    prediction was overridden, for the run's provenance (`dispatch_overrides`)."""
+    facts = per_model(record, expected_null)
+    overrides = {}
+    for point in points:
+        model = str(point.key["model"])
+        fact = facts.get(model)
+        if fact and fact["dispatch"] == "verified" and model in expected_null:
+            point.skip_reason = ""
+            overrides[model] = f"predicted null ({expected_null[model]}), but the fused kernel ran: measured"
+    return overrides
 
 
 def verify(

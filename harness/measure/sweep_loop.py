@@ -126,6 +126,9 @@ def verify_dispatch(sweep: Sweep) -> None:
         return
     sweep.run_dir.mkdir(parents=True, exist_ok=True)
     record = dispatch.verify(sweep.points, sweep.workload.open, settings, sweep.run_dir)
+    overrides = dispatch.settle(sweep.points, record, dict(sweep.meta.get("expect_null") or {}))
+    if overrides:
+        sweep.meta["dispatch_overrides"] = overrides
     if sweep.measure_null:
         return
     declined = dispatch_evidence.null_reasons({"verification": record}, dict(sweep.meta.get("expect_null") or {}))

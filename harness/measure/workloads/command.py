@@ -1,7 +1,10 @@
 """The `command` workload: an external decode benchmark (e.g. mlxcel-bench-decode), one fresh process per run.
 
 Each arm is forced through an environment variable (`cap_env`): the fused arm sets it above every Dff, the fallback
-arm below every Dff. tok/s is parsed from the output with `metric_regex` (group 1, last match wins, so a benchmark
+arm below every Dff. A model whose family ignores the cap (`forced_by: switch`, harness.config.eligibility) also sets
+MLXCEL_FUSED_MOE (1 fused, 0 fallback); how each model's arms were forced, the models kept out of the cap's crossover,
+the binary's version and protocol (harness.measure.bench_capabilities) and a backend label without its device here
+go to the run's meta.json. tok/s is parsed from the output with `metric_regex` (group 1, last match wins, so a benchmark
 that prints per-phase lines reports its final figure). An optional dispatch probe must match the fused arm's output;
 a point where it never does ran the same code in both arms and is a null point (see harness.analysis.stats).
 
@@ -24,11 +27,14 @@ import shutil
 from pathlib import Path
 
 from harness.analysis.parity import agreement, capture_file, capture_regex
+from harness.config.backend_specs import backend_spec
+from harness.config.mlxcel_families import SWITCH_ENV, SWITCH_OFF, SWITCH_ON
 from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, ModelEntry, SweepConfig
 from harness.config.schema import CommandWorkload as CommandSettings
 from harness.config.synth_sweep import synthetic_provenance
 from harness.errors import InputError
 from harness.measure.backends import detect
+from harness.measure.bench_capabilities import capabilities, leading_args
 from harness.measure.bench_output import generated_tokens, rejected_flag, usage_error
 from harness.measure.proc import HELP_TIMEOUT_S, ask_help, run_with_deadline
 from harness.measure.protocol import Point, RunFailed, RunOutcome
@@ -51,9 +57,12 @@ def argv_for(settings: CommandSettings, model: ModelEntry) -> list[str]:
 class CommandRunner:
     """Runs one model's command; `run(path)` forces the path through the cap environment variable."""
 
-    def __init__(self, settings: CommandSettings, argv: list[str], output_file: Path | None = None):
+    def __init__(
+        self, settings: CommandSettings, argv: list[str], output_file: Path | None = None, forced_by: str = "cap"
+    ):
         self.settings = settings
         self.argv = argv
+        self.forced_by = forced_by  # ModelEntry.forced_by: `switch` also sets MLXCEL_FUSED_MOE per arm
         self.metric = re.compile(settings.metric_regex)
         self.probe = re.compile(settings.dispatch_probe.regex) if settings.dispatch_probe else None
         parity = settings.parity
@@ -63,11 +72,15 @@ class CommandRunner:
         self.last_text = ""  # stdout + stderr of the latest run that exited (the verification pass reads it)
 
     def environment(self, path: str, extra: dict[str, str] | None = None) -> dict[str, str]:
-        """The run's environment: the cap that forces `path`, the config's `env`, then `extra`. The parity probe's
-        variables are removed unless `extra` sets them (the verification pass): the probe adds evals to every MoE
-        call, so a timed run must never carry them, not even from the user's shell."""
+        """The run's environment: the cap that forces `path`, the config's `env`, then `extra`. A model whose family
+        ignores the cap (`forced_by: switch`) also gets MLXCEL_FUSED_MOE: 0 in the fallback arm, 1 in the fused one
+        (so a shell's `=0` cannot make both arms the fallback). The parity probe's variables are removed unless
+        `extra` sets them (the verification pass): the probe adds evals to every MoE call, so a timed run must never
+        carry them, not even from the user's shell."""
         cap = self.settings.fused_cap if path == "fused" else self.settings.fallback_cap
         env = {**os.environ, **self.settings.env, self.settings.cap_env: str(cap)}
+        if self.forced_by == "switch":
+            env[SWITCH_ENV] = SWITCH_ON if path == "fused" else SWITCH_OFF
         for name in probe_env_names(self.settings):
             env.pop(name, None)
         return {**env, **(extra or {})}
@@ -280,7 +293,7 @@ class CommandWorkloadRunner:
         output_file = None
         if parity and parity.output_file:
             output_file = Path(parity.output_file.format_map(model.placeholders()))
-        return CommandRunner(self.settings, argv_for(self.settings, model), output_file)
+        return CommandRunner(self.settings, argv_for(self.settings, model), output_file, model.forced_by)
 
     def describe_arms(self) -> dict[str, str]:
         """How each arm is forced, for the report."""
@@ -301,6 +314,12 @@ class CommandWorkloadRunner:
         if not self.config.library_pin:
             meta["library_pin"] = f"the command's own build ({self.settings.command[0]})"
         meta["bench_command"] = shlex.join(self.settings.command)  # the addendum's "Harness:" (prompt, tokens)
+        command = self.settings.command
+        meta.update(capabilities(command[0], leading_args(command)).as_meta())
+        missing = device_missing(self.backend_name)
+        if missing:
+            meta["backend_device_missing"] = missing
+        record_arm_forcing(self.config, meta)
         apply_null_policy(points, self.config, meta, measure_null)
         synthetic = synthetic_provenance(self.config)
         if synthetic:
@@ -308,6 +327,35 @@ class CommandWorkloadRunner:
 
 
 WORKLOAD = CommandWorkloadRunner
+
+
+def device_missing(backend: str) -> str:
+    """Why this machine cannot be the device a command run is labelled with ("" when it can): a ROCm label on a
+    machine without /dev/kfd, metal off Apple silicon, cuda without an NVIDIA GPU. The run is still labelled as
+    asked (a sweep may run the binary elsewhere through a wrapper); the flag makes the heading say so."""
+    if backend_spec(backend).hosts_commands(detect()):
+        return ""
+    return f"labelled {backend}, but this machine has no {backend} device; the label is taken as given"
+
+
+def record_arm_forcing(config: SweepConfig, meta: dict[str, object]) -> None:
+    """Per model, how each arm was forced (meta `arm_forcing`), and the models kept out of the cap's crossover
+    because their family ignores the cap or is unknown (meta `cap_ignored`: model → reason; the analysis keeps
+    them null, with the reason, after reporting their fused-vs-fallback ratio)."""
+    settings = config.workload
+    assert isinstance(settings, CommandSettings)
+    forcing: dict[str, dict[str, str]] = {}
+    ignored: dict[str, str] = {}
+    for model in config.models:
+        fused = f"{settings.cap_env}={settings.fused_cap}"
+        fallback = f"{settings.cap_env}={settings.fallback_cap}"
+        if model.forced_by == "switch":
+            fused, fallback = f"{fused} {SWITCH_ENV}={SWITCH_ON}", f"{fallback} {SWITCH_ENV}={SWITCH_OFF}"
+            ignored[model.name] = f"kept out of the cap's crossover: {model.eligibility or 'forced by the switch'}"
+        forcing[model.name] = {"forced_by": model.forced_by, "fused": fused, "fallback": fallback}
+    meta["arm_forcing"] = forcing
+    if ignored:
+        meta["cap_ignored"] = ignored
 
 
 def apply_null_policy(points: list[Point], config: SweepConfig, meta: dict[str, object], measure: bool) -> None:
