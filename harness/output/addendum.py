@@ -442,15 +442,18 @@ def _action_value(d: dict[str, object]) -> str:
     return f"{d['action']} {value}"
 
 
-def _decision_head(d: dict[str, object], backend: str) -> str:
-    """The decision's first line: the action and the value (and the mlxcel constant it concerns)."""
+def _decision_head(d: dict[str, object], backend: str, context: dict[str, object]) -> str:
+    """The decision's first line: the action and the value (and the mlxcel constant it concerns), and where the
+    cap in force came from when the input did not state it (an imported sweep: the engine's compiled-in default)."""
     where = f" ({md_code(MLXCEL_CONSTANTS[backend])})" if backend in MLXCEL_CONSTANTS else ""
-    return f"**Decision: {_action_value(d)}**{where}"
+    source = context.get("current_default_source")
+    assumed = f"; the cap in force, {d['current_default']}, is {md_text(source)}" if source else ""
+    return f"**Decision: {_action_value(d)}**{where}{assumed}"
 
 
 def _decision(data: dict[str, object]) -> list[str]:
     d = data["decision"]
-    lines = [_decision_head(d, data["backend"]), "", md_text(d["reason"]), ""]
+    lines = [_decision_head(d, data["backend"], data.get("context") or {}), "", md_text(d["reason"]), ""]
     files = data["files"]
     changes = d["action"] in ("raise", "lower", "set") and d["recommended_cap"] is not None
     per_run = f" (per run: `{d['apply']}`)" if d["apply"] else ""

@@ -44,6 +44,7 @@ CONTEXT_KEYS = (
     "source_format",
     "notes",
     "order",
+    "current_default_source",
     prov.LIBRARY_VERSION,
     prov.LIBRARY_COMMIT,
     prov.MLX_PIN,

@@ -6,6 +6,7 @@ data dict that `report.build_report_data` builds.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -47,8 +48,13 @@ def _kind(family: str) -> str:
     return LAYER if family.startswith("layer") else WHOLE_MODEL
 
 
-def _withheld(d: dict) -> bool:
-    return bool(d.get("aa_beyond_margin")) or "withheld" in str(d.get("reason") or "")
+def _withheld(d: dict) -> str:
+    """Why the title says a raise or lower was held back: the A/A drift (a structured field), or the move the reason
+    names (an unmeasured gap, a family that does not support it); empty when nothing was."""
+    if d.get("aa_beyond_margin"):
+        return "raise/lower withheld: A/A beyond the margin"
+    found = re.search(r"a (raise|lower) to (\d+) was withheld", str(d.get("reason") or ""))
+    return f"{found[1]} to {found[2]} withheld: see the decision" if found else ""
 
 
 def title_text(data: dict[str, object]) -> str:
@@ -56,8 +62,9 @@ def title_text(data: dict[str, object]) -> str:
     d = data["decision"]
     cap = d["recommended_cap"]
     action = d["action"] + (f" → {cap}" if cap is not None and d["action"] != "keep" else f" {cap}" if cap else "")
-    if _withheld(d):
-        action += " (raise/lower withheld: A/A beyond the margin)"
+    withheld = _withheld(d)
+    if withheld:
+        action += f" ({withheld})"
     where = f"{plot_label(data['host'])} {plot_label(data['backend'])} under {plot_label(data['library_pin'])}"
     note = data.get("context", {}).get("device_note")
     if note:  # an emulated or mislabelled run must not pass for a GPU measurement in the picture either

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.config.backend_specs import mlxcel_caps
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.runs.formats import (
@@ -223,7 +224,19 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
         "source": str(path),
         **({"notes": " | ".join(notes)} if notes else {}),
     }
-    return MlxcelImport(samples, provenance, skipped)
+    return MlxcelImport(samples, _compiled_in_cap(provenance), skipped)
+
+
+def _compiled_in_cap(provenance: dict[str, object]) -> dict[str, object]:
+    """An mlxcel sweep measured against the cap its build compiled in: when the CSV names its backend (GB10's
+    `CUDA 13.0`) but no cap, that backend's published default is the cap in force, and the record says where it
+    came from. Without it an imported sweep reads "set 1792" — a cap out of nothing — instead of keep/raise/lower
+    against the 8192 the engine ships with."""
+    cap = mlxcel_caps().get(str(provenance.get("backend") or ""))
+    if cap is None or provenance.get("current_default") not in (None, ""):
+        return provenance
+    source = f"mlxcel's compiled-in {cap.constant} (the CSV states no cap)"
+    return {**provenance, "current_default": cap.default, "current_default_source": source}
 
 
 def _plain(value: object) -> object:
