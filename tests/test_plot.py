@@ -45,8 +45,9 @@ GB10_0703 = REPO / "tests" / "fixtures" / "gb10-sweep-2026-07-03.csv"
 
 
 def test_null_points_and_the_crossover_interval_are_drawn_where_they_can_be_seen() -> None:
-    """mlxcel's 07-03 sweep: Dff 512 did not run, 2880 is null (mxfp4): both grey ×, labelled; the crossover
-    interval [1792, 14336] is a bar above the 1 ± δ band, not on it."""
+    """mlxcel's 07-03 sweep: Dff 512 did not run, 2880 is null (mxfp4), 768 (qwen3_moe ignored the cap before
+    2026-09-14) and 8192 (llama4 never runs the kernel) are A/A points by their names: all grey ×, labelled; the
+    crossover interval [1792, 14336] is a bar above the 1 ± δ band, not on it."""
     import matplotlib.pyplot as plt
     from matplotlib.collections import PathCollection
 
@@ -62,7 +63,7 @@ def test_null_points_and_the_crossover_interval_are_drawn_where_they_can_be_seen
             if isinstance(c, PathCollection) and tuple(c.get_facecolor()[0][:3]) == (0.45, 0.45, 0.45)
             for x, _ in c.get_offsets()
         }
-        assert grey == {512.0, 2880.0}
+        assert grey == {512.0, 768.0, 2880.0, 8192.0}
         texts = {t.get_text() for t in ax.texts}
         assert {"null", "not run", "1792 … 14336"} <= texts
         (bar,) = [line for line in ax.lines if line.get_label() == "crossover 95% interval"]

@@ -117,7 +117,7 @@ def _draw_nulls(ax, points: list[dict], y_low: float, y_high: float) -> None:
         label = "not used: null (same code) or too few runs" if n == 0 else None
         ax.scatter(p["dff"], y, marker="x", color="0.45", s=45, linewidth=1.5, zorder=3, label=label)
         ran = p.get(SummaryCol.N_FUSED) and p.get(SummaryCol.N_FALLBACK)
-        word = "null" if p[SummaryCol.VERDICT] == "null" else "too few runs" if ran else "not run"
+        word = "not run" if not ran else "null" if p[SummaryCol.VERDICT] == "null" else "too few runs"
         ax.annotate(word, (p["dff"], y), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom",
                     fontsize=7, color="0.35")  # fmt: skip
 
