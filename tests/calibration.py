@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,6 +117,122 @@ def check_pass_rate(regime: Regime, rounds: int, pairs: int, seed: int) -> float
     flips = np.any((fused[0::2] & fallback[1::2]) | (fallback[0::2] & fused[1::2]), axis=(1, 2))
     moved = np.array([bool(decision_moved(results[2 * i], results[2 * i + 1], sim.grid)) for i in range(pairs)])
     return float(np.mean(~(flips | moved)))
+
+
+# --- protocols: how a sweep spends its rounds, scored on the decision it reaches --------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a protocol did with each simulated sweep: its decision and the runs per arm it spent (all points and
+    families together)."""
+
+    results: list[DecisionResult]
+    runs: np.ndarray  # (sweeps,)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A way to measure and decide: `run` gets simulated sweeps of `max_rounds` rounds per point (the most it may
+    use; a protocol that stops early reads a prefix of a point's rounds, in time order) and returns its Outcome."""
+
+    name: str
+    max_rounds: int
+    run: Callable[[SimulatedSweeps], Outcome]
+
+
+def fixed(rounds: int) -> Protocol:
+    """The fixed protocol: `rounds` rounds at every point, then one decision."""
+
+    def run(sim: SimulatedSweeps) -> Outcome:
+        return Outcome(run_engine(sim, rounds), np.full(sim.truth.shape[0], rounds * np.prod(sim.truth.shape[1:])))
+
+    return Protocol(f"fixed {rounds}", rounds, run)
+
+
+@dataclass(frozen=True)
+class ProtocolScore:
+    """A protocol on one regime: runs per decision, how often it acts wrongly, its power, its crossover coverage."""
+
+    protocol: str
+    regime: str
+    sweeps: int
+    runs: float  # mean runs per arm per decision
+    wrong_action: float  # a raise or lower the truth does not support (_false_action), or a lower past a clear win
+    over_lower: float  # a lower that switches a measured point where fused truly wins beyond δ in every family
+    power: float  # share of sweeps that take the right action, among those whose truth calls for one (NaN: none)
+    actionable: int  # sweeps whose truth calls for a raise or a lower
+    crossover_coverage: float  # NaN: flat truth
+    action_rate: float
+
+
+def right_action(sim: SimulatedSweeps, s: int, margin: float = 0.01) -> str:
+    """What the truth of sweep s calls for at CURRENT_DEFAULT: `lower` when some family truly loses beyond δ at the
+    largest measured Dff ≤ the default, `raise` when every family truly wins beyond δ at the first measured Dff above
+    it, else `keep`."""
+    ratio = np.exp(sim.truth[s])
+    at = np.flatnonzero(sim.grid <= CURRENT_DEFAULT)
+    above = np.flatnonzero(sim.grid > CURRENT_DEFAULT)
+    if at.size and np.any(ratio[:, at[-1]] < 1 - margin):
+        return "lower"
+    if above.size and np.all(ratio[:, above[0]] > 1 + margin):
+        return "raise"
+    return "keep"
+
+
+def lowered_past_a_win(sim: SimulatedSweeps, s: int, result: DecisionResult, margin: float = 0.01) -> bool:
+    """A lower whose cap sends to fallback a measured point where fused truly wins beyond δ in every family."""
+    cap = result.decision.recommended_cap
+    if result.decision.action != "lower" or cap is None:
+        return False
+    switched = (sim.grid > cap) & (sim.grid <= CURRENT_DEFAULT)
+    return bool(np.any(np.all(np.exp(sim.truth[s][:, switched]) > 1 + margin, axis=0)))
+
+
+def score_protocol(regime: Regime, protocol: Protocol, sweeps: int, seed: int) -> ProtocolScore:
+    """The protocol on `sweeps` simulated sweeps of the regime (truths drawn from the regime, seeded)."""
+    sim = simulate(regime, protocol.max_rounds, sweeps, seed)
+    outcome = protocol.run(sim)
+    results = outcome.results
+    inside = (sim.crossover > sim.grid[0]) & (sim.crossover < sim.grid[-1])
+    covered = [
+        family.crossover.ci_low <= sim.crossover[s, f] <= family.crossover.ci_high
+        for s, result in enumerate(results)
+        for f, family in enumerate(result.families)
+        if inside[s, f]
+    ]
+    right = [right_action(sim, s) for s in range(sweeps)]
+    over = [lowered_past_a_win(sim, s, r) for s, r in enumerate(results)]
+    wrong = [_false_action(sim, s, r) or o for s, (r, o) in enumerate(zip(results, over, strict=True))]
+    hits = [r.decision.action == want for r, want in zip(results, right, strict=True) if want != "keep"]
+    return ProtocolScore(
+        protocol.name,
+        regime.name,
+        sweeps,
+        float(np.mean(outcome.runs)),
+        float(np.mean(wrong)),
+        float(np.mean(over)),
+        float(np.mean(hits)) if hits else math.nan,
+        len(hits),
+        float(np.mean(covered)) if covered else math.nan,
+        float(np.mean([r.decision.action != "keep" for r in results])),
+    )
+
+
+def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int, seed: int = 0) -> list[str]:
+    """One line per regime × protocol: runs per decision, wrong-action rate, power, over-lowers, coverage."""
+    lines = [
+        f"{'regime':34} {'protocol':14} {'runs':>6} {'wrong':>6} {'over-low':>8} {'power':>6} {'(n)':>5} "
+        f"{'cross cov':>9} {'actions':>7}"
+    ]
+    for k, regime in enumerate(regimes):
+        for protocol in protocols:
+            sc = score_protocol(regime, protocol, sweeps, seed + 1000 * k + protocol.max_rounds)
+            lines.append(
+                f"{regime.name:34} {protocol.name:14} {sc.runs:6.0f} {sc.wrong_action:6.3f} {sc.over_lower:8.3f} "
+                f"{sc.power:6.3f} {sc.actionable:5d} {sc.crossover_coverage:9.3f} {sc.action_rate:7.3f}"
+            )
+    return lines
 
 
 REGIMES = {
