@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis.decision import Curve, DecisionResult, StagedFamily, decide_curves
-from harness.analysis.regression import decision_moved
+from harness.analysis.regression import current_would_change, decision_moved
 from harness.analysis.stats import CONFIDENCE, estimate_family, ratio_interval
 from tests.simulation import DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
 
@@ -102,21 +102,30 @@ def score(regime: Regime, rounds: int, sweeps: int, seed: int) -> Score:
     )
 
 
-def check_pass_rate(regime: Regime, rounds: int, pairs: int, seed: int) -> float:
-    """Share of same-truth sweep pairs that `check`'s decision rule passes (no verdict flip fused ↔ fallback, the
-    baseline's cap consistent with the current crossover interval)."""
+def check_pass_rate(regime: Regime, rounds: int, pairs: int, seed: int, moved: float = 1.0) -> float:
+    """Share of sweep pairs that `check`'s decision rule passes (no verdict flip fused ↔ fallback, the baseline's cap
+    consistent with the current crossover interval, the current data alone not changing the cap): the baseline's
+    truth drawn, the current's the same curve with its crossover multiplied by `moved` (1: the same truth)."""
     rng = np.random.default_rng(seed)
     ln_ratio, crossover = draw_truth(regime, pairs, rng)
-    twice = (np.repeat(ln_ratio, 2, axis=0), np.repeat(crossover, 2, axis=0))
-    sim = simulate(regime, rounds, 2 * pairs, seed + 1, truth=twice)
+    slope = ln_ratio[..., :1] / (crossover[..., None] / regime.grid[0] - 1.0)  # a of a·(C/d − 1)
+    later = slope * (moved * crossover[..., None] / regime.grid - 1.0)
+    both = (np.stack([ln_ratio, later], axis=1).reshape(2 * pairs, *ln_ratio.shape[1:]), np.repeat(crossover, 2, 0))
+    sim = simulate(regime, rounds, 2 * pairs, seed + 1, truth=both)
     results = run_engine(sim, rounds)
     paired = np.full(sim.truth.shape, sim.interleaved)
     comparison, _ = estimate_family(sim.fused, sim.fallback, paired)
     _, low, high = ratio_interval(comparison.theta, comparison.se, comparison.df, CONFIDENCE)
     fused, fallback = low > 1.01, high < 0.99
     flips = np.any((fused[0::2] & fallback[1::2]) | (fallback[0::2] & fused[1::2]), axis=(1, 2))
-    moved = np.array([bool(decision_moved(results[2 * i], results[2 * i + 1], sim.grid)) for i in range(pairs)])
-    return float(np.mean(~(flips | moved)))
+    changed = np.array(
+        [
+            bool(decision_moved(results[2 * i], results[2 * i + 1], sim.grid))
+            or bool(current_would_change(results[2 * i], results[2 * i + 1], CURRENT_DEFAULT))
+            for i in range(pairs)
+        ]
+    )
+    return float(np.mean(~(flips | changed)))
 
 
 # --- protocols: how a sweep spends its rounds, scored on the decision it reaches --------------------------------

@@ -16,8 +16,8 @@ Pure functions over arrays and the summary DataFrame; no I/O (ValueError on bad 
   more than one grid step, it says so ("between 6400 and 14336: no measured point") and names the Dff to measure.
 - Policy at the current cap c ("fused when Dff ≤ cap"), on measured points only (candidate_caps lists, per cap,
   which measured points change path and the aggregate effect): **lower** when fallback wins beyond δ at the
-  largest measured Dff ≤ c, to the crossover interval's lower end or the last measured Dff below where fused is not
-  measurably worse, whichever is smaller; **raise** when fused wins beyond δ at every measured Dff above c up to the
+  largest measured Dff ≤ c, to the largest measured Dff below it where fused is not measurably worse (so no measured
+  point where fused wins is switched); **raise** when fused wins beyond δ at every measured Dff above c up to the
   new cap (never past the measured range); each is a one-sided question, tested one-sided at α (the intervals
   shown stay two-sided); else **keep**, saying about how many rounds give an 80% chance of a
   decision. A straight line across an unmeasured gap never moves the cap: it is reported as a withheld raise.
@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2
 
+from harness.analysis.between_points import widen_for_scatter
 from harness.analysis.stats import (
     DECIDED,
     classify,
@@ -156,6 +157,9 @@ class Decision:
     reason: str
     apply: str | None  # the environment line that applies the cap
     caps: tuple[CapOption, ...] = ()  # the candidate-cap table the decision was read from
+    # drift between points (between_points): the relative size √τ² added to every point's interval, None when the
+    # points scatter no more than their intervals allow
+    drift_between_points: float | None = None
 
 
 @dataclass(frozen=True)
@@ -464,15 +468,13 @@ def recommend(
     m = int(fused_now[-1]) if fused_now.size else None
     action = None
     if m is not None and worse[m]:
+        # the largest measured Dff where fused is not shown worse: every measured point the lower switches is one
+        # where fallback wins beyond the margin. The crossover interval's lower end (the earlier target) is wide at
+        # few rounds and switched clear fused wins in 11-24% of simulated lowers (tests/calibration.py).
         fine = np.flatnonzero(~worse[:m])
-        last_fine = int(curve.dffs[fine[-1]]) if fine.size else None
-        ci_low = crossover.ci_low if crossover.outcome == "crossing" and math.isfinite(crossover.ci_low) else None
-        target = min(x for x in (ci_low, last_fine, curve.dffs[m] - 1) if x is not None)
-        if last_fine is None:
-            target = below_all
+        target = int(curve.dffs[fine[-1]]) if fine.size else below_all
+        if not fine.size:
             where = f"below the smallest measured Dff {lo}: fallback wins beyond the margin at every one up to {c}"
-        elif ci_low is not None and target == ci_low:
-            where = "the crossover interval's lower end"
         else:
             where = "the largest measured Dff below it where fused is not measurably worse"
         evidence = _at_point(curve, m, lower_level, margin, f"the largest measured Dff at or below {c}")
@@ -645,6 +647,20 @@ def decide_curves(
 ) -> DecisionResult:
     """Each family's crossover and decision, then the overall one (_overall). Lowers are tested at the Bonferroni
     level 1 − α/k over the k deciding families (any one can trigger a lower), raises at the plain level."""
+    # drift between points widens the curve the decision reads (between_points), never a point's own interval; only
+    # a layer family's points differ in Dff alone (a decode family's are different models, whose ratios need not
+    # be monotone in Dff)
+    widened = [
+        widen_for_scatter(s.curve.theta, s.curve.se, s.curve.df)
+        if s.family.startswith("layer")
+        else (s.curve.se, s.curve.df, 0.0)
+        for s in staged
+    ]
+    scatter = [math.sqrt(tau2) if tau2 > 0 else None for _, _, tau2 in widened]
+    staged = [
+        replace(s, curve=replace(s.curve, se=se, df=df)) if tau2 > 0 else s
+        for s, (se, df, tau2) in zip(staged, widened, strict=True)
+    ]
     crossovers = [find_crossover(s.curve, confidence, margin, grid) for s in staged]
     draft = [
         FamilyDecision(s.family, (), c, Decision("keep", None, "", None), len(s.curve.dffs))
@@ -652,7 +668,7 @@ def decide_curves(
     ]
     lower_confidence = 1.0 - (1.0 - confidence) / len(deciding_families(draft))
     families = []
-    for s, crossover in zip(staged, crossovers, strict=True):
+    for s, crossover, tau in zip(staged, crossovers, scatter, strict=True):
         decision = recommend(
             s.curve,
             crossover,
@@ -666,6 +682,8 @@ def decide_curves(
             withhold,
             table,
         )
+        if tau is not None:
+            decision = replace(decision, reason=f"{decision.reason} {_scatter_note(tau)}", drift_between_points=tau)
         if s.notes:
             decision = replace(decision, reason=f"{decision.reason} Note: {'; '.join(s.notes)}.")
         families.append(FamilyDecision(s.family, s.rows, crossover, decision, len(s.curve.dffs)))
@@ -674,6 +692,14 @@ def decide_curves(
         candidates, key=lambda f: math.inf if f.decision.recommended_cap is None else f.decision.recommended_cap
     )
     return DecisionResult(tuple(families), binding.crossover, _overall(binding, candidates, current_default))
+
+
+def _scatter_note(tau: float) -> str:
+    return (
+        f"The measured points scatter more than their own intervals allow (drift between points, or a ratio that is "
+        f"not monotone in Dff): ±{tau:.2%} was added to every point's interval before deciding; repeating the points "
+        f"next to the cap in a later session tells drift from shape."
+    )
 
 
 def _overall(binding: FamilyDecision, candidates: Sequence[FamilyDecision], current_default: int | None) -> Decision:
@@ -825,6 +851,7 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
         "reason": d.reason,
         "apply": d.apply,
         "candidate_caps": caps_json(result.decision.caps),
+        "drift_between_points": _number(d.drift_between_points, 5) if d.drift_between_points is not None else None,
         **settings,
     }
     if len(result.families) > 1:
