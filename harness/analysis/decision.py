@@ -39,8 +39,10 @@ from scipy.stats import chi2
 
 from harness.analysis.between_points import widen_for_scatter
 from harness.analysis.stats import (
+    AFFORDABLE_ROUNDS,
     DECIDED,
     classify,
+    decision_chance,
     family_labels,
     ratio_interval,
     rounds_to_decide,
@@ -160,6 +162,10 @@ class Decision:
     # drift between points (between_points): the relative size √τ² added to every point's interval, None when the
     # points scatter no more than their intervals allow
     drift_between_points: float | None = None
+    # the rounds hint of a keep: the measured Dff it is about and the runs per arm that give an 80% chance of a
+    # decision there (None with a Dff: no affordable number does, stats.AFFORDABLE_ROUNDS)
+    rounds_dff: int | None = None
+    rounds_needed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -384,20 +390,22 @@ def _at_point(curve: Curve, i: int, level: float, margin: float, role: str) -> s
     )
 
 
-def _to_decide(curve: Curve, i: int, margin: float, confidence: float, rounds: np.ndarray) -> str:
-    """`about N rounds per arm give an 80% chance of a decision at Dff D` for measured point i."""
+def _to_decide(curve: Curve, i: int, margin: float, confidence: float, rounds: np.ndarray) -> tuple[str, int | None]:
+    """`about N rounds per arm give an 80% chance of a decision at Dff D` for measured point i, or why no affordable
+    number of rounds does; and that N (None: none does)."""
     n = int(rounds[i])
     needed = rounds_to_decide(curve.theta[i], curve.se[i], curve.df[i], n, margin, confidence)
     where = f"Dff {int(curve.dffs[i])}"
-    if needed is None:
-        return f"the ratio at {where} sits on the edge of the margin; more rounds there would not settle it"
-    if needed <= n:
-        return f"the interval at {where} is as narrow as it needs to be; it straddles the margin's edge"
-    if needed > 100 * max(n, 1):
-        return (
-            f"at {where} even {100 * n} rounds per arm would likely not decide (the ratio sits near the margin's edge)"
-        )
-    return f"about {needed} rounds per arm at {where} (now {n}) give an 80% chance of a decision"
+    if needed is not None:
+        return f"about {needed} rounds per arm at {where} (now {n}) give an 80% chance of a decision", needed
+    if not (np.isfinite(curve.se[i]) and curve.se[i] > 0 and n >= 1):
+        return f"no number of rounds at {where} can be suggested (its interval has no spread to scale)", None
+    chance = float(decision_chance(curve.theta[i], curve.se[i], curve.df[i], n, AFFORDABLE_ROUNDS, margin, confidence))
+    return (
+        f"no affordable number of rounds is likely to decide at {where}: even {AFFORDABLE_ROUNDS} per arm (now {n}) "
+        f"give about a {chance:.0%} chance (the ratio may sit on the margin's edge)",
+        None,
+    )
 
 
 def _line_raise(curve: Curve, start: int, level: float, margin: float, grid: int) -> tuple[int, int, int] | None:
@@ -518,7 +526,8 @@ def recommend(
     if above.size:
         parts.append(_at_point(curve, int(above[0]), confidence, margin, f"the smallest measured Dff above {c}"))
     undecided = [i for i in ([m] if m is not None else []) + [int(j) for j in above[:1]] if not (worse[i] or better[i])]
-    hint = f"; {_to_decide(curve, undecided[0], margin, confidence, rounds)}" if undecided else ""
+    hint, needed = _to_decide(curve, undecided[0], margin, confidence, rounds) if undecided else ("", None)
+    hint = f"; {hint}" if hint else ""
     line = _line_raise(curve, c, confidence, margin, grid)
     withheld = ""
     if line is not None:
@@ -528,7 +537,8 @@ def recommend(
             f"straight line across that gap is not evidence; measure Dff {measure} next)"
         )
     reason = f"{finding}; {'; '.join(parts)}. Keep {c}{withheld}{hint}."
-    return Decision("keep", c, reason, keep_line, caps)
+    at = int(curve.dffs[undecided[0]]) if undecided else None
+    return Decision("keep", c, reason, keep_line, caps, rounds_dff=at, rounds_needed=needed)
 
 
 def family_curve(
@@ -852,6 +862,9 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
         "apply": d.apply,
         "candidate_caps": caps_json(result.decision.caps),
         "drift_between_points": _number(d.drift_between_points, 5) if d.drift_between_points is not None else None,
+        "rounds_hint": {"dff": d.rounds_dff, "rounds": d.rounds_needed, "affordable": AFFORDABLE_ROUNDS}
+        if d.rounds_dff is not None
+        else None,
         **settings,
     }
     if len(result.families) > 1:
