@@ -174,6 +174,10 @@ class ProtocolScore:
     crossover_coverage: float  # NaN: flat truth
     action_rate: float
 
+    def mc_error(self, share: float, count: int | None = None) -> float:
+        """Monte-Carlo standard error of a share estimated from `count` sweeps (default: all of them)."""
+        return math.sqrt(max(share * (1 - share), 0.0) / (count or self.sweeps))
+
 
 def right_action(sim: SimulatedSweeps, s: int, margin: float = 0.01) -> str:
     """What the truth of sweep s calls for at CURRENT_DEFAULT: `lower` when some family truly loses beyond δ at the
@@ -261,6 +265,25 @@ REGIMES = {
     "dense 4 families win at 8192": Regime(
         "dense 4 families win at 8192", DENSE, families=4, crossover=(11000.0, 13000.0), slope=(0.08, 0.08)
     ),
+}
+
+
+# issue 29's regimes for the protocol table (scripts/decision_calibration.py): drift of the arms' own on flat truths
+# (at the simulation's speed, and slower: ρ = 0.98 per run), curved truths on both grids, 1–3 families, outliers
+PROTOCOL_REGIMES = {
+    regime.name: regime
+    for regime in (
+        Regime("sparse flat per-arm drift", SPARSE, flat=True, drift="per_arm"),
+        Regime("sparse flat slow per-arm drift", SPARSE, flat=True, drift="per_arm", own_rho=0.98),
+        Regime("dense flat per-arm drift", DENSE, flat=True, drift="per_arm"),
+        Regime("sparse 3 families flat slow drift", SPARSE, families=3, flat=True, drift="per_arm", own_rho=0.98),
+        Regime("sparse flat", SPARSE, flat=True),
+        Regime("sparse curved", SPARSE),
+        Regime("sparse curved slow per-arm drift", SPARSE, drift="per_arm", own_rho=0.98),
+        Regime("dense curved", DENSE, crossover=(2000.0, 15000.0)),
+        Regime("sparse 3 families curved", SPARSE, families=3),
+        Regime("sparse curved 15% outliers", SPARSE, outlier_rate=0.15),
+    )
 }
 
 
