@@ -81,9 +81,9 @@ def _false_action(sim: SimulatedSweeps, s: int, result: DecisionResult, margin: 
     return False
 
 
-def score(regime: Regime, rounds: int, sweeps: int, seed: int) -> Score:
-    sim = simulate(regime, rounds, sweeps, seed)
-    results = run_engine(sim, rounds)
+def _crossover_coverage(sim: SimulatedSweeps, results: list[DecisionResult]) -> float:
+    """Share of family crossover intervals holding the true crossover, over crossovers inside the measured range
+    (NaN: none, a flat truth)."""
     inside = (sim.crossover > sim.grid[0]) & (sim.crossover < sim.grid[-1])
     covered = [
         family.crossover.ci_low <= sim.crossover[s, f] <= family.crossover.ci_high
@@ -91,11 +91,18 @@ def score(regime: Regime, rounds: int, sweeps: int, seed: int) -> Score:
         for f, family in enumerate(result.families)
         if inside[s, f]
     ]
+    return float(np.mean(covered)) if covered else math.nan
+
+
+def score(regime: Regime, rounds: int, sweeps: int, seed: int) -> Score:
+    sim = simulate(regime, rounds, sweeps, seed)
+    results = run_engine(sim, rounds)
+    covered = _crossover_coverage(sim, results)
     actions = [r.decision.action for r in results]
     return Score(
         sweeps,
         _point_coverage(sim),
-        float(np.mean(covered)) if covered else math.nan,
+        covered,
         float(np.mean([a != "keep" for a in actions])),
         float(np.mean([a == "raise" for a in actions])),
         float(np.mean([_false_action(sim, s, r) for s, r in enumerate(results)])),
@@ -207,13 +214,7 @@ def score_protocol(regime: Regime, protocol: Protocol, sweeps: int, seed: int) -
     sim = simulate(regime, protocol.max_rounds, sweeps, seed)
     outcome = protocol.run(sim)
     results = outcome.results
-    inside = (sim.crossover > sim.grid[0]) & (sim.crossover < sim.grid[-1])
-    covered = [
-        family.crossover.ci_low <= sim.crossover[s, f] <= family.crossover.ci_high
-        for s, result in enumerate(results)
-        for f, family in enumerate(result.families)
-        if inside[s, f]
-    ]
+    covered = _crossover_coverage(sim, results)
     right = [right_action(sim, s) for s in range(sweeps)]
     over = [lowered_past_a_win(sim, s, r) for s, r in enumerate(results)]
     wrong = [_false_action(sim, s, r) or o for s, (r, o) in enumerate(zip(results, over, strict=True))]
@@ -227,7 +228,7 @@ def score_protocol(regime: Regime, protocol: Protocol, sweeps: int, seed: int) -
         float(np.mean(over)),
         float(np.mean(hits)) if hits else math.nan,
         len(hits),
-        float(np.mean(covered)) if covered else math.nan,
+        covered,
         float(np.mean([r.decision.action != "keep" for r in results])),
     )
 
