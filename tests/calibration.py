@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from harness.analysis.decision import Curve, DecisionResult, StagedFamily, decide_curves
-from harness.analysis.regression import decision_moved
+from harness.analysis.regression import current_would_change, decision_moved
 from harness.analysis.stats import CONFIDENCE, estimate_family, ratio_interval
 from tests.simulation import DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
 
@@ -80,9 +81,9 @@ def _false_action(sim: SimulatedSweeps, s: int, result: DecisionResult, margin: 
     return False
 
 
-def score(regime: Regime, rounds: int, sweeps: int, seed: int) -> Score:
-    sim = simulate(regime, rounds, sweeps, seed)
-    results = run_engine(sim, rounds)
+def _crossover_coverage(sim: SimulatedSweeps, results: list[DecisionResult]) -> float:
+    """Share of family crossover intervals holding the true crossover, over crossovers inside the measured range
+    (NaN: none, a flat truth)."""
     inside = (sim.crossover > sim.grid[0]) & (sim.crossover < sim.grid[-1])
     covered = [
         family.crossover.ci_low <= sim.crossover[s, f] <= family.crossover.ci_high
@@ -90,32 +91,162 @@ def score(regime: Regime, rounds: int, sweeps: int, seed: int) -> Score:
         for f, family in enumerate(result.families)
         if inside[s, f]
     ]
+    return float(np.mean(covered)) if covered else math.nan
+
+
+def score(regime: Regime, rounds: int, sweeps: int, seed: int) -> Score:
+    sim = simulate(regime, rounds, sweeps, seed)
+    results = run_engine(sim, rounds)
+    covered = _crossover_coverage(sim, results)
     actions = [r.decision.action for r in results]
     return Score(
         sweeps,
         _point_coverage(sim),
-        float(np.mean(covered)) if covered else math.nan,
+        covered,
         float(np.mean([a != "keep" for a in actions])),
         float(np.mean([a == "raise" for a in actions])),
         float(np.mean([_false_action(sim, s, r) for s, r in enumerate(results)])),
     )
 
 
-def check_pass_rate(regime: Regime, rounds: int, pairs: int, seed: int) -> float:
-    """Share of same-truth sweep pairs that `check`'s decision rule passes (no verdict flip fused ↔ fallback, the
-    baseline's cap consistent with the current crossover interval)."""
+def check_pass_rate(regime: Regime, rounds: int, pairs: int, seed: int, moved: float = 1.0) -> float:
+    """Share of sweep pairs that `check`'s decision rule passes (no verdict flip fused ↔ fallback, the baseline's cap
+    consistent with the current crossover interval, the current data alone not changing the cap): the baseline's
+    truth drawn, the current's the same curve with its crossover multiplied by `moved` (1: the same truth)."""
     rng = np.random.default_rng(seed)
     ln_ratio, crossover = draw_truth(regime, pairs, rng)
-    twice = (np.repeat(ln_ratio, 2, axis=0), np.repeat(crossover, 2, axis=0))
-    sim = simulate(regime, rounds, 2 * pairs, seed + 1, truth=twice)
+    slope = ln_ratio[..., :1] / (crossover[..., None] / regime.grid[0] - 1.0)  # a of a·(C/d − 1)
+    later = slope * (moved * crossover[..., None] / regime.grid - 1.0)
+    both = (np.stack([ln_ratio, later], axis=1).reshape(2 * pairs, *ln_ratio.shape[1:]), np.repeat(crossover, 2, 0))
+    sim = simulate(regime, rounds, 2 * pairs, seed + 1, truth=both)
     results = run_engine(sim, rounds)
     paired = np.full(sim.truth.shape, sim.interleaved)
     comparison, _ = estimate_family(sim.fused, sim.fallback, paired)
     _, low, high = ratio_interval(comparison.theta, comparison.se, comparison.df, CONFIDENCE)
     fused, fallback = low > 1.01, high < 0.99
     flips = np.any((fused[0::2] & fallback[1::2]) | (fallback[0::2] & fused[1::2]), axis=(1, 2))
-    moved = np.array([bool(decision_moved(results[2 * i], results[2 * i + 1], sim.grid)) for i in range(pairs)])
-    return float(np.mean(~(flips | moved)))
+    changed = np.array(
+        [
+            bool(decision_moved(results[2 * i], results[2 * i + 1], sim.grid))
+            or bool(current_would_change(results[2 * i], results[2 * i + 1], CURRENT_DEFAULT))
+            for i in range(pairs)
+        ]
+    )
+    return float(np.mean(~(flips | changed)))
+
+
+# --- protocols: how a sweep spends its rounds, scored on the decision it reaches --------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a protocol did with each simulated sweep: its decision and the runs per arm it spent (all points and
+    families together)."""
+
+    results: list[DecisionResult]
+    runs: np.ndarray  # (sweeps,)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A way to measure and decide: `run` gets simulated sweeps of `max_rounds` rounds per point (the most it may
+    use; a protocol that stops early reads a prefix of a point's rounds, in time order) and returns its Outcome."""
+
+    name: str
+    max_rounds: int
+    run: Callable[[SimulatedSweeps], Outcome]
+
+
+def fixed(rounds: int) -> Protocol:
+    """The fixed protocol: `rounds` rounds at every point, then one decision."""
+
+    def run(sim: SimulatedSweeps) -> Outcome:
+        return Outcome(run_engine(sim, rounds), np.full(sim.truth.shape[0], rounds * np.prod(sim.truth.shape[1:])))
+
+    return Protocol(f"fixed {rounds}", rounds, run)
+
+
+@dataclass(frozen=True)
+class ProtocolScore:
+    """A protocol on one regime: runs per decision, how often it acts wrongly, its power, its crossover coverage."""
+
+    protocol: str
+    regime: str
+    sweeps: int
+    runs: float  # mean runs per arm per decision
+    wrong_action: float  # a raise or lower the truth does not support (_false_action), or a lower past a clear win
+    over_lower: float  # a lower that switches a measured point where fused truly wins beyond δ in every family
+    power: float  # share of sweeps that take the right action, among those whose truth calls for one (NaN: none)
+    actionable: int  # sweeps whose truth calls for a raise or a lower
+    crossover_coverage: float  # NaN: flat truth
+    action_rate: float
+
+    def mc_error(self, share: float, count: int | None = None) -> float:
+        """Monte-Carlo standard error of a share estimated from `count` sweeps (default: all of them)."""
+        return math.sqrt(max(share * (1 - share), 0.0) / (count or self.sweeps))
+
+
+def right_action(sim: SimulatedSweeps, s: int, margin: float = 0.01) -> str:
+    """What the truth of sweep s calls for at CURRENT_DEFAULT: `lower` when some family truly loses beyond δ at the
+    largest measured Dff ≤ the default, `raise` when every family truly wins beyond δ at the first measured Dff above
+    it, else `keep`."""
+    ratio = np.exp(sim.truth[s])
+    at = np.flatnonzero(sim.grid <= CURRENT_DEFAULT)
+    above = np.flatnonzero(sim.grid > CURRENT_DEFAULT)
+    if at.size and np.any(ratio[:, at[-1]] < 1 - margin):
+        return "lower"
+    if above.size and np.all(ratio[:, above[0]] > 1 + margin):
+        return "raise"
+    return "keep"
+
+
+def lowered_past_a_win(sim: SimulatedSweeps, s: int, result: DecisionResult, margin: float = 0.01) -> bool:
+    """A lower whose cap sends to fallback a measured point where fused truly wins beyond δ in every family."""
+    cap = result.decision.recommended_cap
+    if result.decision.action != "lower" or cap is None:
+        return False
+    switched = (sim.grid > cap) & (sim.grid <= CURRENT_DEFAULT)
+    return bool(np.any(np.all(np.exp(sim.truth[s][:, switched]) > 1 + margin, axis=0)))
+
+
+def score_protocol(regime: Regime, protocol: Protocol, sweeps: int, seed: int) -> ProtocolScore:
+    """The protocol on `sweeps` simulated sweeps of the regime (truths drawn from the regime, seeded)."""
+    sim = simulate(regime, protocol.max_rounds, sweeps, seed)
+    outcome = protocol.run(sim)
+    results = outcome.results
+    covered = _crossover_coverage(sim, results)
+    right = [right_action(sim, s) for s in range(sweeps)]
+    over = [lowered_past_a_win(sim, s, r) for s, r in enumerate(results)]
+    wrong = [_false_action(sim, s, r) or o for s, (r, o) in enumerate(zip(results, over, strict=True))]
+    hits = [r.decision.action == want for r, want in zip(results, right, strict=True) if want != "keep"]
+    return ProtocolScore(
+        protocol.name,
+        regime.name,
+        sweeps,
+        float(np.mean(outcome.runs)),
+        float(np.mean(wrong)),
+        float(np.mean(over)),
+        float(np.mean(hits)) if hits else math.nan,
+        len(hits),
+        covered,
+        float(np.mean([r.decision.action != "keep" for r in results])),
+    )
+
+
+def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int, seed: int = 0) -> list[str]:
+    """One line per regime × protocol: runs per decision, wrong-action rate, power, over-lowers, coverage."""
+    lines = [
+        f"{'regime':34} {'protocol':14} {'runs':>6} {'wrong':>6} {'over-low':>8} {'power':>6} {'(n)':>5} "
+        f"{'cross cov':>9} {'actions':>7}"
+    ]
+    for k, regime in enumerate(regimes):
+        for protocol in protocols:
+            sc = score_protocol(regime, protocol, sweeps, seed + 1000 * k + protocol.max_rounds)
+            lines.append(
+                f"{regime.name:34} {protocol.name:14} {sc.runs:6.0f} {sc.wrong_action:6.3f} {sc.over_lower:8.3f} "
+                f"{sc.power:6.3f} {sc.actionable:5d} {sc.crossover_coverage:9.3f} {sc.action_rate:7.3f}"
+            )
+    return lines
 
 
 REGIMES = {
@@ -135,6 +266,25 @@ REGIMES = {
     "dense 4 families win at 8192": Regime(
         "dense 4 families win at 8192", DENSE, families=4, crossover=(11000.0, 13000.0), slope=(0.08, 0.08)
     ),
+}
+
+
+# issue 29's regimes for the protocol table (scripts/decision_calibration.py): drift of the arms' own on flat truths
+# (at the simulation's speed, and slower: ρ = 0.98 per run), curved truths on both grids, 1–3 families, outliers
+PROTOCOL_REGIMES = {
+    regime.name: regime
+    for regime in (
+        Regime("sparse flat per-arm drift", SPARSE, flat=True, drift="per_arm"),
+        Regime("sparse flat slow per-arm drift", SPARSE, flat=True, drift="per_arm", own_rho=0.98),
+        Regime("dense flat per-arm drift", DENSE, flat=True, drift="per_arm"),
+        Regime("sparse 3 families flat slow drift", SPARSE, families=3, flat=True, drift="per_arm", own_rho=0.98),
+        Regime("sparse flat", SPARSE, flat=True),
+        Regime("sparse curved", SPARSE),
+        Regime("sparse curved slow per-arm drift", SPARSE, drift="per_arm", own_rho=0.98),
+        Regime("dense curved", DENSE, crossover=(2000.0, 15000.0)),
+        Regime("sparse 3 families curved", SPARSE, families=3),
+        Regime("sparse curved 15% outliers", SPARSE, outlier_rate=0.15),
+    )
 }
 
 

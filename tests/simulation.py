@@ -17,7 +17,9 @@ One simulated sweep measures each family's grid one point after another, each po
 - noise: 1% lognormal per run;
 - shared drift (every regime): an AR(1) over time slots (ρ = 0.9, innovations 0.5%) plus a linear trend of −3% over
   the sweep (a machine warming up), felt by both arms alike;
-- per-arm drift: each arm also gets its own, independent AR(1) (ρ = 0.9, innovations 0.5%);
+- per-arm drift: each arm also gets its own, independent AR(1) (ρ = 0.9, innovations 0.5%; a regime's `own_rho`
+  makes it slower at the same stationary size, about 1.15%: ρ = 0.98 wanders over tens of runs, so a point's runs
+  share most of their offset and only the spread between points shows it);
 - fused-only drift: the fused arm alone gets one (the A/A arm, fallback against fallback, cannot see it);
 - outliers: a share of runs (1 in 20, or 15% in the outlier regime) loses 10–20% (a background task).
 
@@ -56,6 +58,7 @@ class Regime:
     flat: bool = False
     crossover: tuple[float, float] = (2000.0, 13000.0)  # C ~ uniform
     slope: tuple[float, float] = (0.03, 0.12)  # a ~ uniform
+    own_rho: float = AR_RHO  # per-slot correlation of each arm's own drift (per_arm, fused_only)
 
 
 @dataclass(frozen=True)
@@ -81,11 +84,12 @@ def draw_truth(regime: Regime, sweeps: int, rng: np.random.Generator) -> tuple[n
     return slope[..., None] * (crossover[..., None] / regime.grid - 1.0), crossover
 
 
-def _ar1(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """Stationary AR(1) paths along the last axis."""
-    innovations = rng.normal(0.0, AR_INNOVATION, size=shape)
-    start = rng.normal(0.0, AR_INNOVATION / np.sqrt(1 - AR_RHO**2), size=(*shape[:-1], 1))
-    return lfilter([1.0], [1.0, -AR_RHO], innovations, axis=-1) + start * AR_RHO ** np.arange(1, shape[-1] + 1)
+def _ar1(rng: np.random.Generator, shape: tuple[int, ...], rho: float = AR_RHO) -> np.ndarray:
+    """Stationary AR(1) paths along the last axis, of the stationary size of ρ = AR_RHO with 0.5% innovations."""
+    size = AR_INNOVATION / np.sqrt(1 - AR_RHO**2)
+    innovations = rng.normal(0.0, size * np.sqrt(1 - rho**2), size=shape)
+    start = rng.normal(0.0, size, size=(*shape[:-1], 1))
+    return lfilter([1.0], [1.0, -rho], innovations, axis=-1) + start * rho ** np.arange(1, shape[-1] + 1)
 
 
 def simulate(
@@ -99,8 +103,8 @@ def simulate(
     shape = (sweeps, families, slots)
     shared = _ar1(rng, shape) + TREND * np.arange(slots) / slots
     own = {
-        "fused": _ar1(rng, shape) if regime.drift in ("per_arm", "fused_only") else 0.0,
-        "fallback": _ar1(rng, shape) if regime.drift == "per_arm" else 0.0,
+        "fused": _ar1(rng, shape, regime.own_rho) if regime.drift in ("per_arm", "fused_only") else 0.0,
+        "fallback": _ar1(rng, shape, regime.own_rho) if regime.drift == "per_arm" else 0.0,
     }
     slot = np.arange(slots).reshape(points, rounds, 2)
     if regime.interleaved:

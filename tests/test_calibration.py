@@ -14,7 +14,16 @@ from harness.analysis.decision import family_curve, find_crossover
 from harness.analysis.inputs import LoadedInput
 from harness.analysis.pipeline import Options, analyse
 from harness.analysis.stats import estimate_family, rounds_to_decide, t_quantile
-from tests.calibration import REGIMES, Score, check_pass_rate, score
+from tests.calibration import (
+    PROTOCOL_REGIMES,
+    REGIMES,
+    ProtocolScore,
+    Score,
+    check_pass_rate,
+    fixed,
+    score,
+    score_protocol,
+)
 from tests.simulation import SPARSE, Regime, as_samples, simulate
 
 SWEEPS = {"sparse": 300, "dense": 120}
@@ -88,10 +97,12 @@ def test_a_raise_happens_when_every_family_clearly_wins_at_the_cap():
 )
 def test_drift_keeps_per_point_coverage_at_n10(name):
     """Drift the arms do not share (each arm's own, the fused path's alone, or runs not interleaved under shared
-    drift): the drift model's widening holds per-point coverage at 0.90 (issue 18 item 9; the batch-means widening
-    reached 0.79–0.82, no widening 0.69–0.75)."""
+    drift): the drift model's widening holds per-point coverage near 0.90 (issue 18 item 9; the batch-means widening
+    reached 0.79–0.82, no widening 0.69–0.75). Since issue 29 the model widens only where the runs lean towards drift
+    (a 4th round must not lower power under white runs): 0.86–0.93 at n = 10, the price of that power; the decision's
+    own guarantees (crossover coverage, false actions) are tested above."""
     sc = _score(name, 10)
-    _at_least(sc, sc.point_coverage, 0.90)
+    _at_least(sc, sc.point_coverage, 0.85)
 
 
 def test_outliers_at_3_rounds_rarely_move_the_cap_on_a_flat_truth():
@@ -102,27 +113,84 @@ def test_outliers_at_3_rounds_rarely_move_the_cap_on_a_flat_truth():
     assert sc.action_rate <= 0.03, sc
 
 
-def test_same_truth_sweep_pairs_pass_check():
-    """`check`'s decision rule on two sweeps of the same drawn truth (sparse grid, 5 rounds): ≥ 95% pass."""
-    rate = check_pass_rate(Regime("pairs", SPARSE), rounds=5, pairs=150, seed=31)
-    assert rate >= 0.95 - 2 * np.sqrt(0.95 * 0.05 / 150), rate
+def test_check_passes_same_truth_pairs_and_fails_a_moved_crossover_more_often():
+    """`check`'s decision rule on two sweeps of one drawn truth (sparse grid, 5 rounds) passes ≥ 85% (0.90 measured;
+    ≥ 95% before issue 29: a pair where one sweep lowers the cap and the other keeps it now fails, since the current
+    data alone would change the cap), and fails clearly more often when the current truth's crossover moved 25% down
+    (0.64–0.76 pass at 3–10 rounds)."""
+    same = check_pass_rate(Regime("pairs", SPARSE), rounds=5, pairs=150, seed=31)
+    moved = check_pass_rate(Regime("pairs", SPARSE), rounds=5, pairs=150, seed=31, moved=0.75)
+    mc = np.sqrt(0.9 * 0.1 / 150)
+    assert same >= 0.85 - 2 * mc, same
+    assert moved <= same - 0.08, (same, moved)
+
+
+def _hint_outcomes(ratio: float, sigma: float, sweeps: int = 300, n0: int = 3) -> tuple[float, float]:
+    """SYNTHETIC paired differences with a known ratio and per-round sd, n0 rounds each: the share of sweeps whose
+    hint names a number of rounds, and how often those rounds (the n0 kept, the rest drawn) then decide — the interval
+    clears the margin edge nearest the first estimate on its side."""
+    theta = np.log(ratio)
+    rng = np.random.default_rng(int(1000 * ratio + 100 * sigma))
+    edges = np.log([0.99, 1.01])
+    named, decided = 0, []
+    for first in rng.normal(theta, sigma, size=(sweeps, n0)):
+        estimate, se = first.mean(), first.std(ddof=1) / np.sqrt(n0)
+        needed = rounds_to_decide(estimate, se, n0 - 1, n0)
+        if needed is None:
+            continue
+        named += 1
+        d = np.concatenate([first, rng.normal(theta, sigma, size=needed - n0)])
+        mean, half = d.mean(), t_quantile(0.95, needed - 1) * d.std(ddof=1) / np.sqrt(needed)
+        edge = edges[np.argmin(np.abs(estimate - edges))]
+        decided.append(mean - half > edge if estimate > edge else mean + half < edge)
+    return named / sweeps, float(np.mean(decided)) if decided else np.nan
 
 
 @pytest.mark.parametrize(("ratio", "sigma"), [(1.03, 0.02), (0.975, 0.015), (1.02, 0.01)])
 def test_the_rounds_hint_gives_an_80_percent_chance_of_a_decision(ratio, sigma):
-    """SYNTHETIC paired differences with a known ratio and per-round sd: the suggested rounds decide (the interval
-    clears the nearest margin edge) in about 80% of simulated sweeps, not 50%."""
-    theta = np.log(ratio)
-    n0 = 3
-    needed = rounds_to_decide(theta, sigma / np.sqrt(n0), n0 - 1, n0)
-    assert needed is not None and needed > n0
-    rng = np.random.default_rng(int(needed))
-    d = rng.normal(theta, sigma, size=(4000, needed))
-    mean, se = d.mean(axis=1), d.std(axis=1, ddof=1) / np.sqrt(needed)
-    half = t_quantile(0.95, needed - 1) * se
-    edge = np.log1p(0.01 if ratio > 1 else -0.01)
-    decided = (mean - half > edge) if ratio > 1 else (mean + half < edge)
-    assert 0.76 <= decided.mean() <= 0.88, (needed, decided.mean())
+    """Clear truths: when the hint names a number of rounds, those rounds decide in about 80% of sweeps (0.78–0.79
+    measured on 600), not 50%."""
+    _, rate = _hint_outcomes(ratio, sigma)
+    assert 0.70 <= rate <= 0.90, rate
+
+
+@pytest.mark.parametrize(("ratio", "sigma"), [(1.01, 0.02), (0.99, 0.01)])
+def test_the_rounds_hint_says_no_affordable_number_decides_at_the_margins_edge(ratio, sigma):
+    """A truth on the margin's edge: no number of rounds gives 80%. The earlier hint took the estimate for the truth
+    and named a number in every sweep (real chance 2–10%); now most sweeps say no affordable number decides (0.18–0.33
+    name one, measured on 600) — an estimate that lands by chance far from the edge cannot be told apart."""
+    named, _ = _hint_outcomes(ratio, sigma)
+    assert named <= 0.40, named
+
+
+def test_under_one_arms_drift_a_flat_truth_rarely_moves_the_cap_on_a_dense_grid():
+    """Each arm's own drift on a flat truth, dense grid, 5 rounds: the offsets it gives each point make the family
+    scatter more than its intervals allow, and the decision's curve is widened (between_points): 2.5–4% of sweeps
+    move the cap (4.5% before issue 29; the sparse grid's 6 points cannot show it: tests/calibration.py table)."""
+    sc = score_protocol(PROTOCOL_REGIMES["dense flat per-arm drift"], fixed(5), 120, seed=29)
+    assert sc.wrong_action <= 0.03 + 2 * sc.mc_error(0.03), sc
+
+
+@pytest.fixture(scope="module")
+def sparse_powers() -> dict[int, ProtocolScore]:
+    """Sparse curved truths (the same 300 truths at every n: one seed), white noise around a shared drift."""
+    return {n: score_protocol(PROTOCOL_REGIMES["sparse curved"], fixed(n), 300, seed=11) for n in (3, 4, 5)}
+
+
+def test_more_rounds_do_not_lower_power_under_white_noise(sparse_powers):
+    """The same truths at 3, 4 and 5 rounds: power does not fall (measured 0.51, 0.58, 0.59; before issue 29 the
+    drift model's widening, applied to white runs too, gave 0.51, 0.46, 0.43)."""
+    for few, more in ((3, 4), (4, 5)):
+        a, b = sparse_powers[few], sparse_powers[more]
+        assert b.power >= a.power - 2 * a.mc_error(a.power, a.actionable), (few, a, more, b)
+
+
+def test_a_lower_never_switches_a_clear_fused_win(sparse_powers):
+    """A lower goes to the largest measured Dff where fused is not shown worse: it switches a measured point where
+    fused truly wins beyond δ only through a false 'worse' (measured 0–0.7%; 11–24% when it went to the crossover
+    interval's lower end)."""
+    for sc in sparse_powers.values():
+        assert sc.over_lower <= 0.01 + 2 * sc.mc_error(0.01), sc
 
 
 def test_the_summary_runs_the_same_estimate_as_the_simulation():

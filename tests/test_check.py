@@ -134,3 +134,24 @@ def test_the_change_interval_is_welch_on_ln_tok_s(tmp_path):
     for point in rerun.points:
         low, high = point["fused"]["ci"]
         assert low < point["fused"]["change"] < high and high - low < 0.05  # 8 runs of 1% noise per side
+
+
+def test_check_fails_when_the_current_data_alone_would_change_the_cap_in_force(tmp_path):
+    """Issue 29: the current sweep (crossover moved from 5000 to 3000) lowers the cap 4096 → 2048 while the baseline
+    keeps 4096: that fails whether or not the baseline's cap lies inside the current interval (the fused arm also
+    slowed, a regression listed first). `--current-default` sets the cap both sides are decided against: at 8192
+    two sweeps of one truth both lower to 4096 (the largest measured Dff where fused is not shown worse), the same
+    decision: it passes."""
+    baseline = _run(tmp_path, "base", seed=5)
+    moved = _run(tmp_path, "moved", seed=6, curve=linear_curve([1024, 2048, 4096, 6144, 8192], 3000))
+    code, result, _ = _check(baseline, moved, "--current-default", "4096")
+    assert code == 1
+    assert (
+        "the current data alone would lower the cap 4096 → 2048 (the baseline's decision: keep 4096)"
+        in (result["problems"])
+    )
+    again = _run(tmp_path, "again", seed=7)
+    code, result, _ = _check(baseline, again, "--current-default", "8192")
+    assert result["decisions"]["baseline"]["action"] == result["decisions"]["current"]["action"] == "lower"
+    assert result["decisions"]["current"]["recommended_cap"] == 4096
+    assert code == 0 and result["status"] == "ok", result["problems"]

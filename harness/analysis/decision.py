@@ -16,8 +16,8 @@ Pure functions over arrays and the summary DataFrame; no I/O (ValueError on bad 
   more than one grid step, it says so ("between 6400 and 14336: no measured point") and names the Dff to measure.
 - Policy at the current cap c ("fused when Dff ≤ cap"), on measured points only (candidate_caps lists, per cap,
   which measured points change path and the aggregate effect): **lower** when fallback wins beyond δ at the
-  largest measured Dff ≤ c, to the crossover interval's lower end or the last measured Dff below where fused is not
-  measurably worse, whichever is smaller; **raise** when fused wins beyond δ at every measured Dff above c up to the
+  largest measured Dff ≤ c, to the largest measured Dff below it where fused is not measurably worse (so no measured
+  point where fused wins is switched); **raise** when fused wins beyond δ at every measured Dff above c up to the
   new cap (never past the measured range); each is a one-sided question, tested one-sided at α (the intervals
   shown stay two-sided); else **keep**, saying about how many rounds give an 80% chance of a
   decision. A straight line across an unmeasured gap never moves the cap: it is reported as a withheld raise.
@@ -38,10 +38,13 @@ import pandas as pd
 from scipy.stats import chi2
 
 from harness.analysis import figures
+from harness.analysis.between_points import widen_for_scatter
 from harness.analysis.decision_words import band as band_words
 from harness.analysis.decision_words import family_words, point_test_words, sign_runs
 from harness.analysis.stats import (
+    AFFORDABLE_ROUNDS,
     DECIDED,
+    decision_chance,
     family_labels,
     ratio_interval,
     rounds_to_decide,
@@ -174,6 +177,13 @@ class Decision:
     apply: str | None  # the environment line that applies the cap (None: no variable sets it for this workload)
     caps: tuple[CapOption, ...] = ()  # the candidate-cap table the decision was read from
     tests: tuple[PointTest, ...] = ()  # the point tests the decision read, in the order it read them
+    # drift between points (between_points): the relative size √τ² added to every point's interval, None when the
+    # points scatter no more than their intervals allow
+    drift_between_points: float | None = None
+    # the rounds hint of a keep: the measured Dff it is about and the runs per arm that give an 80% chance of a
+    # decision there (None with a Dff: no affordable number does, stats.AFFORDABLE_ROUNDS)
+    rounds_dff: int | None = None
+    rounds_needed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -415,20 +425,22 @@ def _point_tests(
     return tuple(out)
 
 
-def _to_decide(curve: Curve, i: int, margin: float, confidence: float, rounds: np.ndarray) -> str:
-    """`about N rounds per arm give an 80% chance of a decision at Dff D` for measured point i."""
+def _to_decide(curve: Curve, i: int, margin: float, confidence: float, rounds: np.ndarray) -> tuple[str, int | None]:
+    """`about N rounds per arm give an 80% chance of a decision at Dff D` for measured point i, or why no affordable
+    number of rounds does; and that N (None: none does)."""
     n = int(rounds[i])
     needed = rounds_to_decide(curve.theta[i], curve.se[i], curve.df[i], n, margin, confidence)
     where = f"Dff {int(curve.dffs[i])}"
-    if needed is None:
-        return f"the ratio at {where} sits on the edge of the margin; more rounds there would not settle it"
-    if needed <= n:
-        return f"more rounds at {where} would not change the decision (its interval is as narrow as it needs to be)"
-    if needed > 100 * max(n, 1):
-        return (
-            f"at {where} even {100 * n} rounds per arm would likely not decide (the ratio sits near the margin's edge)"
-        )
-    return f"about {needed} rounds per arm at {where} (now {n}) give an 80% chance of a decision"
+    if needed is not None:
+        return f"about {needed} rounds per arm at {where} (now {n}) give an 80% chance of a decision", needed
+    if not (np.isfinite(curve.se[i]) and curve.se[i] > 0 and n >= 1):
+        return f"no number of rounds at {where} can be suggested (its interval has no spread to scale)", None
+    chance = float(decision_chance(curve.theta[i], curve.se[i], curve.df[i], n, AFFORDABLE_ROUNDS, margin, confidence))
+    return (
+        f"no affordable number of rounds is likely to decide at {where}: even {AFFORDABLE_ROUNDS} per arm (now {n}) "
+        f"give about a {chance:.0%} chance (the ratio may sit on the margin's edge)",
+        None,
+    )
 
 
 def _line_raise(curve: Curve, start: int, level: float, margin: float, grid: int) -> tuple[int, int, int] | None:
@@ -504,15 +516,13 @@ def recommend(
     tests = _point_tests(curve, m, above, wins, lowered, bounds, (worse, better), (lower_level, confidence))
     action = None
     if lowered:
+        # the largest measured Dff where fused is not shown worse: every measured point the lower switches is one
+        # where fallback wins beyond the margin. The crossover interval's lower end (the earlier target) is wide at
+        # few rounds and switched clear fused wins in 11-24% of simulated lowers (tests/calibration.py).
         fine = np.flatnonzero(~worse[:m])
-        last_fine = int(curve.dffs[fine[-1]]) if fine.size else None
-        ci_low = crossover.ci_low if crossover.outcome == "crossing" and math.isfinite(crossover.ci_low) else None
-        target = min(x for x in (ci_low, last_fine, curve.dffs[m] - 1) if x is not None)
-        if last_fine is None:
-            target = below_all
+        target = int(curve.dffs[fine[-1]]) if fine.size else below_all
+        if not fine.size:
             where = f"below the smallest measured Dff {lo}: fallback wins beyond the margin at every one up to {c}"
-        elif ci_low is not None and target == ci_low:
-            where = "the crossover interval's lower end"
         else:
             where = "the largest measured Dff below it where fused is not measurably worse"
         evidence = _tested(curve, tests[0], margin, f"the largest measured Dff at or below {c}")
@@ -552,7 +562,8 @@ def recommend(
         role = f"{side} {c}"
         parts.append(_tested(curve, test, margin, role))
     undecided = [i for i in ([m] if m is not None else []) + [int(j) for j in above[:1]] if not (worse[i] or better[i])]
-    hint = f"; {_to_decide(curve, undecided[0], margin, confidence, rounds)}" if undecided else ""
+    hint, needed = _to_decide(curve, undecided[0], margin, confidence, rounds) if undecided else ("", None)
+    hint = f"; {hint}" if hint else ""
     line = _line_raise(curve, c, confidence, margin, grid)
     withheld = ""
     if line is not None:
@@ -562,7 +573,8 @@ def recommend(
             f"straight line across that gap is not evidence; measure Dff {measure} next)"
         )
     reason = f"{finding}; {'; '.join(parts)}. Keep {c}{withheld}{hint}."
-    return Decision("keep", c, reason, keep_line, caps, tests)
+    at = int(curve.dffs[undecided[0]]) if undecided else None
+    return Decision("keep", c, reason, keep_line, caps, tests, rounds_dff=at, rounds_needed=needed)
 
 
 def family_curve(
@@ -688,6 +700,20 @@ def decide_curves(
 ) -> DecisionResult:
     """Each family's crossover and decision, then the overall one (_overall). Lowers are tested at the Bonferroni
     level 1 − α/k over the k deciding families (any one can trigger a lower), raises at the plain level."""
+    # drift between points widens the curve the decision reads (between_points), never a point's own interval; only
+    # a layer family's points differ in Dff alone (a decode family's are different models, whose ratios need not
+    # be monotone in Dff)
+    widened = [
+        widen_for_scatter(s.curve.theta, s.curve.se, s.curve.df)
+        if s.family.startswith("layer")
+        else (s.curve.se, s.curve.df, 0.0)
+        for s in staged
+    ]
+    scatter = [math.sqrt(tau2) if tau2 > 0 else None for _, _, tau2 in widened]
+    staged = [
+        replace(s, curve=replace(s.curve, se=se, df=df)) if tau2 > 0 else s
+        for s, (se, df, tau2) in zip(staged, widened, strict=True)
+    ]
     crossovers = [find_crossover(s.curve, confidence, margin, grid) for s in staged]
     draft = [
         FamilyDecision(s.family, (), c, Decision("keep", None, "", None), len(s.curve.dffs))
@@ -695,7 +721,7 @@ def decide_curves(
     ]
     lower_confidence = 1.0 - (1.0 - confidence) / len(deciding_families(draft))
     families = []
-    for s, crossover in zip(staged, crossovers, strict=True):
+    for s, crossover, tau in zip(staged, crossovers, scatter, strict=True):
         decision = recommend(
             s.curve,
             crossover,
@@ -709,6 +735,8 @@ def decide_curves(
             withhold,
             table,
         )
+        if tau is not None:
+            decision = replace(decision, reason=f"{decision.reason} {_scatter_note(tau)}", drift_between_points=tau)
         if s.notes:
             decision = replace(decision, reason=f"{decision.reason} Note: {'; '.join(s.notes)}.")
         families.append(FamilyDecision(s.family, s.rows, crossover, decision, len(s.curve.dffs)))
@@ -718,6 +746,14 @@ def decide_curves(
     )
     overall = _overall(binding, candidates, current_default)
     return DecisionResult(tuple(families), binding.crossover, overall, binding.family)
+
+
+def _scatter_note(tau: float) -> str:
+    return (
+        f"The measured points scatter more than their own intervals allow (drift between points, or a ratio that is "
+        f"not monotone in Dff): ±{tau:.2%} was added to every point's interval before deciding; repeating the points "
+        f"next to the cap in a later session tells drift from shape."
+    )
 
 
 def _overall(binding: FamilyDecision, candidates: Sequence[FamilyDecision], current_default: int | None) -> Decision:
@@ -917,6 +953,10 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
         "apply": d.apply,
         "candidate_caps": caps_json(result.decision.caps),
         "tests": [test_json(t) for t in d.tests],
+        "drift_between_points": _number(d.drift_between_points, 5) if d.drift_between_points is not None else None,
+        "rounds_hint": {"dff": d.rounds_dff, "rounds": d.rounds_needed, "affordable": AFFORDABLE_ROUNDS}
+        if d.rounds_dff is not None
+        else None,
         **settings,
     }
     if len(result.families) > 1:

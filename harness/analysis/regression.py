@@ -12,9 +12,11 @@ The decision is compared on the joined points only (a point that exists on one s
 crossover), and against one current default for both sides — the current input's, else the baseline's — so
 updating the default between the two runs is not reported as a change. A decision counts as changed only on
 evidence: a point's verdict flipped between fused and fallback (or to/from null), or the baseline's recommended cap
-lies outside the current crossover interval. A recommended cap that moves within that interval is noise (two sweeps
-of the same machine move it about as often as not) and is reported without failing. Exit codes: 0 ok, 1 regression
-or changed decision, 2 unusable or incomparable input.
+lies outside the current crossover interval, or the current data alone raise or lower the cap in force where the
+baseline did not (current_would_change). A recommended cap that moves within that interval while neither sweep acts
+is noise (two sweeps of the same machine move it about as often as not) and is reported without failing. The default
+both sides are decided against: `--current-default`, else the current input's, else the baseline's. Exit codes: 0 ok,
+1 regression or changed decision, 2 unusable or incomparable input.
 """
 
 from __future__ import annotations
@@ -161,6 +163,23 @@ def decision_moved(before: DecisionResult, after: DecisionResult, dffs: np.ndarr
     )
 
 
+def current_would_change(before: DecisionResult, after: DecisionResult, default: int | None) -> str:
+    """Why the current data alone would change the cap in force ('' when they would not): at the same default, the
+    current sweep raises or lowers and the baseline did not take that action to that cap.
+
+    Why on its own: decision_moved reads intervals, and a current sweep that says "lower 8192 → 2880" while the
+    baseline kept 8192 passed it whenever the baseline's cap stayed inside the (wide) current interval — in up to 75
+    of 200 simulated pairs with the crossover truly moved 25% (issue 29)."""
+    new, old = after.decision, before.decision
+    if new.action not in ("raise", "lower") or (new.action, new.recommended_cap) == (old.action, old.recommended_cap):
+        return ""
+    baseline = f"{old.action} {old.recommended_cap}" if old.action != "keep" else f"keep {default}"
+    return (
+        f"the current data alone would {new.action} the cap {default} → {new.recommended_cap} "
+        f"(the baseline's decision: {baseline})"
+    )
+
+
 def _subset_decision(analysis: Analysis, rows: list[int], current_default: int | None) -> DecisionResult:
     options = analysis.options
     summary = analysis.summary.iloc[rows].reset_index(drop=True)
@@ -220,9 +239,8 @@ def compare(
         for side, d in (("baseline", before), ("current", after))
     }
     dffs = np.unique(current.summary["dff"].iloc[[c for _, c in pairs]].to_numpy(float))
-    moved = decision_moved(before, after, dffs)
-    if moved:
-        changes.append(moved)
+    moved, acted = decision_moved(before, after, dffs), current_would_change(before, after, default)
+    changes.extend(why for why in (moved, acted) if why)
     missing = [] if allow_missing else missing
     result.problems = regressions + changes + missing
     result.status = "regression" if regressions else ("changed" if changes else ("missing" if missing else "ok"))

@@ -11,7 +11,14 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from harness.cli.analysis_options import ConfidenceOpt, ExcludeOpt, JsonOpt, MarginOpt, build_options
+from harness.cli.analysis_options import (
+    ConfidenceOpt,
+    CurrentDefaultOpt,
+    ExcludeOpt,
+    JsonOpt,
+    MarginOpt,
+    build_options,
+)
 from harness.thresholds import CONFIDENCE, MARGIN, MAX_REGRESSION
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
@@ -65,16 +72,17 @@ def check(
         bool, typer.Option("--allow-missing", help="do not fail when baseline points are missing from the current run")
     ] = False,
     as_json: JsonOpt = False,
+    current_default: CurrentDefaultOpt = None,
 ) -> None:
     """Regression gate: exit 0 ok, 1 regression, changed decision or missing points, 2 unusable input.
 
-    Exit 1 on a significant regression beyond the threshold, a changed decision, or baseline points missing from the
-    current run (unless --allow-missing).
+    Exit 1 on a significant regression beyond the threshold, a changed decision (the current data alone raising or
+    lowering the cap in force counts), or baseline points missing from the current run (unless --allow-missing).
     """
     from harness.analysis.pipeline import analyse_path
     from harness.analysis.regression import compare
 
-    options = build_options(exclude, confidence, margin)
+    options = build_options(exclude, confidence, margin, current_default)
     result = compare(analyse_path(baseline, options), analyse_path(current, options), max_regression, allow_missing)
     if as_json:
         typer.echo(json.dumps(result.as_json(), indent=1))

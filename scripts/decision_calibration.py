@@ -1,0 +1,39 @@
+"""The decision engine's calibration table for issue 29 on SYNTHETIC sweeps (tests/simulation.py): per regime and
+protocol, the runs per arm a decision costs, its wrong-action rate (a raise or lower the truth does not support, or a
+lower past a clear fused win), power (the right raise or lower, among truths that call for one) and crossover
+coverage. Nothing is measured and nothing is written; the full table takes minutes (the dense grid dominates).
+
+    .venv/bin/python scripts/decision_calibration.py                      # fixed 3, 4, 5, 10, 20, 40 rounds, 400 sweeps
+    .venv/bin/python scripts/decision_calibration.py --rounds 3 10 --sweeps 200 --regime "sparse curved"
+
+A new protocol (say, stopping when the decision is settled) is a tests.calibration.Protocol: its name, the most rounds
+per point it may use, and a function from simulated sweeps to an Outcome (decisions and runs spent); add it to
+`protocols` below and it gets a row per regime, scored against the same truths as the fixed protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.calibration
+
+from tests.calibration import PROTOCOL_REGIMES, fixed, protocol_table  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, nargs="+", default=[3, 4, 5, 10, 20, 40])
+    parser.add_argument("--sweeps", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--regime", action="append", choices=sorted(PROTOCOL_REGIMES), help="default: all")
+    args = parser.parse_args()
+    regimes = [PROTOCOL_REGIMES[name] for name in args.regime or PROTOCOL_REGIMES]
+    protocols = [fixed(n) for n in args.rounds]
+    for line in protocol_table(regimes, protocols, args.sweeps, args.seed):
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
