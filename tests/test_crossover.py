@@ -44,10 +44,12 @@ def test_published_gb10_sweeps_keep_8192_with_intervals_that_hold_between_points
     # the interval reaches the measured Dff around the crossing (… 14336): the line between them is a guess
     assert result["ci_low"] <= 6400 and result["ci_high"] == 14336
     assert (result["action"], result["recommended_cap"]) == ("keep", 8192)
-    # 3 runs at 8192, the ratio about 1.3% below 1 with a 1% margin: no affordable number of rounds is likely to
-    # decide there (the earlier hint promised 80% at about 106 rounds per arm, from θ̂ taken as the truth)
-    assert result["rounds_hint"]["dff"] == 8192 and result["rounds_hint"]["rounds"] is None
-    assert "no affordable number of rounds" in result["reason"] and "between 6400 and 14336" in result["reason"]
+    # the keep rests on the measured neighbours of the cap: 6400 (fallback not shown to win) and 14336 (fused not
+    # shown to win); a hint names more rounds only where one of them is undecided, and the gap between them is
+    # named as the place to measure
+    hint = result["rounds_hint"]
+    assert hint is None or hint["dff"] in (6400, 14336)
+    assert "between 6400 and 14336" in result["reason"]
     assert result["apply"] == "MLXCEL_FUSED_MOE_MAX_DFF=8192"
     scout = next(p for p in result["points"] if p["model"] == "llama-4-scout-17b-4bit")
     assert scout["verdict"] == "null" and scout["reason"].startswith("A/A point: the name matches llama-4-*")
