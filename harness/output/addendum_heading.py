@@ -86,8 +86,12 @@ def library_under_test(provenance: dict[str, object], tree: dict[str, object] | 
     version, commit = provenance.get(prov.LIBRARY_VERSION), provenance.get(prov.LIBRARY_COMMIT)
     mlx = provenance.get(prov.MLX_PIN) or (tree or {}).get("mlx_pin")
     if version or commit:
-        text = str(version or "the benchmark's build") + (f" (commit {str(commit)[:12]})" if commit else "")
-        return text + (f", MLX pin {mlx}" if mlx else "")
+        text = str(version or "the benchmark's build")
+        # a binary's own version line often names its commit and MLX already (`… 0.6.0 (mlxcel 77afbb1d, MLX
+        # 81ba1c6a)`): each fact is said once
+        if commit and str(commit)[:7] not in text:
+            text += f" (commit {str(commit)[:12]})"
+        return text + (f", MLX pin {mlx}" if mlx and str(mlx)[:7] not in text else "")
     command_run = provenance.get("workload") == "command" and not provenance.get("source_format")
     if command_run and tree and tree.get("checked") and tree.get("version"):
         return f"mlxcel {tree['version']}" + (f", MLX pin {mlx}" if mlx else "")
