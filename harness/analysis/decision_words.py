@@ -9,7 +9,7 @@ same wherever it appears. Every figure goes through harness.analysis.figures.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from harness.analysis import figures
 
@@ -60,3 +60,10 @@ def family_words(label: str, benchmark: str = "") -> str:
     if label == "decode":
         return "whole model (moecal's synthetic decoder)"
     return str(label)
+
+
+def family_namer(context: dict[str, object]) -> Callable[[str], str]:
+    """Family label → the words a report uses for it, given the run's recorded context: `mlxcel models` when the
+    benchmark (its command line, or an imported file's format) is mlxcel's. One rule for the addendum and the plot."""
+    bench = str(context.get("bench_command") or context.get("source_format") or "")
+    return lambda label: family_words(label, bench)

@@ -27,7 +27,7 @@ import pandas as pd
 from harness.analysis import figures
 from harness.analysis.backend_defaults import MLXCEL_CONSTANTS
 from harness.analysis.decision import Decision, ratio_of_medians
-from harness.analysis.decision_words import band, family_words, point_test_words
+from harness.analysis.decision_words import band, family_namer, family_words, point_test_words
 from harness.analysis.dispatch_evidence import PARITY_LIMIT
 from harness.analysis.inputs import load_input
 from harness.analysis.pin_drift import compare
@@ -535,9 +535,7 @@ def _not_used(points: list[dict], several: bool) -> list[str]:
 
 def _namer(data: dict[str, object]) -> Callable[[str], str]:
     """Family label → the words the addendum uses for it (`mlxcel models` when the benchmark is mlxcel's)."""
-    ctx = data["context"]
-    bench = str(ctx.get("bench_command") or ctx.get("source_format") or "")
-    return lambda label: family_words(label, bench)
+    return family_namer(data["context"])
 
 
 def render_markdown(data: dict[str, object]) -> str:

@@ -7,11 +7,13 @@ data dict that `report.build_report_data` builds.
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 import numpy as np
 
 from harness.analysis.decision import ratio_of_medians
+from harness.analysis.decision_words import family_namer
 from harness.output.markdown_text import plot_label
 from harness.runs.summary_columns import SummaryCol
 
@@ -117,7 +119,8 @@ def _draw_nulls(ax, points: list[dict], y_low: float, y_high: float) -> None:
         label = "not used: null (same code) or too few runs" if n == 0 else None
         ax.scatter(p["dff"], y, marker="x", color="0.45", s=45, linewidth=1.5, zorder=3, label=label)
         ran = p.get(SummaryCol.N_FUSED) and p.get(SummaryCol.N_FALLBACK)
-        word = "not run" if not ran else "null" if p[SummaryCol.VERDICT] == "null" else "too few runs"
+        null = p[SummaryCol.VERDICT] == "null"
+        word = ("null, not run" if null else "not run") if not ran else "null" if null else "too few runs"
         ax.annotate(word, (p["dff"], y), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom",
                     fontsize=7, color="0.35")  # fmt: skip
 
@@ -164,7 +167,7 @@ def _panel(ax, data: dict, kind: str, families: list[str], y_limits: tuple[float
             color=colour,
             linestyle=style,
             linewidth=1.3,
-            label=plot_label(family),
+            label=plot_label(family_namer(data.get("context") or {})(family)),
         )
         for x, p in zip(xs, pts, strict=True):
             ax.scatter(x, p[SummaryCol.ESTIMATE], marker=MARKERS.get(p[SummaryCol.VERDICT], "o"), color=colour,
@@ -248,7 +251,7 @@ def draw_plot(data: dict[str, object]):  # -> matplotlib.figure.Figure (matplotl
         y_limits = _plot_limits(estimates or [1.0], margin)
         clipped |= _panel(ax, data, kind, [f for f in families if _kind(f) == kind], y_limits)
     axes[-1, 0].set_xlabel("expert intermediate size Dff (log2 scale)", fontsize=9)
-    fig.suptitle(title_text(data), fontsize=10)
+    fig.suptitle(textwrap.fill(title_text(data), 90), fontsize=10)  # a long library line stays inside 800 px
     note = "; ▲▼ at an edge: whisker clipped" if clipped else ""
     fig.supxlabel(
         f"▲ fused wins, ▼ fallback wins, ■ equivalent, ● inconclusive; ◆ crossover, bar: its "
