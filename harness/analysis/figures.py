@@ -52,3 +52,13 @@ def percent(value: float) -> str:
     """A share such as the margin or a confidence level: `1.0%`, `95%`, `97.5%` (one decimal only when needed)."""
     text = f"{value:.1%}"
     return text.replace(".0%", "%") if value >= 0.1 else text
+
+
+def speed_change(value: float) -> str:
+    """A throughput ratio as a change: `+0.82%` for 1.0082, `—` when there is none."""
+    return f"{float(value) - 1:+.2%}" if _finite(value) else "—"
+
+
+def speed_change_interval(low: float, high: float) -> str:
+    """An interval of throughput ratios as changes: `[+0.60%, +1.04%]`."""
+    return f"[{speed_change(low)}, {speed_change(high)}]"

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from harness.analysis import figures
 from harness.analysis.inputs import LoadedInput, load_input
 from harness.analysis.pipeline import Analysis, Options, analyse
 from harness.config import knobs as launch_knobs
@@ -148,10 +149,14 @@ def _choose(reference: str, ref_cap: int | None, best: Candidate | None, margin:
     if best is None:
         return None, f"{keep}: no other setting has runs in at least two rounds beside the reference's."
     beside = (
-        f"{best.setting} at cap {best.cap} decodes the measured models {best.gain - 1:+.2%} "
-        f"[{best.ci_low - 1:+.2%}, {best.ci_high - 1:+.2%}] ({level:.1%} interval over {best.rounds} rounds, "
+        f"{best.setting} at cap {best.cap} decodes the measured models {figures.speed_change(best.gain)} "
+        f"{figures.speed_change_interval(best.ci_low, best.ci_high)} ({figures.percent(level)} interval over "
+        f"{best.rounds} rounds, "
         f"Bonferroni over the alternatives) against {reference} at cap {ref_cap}"
     )
     if best.ci_low > 1 + margin:
-        return best, f"set {best.setting} with cap {best.cap}: {beside}, faster beyond the {margin:.1%} margin."
-    return None, f"{keep}: the best alternative, {beside}, is not faster beyond the {margin:.1%} margin."
+        return (
+            best,
+            f"set {best.setting} with cap {best.cap}: {beside}, faster beyond the {figures.percent(margin)} margin.",
+        )
+    return None, f"{keep}: the best alternative, {beside}, is not faster beyond the {figures.percent(margin)} margin."

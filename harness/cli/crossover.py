@@ -31,16 +31,15 @@ if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a comman
 def cap_table(caps: Sequence[CapOption], current: int | None) -> list[str]:
     """The candidate caps as plain lines: per cap, the measured points that change path (each one's tok/s change)
     and the aggregate change over every measured point (geometric mean, 95% CI)."""
+    from harness.analysis import figures
+
     if not caps or current is None:
         return []
     lines = [f"candidate caps (against the current {current}; tok/s change of the measured points that switch path):"]
     for option in caps:
         moved = ", ".join(f"{s.model} {s.dff} → {s.to} {s.effect - 1:+.1%}" for s in option.switched) or "no change"
-        total = (
-            f"all points {option.effect - 1:+.2%} [{option.ci_low - 1:+.2%}, {option.ci_high - 1:+.2%}]"
-            if option.switched
-            else "all points ±0"
-        )
+        spread = figures.speed_change_interval(option.ci_low, option.ci_high)
+        total = f"all points {figures.speed_change(option.effect)} {spread}" if option.switched else "all points ±0"
         lines.append(f"  cap {option.cap:>6}: {moved}; {total}")
     return lines
 

@@ -23,6 +23,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from harness.analysis import figures
 from harness.analysis.backend_defaults import Defaults
 from harness.analysis.decision import format_ci
 from harness.analysis.knobs import analyse_knobs
@@ -87,7 +88,9 @@ def _sgy(path: object, provenance: dict[str, object], backend: str) -> tuple[int
         chosen = launch_knobs.parse_label(result.recommended).get(launch_knobs.SGY)
         best = next(c for c in result.candidates if c.setting == result.recommended)
         interval = (
-            "" if result.recommended == result.reference else f" [{best.ci_low - 1:+.2%}, {best.ci_high - 1:+.2%}]"
+            ""
+            if result.recommended == result.reference
+            else f" {figures.speed_change_interval(best.ci_low, best.ci_high)}"
         )
         return (int(chosen) if chosen else None), f"swept {provenance['knobs']}: {result.recommended}{interval}"
     shell = dict(provenance.get("shell_env") or {})

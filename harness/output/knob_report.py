@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.analysis import figures
 from harness.analysis.decision import format_ci
 from harness.analysis.knobs import KnobResult, analyse_knobs
 from harness.analysis.pipeline import Options
@@ -21,11 +22,7 @@ from harness.runs.rundir import refuse_stored
 
 
 def _dff(value: float | None) -> str:
-    return "—" if value is None or not math.isfinite(value) else f"{value:.0f}"
-
-
-def _pct(value: float) -> str:
-    return "—" if not math.isfinite(value) else f"{value - 1:+.2%}"
+    return "—" if value is None or not math.isfinite(value) else figures.dff(value)
 
 
 def knob_markdown(result: KnobResult) -> str:
@@ -37,7 +34,7 @@ def knob_markdown(result: KnobResult) -> str:
         f"Every setting ran both arms in every round, interleaved. Each row is the run's analysis at that setting "
         f"alone; the last columns compare decode speed over the measured models ({', '.join(result.models)}) at the "
         f"setting's cap against `{result.reference}` (the binary's default) at its cap, as a "
-        f"{result.confidence:.1%} interval paired by round.",
+        f"{figures.percent(result.confidence)} interval paired by round.",
         "",
         "| setting | crossover Dff | 95% CI | decision | cap | speed vs default | interval |",
         "|---|--:|---|---|--:|--:|---|",
@@ -47,8 +44,8 @@ def knob_markdown(result: KnobResult) -> str:
         crossover, decision = analysis.result.crossover, analysis.result.decision
         c = by_setting[setting]
         name = f"**{md_text(setting)}**" if setting == result.recommended else md_text(setting)
-        interval = "—" if setting == result.reference else f"[{_pct(c.ci_low)}, {_pct(c.ci_high)}]"
-        gain = "reference" if setting == result.reference else _pct(c.gain)
+        interval = "—" if setting == result.reference else figures.speed_change_interval(c.ci_low, c.ci_high)
+        gain = "reference" if setting == result.reference else figures.speed_change(c.gain)
         lines.append(
             f"| {name} | {_dff(crossover.dff)} | {format_ci(crossover)} | {decision.action} | {_dff(c.cap)} | "
             f"{gain} | {interval} |"
