@@ -530,7 +530,22 @@ def _not_used(points: list[dict], several: bool) -> list[str]:
     kinds = {p[SummaryCol.VERDICT] for p in left}
     why = {"null": "null: both arms ran the same code, or excluded", "insufficient": "insufficient: too few runs"}
     head = f"Not used for the crossover ({'; '.join(why[k] for k in ('null', 'insufficient') if k in kinds)}):"
-    return [head, "", *(f"- {md_text(_name(p, several))}: {md_text(p[SummaryCol.REASON])}" for p in left), ""]
+    return [
+        head,
+        "",
+        *(f"- {md_text(_name(p, several))}: {md_text(p[SummaryCol.REASON])}{_measured(p)}" for p in left),
+        "",
+    ]
+
+
+def _measured(point: dict) -> str:
+    """What a left-out point measured when both arms ran (a family that ignores the cap compared by its switch, an
+    A/A point timed with --measure-null): its ratio of medians, so the comparison is reported though it decides
+    nothing."""
+    ratio = ratio_of_medians(point)
+    if ratio is None or not (point.get(SummaryCol.N_FUSED) and point.get(SummaryCol.N_FALLBACK)):
+        return ""
+    return f"; measured fused/fallback {figures.ratio(ratio)} (ratio of medians, not used for the cap)"
 
 
 def _namer(data: dict[str, object]) -> Callable[[str], str]:
