@@ -3,6 +3,8 @@ tmp_path)."""
 
 from __future__ import annotations
 
+import json
+
 import matplotlib.image
 import pandas as pd
 import pytest
@@ -156,3 +158,32 @@ def test_dispatch_parity_and_token_columns_appear_only_when_the_points_carry_the
     assert table[1].endswith("| verified | ok (≤ 0.05) | **100/87 differ** |")  # the figures stay in the sidecar
     assert table[2].endswith("| predicted | - | 100/100 |")
     assert "the dispatch was not observed" in text and "different token counts at synthetic-layer (Dff 1024)" in text
+
+
+def test_the_addendum_says_where_the_dispatch_pass_proved_the_family_table_wrong(project):
+    """SYNTHETIC command run with a verification record: the model predicted null logged fused-kernel calls, the
+    model predicted to run the kernel logged none. The addendum names both as places the family table was wrong;
+    the same run without the record says nothing of the table."""
+    samples = synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=11, workload="command")
+    samples["model"] = samples["dff"].map({1024: "ran-model", 4096: "ok-model", 8192: "declined-model"})
+    ran, declined = "ran-model", "declined-model"
+    nrms = {f"fused_vs_{r}_{s}": 1e-3 for r in ("ref", "truth") for s in ("worst", "median")}
+    fused = {"path": "fused", "status": "ok", "calls": 10, "dffs": [1024], "over": 0, "tokens": 9, **nrms}
+    silent = {"path": "fused", "status": "ok", "calls": 0, "dffs": [], "over": 0, "tokens": 9}
+    fallback = {"path": "fallback", "status": "ok", "calls": 0, "dffs": [], "tokens": 9}
+    ok = {**fused, "dffs": [4096]}
+    record = {
+        ran: {"dff": 1024, "runs": [fused, fallback]},
+        "ok-model": {"dff": 4096, "runs": [ok, fallback]},  # the binary has the probe: silence means declined
+        declined: {"dff": 8192, "runs": [silent, fallback]},
+    }
+    meta = {**SYNTHETIC_META, "current_default": 4096, "expect_null": {ran: "family x never runs the fused kernel"}}
+    plain = write_run(project / "results" / "plain", samples, meta)
+    assert "family table" not in write_report(plain, project / "plain")[0].read_text()
+    run = write_run(project / "results" / "run", samples, meta)
+    (run / "verification.json").write_text(json.dumps({"format": 1, "models": record}))
+    body = write_report(run, project / "reports")[0].read_text()
+    assert "moecal's family table was wrong here" in body
+    assert f"- {ran}: predicted null (family x never runs the fused kernel), but the verification run logged" in body
+    assert f"- {declined}: predicted eligible, but the kernel declined it" in body
+    assert run_cli("check-reports", project / "reports", cwd=project).returncode == 0

@@ -28,10 +28,10 @@ from harness.analysis import figures
 from harness.analysis.backend_defaults import MLXCEL_CONSTANTS
 from harness.analysis.decision import Decision, ratio_of_medians
 from harness.analysis.decision_words import band, family_namer, family_words, point_test_words
-from harness.analysis.dispatch_evidence import PARITY_LIMIT
+from harness.analysis.dispatch_evidence import PARITY_LIMIT, contradictions
 from harness.analysis.inputs import load_input
 from harness.analysis.pin_drift import compare
-from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path
+from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path, expected_null
 from harness.analysis.regression import join_points
 from harness.analysis.stats import DECIDED as DECIDED_VERDICTS
 from harness.errors import InputError
@@ -182,6 +182,8 @@ def build_report_data(
         "previous": (_previous(analysis, analyse_path(previous, options), root, Path(previous)) if previous else None),
         # how an until-decided sweep stopped (harness.measure.allocation), absent for a fixed-protocol run
         **({"until_decided": provenance["until_decided"]} if provenance.get("until_decided") else {}),
+        # where the dispatch pass proved the family table wrong, either way: said, never silently overridden
+        **({"table_wrong": wrong} if (wrong := contradictions(provenance, expected_null(provenance))) else {}),
     }
 
 
@@ -538,6 +540,16 @@ def _not_used(points: list[dict], several: bool) -> list[str]:
     ]
 
 
+def _table_corrections(wrong: dict[str, str]) -> list[str]:
+    """Where the dispatch pass proved moecal's family table (docs/mlxcel.md) wrong, in either direction: the
+    observation decided (a model predicted null that ran the kernel is measured; one predicted to run it that the
+    kernel declined is null), and the addendum says so, since a wrong table is what to update first."""
+    if not wrong:
+        return []
+    head = "moecal's family table was wrong here (the dispatch pass's observation decided):"
+    return [head, "", *(f"- {md_text(model)}: {md_text(why)}" for model, why in sorted(wrong.items())), ""]
+
+
 def _measured(point: dict) -> str:
     """What a left-out point measured when both arms ran (a family that ignores the cap compared by its switch, an
     A/A point timed with --measure-null): its ratio of medians, so the comparison is reported though it decides
@@ -576,6 +588,7 @@ def render_markdown(data: dict[str, object]) -> str:
         if mine:
             lines += [*_table(mine, name, opts, UNITS[kind]), ""]
     lines += _not_used(points, "families" in d)
+    lines += _table_corrections(data.get("table_wrong") or {})
     lines += ["Findings:", "", *_findings(data), ""]
     lines += _decision(data)
     lines += [f"![fused/fallback ratio vs Dff]({files['plot']})", ""]
