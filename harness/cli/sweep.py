@@ -329,7 +329,9 @@ def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as
         summary = write_summary(plan.run_dir, options)
         md_path, png_path, decision = write_report(plan.run_dir, report_dir or plan.run_dir, options=options)
         console.print(f"summary:  {summary}\naddendum: {md_path}\nplot:     {png_path}")
-        console.print(f"decision: {decision.action} — {decision.reason}\napply:    {decision.apply}")
+        console.print(f"decision: {decision.action} — {decision.reason}")
+        if decision.apply:  # only where a variable sets the cap (a built-in run has none to set)
+            console.print(f"apply:    {decision.apply}")
         result.update(summary=str(summary), addendum=str(md_path), plot=str(png_path), decision=asdict(decision))
         knobs = write_knob_report(plan.run_dir, md_path)  # a knob sweep: the crossover per setting, joint choice
         if knobs:
