@@ -40,10 +40,6 @@ class FamilyWiring:
     note: str = ""
     cap_since: str = ""  # ISO date from which the family reads the cap (before it, its own copy ignored it)
 
-    @property
-    def reads_cap(self) -> bool:
-        return self.wiring == "cap"
-
     def wiring_on(self, date: str) -> Wiring:
         """The wiring of a binary built on `date` (ISO; "" = today's)."""
         return "switch" if self.cap_since and date and date < self.cap_since else self.wiring

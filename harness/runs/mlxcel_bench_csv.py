@@ -72,10 +72,6 @@ def _layout(columns: Sequence[str]) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-def is_bench_csv(columns: Sequence[str]) -> bool:
-    return _layout(columns) is not None
-
-
 def _rows(path: Path) -> list[dict[str, str]]:
     """The rows as dicts, with `status` (the trailing SKIP:/FAIL: token, else ok)."""
     try:
