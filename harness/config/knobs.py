@@ -19,6 +19,8 @@ import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from harness.config.backend_specs import mlxcel_caps
+
 SGY = "MLXCEL_FUSED_MOE_SGY"
 # the variables that decide what the fused-MoE path does: one set in the shell and not named by the config would
 # change what a sweep measures (the kill switch MLXCEL_FUSED_MOE=0 turns both arms into the fallback)
@@ -41,7 +43,14 @@ class KnobSpec:
 
 
 KNOWN: dict[str, KnobSpec] = {
-    SGY: KnobSpec(1, 32, 8, {"rocm": 2}, "src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp (1–32; default 8, ROCm 2)"),
+    # the per-backend defaults are the backend registry's (MlxcelCap.sgy): one place says ROCm runs 2
+    SGY: KnobSpec(
+        1,
+        32,
+        8,
+        {name: cap.sgy for name, cap in mlxcel_caps().items()},
+        "src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp (1–32; default 8, ROCm 2)",
+    ),
 }
 
 
