@@ -16,6 +16,7 @@ import numpy as np
 from harness.analysis.decision import Curve, DecisionResult, StagedFamily, decide_curves
 from harness.analysis.regression import current_would_change, decision_moved
 from harness.analysis.stats import CONFIDENCE, estimate_family, ratio_interval
+from harness.analysis.sweep_drift import pass_difference
 from tests.simulation import DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
 
 CURRENT_DEFAULT = 8192
@@ -40,7 +41,11 @@ def run_engine(sim: SimulatedSweeps, rounds: int, current_default: int = CURRENT
     decide_curves on the families' curves (exactly what `crossover` runs)."""
     sweeps, families, points = sim.truth.shape
     paired = np.full((sweeps, families, points), sim.interleaved)
-    comparison, _ = estimate_family(sim.fused, sim.fallback, paired)
+    comparison, flagged = estimate_family(sim.fused, sim.fallback, paired)
+    drift_p = np.ones((sweeps, families))
+    if sim.first_pass is not None:  # the two-pass test on the rounds the estimate kept (sweep_drift)
+        kept = np.where(flagged.any(axis=0), np.nan, sim.fused - sim.fallback)
+        drift_p = pass_difference(kept, sim.first_pass)
     results = []
     for s in range(sweeps):
         staged = []
@@ -53,7 +58,11 @@ def run_engine(sim: SimulatedSweeps, rounds: int, current_default: int = CURRENT
                 comparison.df[s, f, keep],
             )
             staged.append(StagedFamily(f"layer family {f}", curve, np.full(keep.sum(), rounds)))
-        results.append(decide_curves(staged, current_default, table=False))
+        results.append(
+            decide_curves(
+                staged, current_default, table=False, sweep_drift=float(min(1.0, np.min(drift_p[s]) * families))
+            )
+        )
     return results
 
 
@@ -284,6 +293,20 @@ PROTOCOL_REGIMES = {
         Regime("dense curved", DENSE, crossover=(2000.0, 15000.0)),
         Regime("sparse 3 families curved", SPARSE, families=3),
         Regime("sparse curved 15% outliers", SPARSE, outlier_rate=0.15),
+        # each point's rounds split over two passes over the grid, half a sweep apart (sweep_drift); the same
+        # truths as the one-pass regimes above, and a step change of the fused arm half way through a flat sweep
+        Regime("sparse flat step 2%", SPARSE, flat=True, step=0.02),
+        Regime("sparse flat per-arm drift, two passes", SPARSE, flat=True, drift="per_arm", order="two_passes"),
+        Regime(
+            "sparse flat slow drift, two passes", SPARSE, flat=True, drift="per_arm", own_rho=0.98, order="two_passes"
+        ),
+        Regime("dense flat per-arm drift, two passes", DENSE, flat=True, drift="per_arm", order="two_passes"),
+        Regime("sparse flat step 2%, two passes", SPARSE, flat=True, step=0.02, order="two_passes"),
+        Regime("sparse flat, two passes", SPARSE, flat=True, order="two_passes"),
+        Regime("sparse curved, two passes", SPARSE, order="two_passes"),
+        Regime("dense curved, two passes", DENSE, crossover=(2000.0, 15000.0), order="two_passes"),
+        Regime("sparse 3 families curved, two passes", SPARSE, families=3, order="two_passes"),
+        Regime("sparse curved 15% outliers, two passes", SPARSE, outlier_rate=0.15, order="two_passes"),
     )
 }
 

@@ -59,6 +59,10 @@ class Regime:
     crossover: tuple[float, float] = (2000.0, 13000.0)  # C ~ uniform
     slope: tuple[float, float] = (0.03, 0.12)  # a ~ uniform
     own_rho: float = AR_RHO  # per-slot correlation of each arm's own drift (per_arm, fused_only)
+    # forward: each point's rounds together, points in grid order; two_passes: the first ⌊n/2⌋ rounds of every point
+    # in grid order, then the rest again in grid order (each point measured twice, half a sweep apart)
+    order: str = "forward"
+    step: float = 0.0  # a step change of the fused arm's level half way through the sweep (ln units)
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class SimulatedSweeps:
     crossover: np.ndarray
     grid: np.ndarray
     interleaved: bool
+    first_pass: int | None = None  # rounds of each point in the first pass (two_passes); None: one pass
 
 
 def draw_truth(regime: Regime, sweeps: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -107,6 +112,8 @@ def simulate(
         "fallback": _ar1(rng, shape, regime.own_rho) if regime.drift == "per_arm" else 0.0,
     }
     slot = np.arange(slots).reshape(points, rounds, 2)
+    if regime.order != "forward":
+        slot = _two_passes(points, rounds)
     if regime.interleaved:
         fused_first = np.arange(rounds) % 2 == 1  # rotate: fallback first in even rounds, fused first in odd ones
         fused_slot = np.where(fused_first[None, :], slot[..., 0], slot[..., 1])
@@ -123,9 +130,26 @@ def simulate(
         outliers = np.where(hit, np.log1p(-rng.uniform(*OUTLIER_DROP, size=hit.shape)), 0.0)
         return level + effect + drift[..., slots_of] + noise + outliers
 
-    fused = arm("fused", fused_slot, ln_ratio[..., None])
+    step = np.where(np.arange(slots) >= slots // 2, regime.step, 0.0)[fused_slot]
+    fused = arm("fused", fused_slot, ln_ratio[..., None] + step)
     fallback = arm("fallback", fallback_slot, 0.0)
-    return SimulatedSweeps(fused, fallback, ln_ratio, crossover, regime.grid, regime.interleaved)
+    first_pass = rounds // 2 if regime.order != "forward" else None
+    return SimulatedSweeps(fused, fallback, ln_ratio, crossover, regime.grid, regime.interleaved, first_pass)
+
+
+def _two_passes(points: int, rounds: int) -> np.ndarray:
+    """Time slots (points, rounds, 2) of a sweep that measures the first ⌊n/2⌋ rounds of every point in grid order,
+    then the remaining rounds of every point again in grid order. Not in reverse order: a reversed second pass
+    visits the last points (the largest Dff, next to the cap) twice in a row, where a second visit shows nothing."""
+    first = rounds // 2
+    out = np.empty((points, rounds, 2), int)
+    t = 0
+    for p, r in [(p, r) for p in range(points) for r in range(first)] + [
+        (p, r) for p in range(points) for r in range(first, rounds)
+    ]:
+        out[p, r] = (t, t + 1)
+        t += 2
+    return out
 
 
 def as_samples(sim: SimulatedSweeps, sweep: int, family: int = 0) -> pd.DataFrame:

@@ -50,6 +50,7 @@ from harness.analysis.stats import (
     rounds_to_decide,
     t_quantile,
 )
+from harness.analysis.sweep_drift import SWEEP_DRIFT_ALPHA
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
@@ -184,6 +185,9 @@ class Decision:
     # decision there (None with a Dff: no affordable number does, stats.AFFORDABLE_ROUNDS)
     rounds_dff: int | None = None
     rounds_needed: int | None = None
+    # the two-pass test for drift of one arm (sweep_drift), its p-value when it made the data unusable for a
+    # decision (a raise or lower withheld, or none to withhold), None when it was not run or did not reject
+    sweep_drift: float | None = None
 
 
 @dataclass(frozen=True)
@@ -697,9 +701,15 @@ def decide_curves(
     margin: float = MARGIN,
     withhold: str = "",
     table: bool = True,
+    sweep_drift: float | None = None,
 ) -> DecisionResult:
     """Each family's crossover and decision, then the overall one (_overall). Lowers are tested at the Bonferroni
-    level 1 − α/k over the k deciding families (any one can trigger a lower), raises at the plain level."""
+    level 1 − α/k over the k deciding families (any one can trigger a lower), raises at the plain level.
+    `sweep_drift`: the p-value of the two-pass test for drift of one arm (sweep_drift.pass_difference, Bonferroni
+    over the families); below SWEEP_DRIFT_ALPHA the data are unusable for a decision: keep, and say so."""
+    unusable = sweep_drift is not None and sweep_drift < SWEEP_DRIFT_ALPHA
+    if unusable:
+        withhold = "; ".join(filter(None, [withhold, sweep_drift_words(sweep_drift)]))
     # drift between points widens the curve the decision reads (between_points), never a point's own interval; only
     # a layer family's points differ in Dff alone (a decode family's are different models, whose ratios need not
     # be monotone in Dff)
@@ -745,7 +755,17 @@ def decide_curves(
         candidates, key=lambda f: math.inf if f.decision.recommended_cap is None else f.decision.recommended_cap
     )
     overall = _overall(binding, candidates, current_default)
+    if unusable:
+        overall = replace(overall, sweep_drift=sweep_drift)
     return DecisionResult(tuple(families), binding.crossover, overall, binding.family)
+
+
+def sweep_drift_words(p: float) -> str:
+    """Why a sweep whose two passes disagree decides nothing, and what to do instead."""
+    return (
+        f"the two passes over the points disagree by more than the runs' noise (drift of one arm, p = {p:.2g}): the "
+        "data are unusable for a decision; measure again (more rounds, on a quieter machine)"
+    )
 
 
 def _scatter_note(tau: float) -> str:
@@ -954,6 +974,8 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
         "candidate_caps": caps_json(result.decision.caps),
         "tests": [test_json(t) for t in d.tests],
         "drift_between_points": _number(d.drift_between_points, 5) if d.drift_between_points is not None else None,
+        # only a two-pass sweep that the test made unusable carries it (stored records stay as they were)
+        **({"sweep_drift": _number(d.sweep_drift, 5)} if d.sweep_drift is not None else {}),
         "rounds_hint": {"dff": d.rounds_dff, "rounds": d.rounds_needed, "affordable": AFFORDABLE_ROUNDS}
         if d.rounds_dff is not None
         else None,

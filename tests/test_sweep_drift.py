@@ -1,0 +1,64 @@
+"""The two-pass test for drift of one arm (harness/analysis/sweep_drift.py) and what the decision does with it, on
+SYNTHETIC per-round differences (nothing measured)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.decision import Curve, StagedFamily, decide_curves, decision_json
+from harness.analysis.sweep_drift import SWEEP_DRIFT_ALPHA, pass_difference
+
+
+def test_without_drift_the_test_rejects_at_its_level():
+    """White per-round differences, 6 points, the first ⌊n/2⌋ rounds in the first pass: rejections at the level
+    (below it at 3 rounds, where the round screen also drops clean rounds: measured 3.4% at 5%, 0.4% at 1%)."""
+    rng = np.random.default_rng(3)
+    for n in (3, 5, 10):
+        p = pass_difference(rng.normal(0.0, 0.014, size=(4000, 6, n)), n // 2)
+        for level in (0.05, SWEEP_DRIFT_ALPHA):
+            assert 0.3 * level <= np.mean(p < level) <= 1.4 * level, (n, level)
+
+
+def test_a_step_of_one_arm_between_the_passes_is_found():
+    """The fused arm 2% faster in the second pass than in the first (a governor settling half way): the passes of
+    every point disagree by 2% against 1.4% noise per round; found in most sweeps at 10 rounds (5 per pass)."""
+    rng = np.random.default_rng(4)
+    d = rng.normal(0.0, 0.014, size=(1000, 6, 10))
+    d[..., 5:] += 0.02
+    assert np.mean(pass_difference(d, 5) < SWEEP_DRIFT_ALPHA) >= 0.9
+
+
+def test_one_slowed_round_does_not_decide_the_test():
+    """A round 15% slower (a background task the arm-level screen let through) in a pass of one round."""
+    rng = np.random.default_rng(5)
+    d = rng.normal(0.0, 0.014, size=(2000, 6, 3))
+    d[:, 2, 0] -= 0.15
+    assert np.mean(pass_difference(d, 1) < 0.05) <= 0.08
+
+
+def test_nothing_to_test_gives_p_one():
+    """One pass only, or every point's first pass dropped: p = 1 (no evidence either way)."""
+    d = np.random.default_rng(6).normal(size=(6, 4))
+    assert pass_difference(d, 4) == 1.0
+    d[:, 0] = np.nan
+    assert pass_difference(d, 1) == 1.0
+
+
+def _raising_family() -> list[StagedFamily]:
+    """A layer family whose fused arm wins 5% at every measured Dff (a raise from 8192 when usable)."""
+    dffs = np.array([768.0, 1792.0, 2880.0, 6400.0, 8192.0, 14336.0])
+    curve = Curve(dffs, np.full(6, 0.05), np.full(6, 0.004), np.full(6, 12.0))
+    return [StagedFamily("layer family 0", curve, np.full(6, 4))]
+
+
+def test_a_rejected_two_pass_test_withholds_the_action_and_says_so_in_the_record():
+    usable = decide_curves(_raising_family(), 8192, table=False, sweep_drift=0.4)
+    assert usable.decision.action == "raise" and usable.decision.sweep_drift is None
+    withheld = decide_curves(_raising_family(), 8192, table=False, sweep_drift=0.001)
+    assert withheld.decision.action == "keep" and withheld.decision.recommended_cap == 8192
+    assert withheld.decision.sweep_drift == 0.001
+    assert "unusable for a decision" in withheld.decision.reason and "measure again" in withheld.decision.reason
+    # the record (`crossover --json`, the report's sidecar) carries the p-value only when the test rejected
+    assert decision_json(pd.DataFrame(), withheld)["sweep_drift"] == 0.001
+    assert "sweep_drift" not in decision_json(pd.DataFrame(), usable)
