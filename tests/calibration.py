@@ -304,6 +304,9 @@ PROTOCOL_REGIMES = {
         Regime("sparse flat step 2%, two passes", SPARSE, flat=True, step=0.02, order="two_passes"),
         Regime("sparse flat, two passes", SPARSE, flat=True, order="two_passes"),
         Regime("sparse curved, two passes", SPARSE, order="two_passes"),
+        Regime(
+            "sparse curved slow per-arm drift, two passes", SPARSE, drift="per_arm", own_rho=0.98, order="two_passes"
+        ),
         Regime("dense curved, two passes", DENSE, crossover=(2000.0, 15000.0), order="two_passes"),
         Regime("sparse 3 families curved, two passes", SPARSE, families=3, order="two_passes"),
         Regime("sparse curved 15% outliers, two passes", SPARSE, outlier_rate=0.15, order="two_passes"),
