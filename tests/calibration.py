@@ -13,13 +13,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.analysis import sweep_drift
 from harness.analysis.decision import Curve, DecisionResult, StagedFamily, decide_curves
 from harness.analysis.regression import current_would_change, decision_moved
-from harness.analysis.stats import CONFIDENCE, estimate_family, ratio_interval
-from harness.analysis.sweep_drift import pass_difference
+from harness.analysis.stats import CONFIDENCE, RESOLUTION, Comparison, estimate_family, ratio_interval
+from harness.analysis.sweep_drift import estimate_in_passes
 from tests.simulation import DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
 
 CURRENT_DEFAULT = 8192
+FLOOR = (RESOLUTION**2, RESOLUTION**2)  # estimate_family's default: simulated runs have full precision
 
 
 @dataclass(frozen=True)
@@ -36,16 +38,20 @@ class Score:
         return math.sqrt(max(share * (1 - share), 0.0) / self.sweeps) if math.isfinite(share) else math.nan
 
 
+def estimate(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray | None]:
+    """Every point's comparison and each family's pass test (None: one pass), exactly as the summary runs them
+    (sweep_drift.estimate_in_passes around stats.estimate_family: two passes centred, widened and tested)."""
+    paired = np.full(sim.truth.shape, sim.interleaved)
+    first = np.full(sim.truth.shape, sim.first_pass or 0)
+    comparison, _, drift_p = estimate_in_passes(estimate_family, sim.fused, sim.fallback, paired, FLOOR, first)
+    return comparison, drift_p
+
+
 def run_engine(sim: SimulatedSweeps, rounds: int, current_default: int = CURRENT_DEFAULT) -> list[DecisionResult]:
     """The engine on every simulated sweep: estimate_family per family (exactly what the summary runs), then
     decide_curves on the families' curves (exactly what `crossover` runs)."""
     sweeps, families, points = sim.truth.shape
-    paired = np.full((sweeps, families, points), sim.interleaved)
-    comparison, flagged = estimate_family(sim.fused, sim.fallback, paired)
-    drift_p = np.ones((sweeps, families))
-    if sim.first_pass is not None:  # the two-pass test on the rounds the estimate kept (sweep_drift)
-        kept = np.where(flagged.any(axis=0), np.nan, sim.fused - sim.fallback)
-        drift_p = pass_difference(kept, sim.first_pass)
+    comparison, drift_p = estimate(sim)
     results = []
     for s in range(sweeps):
         staged = []
@@ -58,17 +64,13 @@ def run_engine(sim: SimulatedSweeps, rounds: int, current_default: int = CURRENT
                 comparison.df[s, f, keep],
             )
             staged.append(StagedFamily(f"layer family {f}", curve, np.full(keep.sum(), rounds)))
-        results.append(
-            decide_curves(
-                staged, current_default, table=False, sweep_drift=float(min(1.0, np.min(drift_p[s]) * families))
-            )
-        )
+        p = None if drift_p is None else sweep_drift.combined([float(x) for x in drift_p[s]])
+        results.append(decide_curves(staged, current_default, table=False, sweep_drift=p))
     return results
 
 
 def _point_coverage(sim: SimulatedSweeps) -> float:
-    paired = np.full(sim.truth.shape, sim.interleaved)
-    comparison, _ = estimate_family(sim.fused, sim.fallback, paired)
+    comparison, _ = estimate(sim)
     _, low, high = ratio_interval(comparison.theta, comparison.se, comparison.df, CONFIDENCE)
     truth = np.exp(sim.truth)
     valid = np.isfinite(low)
@@ -129,8 +131,7 @@ def check_pass_rate(regime: Regime, rounds: int, pairs: int, seed: int, moved: f
     both = (np.stack([ln_ratio, later], axis=1).reshape(2 * pairs, *ln_ratio.shape[1:]), np.repeat(crossover, 2, 0))
     sim = simulate(regime, rounds, 2 * pairs, seed + 1, truth=both)
     results = run_engine(sim, rounds)
-    paired = np.full(sim.truth.shape, sim.interleaved)
-    comparison, _ = estimate_family(sim.fused, sim.fallback, paired)
+    comparison, _ = estimate(sim)
     _, low, high = ratio_interval(comparison.theta, comparison.se, comparison.df, CONFIDENCE)
     fused, fallback = low > 1.01, high < 0.99
     flips = np.any((fused[0::2] & fallback[1::2]) | (fallback[0::2] & fused[1::2]), axis=(1, 2))

@@ -202,6 +202,10 @@ def test_init_sweep_crossover_report_end_to_end(tmp_path, monkeypatch):
     assert result.returncode == 0, result.stderr
     samples = pd.read_csv(run / "samples.csv", comment="#")
     assert not (samples["status"] == "fail").any()
+    # two passes over the grid: round 0 of every model, then rounds 1-2 of every model (analysis.sweep_drift)
+    timed = samples[samples["status"] == "ok"]
+    assert (timed["pass"] == timed["round"].map(lambda r: 1 if r == 0 else 2)).all()
+    assert timed["pass"].is_monotonic_increasing
     record = json.loads((run / dispatch_evidence.RECORD).read_text())["models"]
     assert set(record) == VERIFIED | DECLINED  # untimed runs, kept apart from samples.csv
     points = _points(run)

@@ -134,7 +134,7 @@ def _row(**values):
         ([_row(), _row(tok_s=11)], "", "round: line 4: this (point, arm, round) is already an ok row"),
         ([_row(), _row(device="other", arm="fallback")], "", "device: line 4: 'other': a run holds one device"),
         ([_row(arm="both")], "", "arm: line 3: 'both' is not one of fused, fallback, null"),
-        ([_row()], "cpu,d,short\n", "line 4: 3 fields, the header has 27"),
+        ([_row()], "cpu,d,short\n", "line 4: 3 fields, the header has 28"),
     ],
 )
 def test_samples_are_validated_completely(tmp_path, rows, extra, message):
@@ -182,7 +182,8 @@ def test_the_kernel_source_hash_follows_the_kernel_files(tmp_path, monkeypatch):
 
 
 def test_a_run_written_before_the_knobs_column_reads_and_resumes_with_its_own_header(tmp_path):
-    old = [c for c in SAMPLE_COLUMNS if c != "knobs"]
+    """A run from before the knobs and pass columns: both read as "" (one pass, no knob setting)."""
+    old = [c for c in SAMPLE_COLUMNS if c not in ("knobs", "pass")]
     path = tmp_path / "samples.csv"
     path.write_text("# host: x\n" + csv_line(old) + csv_line(_row(round=0)[c] for c in old))
     with SampleWriter(tmp_path, {"backend": "cpu"}) as writer:
@@ -190,4 +191,4 @@ def test_a_run_written_before_the_knobs_column_reads_and_resumes_with_its_own_he
         with pytest.raises(InputError, match="knobs: this run's samples.csv has no such column"):
             writer.append(_row(round=2, knobs="MLXCEL_FUSED_MOE_SGY=4"))
     frame = read_samples(path)
-    assert list(frame["round"]) == [0, 1] and list(frame["knobs"]) == ["", ""]
+    assert list(frame["round"]) == [0, 1] and list(frame["knobs"]) == ["", ""] and list(frame["pass"]) == ["", ""]

@@ -33,6 +33,8 @@ def test_sweep_writes_rotated_rounds_provenance_and_report(tmp_path):
     samples = read_samples(out)
     assert len(samples) == 2 * 3 * 3  # points × arms (fused, fallback, null) × rounds; warm-ups not written
     assert set(samples["status"]) == {"ok"}
+    # two passes over the grid: round 0 of every point, then rounds 1-2 of every point
+    assert list(samples["pass"]) == ["1"] * 6 + ["2"] * 12 and list(samples["round"][:6]) == [0] * 6
     for (_, round_index), rows in samples.groupby(["model", "round"]):
         order = list(rows.sort_values("position")["arm"])
         arms = ["fused", "fallback", "null"]
@@ -219,7 +221,7 @@ def test_until_decided_spends_rounds_only_where_the_decision_can_change(tmp_path
                 "--dff",
                 "{dff}",
                 "--noise",
-                "0.005",
+                "0.008",
                 "--seed",
                 "0",
                 "--counter",
@@ -232,7 +234,11 @@ def test_until_decided_spends_rounds_only_where_the_decision_can_change(tmp_path
     out = tmp_path / "run"
     done = cli("sweep", config, "--out", out, "--no-report")
     assert done.returncode == 0, done.stderr
-    rounds = read_samples(out).groupby("model")["round"].max() + 1
+    samples = read_samples(out)
+    rounds = samples.groupby("model")["round"].max() + 1
+    # the first pass is two passes over the grid (round 0, then rounds 1-2); the looks' rounds are later visits
+    assert (samples["pass"] == samples["round"].map(lambda r: "1" if r == 0 else "2")).all()
+    assert list(samples["model"].iloc[:8:2]) == ["m1024", "m5120", "m6000", "m10000"]  # pass 1: the grid once
     assert rounds["m1024"] == rounds["m10000"] == 3  # far from the cap: the first pass only
     assert 3 < rounds["m6000"] <= 12
     record = json.loads((out / "meta.json").read_text())["until_decided"]

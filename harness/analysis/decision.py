@@ -50,7 +50,7 @@ from harness.analysis.stats import (
     rounds_to_decide,
     t_quantile,
 )
-from harness.analysis.sweep_drift import SWEEP_DRIFT_ALPHA
+from harness.analysis.sweep_drift import unusable, unusable_words
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
@@ -653,13 +653,14 @@ def decide(
     cap_env: str = DEFAULT_CAP_ENV,
     margin: float = MARGIN,
     withhold: str = "",
+    sweep_drift: float | None = None,
 ) -> DecisionResult:
     """Crossover and decision per shape family, then overall (the smallest deciding family cap)."""
     staged = stage_families(summary, interpolation)
     if not staged:
         staged = [StagedFamily("", Curve(np.array([]), np.array([]), np.array([]), np.array([]), interpolation))]
         return _no_families(decide_curves(staged, current_default, grid, confidence, cap_env, margin, withhold))
-    return decide_curves(staged, current_default, grid, confidence, cap_env, margin, withhold)
+    return decide_curves(staged, current_default, grid, confidence, cap_env, margin, withhold, sweep_drift=sweep_drift)
 
 
 def stage_families(summary: pd.DataFrame, interpolation: str = "linear") -> list[StagedFamily]:
@@ -706,10 +707,9 @@ def decide_curves(
     """Each family's crossover and decision, then the overall one (_overall). Lowers are tested at the Bonferroni
     level 1 − α/k over the k deciding families (any one can trigger a lower), raises at the plain level.
     `sweep_drift`: the p-value of the two-pass test for drift of one arm (sweep_drift.pass_difference, Bonferroni
-    over the families); below SWEEP_DRIFT_ALPHA the data are unusable for a decision: keep, and say so."""
-    unusable = sweep_drift is not None and sweep_drift < SWEEP_DRIFT_ALPHA
-    if unusable:
-        withhold = "; ".join(filter(None, [withhold, sweep_drift_words(sweep_drift)]))
+    over the families); below sweep_drift.SWEEP_DRIFT_ALPHA the data are unusable for a decision: keep, say so."""
+    if unusable(sweep_drift):
+        withhold = "; ".join(filter(None, [withhold, unusable_words(sweep_drift)]))
     # drift between points widens the curve the decision reads (between_points), never a point's own interval; only
     # a layer family's points differ in Dff alone (a decode family's are different models, whose ratios need not
     # be monotone in Dff)
@@ -755,17 +755,9 @@ def decide_curves(
         candidates, key=lambda f: math.inf if f.decision.recommended_cap is None else f.decision.recommended_cap
     )
     overall = _overall(binding, candidates, current_default)
-    if unusable:
+    if unusable(sweep_drift):
         overall = replace(overall, sweep_drift=sweep_drift)
     return DecisionResult(tuple(families), binding.crossover, overall, binding.family)
-
-
-def sweep_drift_words(p: float) -> str:
-    """Why a sweep whose two passes disagree decides nothing, and what to do instead."""
-    return (
-        f"the two passes over the points disagree by more than the runs' noise (drift of one arm, p = {p:.2g}): the "
-        "data are unusable for a decision; measure again (more rounds, on a quieter machine)"
-    )
 
 
 def _scatter_note(tau: float) -> str:

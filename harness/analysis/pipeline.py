@@ -66,6 +66,7 @@ class Analysis:
     noise_scale: float | None  # φ from the A/A arm (None: a summary-only input, the runs are not at hand)
     aa_points: int
     aa_beyond_margin: tuple[str, ...]
+    sweep_drift: float | None = None  # p of the two passes' agreement (analysis.sweep_drift); None: one pass
 
     def as_json(self) -> dict[str, object]:
         return decision_json(
@@ -191,7 +192,15 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
     cap_env = str(loaded.provenance.get("cap_env", DEFAULT_CAP_ENV) or "")
     withheld = withheld_reason(points.aa_beyond_margin, options.margin)
     result = decide(
-        summary, current, options.grid, options.interpolation, options.confidence, cap_env, options.margin, withheld
+        summary,
+        current,
+        options.grid,
+        options.interpolation,
+        options.confidence,
+        cap_env,
+        options.margin,
+        withheld,
+        points.sweep_drift,
     )
     phi = None if loaded.samples is None else points.noise_scale
     return Analysis(
@@ -205,6 +214,7 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
         phi,
         points.aa_points,
         points.aa_beyond_margin,
+        points.sweep_drift,
     )
 
 

@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from harness.analysis import sweep_drift
 from harness.runs.formats import COMPARED_ARMS, NULL, POINT_COLUMNS
 from harness.runs.summary_columns import SUMMARY_COLUMNS, SummaryCol
 from harness.thresholds import CONFIDENCE, MARGIN
@@ -545,6 +546,7 @@ class _Points:
     runs: dict[str, _ArmRuns]
     interleaved: np.ndarray
     null: np.ndarray
+    first_pass: np.ndarray  # runs of each point in the first of two passes over the grid (0: one pass; sweep_drift)
 
     def paired(self, other: str) -> np.ndarray:
         """Every ok run of both arms has its partner of the same round, and the rows were measured in rounds."""
@@ -563,6 +565,7 @@ class PointSet:
     noise_scale: float  # φ ≥ 1 (1: the A/A arm showed no extra drift, or there is no A/A arm)
     aa_points: int  # points with an A/A estimate
     aa_beyond_margin: tuple[str, ...]  # points whose A/A interval lies beyond 1 ± δ
+    sweep_drift: float | None = None  # p of the two passes' agreement (sweep_drift); None: measured in one pass
 
 
 def _gather(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, excludes: Mapping[str, str]) -> _Points:
@@ -585,7 +588,8 @@ def _gather(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, exclud
         _null_reason(str(model), quant_mode, bool(unmatched), excludes)
         for model, quant_mode, unmatched in zip(keys["model"], keys["quant_mode"], probed & ~matched, strict=True)
     ]
-    return _Points(runs, interleaved, np.array(null, dtype=object))
+    first_pass = sweep_drift.first_pass_runs(ordered, ok & (arm == "fallback"), point, n_points)
+    return _Points(runs, interleaved, np.array(null, dtype=object), first_pass)
 
 
 def analyse_points(
@@ -616,9 +620,10 @@ def analyse_points(
     main = _Estimates.empty(len(keys))
     aa_order: list[np.ndarray] = []  # A/A points family by family: φ averages them in this order
     aa = _Estimates.empty(len(keys))
+    pass_tests: list[float] = []
     for family in dict.fromkeys(labels):
         members = np.flatnonzero(labels == family)
-        _family(points, members, "fused", step, main)
+        _family(points, members, "fused", step, main, pass_tests)
         aa_order.append(_family(points, members, "null", step, aa))
     aa_points = np.concatenate(aa_order)
     phi = noise_scale(Comparison(aa.theta[aa_points], aa.se[aa_points], aa.df[aa_points], np.zeros(0, bool)))
@@ -653,7 +658,7 @@ def analyse_points(
     verdicts = _verdicts(summary, points.null, confidence, margin)
     summary[SummaryCol.VERDICT], summary[SummaryCol.REASON] = [v for v, _ in verdicts], [r for _, r in verdicts]
     names = [f"{summary['model'].iat[i]} (Dff {int(summary['dff'].iat[i])})" for i in beyond]
-    return PointSet(summary[SUMMARY_COLUMNS], phi, len(aa_points), tuple(names))
+    return PointSet(summary[SUMMARY_COLUMNS], phi, len(aa_points), tuple(names), sweep_drift.combined(pass_tests))
 
 
 def _describe(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, points: _Points) -> pd.DataFrame:
@@ -702,7 +707,9 @@ class _Estimates:
         return cls(nan.copy(), nan.copy(), nan.copy(), np.full(n_points, "", object), np.full(n_points, "", object))
 
 
-def _family(points: _Points, members: np.ndarray, arm: str, step: float, out: _Estimates) -> np.ndarray:
+def _family(
+    points: _Points, members: np.ndarray, arm: str, step: float, out: _Estimates, pass_tests: list[float] | None = None
+) -> np.ndarray:
     """θ̂, se, df, method of `arm` vs fallback for the family's points that can have one (outliers screened), into
     `out`; returns those points. `step` is the input's precision (precision_step), which floors each arm's per-run
     variance."""
@@ -716,7 +723,10 @@ def _family(points: _Points, members: np.ndarray, arm: str, step: float, out: _E
     a = runs.log_matrix(usable, max(int(rounds.max()), int(runs.counts[usable].max()), 1))
     b = fallback.log_matrix(usable, max(int(rounds.max()), int(fallback.counts[usable].max()), 1))
     floor = tuple(precision_floor(step, np.exp(np.nanmedian(y, axis=-1))) for y in (a, b))
-    result, flagged = estimate_family(a, b, paired, floor)
+    first = points.first_pass[usable]
+    result, flagged, drift_p = sweep_drift.estimate_in_passes(estimate_family, a, b, paired, floor, first)
+    if drift_p is not None and pass_tests is not None:
+        pass_tests.append(float(drift_p))
     if arm == "fused":
         for j in np.flatnonzero(flagged.any(axis=(0, -1))):
             out.outliers[usable[j]] = _outlier_text(points, usable[j], flagged[:, j])

@@ -9,26 +9,80 @@ half way through in 24-94% at 3-40 rounds (tests/calibration.py, issue 29); no t
 order had the power to see it at 3 rounds (a pooled AR(1) likelihood ratio and a within-point trend F test were
 tried: no better than their level).
 
-What a single pass cannot show, a second visit does. When the rounds of every point are split over two passes over
-the grid (the first ⌊n/2⌋ rounds of every point, then the rest, both in grid order: each point's visits half a
-sweep apart), the mean of a point averages two distant states of the drift, and the passes can be compared: without
-drift of one arm the two passes of a point estimate the same ln ratio (shared drift cancels within a round); with it
-they differ. The test, pooled over the family's points: F = mean over points of (d̄₁ − d̄₂)² / (s²·(1/n₁ + 1/n₂)),
-s² the per-round differences' variance within a pass pooled over the points, with (points, Σ(n₁ − 1 + n₂ − 1))
-degrees of freedom. Its rejection (at SWEEP_DRIFT_ALPHA, Bonferroni over the families) makes the data unusable for a
-decision: keep, said in the reason and in `sweep_drift` of the record, and measure again. Most of the gain is the
-averaging, not the test (simulated: false actions 5% instead of 9% at 3 rounds under each arm's own drift).
+What a single pass cannot show, a second visit does. `moecal sweep` splits the rounds of every point over two passes
+over the grid (the first ⌊n/2⌋ rounds of every point, then the rest, both in grid order: each point's visits half a
+sweep apart; samples.csv's `pass` column says which). The mean of a point then averages two distant states of the
+drift, and the passes can be compared: without drift of one arm the two passes of a point estimate the same ln ratio
+(shared drift cancels within a round); with it they differ. Three uses, all on a family's paired points with runs in
+both passes (a point's leading `first` runs in round order are its first pass; 0: one pass, nothing changes):
+
+- centre_passes: the drift both arms share moves a point's two passes apart; the per-arm outlier screen
+  (stats.screen_outliers) would read that shift as spread and drop fewer slowed runs. Each pass is shifted by its
+  shared move before screening (paired differences are unchanged).
+- between_passes: the variance of a point's mean that the disagreement of its passes shows and its runs' spread does
+  not (τ², pooled over the family), added to its standard error.
+- pass_difference: the F test of the passes' agreement; rejected (at SWEEP_DRIFT_ALPHA, Bonferroni over the
+  families) the data are unusable for a decision: keep, said in the reason and in `sweep_drift` of the record, and
+  measure again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+import pandas as pd
 from scipy import stats as scipy_stats
+
+if TYPE_CHECKING:
+    from harness.analysis.stats import Comparison
 
 SWEEP_DRIFT_ALPHA = 0.01  # at 5% it withheld 3-5% of right actions on curved truths without drift, for little
 ROUND_SIGMAS = 4.0  # a round further than this many robust σ from its point's median d is left out of the test
+PASS_COLUMN = "pass"  # samples.csv: 1 or 2, the pass over the grid a run belongs to ("" for a one-pass sweep)
+
+
+def first_pass_runs(rows: pd.DataFrame, mine: np.ndarray, point: np.ndarray, n_points: int) -> np.ndarray:
+    """Per point, how many of the `mine` rows (one arm's ok runs; `point`: each row's point index) lie in the first
+    pass; 0 where the point has no run in one of the passes (a one-pass sweep, an imported CSV, a point that
+    refinement added later)."""
+    if PASS_COLUMN not in rows:
+        return np.zeros(n_points, int)
+    label = rows[PASS_COLUMN].astype(str).str.replace(".0", "", regex=False).to_numpy()[mine]
+    point = point[mine]
+    first = np.bincount(point[label == "1"], minlength=n_points)
+    second = np.bincount(point[label == "2"], minlength=n_points)
+    return np.where((first > 0) & (second > 0), first, 0)
+
+
+def _masks(shape: tuple[int, ...], first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first pass, second pass) masks (..., points, runs); both empty where first == 0."""
+    column = np.arange(shape[-1])
+    first = np.broadcast_to(np.asarray(first), shape[:-1])[..., None]
+    return (column < first) & (first > 0), (column >= first) & (first > 0)
+
+
+def centre_passes(a: np.ndarray, b: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both arms' ln tok/s (..., points, runs) with each pass moved by its shared shift: of the two arms' shifts (a
+    pass's median against the arm's median), the larger, since a slowed run lowers one arm and the drift both share
+    moves both. With one or two runs in a pass the mean of the two shifts would carry half of a slowdown into the
+    other arm, where it looked like a fast run (the point then lost its interval; simulated: power .46 → .41 at 3
+    rounds); without centring the passes' shift halved the slowed runs dropped (15% slowed runs: power .36 → .24)."""
+    out_a, out_b = np.array(a, float), np.array(b, float)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        whole = [np.nanmedian(y, axis=-1, keepdims=True) for y in (out_a, out_b)]
+        for mask in _masks(out_a.shape, first):
+            moved = [
+                np.nanmedian(np.where(mask, y, np.nan), axis=-1, keepdims=True) - m
+                for y, m in zip((a, b), whole, strict=True)
+            ]
+            shift = np.nan_to_num(np.fmax(*moved))
+            out_a, out_b = out_a - np.where(mask, shift, 0.0), out_b - np.where(mask, shift, 0.0)
+    return out_a, out_b
 
 
 def _screened(d: np.ndarray) -> np.ndarray:
@@ -42,22 +96,94 @@ def _screened(d: np.ndarray) -> np.ndarray:
         return np.where(np.abs(resid) > ROUND_SIGMAS * sigma, np.nan, d)
 
 
-def pass_difference(d: np.ndarray, first: int) -> np.ndarray:
-    """p-value (...) of the two-pass test (module docstring) for a family's per-round differences d = y_fused −
-    y_fallback (..., points, rounds) in round order, the first `first` rounds of each point from the first pass
-    (NaN: a dropped round). 1 where no point has a run in each pass and three in all (nothing to test)."""
-    d = _screened(np.asarray(d, float))
-    passes = (d[..., :first], d[..., first:])
-    with np.errstate(all="ignore"):
+def _passes(d: np.ndarray, first: np.ndarray) -> dict[str, np.ndarray]:
+    """Per point: each pass's count and mean, the within-pass sum of squares and its degrees of freedom, and whether
+    the point has a run in each pass; s2 the within-pass variance pooled over the family's usable points."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        passes = [np.where(mask, d, np.nan) for mask in _masks(d.shape, first)]
         counts = [np.sum(~np.isnan(x), axis=-1) for x in passes]
-        means = [np.nansum(x, axis=-1) / c for x, c in zip(passes, counts, strict=True)]
+        means = [np.nanmean(x, axis=-1) for x in passes]
         within = sum(np.nansum((x - m[..., None]) ** 2, axis=-1) for x, m in zip(passes, means, strict=True))
-        dof_point = sum(np.maximum(c - 1, 0) for c in counts)
-        usable = (counts[0] >= 1) & (counts[1] >= 1) & (counts[0] + counts[1] >= 3)
+        dof = sum(np.maximum(c - 1, 0) for c in counts)
+        usable = (counts[0] >= 1) & (counts[1] >= 1)
+        s2 = np.sum(np.where(usable, within, 0.0), axis=-1) / np.sum(np.where(usable, dof, 0), axis=-1)
+    return {"n1": counts[0], "n2": counts[1], "m1": means[0], "m2": means[1], "dof": dof, "usable": usable, "s2": s2}
+
+
+def between_passes(d: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """The variance (..., points) to add to each point's mean: τ²·(n₁² + n₂²)/n², where τ² is the variance of a
+    pass's offset, from E[(d̄₁ − d̄₂)²] = 2τ² + s²(1/n₁ + 1/n₂) averaged over the family's points with both passes
+    (0 when the passes agree within their noise, and where a point has one pass). Why: the drift a point's runs share
+    within a pass is invisible to their spread; the passes show it (simulated flat truths under each arm's own drift,
+    3-10 rounds: false actions .04-.05 → .015-.035)."""
+    p = _passes(_screened(np.asarray(d, float)), first)
+    with np.errstate(all="ignore"):
+        gap = (p["m1"] - p["m2"]) ** 2 - p["s2"][..., None] * (1.0 / p["n1"] + 1.0 / p["n2"])
+        tau2 = np.fmax(np.nanmean(np.where(p["usable"], gap, np.nan), axis=-1, keepdims=True) / 2.0, 0.0)
+        n = p["n1"] + p["n2"]
+        extra = tau2 * (p["n1"] ** 2 + p["n2"] ** 2) / n**2
+    return np.where(p["usable"] & np.isfinite(extra), extra, 0.0)
+
+
+def pass_difference(d: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """p-value (...) of the passes' agreement for a family's per-round differences d = y_fused − y_fallback
+    (..., points, rounds) in round order, each point's first `first` rounds from the first pass (NaN: a dropped
+    round): F = mean over points of (d̄₁ − d̄₂)²/(s²(1/n₁ + 1/n₂)), s² pooled within passes, with (points, Σ(n₁ − 1
+    + n₂ − 1)) degrees of freedom. 1 where no point has a run in each pass and three in all (nothing to test)."""
+    p = _passes(_screened(np.asarray(d, float)), first)
+    with np.errstate(all="ignore"):
+        usable = p["usable"] & (p["n1"] + p["n2"] >= 3)
         k = np.sum(usable, axis=-1)
-        dof = np.sum(np.where(usable, dof_point, 0), axis=-1)
-        s2 = np.sum(np.where(usable, within, 0.0), axis=-1) / dof
-        gap = (means[0] - means[1]) ** 2 / (1.0 / counts[0] + 1.0 / counts[1])
-        ratio = np.sum(np.where(usable, gap, 0.0), axis=-1) / k / s2
-        p = scipy_stats.f.sf(ratio, np.maximum(k, 1), np.maximum(dof, 1))
-    return np.where((k >= 1) & (dof >= 1) & np.isfinite(p), p, 1.0)
+        dof = np.sum(np.where(usable, p["dof"], 0), axis=-1)
+        gap = (p["m1"] - p["m2"]) ** 2 / (1.0 / p["n1"] + 1.0 / p["n2"])
+        ratio = np.sum(np.where(usable, gap, 0.0), axis=-1) / k / p["s2"]
+        value = scipy_stats.f.sf(ratio, np.maximum(k, 1), np.maximum(dof, 1))
+    return np.where((k >= 1) & (dof >= 1) & np.isfinite(value), value, 1.0)
+
+
+def combined(p_values: Sequence[float]) -> float | None:
+    """The sweep's p-value over its families' tests (Bonferroni); None when no family had two passes."""
+    return min(1.0, min(p_values) * len(p_values)) if p_values else None
+
+
+def unusable(p: float | None) -> bool:
+    return p is not None and p < SWEEP_DRIFT_ALPHA
+
+
+def unusable_words(p: float) -> str:
+    """Why a sweep whose two passes disagree decides nothing, and what to do instead."""
+    return (
+        f"the two passes over the points disagree by more than the runs' noise (drift of one arm, p = {p:.2g}): the "
+        "data are unusable for a decision; measure again (more rounds, on a quieter machine)"
+    )
+
+
+class Estimate(Protocol):
+    """stats.estimate_family: screen outliers, drop them, compare (passed in: stats calls this module)."""
+
+    def __call__(
+        self, a: np.ndarray, b: np.ndarray, paired: np.ndarray, floor: tuple[np.ndarray | float, np.ndarray | float]
+    ) -> tuple[Comparison, np.ndarray]: ...
+
+
+def estimate_in_passes(
+    estimate: Estimate,
+    a: np.ndarray,
+    b: np.ndarray,
+    paired: np.ndarray,
+    floor: tuple[np.ndarray | float, np.ndarray | float],
+    first: np.ndarray,
+) -> tuple[Comparison, np.ndarray, float | None]:
+    """`estimate(a, b, paired, floor)` for a family (..., points, runs) whose paired points may have two passes
+    (`first` (..., points): runs in the first pass, 0: one pass): the passes centred before the outlier screen, each
+    point's se widened by between_passes, and the pass_difference p-value (None: no point has two passes, and then
+    exactly the one-pass estimate: stored runs and imported CSVs decide as before)."""
+    first = np.where(paired, first, 0)
+    if not np.any(first):
+        return (*estimate(a, b, paired, floor), None)
+    centred_a, centred_b = centre_passes(a, b, first)
+    result, flagged = estimate(centred_a, centred_b, paired, floor)
+    kept = np.where(flagged.any(axis=0), np.nan, centred_a - centred_b)
+    widened = dataclasses.replace(result, se=np.sqrt(result.se**2 + between_passes(kept, first)))
+    return widened, flagged, pass_difference(kept, first)

@@ -307,6 +307,9 @@ class Measure(Strict):
     order: Literal["rotate", "fixed", "random"] = "rotate"
     seed: int = 0
     null_arm: bool = False
+    # 2: the first ⌊rounds/2⌋ rounds of every point, then the rest in a second pass over the grid, so drift of one
+    # arm shows as disagreeing passes (harness.analysis.sweep_drift); 1: each point's rounds together
+    passes: int = Field(2, ge=1, le=2)
     # decision-driven rounds (harness.analysis.decision_value, harness.measure.allocation): after `rounds` at every
     # point, more rounds only where they can still change the decision, up to max_rounds per point, at most `looks`
     # looks (each reads the decision at 1 − α/looks), within `budget` of device time (900, 90s, 15m, 1h30m)

@@ -85,6 +85,7 @@ def _decider(analysis: Analysis, rule: StopRule) -> Callable[[Sequence[StagedFam
             analysis.options.margin,
             withhold,
             table=False,
+            sweep_drift=analysis.sweep_drift,  # passes that disagree: keep, as the final analysis says
         )
         return result.decision.action, result.decision.recommended_cap
 

@@ -134,6 +134,16 @@ class SweepPlan:
     warmup_runs: int
     order: str
     seed: int
+    # rounds of each point in the first of two passes over the grid (harness.measure.sweep_loop); its later rounds
+    # are the second pass. 0: one pass, and the rows' `pass` stays empty
+    first_pass: int = 0
+    start: int = 0  # the first round to run: the second pass begins where the first ended (its failures stay rows)
+
+    def pass_of(self, round_index: int) -> int | str:
+        """The `pass` column of a round's rows: 1 or 2, '' for a sweep measured in one pass."""
+        if not self.first_pass:
+            return ""
+        return 1 if round_index < self.first_pass else 2
 
 
 ProgressHook = Callable[[str], None]
@@ -194,7 +204,7 @@ def measure_point(
     written = 0
     runner: PointRunner | None = None
     try:
-        round_index = 0
+        round_index = plan.start
         while round_index < plan.rounds:
             slots = point.slots()
             names = [str(i) for i in range(len(slots))]  # rotated like arms: each round a different slot goes first
@@ -205,6 +215,7 @@ def measure_point(
                 if runner is None:
                     runner = _open_warm(workload, point, plan)
                 row = row_for(run_id, point, arm, round_index, position, setting)
+                row["pass"] = plan.pass_of(round_index)
                 try:
                     # only a command runner takes extra environment; a config gives knobs to command workloads only
                     outcome = runner.run(arm_path(arm), setting) if setting else runner.run(arm_path(arm))

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from harness.analysis import dispatch_evidence
 from harness.errors import InputError
 from harness.measure import dispatch
-from harness.measure.protocol import Point, ProgressHook, measure_point
+from harness.measure.protocol import Point, ProgressHook, SweepPlan, measure_point
+from harness.runs.formats import csv_columns
 from harness.runs.rundir import (
     RunDirectory,
     RunLock,
@@ -45,8 +46,9 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None, say:
     `--resume` continues. Writes no file until the first row.
 
     `workers` (a count or 'auto') spreads whole points over Ray workers (harness.measure.ray_workers); rows still go
-    through this process's writer. With `measure.until_decided` the first pass is followed by the decision-driven
-    rounds (harness.measure.allocation), each look told through `say`."""
+    through this process's writer, and each point's rounds run together (one pass). Otherwise the grid is measured
+    in the passes of `passes` (two by default). With `measure.until_decided` they are followed by the
+    decision-driven rounds (harness.measure.allocation), each look told through `say`."""
     started = time.monotonic()
     written = 0
     record = None
@@ -68,8 +70,11 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None, say:
                     )
 
             return measure_on_workers(sweep, writer, done, on_run, workers)
-        for point in sweep.points:
-            written += measure_point(sweep.workload, point, sweep.plan, writer, sweep.run_id, done, on_run)
+        plans = passes(sweep)
+        for number, plan in enumerate(plans):
+            done = writer.done_keys() if number else done  # the rows the first pass wrote are done
+            for point in sweep.points:
+                written += measure_point(sweep.workload, point, plan, writer, sweep.run_id, done, on_run)
         if sweep.config.measure.refine_budget_runs and sweep.workload.refinable:
             from harness.measure.refine import (
                 refine,  # adaptive Dff refinement inside the crossover bracket (docs/design.md §7)
@@ -81,7 +86,7 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None, say:
             default = sweep.config.current_default
             written += refine(sweep.run_dir, sweep.workload, sweep.points, measure, sweep.config.measure, default)
         if sweep.config.measure.until_decided and why_no_result(sweep.run_dir) is None:
-            record = _until_decided(sweep, writer, on_run, say or on_run, started)
+            record = _until_decided(sweep, plans[-1], writer, on_run, say or on_run, started)
             written += record.extra_runs
     if record is not None:
         from harness.measure.allocation import save
@@ -90,14 +95,31 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None, say:
     return written
 
 
+def passes(sweep: Sweep) -> list[SweepPlan]:
+    """The plans of the passes over the grid: with `measure.passes: 2` and at least 2 rounds, the first ⌊n/2⌋
+    rounds of every point, then every point's remaining rounds (each point's two visits half a sweep apart: drift of
+    one arm then shows as passes that disagree, harness.analysis.sweep_drift); the rows say which in `pass`. A run
+    resumed from a samples.csv written without that column is measured in one pass, as it was started."""
+    plan = sweep.plan
+    run = RunDirectory(sweep.run_dir)
+    columns = csv_columns(run.samples) if run.samples.exists() else []
+    recorded = not columns or "pass" in columns
+    first = plan.rounds // 2 if sweep.config.measure.passes == 2 and recorded else 0
+    if not first:
+        return [plan]
+    both = dataclasses.replace(plan, first_pass=first)
+    return [dataclasses.replace(both, rounds=first), dataclasses.replace(both, start=first)]
+
+
 def _until_decided(
-    sweep: Sweep, writer: SampleWriter, on_run: ProgressHook, say: ProgressHook, started: float
+    sweep: Sweep, last: SweepPlan, writer: SampleWriter, on_run: ProgressHook, say: ProgressHook, started: float
 ) -> Allocation:
-    """The decision-driven rounds after the first pass (harness.measure.allocation)."""
+    """The decision-driven rounds after the first pass (harness.measure.allocation), measured with the last pass's
+    plan: their rows belong to the second pass (later visits of the point)."""
     from harness.measure import allocation
 
     def measure_rounds(point: Point, rounds: int) -> int:
-        plan = dataclasses.replace(sweep.plan, rounds=rounds)
+        plan = dataclasses.replace(last, rounds=rounds, start=0)
         return measure_point(sweep.workload, point, plan, writer, sweep.run_id, writer.done_keys(), on_run)
 
     settings = sweep.config.measure

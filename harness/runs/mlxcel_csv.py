@@ -304,6 +304,7 @@ def samples_frame(rows: pd.DataFrame, run_id: str, provenance: dict[str, object]
         "dtype",
         "timestamp",
         "knobs",
+        "pass",
     ]
     frame[text] = frame[text].astype(object).fillna("")
     for column in ("d_model", "n_experts", "top_k", "bits", "group_size"):
