@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -243,20 +244,22 @@ def score_protocol(regime: Regime, protocol: Protocol, sweeps: int, seed: int) -
     )
 
 
-def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int, seed: int = 0) -> list[str]:
-    """One line per regime × protocol: runs per decision, wrong-action rate, power, over-lowers, coverage."""
-    lines = [
-        f"{'regime':34} {'protocol':14} {'runs':>6} {'wrong':>6} {'over-low':>8} {'power':>6} {'(n)':>5} "
+def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int, seed: int = 0) -> Iterator[str]:
+    """One line per regime × protocol (as each is scored): runs per decision, wrong-action rate, power, over-lowers,
+    coverage. A regime's seed follows its name, and a regime measured in two passes gets its one-pass twin's: the
+    same truths, noise and drift, measured in another order."""
+    yield (
+        f"{'regime':44} {'protocol':9} {'runs':>5} {'wrong':>6} {'over-low':>8} {'power':>6} {'(n)':>5} "
         f"{'cross cov':>9} {'actions':>7}"
-    ]
-    for k, regime in enumerate(regimes):
+    )
+    for regime in regimes:
+        k = zlib.crc32(regime.name.removesuffix(TWO_PASSES).encode()) % 1000
         for protocol in protocols:
             sc = score_protocol(regime, protocol, sweeps, seed + 1000 * k + protocol.max_rounds)
-            lines.append(
-                f"{regime.name:34} {protocol.name:14} {sc.runs:6.0f} {sc.wrong_action:6.3f} {sc.over_lower:8.3f} "
+            yield (
+                f"{regime.name:44} {protocol.name:9} {sc.runs:5.0f} {sc.wrong_action:6.3f} {sc.over_lower:8.3f} "
                 f"{sc.power:6.3f} {sc.actionable:5d} {sc.crossover_coverage:9.3f} {sc.action_rate:7.3f}"
             )
-    return lines
 
 
 REGIMES = {
@@ -279,6 +282,8 @@ REGIMES = {
 }
 
 
+TWO_PASSES = ", two passes"  # the suffix of a regime measured in two passes over the grid (sweep_drift)
+
 # issue 29's regimes for the protocol table (scripts/decision_calibration.py): drift of the arms' own on flat truths
 # (at the simulation's speed, and slower: ρ = 0.98 per run), curved truths on both grids, 1–3 families, outliers
 PROTOCOL_REGIMES = {
@@ -297,13 +302,29 @@ PROTOCOL_REGIMES = {
         # each point's rounds split over two passes over the grid, half a sweep apart (sweep_drift); the same
         # truths as the one-pass regimes above, and a step change of the fused arm half way through a flat sweep
         Regime("sparse flat step 2%", SPARSE, flat=True, step=0.02),
+        Regime("sparse flat 15% outliers", SPARSE, flat=True, outlier_rate=0.15),
         Regime("sparse flat per-arm drift, two passes", SPARSE, flat=True, drift="per_arm", order="two_passes"),
         Regime(
-            "sparse flat slow drift, two passes", SPARSE, flat=True, drift="per_arm", own_rho=0.98, order="two_passes"
+            "sparse flat slow per-arm drift, two passes",
+            SPARSE,
+            flat=True,
+            drift="per_arm",
+            own_rho=0.98,
+            order="two_passes",
         ),
         Regime("dense flat per-arm drift, two passes", DENSE, flat=True, drift="per_arm", order="two_passes"),
+        Regime(
+            "sparse 3 families flat slow drift, two passes",
+            SPARSE,
+            families=3,
+            flat=True,
+            drift="per_arm",
+            own_rho=0.98,
+            order="two_passes",
+        ),
         Regime("sparse flat step 2%, two passes", SPARSE, flat=True, step=0.02, order="two_passes"),
         Regime("sparse flat, two passes", SPARSE, flat=True, order="two_passes"),
+        Regime("sparse flat 15% outliers, two passes", SPARSE, flat=True, outlier_rate=0.15, order="two_passes"),
         Regime("sparse curved, two passes", SPARSE, order="two_passes"),
         Regime(
             "sparse curved slow per-arm drift, two passes", SPARSE, drift="per_arm", own_rho=0.98, order="two_passes"

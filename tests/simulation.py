@@ -184,6 +184,7 @@ def as_samples(sim: SimulatedSweeps, sweep: int, family: int = 0) -> pd.DataFram
                         "seconds": 100 / float(np.exp(y)),
                         "tok_s": float(np.exp(y)),
                         "status": "ok",
+                        "pass": "" if sim.first_pass is None else (1 if r < sim.first_pass else 2),
                         **{c: "" for c in ("rel_rms", "tokens_agree", "dispatch_ok", "error", "timestamp")},
                     }
                 )

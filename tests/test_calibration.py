@@ -20,6 +20,7 @@ from tests.calibration import (
     ProtocolScore,
     Score,
     check_pass_rate,
+    estimate,
     fixed,
     run_engine,
     score,
@@ -194,11 +195,17 @@ def test_a_lower_never_switches_a_clear_fused_win(sparse_powers):
         assert sc.over_lower <= 0.01 + 2 * sc.mc_error(0.01), sc
 
 
-def test_the_summary_runs_the_same_estimate_as_the_simulation():
-    """The calibrated array path and `moecal summarize` on the same sweep (as samples.csv rows) agree."""
-    regime = Regime("one", SPARSE)
+@pytest.mark.parametrize("order", ["forward", "two_passes"])
+def test_the_summary_runs_the_same_estimate_as_the_simulation(order):
+    """The calibrated array path and `moecal summarize` on the same sweep (as samples.csv rows, with their `pass`
+    when measured in two passes) agree; a one-pass sweep is exactly estimate_family's."""
+    regime = Regime("one", SPARSE, order=order)
     sim = simulate(regime, 5, 3, seed=7)
-    comparison, _ = estimate_family(sim.fused, sim.fallback, np.ones(sim.truth.shape, bool))
+    comparison, drift_p = estimate(sim)
+    if order == "forward":
+        assert drift_p is None
+        exact, _ = estimate_family(sim.fused, sim.fallback, np.ones(sim.truth.shape, bool))
+        np.testing.assert_array_equal(comparison.se, exact.se)
     for sweep in range(3):
         analysis = analyse(LoadedInput(as_samples(sim, sweep), None, {}), Options(current_default=8192))
         summary = analysis.summary
@@ -207,6 +214,7 @@ def test_the_summary_runs_the_same_estimate_as_the_simulation():
         np.testing.assert_allclose(summary["se"], comparison.se[sweep, 0], rtol=1e-9)
         curve = family_curve(summary, np.arange(len(summary)), "linear")[0]
         assert analysis.result.crossover == find_crossover(curve)
+        assert analysis.sweep_drift == (None if drift_p is None else pytest.approx(float(drift_p[sweep, 0])))
 
 
 def test_two_passes_keep_a_step_of_one_arm_from_moving_the_cap():

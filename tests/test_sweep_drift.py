@@ -1,13 +1,24 @@
-"""The two-pass test for drift of one arm (harness/analysis/sweep_drift.py) and what the decision does with it, on
-SYNTHETIC per-round differences (nothing measured)."""
+"""Two passes over the grid (harness/analysis/sweep_drift.py, harness/measure/sweep_loop.py): the pass-agreement test
+and what the decision does with it, on SYNTHETIC per-round differences and simulated sweeps (nothing measured)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
+import pytest
 
 from harness.analysis.decision import Curve, StagedFamily, decide_curves, decision_json
+from harness.analysis.inputs import LoadedInput
+from harness.analysis.pipeline import Options, analyse
 from harness.analysis.sweep_drift import SWEEP_DRIFT_ALPHA, pass_difference
+from harness.measure import sweep_loop
+from harness.measure.protocol import SweepPlan
+from harness.runs.formats import SAMPLE_COLUMNS
+from tests.calibration import PROTOCOL_REGIMES, estimate
+from tests.simulation import as_samples, simulate
 
 
 def test_without_drift_the_test_rejects_at_its_level():
@@ -62,3 +73,39 @@ def test_a_rejected_two_pass_test_withholds_the_action_and_says_so_in_the_record
     # the record (`crossover --json`, the report's sidecar) carries the p-value only when the test rejected
     assert decision_json(pd.DataFrame(), withheld)["sweep_drift"] == 0.001
     assert "sweep_drift" not in decision_json(pd.DataFrame(), usable)
+
+
+def test_a_sweep_whose_passes_disagree_is_unusable_through_the_pipeline_and_one_pass_rows_are_not_tested():
+    """SYNTHETIC sweep rows (a flat truth whose fused arm gets 2% faster half way, 10 rounds in two passes), read as
+    samples.csv rows with their `pass`: `crossover` keeps, says why and records the p-value; the same rows without
+    `pass` (a one-pass sweep, an imported CSV) are not tested."""
+    sim = simulate(PROTOCOL_REGIMES["sparse flat step 2%, two passes"], 10, 20, seed=5)
+    _, drift_p = estimate(sim)
+    sweep = int(np.argmin(drift_p[:, 0]))
+    assert drift_p[sweep, 0] < SWEEP_DRIFT_ALPHA
+    samples = as_samples(sim, sweep)
+    analysis = analyse(LoadedInput(samples, None, {}), Options(current_default=8192))
+    decision = analysis.result.decision
+    assert decision.action == "keep" and "unusable for a decision" in decision.reason
+    assert analysis.as_json()["sweep_drift"] == pytest.approx(float(drift_p[sweep, 0]), rel=1e-3)
+    one_pass = analyse(LoadedInput(samples.assign(**{"pass": ""}), None, {}), Options(current_default=8192))
+    assert one_pass.sweep_drift is None and "sweep_drift" not in one_pass.as_json()
+
+
+def test_the_sweep_measures_in_two_passes_unless_told_or_resuming_a_run_without_the_column(tmp_path):
+    """measure.passes 2 (default) splits n rounds ⌊n/2⌋ + the rest; 1 round, `passes: 1`, or a resumed samples.csv
+    written before the `pass` column: one pass, as the run was started."""
+    plan = SweepPlan(rounds=5, warmup_runs=1, order="rotate", seed=0)
+
+    def sweep(passes: int, rounds: int = 5) -> SimpleNamespace:
+        measure = SimpleNamespace(passes=passes)
+        return SimpleNamespace(
+            plan=replace(plan, rounds=rounds), run_dir=tmp_path, config=SimpleNamespace(measure=measure)
+        )
+
+    first, second = sweep_loop.passes(sweep(2))
+    assert (first.rounds, first.start, second.rounds, second.start) == (2, 0, 5, 2)
+    assert [second.pass_of(r) for r in range(5)] == [1, 1, 2, 2, 2] and plan.pass_of(3) == ""
+    assert sweep_loop.passes(sweep(1)) == [plan] and len(sweep_loop.passes(sweep(2, rounds=1))) == 1
+    (tmp_path / "samples.csv").write_text("# host: x\n" + ",".join(c for c in SAMPLE_COLUMNS if c != "pass") + "\n")
+    assert sweep_loop.passes(sweep(2)) == [plan]

@@ -50,7 +50,7 @@ from harness.analysis.stats import (
     rounds_to_decide,
     t_quantile,
 )
-from harness.analysis.sweep_drift import unusable, unusable_words
+from harness.analysis.sweep_drift import marked_unusable, unusable, unusable_words
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
@@ -756,7 +756,7 @@ def decide_curves(
     )
     overall = _overall(binding, candidates, current_default)
     if unusable(sweep_drift):
-        overall = replace(overall, sweep_drift=sweep_drift)
+        overall = marked_unusable(overall, sweep_drift)
     return DecisionResult(tuple(families), binding.crossover, overall, binding.family)
 
 
@@ -967,7 +967,7 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
         "tests": [test_json(t) for t in d.tests],
         "drift_between_points": _number(d.drift_between_points, 5) if d.drift_between_points is not None else None,
         # only a two-pass sweep that the test made unusable carries it (stored records stay as they were)
-        **({"sweep_drift": _number(d.sweep_drift, 5)} if d.sweep_drift is not None else {}),
+        **({"sweep_drift": float(f"{d.sweep_drift:.3g}")} if d.sweep_drift is not None else {}),
         "rounds_hint": {"dff": d.rounds_dff, "rounds": d.rounds_needed, "affordable": AFFORDABLE_ROUNDS}
         if d.rounds_dff is not None
         else None,

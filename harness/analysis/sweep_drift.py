@@ -31,14 +31,17 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
 if TYPE_CHECKING:
+    from harness.analysis.decision import Decision
     from harness.analysis.stats import Comparison
+
+D = TypeVar("D", bound="Decision")
 
 SWEEP_DRIFT_ALPHA = 0.01  # at 5% it withheld 3-5% of right actions on curved truths without drift, for little
 ROUND_SIGMAS = 4.0  # a round further than this many robust σ from its point's median d is left out of the test
@@ -118,7 +121,8 @@ def between_passes(d: np.ndarray, first: np.ndarray) -> np.ndarray:
     within a pass is invisible to their spread; the passes show it (simulated flat truths under each arm's own drift,
     3-10 rounds: false actions .04-.05 → .015-.035)."""
     p = _passes(_screened(np.asarray(d, float)), first)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a family without a point in both passes: no τ²
         gap = (p["m1"] - p["m2"]) ** 2 - p["s2"][..., None] * (1.0 / p["n1"] + 1.0 / p["n2"])
         tau2 = np.fmax(np.nanmean(np.where(p["usable"], gap, np.nan), axis=-1, keepdims=True) / 2.0, 0.0)
         n = p["n1"] + p["n2"]
@@ -149,6 +153,14 @@ def combined(p_values: Sequence[float]) -> float | None:
 
 def unusable(p: float | None) -> bool:
     return p is not None and p < SWEEP_DRIFT_ALPHA
+
+
+def marked_unusable(decision: D, p: float) -> D:
+    """A decision (analysis.decision.Decision) made on data the pass test called unusable: its p-value recorded
+    (`sweep_drift`), and its reason saying so even where there was no raise or lower to withhold."""
+    words = unusable_words(p)
+    reason = decision.reason if words in decision.reason else f"{decision.reason} Not decided: {words}."
+    return dataclasses.replace(decision, sweep_drift=p, reason=reason)
 
 
 def unusable_words(p: float) -> str:
