@@ -5,6 +5,10 @@ coverage. Nothing is measured and nothing is written; the full table takes minut
 
     .venv/bin/python scripts/decision_calibration.py                      # fixed 3, 4, 5, 10, 20, 40 rounds, 400 sweeps
     .venv/bin/python scripts/decision_calibration.py --rounds 3 10 --sweeps 200 --regime "sparse curved"
+    .venv/bin/python scripts/decision_calibration.py --rounds 3 4 5 10 20   # issue 29's one pass vs two passes table
+
+A regime named `…, two passes` measures each point's rounds in two passes over the grid (harness.analysis.sweep_drift)
+and is scored on its one-pass twin's truths, noise and drift.
 
 A new protocol (say, stopping when the decision is settled) is a tests.calibration.Protocol: its name, the most rounds
 per point it may use, and a function from simulated sweeps to an Outcome (decisions and runs spent); add it to
