@@ -30,18 +30,16 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-if TYPE_CHECKING:
-    from harness.analysis.decision import Decision
-    from harness.analysis.stats import Comparison
-
-D = TypeVar("D", bound="Decision")
+# stats.Comparison and decision.Decision: both modules call this one, so their types are not imported here
+C = TypeVar("C")
+D = TypeVar("D")
 
 SWEEP_DRIFT_ALPHA = 0.01  # at 5% it withheld 3-5% of right actions on curved truths without drift, for little
 # between_passes widens only where the passes disagree at this level: τ² > 0 whenever they disagree more than their
@@ -181,26 +179,18 @@ def unusable_words(p: float) -> str:
     )
 
 
-class Estimate(Protocol):
-    """stats.estimate_family: screen outliers, drop them, compare (passed in: stats calls this module)."""
-
-    def __call__(
-        self, a: np.ndarray, b: np.ndarray, paired: np.ndarray, floor: tuple[np.ndarray | float, np.ndarray | float]
-    ) -> tuple[Comparison, np.ndarray]: ...
-
-
 def estimate_in_passes(
-    estimate: Estimate,
+    estimate: Callable[..., tuple[C, np.ndarray]],
     a: np.ndarray,
     b: np.ndarray,
     paired: np.ndarray,
     floor: tuple[np.ndarray | float, np.ndarray | float],
     first: np.ndarray,
-) -> tuple[Comparison, np.ndarray, float | None]:
-    """`estimate(a, b, paired, floor)` for a family (..., points, runs) whose paired points may have two passes
-    (`first` (..., points): runs in the first pass, 0: one pass): the passes centred before the outlier screen, each
-    point's se widened by between_passes, and the pass_difference p-value (None: no point has two passes, and then
-    exactly the one-pass estimate: stored runs and imported CSVs decide as before)."""
+) -> tuple[C, np.ndarray, np.ndarray | None]:
+    """`estimate(a, b, paired, floor)` (stats.estimate_family) for a family (..., points, runs) whose paired points
+    may have two passes (`first` (..., points): runs in the first pass, 0: one pass): the passes centred before the
+    outlier screen, each point's se widened by between_passes, and the pass_difference p-values (...) (None: no
+    point has two passes, and then exactly the one-pass estimate: stored runs and imported CSVs decide as before)."""
     first = np.where(paired, first, 0)
     if not np.any(first):
         return (*estimate(a, b, paired, floor), None)
