@@ -75,8 +75,9 @@ def test_layer_sweep_over_a_dff_grid_at_a_fixed_shape_then_its_decode_block(tmp_
     assert (samples["bits"] == 4).all() and (samples["group_size"] == 64).all()
     assert samples["cap"].isna().all()  # built-in arms have no environment cap
     assert (samples["rel_rms"] > 0).all() and (samples["rel_rms"] < 1e-5).all()
-    # the same calibrated step count for every arm of a point, a whole number of rotations over the 3 copies
-    steps = samples.groupby("dff")["tokens"].agg(set)
+    # the same calibrated step count for every arm of a point's visit (it is calibrated when the point opens, once
+    # per pass over the grid), a whole number of rotations over the 3 copies
+    steps = samples.groupby(["dff", "pass"])["tokens"].agg(set)
     assert all(len(s) == 1 and next(iter(s)) % 3 == 0 for s in steps)
     seconds_per_step = samples["seconds"] / samples["tokens"]
     assert np.allclose(samples["tok_s"], 1 / seconds_per_step, rtol=1e-4)

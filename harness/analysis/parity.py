@@ -3,9 +3,9 @@
 Each run's generated output is captured (config `parity:`), split into pieces — token ids when the output is a list
 of integers, else whitespace-separated words — and compared with the latest run of the other path. Within a round
 the second arm's run is therefore compared with the first's (the same round), and the first with the previous
-round's. Both arms decode greedily, so every comparison should be identical; the row records `tokens_agree` (the
-leading pieces that agree) and `tokens` (the pieces compared: the longer of the two outputs), so a run is
-identical exactly when tokens_agree == tokens.
+round's (the first run of each visit of a point, one per pass over the grid, with none). Both arms decode greedily,
+so every comparison should be identical; the row records `tokens_agree` (the leading pieces that agree) and `tokens`
+(the pieces compared: the longer of the two outputs), so a run is identical exactly when tokens_agree == tokens.
 
 Per point the report shows one class: `identical`, `diverges at token k` (k = the fewest leading pieces that
 agreed in any comparison, counted from 0) or `no parity data`. A divergence before EARLY_DIVERGENCE tokens is
