@@ -15,7 +15,8 @@ import pandas as pd
 from harness.analysis import dispatch_evidence
 from harness.analysis.decision import DEFAULT_GRID, INTERPOLATIONS, DecisionResult, decide, decision_json
 from harness.analysis.inputs import LoadedInput, load_input, write_summary_csv
-from harness.analysis.stats import CONFIDENCE, MARGIN, PointSet, analyse_points, apply_excludes
+from harness.analysis.point_summary import PointSet, analyse_points, apply_excludes
+from harness.analysis.stats import CONFIDENCE, MARGIN
 from harness.config import mlxcel_families
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError

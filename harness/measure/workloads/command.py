@@ -6,7 +6,7 @@ MLXCEL_FUSED_MOE (1 fused, 0 fallback); how each model's arms were forced, the m
 the binary's version and protocol (harness.measure.bench_capabilities) and a backend label without its device here
 go to the run's meta.json. tok/s is parsed from the output with `metric_regex` (group 1, last match wins, so a benchmark
 that prints per-phase lines reports its final figure). An optional dispatch probe must match the fused arm's output;
-a point where it never does ran the same code in both arms and is a null point (see harness.analysis.stats).
+a point where it never does ran the same code in both arms and is a null point (see harness.analysis.point_summary).
 
 Greedy parity (config `parity:`): each run's generated output is captured and compared with the latest run of the
 other path (harness.analysis.parity). A model with `expect_null` (written by `moecal init` when the fused kernel should
