@@ -344,7 +344,7 @@ class Measure(Strict):
 
 class SynthSettings(Strict):
     """`synth:` (command workloads): synthetic checkpoints of the model folder `like` at each `dff`, made by the
-    sweep (harness.config.synth_sweep) and measured as models `<like>-dff<D>`; Dff refinement synthesizes more. Cached
+    sweep (harness.measure.synth_models) and measured as models `<like>-dff<D>`; Dff refinement synthesizes more. Cached
     by content hash under `cache` (default $XDG_CACHE_HOME/moecal/synth, i.e. ~/.cache/moecal/synth)."""
 
     like: str = Field(min_length=1)

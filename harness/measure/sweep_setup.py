@@ -20,11 +20,11 @@ from harness.config import knobs as launch_knobs
 from harness.config import resources
 from harness.config.backend_specs import BACKEND_NAMES, backend_spec
 from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, SweepConfig, load_config
-from harness.config.synth_sweep import with_synthetic_models
 from harness.errors import BackendUnavailable, InputError
 from harness.measure.backends import detect, resolve_name
 from harness.measure.model_folders import check_model_folders
 from harness.measure.protocol import Point, SweepPlan, Workload, pending_runs
+from harness.measure.synth_models import with_synthetic_models
 from harness.measure.workloads import build_workload, workload_kind
 from harness.runs import provenance
 from harness.runs.rundir import (
@@ -97,20 +97,22 @@ def prepare(
     A resumed run must have been written by the same kernels and launch settings unless `allow_mixed`.
     `measure_null` runs the command models whose config says expect_null (they stay null points). `plan_only`
     (`moecal plan`) builds a built-in workload on the backend's device facts (harness.measure.backends.device_facts):
-    its points, memory and estimates are the same, it cannot run, and the CPU plan never imports numba."""
+    its points, memory and estimates are the same, it cannot run, the CPU plan never imports numba, and synthetic
+    checkpoints are planned, not written (nothing on disk changes)."""
     config_path = Path(config_path)
     try:
         config = load_config(config_path)
     except UnicodeDecodeError as exc:
         raise InputError(str(config_path), "(file)", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     source = str(config_path)
-    config = with_synthetic_models(config, source)
+    given = config
+    config = with_synthetic_models(config, source, write=not plan_only)  # a plan writes no checkpoint
     try:
         backend_name = backend_for(config, backend)
         workload = build_workload(config, source, backend_name, plan_only)
     except BackendUnavailable as exc:
         raise InputError(source, "backend", str(exc)) from None
-    check_model_folders(config, source)
+    check_model_folders(given, source)  # a synthetic model's folder is read back when written, or not there yet
     workload.preflight()
     points = workload.points()
     if only:

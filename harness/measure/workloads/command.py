@@ -31,13 +31,13 @@ from harness.config.backend_specs import backend_spec
 from harness.config.mlxcel_families import SWITCH_ENV, SWITCH_OFF, SWITCH_ON
 from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, ModelEntry, SweepConfig
 from harness.config.schema import CommandWorkload as CommandSettings
-from harness.config.synth_sweep import synthetic_provenance
 from harness.errors import InputError
 from harness.measure.backends import detect
 from harness.measure.bench_capabilities import capabilities, leading_args
 from harness.measure.bench_output import generated_tokens, rejected_flag, usage_error
 from harness.measure.proc import HELP_TIMEOUT_S, ask_help, run_with_deadline
 from harness.measure.protocol import Point, RunFailed, RunOutcome
+from harness.measure.synth_models import synthetic_provenance
 from harness.runs.provenance import cpu_name
 
 TAIL_CHARS = 400
@@ -230,7 +230,7 @@ class CommandWorkloadRunner:
         be synthesized (a Dff the fused kernel declines)."""
         if self.config.synth is None:
             return None
-        from harness.config.synth_sweep import synthesize  # MLX writes the checkpoint
+        from harness.measure.synth_models import synthesize  # MLX writes the checkpoint
 
         try:
             return self.point_for(synthesize(self.config.synth, dff))
