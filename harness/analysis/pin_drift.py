@@ -26,13 +26,12 @@ import pandas as pd
 
 from harness.analysis.decision import Curve, family_curve
 from harness.analysis.pipeline import Analysis
+from harness.analysis.point_match import match_keys
 from harness.analysis.stats import DECIDED, family_labels, t_quantile
 from harness.runs.summary_columns import SummaryCol
 
 DRAWS = 4000
 SEED = 20260703  # fixed: the same two runs always print the same interval
-# A point is matched across runs by what it measures, not where: backend and device may differ between the runs.
-MATCH_COLUMNS = ("workload", "model", "quant_mode", "d_model", "dff", "n_experts", "top_k", "bits", "group_size")
 
 
 @dataclass(frozen=True)
@@ -193,8 +192,10 @@ def crossover_shift(
 # --- per-point ratio changes ----------------------------------------------------------------------------------------
 
 
-def _match_key(row: pd.Series) -> tuple[str, ...]:
-    return tuple("" if pd.isna(row.get(c)) else str(row.get(c)) for c in MATCH_COLUMNS)
+def _keys(summary: pd.DataFrame) -> list[tuple[str, ...]]:
+    """A point is matched across runs by what it measures, not where (harness.analysis.point_match): backend and
+    device may differ between the runs, the dtype may not."""
+    return match_keys(summary, same_machine=False)
 
 
 def point_change(theta_a: float, se_a: float, df_a: float, theta_b: float, se_b: float, df_b: float, confidence: float):
@@ -212,8 +213,9 @@ def _valid(summary: pd.DataFrame) -> pd.DataFrame:
 
 def point_changes(a: Analysis, b: Analysis, confidence: float) -> tuple[list[PointChange], list[str]]:
     labels_b = family_labels(b.summary)
-    rows_a = {_match_key(r): r for _, r in _valid(a.summary).iterrows()}
-    rows_b = {_match_key(r): (r, labels_b.loc[i]) for i, r in _valid(b.summary).iterrows()}
+    valid_a, valid_b = _valid(a.summary), _valid(b.summary)
+    rows_a = {k: r for k, (_, r) in zip(_keys(valid_a), valid_a.iterrows(), strict=True)}
+    rows_b = {k: (r, labels_b.loc[i]) for k, (i, r) in zip(_keys(valid_b), valid_b.iterrows(), strict=True)}
     changes, unmatched = [], []
     for key, (rb, family) in rows_b.items():
         ra = rows_a.get(key)
@@ -238,7 +240,7 @@ def _curves(analysis: Analysis, shared: set[tuple[str, ...]]) -> dict[str, Curve
     summary = analysis.summary
     labels = family_labels(summary).to_numpy()
     valid = summary[SummaryCol.VERDICT].isin(DECIDED).to_numpy() if len(summary) else np.array([], bool)
-    matched = np.array([_match_key(row) in shared for _, row in summary.iterrows()], bool)
+    matched = np.array([key in shared for key in _keys(summary)], bool)
     out = {}
     for family in dict.fromkeys(labels):
         positions = np.flatnonzero((labels == family) & valid & matched)
@@ -252,9 +254,7 @@ def compare(a: Analysis, b: Analysis, confidence: float, draws: int = DRAWS) -> 
     """Run A (the earlier) against run B: one crossover shift per shape family both runs measured, every matched
     point's ratio change. Both crossovers come from the points both runs measured (as `moecal check` compares
     decisions): a point one run lacks would move that run's crossover and read as a shift."""
-    shared = {_match_key(r) for _, r in _valid(a.summary).iterrows()} & {
-        _match_key(r) for _, r in _valid(b.summary).iterrows()
-    }
+    shared = set(_keys(_valid(a.summary))) & set(_keys(_valid(b.summary)))
     curves_a, curves_b = _curves(a, shared), _curves(b, shared)
     shifts = tuple(
         crossover_shift(family, curves_a[family], curves_b[family], confidence, draws)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from harness.analysis import point_match
 from harness.analysis.decision import DecisionResult, decide, format_ci
 from harness.analysis.pipeline import Analysis, withheld_reason
 from harness.analysis.stats import MIN_RUNS, compare_arms, ratio_interval
@@ -58,24 +59,22 @@ class CheckResult:
 
 
 def join_points(baseline: pd.DataFrame, current: pd.DataFrame) -> tuple[list[tuple[int, int]], list[dict[str, object]]]:
-    """Row-position pairs of comparable points, and the rows dropped from either side with the reason."""
-    base_keys, cur_keys = list(point_keys(baseline)), list(point_keys(current))
-    cur_index = {key: i for i, key in enumerate(cur_keys)}
-    pairs = [(i, cur_index[key]) for i, key in enumerate(base_keys) if key in cur_index]
+    """Row-position pairs of comparable points (harness.analysis.point_match, on the same machine), and the rows
+    dropped from either side with the reason."""
+    pairs, base_only, cur_only = point_match.join_points(baseline, current, same_machine=True)
+    base_keys, cur_keys = point_match.match_keys(baseline, True), point_match.match_keys(current, True)
     dropped = []
-    for side, keys, other in (("baseline", base_keys, cur_keys), ("current", cur_keys, base_keys)):
-        other_set = set(other)
+    for side, keys, other in (("baseline", base_only, cur_keys), ("current", cur_only, base_keys)):
         for key in keys:
-            if key not in other_set:
-                record = dict(zip(POINT_COLUMNS, key, strict=True))
-                dropped.append(
-                    {
-                        "side": side,
-                        "model": record["model"],
-                        "dff": int(record["dff"]),
-                        "reason": _why_unmatched(key, other, side),
-                    }
-                )
+            record = dict(zip(POINT_COLUMNS, key, strict=True))
+            dropped.append(
+                {
+                    "side": side,
+                    "model": record["model"],
+                    "dff": int(record["dff"]),
+                    "reason": _why_unmatched(key, other, side),
+                }
+            )
     return pairs, dropped
 
 
