@@ -169,11 +169,11 @@ def _run_identity(analysis: Analysis) -> tuple[str, str]:
 
 
 def mispredictions(
-    samples: pd.DataFrame | None, expected: Mapping[str, str], provenance: Mapping[str, object] | None = None
+    samples: pd.DataFrame | None, expected: Mapping[str, str], verification: Mapping[str, dict] | None = None
 ) -> dict[str, str]:
-    """Where the dispatch probe or the verification pass (the ground truth) contradicts the eligibility
-    prediction, per model."""
-    observed = dispatch_evidence.contradictions(provenance or {}, expected)
+    """Where the dispatch probe or the verification pass (the ground truth, its record) contradicts the
+    eligibility prediction, per model."""
+    observed = dispatch_evidence.contradictions(verification, expected)
     if samples is None or "dispatch_ok" not in samples:
         return observed
     fused = samples[(samples["arm"] == "fused") & (samples["status"] == "ok")]
@@ -197,7 +197,7 @@ def load_run(path: Path, options: Options) -> RunResult:
     backend, device = _run_identity(analysis)
     samples = analysis.samples
     parity = parity_by_model(samples) if samples is not None else {}
-    wrong = mispredictions(samples, expected, loaded.provenance)
+    wrong = mispredictions(samples, expected, loaded.verification)
     return RunResult(Path(path), backend, device, analysis, parity, wrong)
 
 
@@ -391,7 +391,7 @@ def run_checks(path: Path) -> list[str]:
     loaded = load_input(path)
     if loaded.samples is None:
         return []
-    wrong = mispredictions(loaded.samples, expected_null(loaded.provenance), loaded.provenance)
+    wrong = mispredictions(loaded.samples, expected_null(loaded.provenance), loaded.verification)
     lines = []
     for model, parity in parity_by_model(loaded.samples).items():
         if parity.comparisons or model in wrong:

@@ -146,20 +146,20 @@ def per_model(record: Mapping[str, dict], expected_null: Mapping[str, str]) -> d
     return out
 
 
-def null_reasons(provenance: Mapping[str, object], expected_null: Mapping[str, str]) -> dict[str, str]:
-    """Models the verification pass makes null points (declined, or the fallback arm ran the fused kernel)."""
-    record = provenance.get("verification")
-    if not isinstance(record, Mapping):
+def null_reasons(record: Mapping[str, dict] | None, expected_null: Mapping[str, str]) -> dict[str, str]:
+    """Models the verification pass (`record`, None without one) makes null points (declined, or the fallback arm
+    ran the fused kernel)."""
+    if not record:
         return {}
     facts = per_model(record, expected_null)
     return {m: f"dispatch {f['dispatch']}: {f['dispatch_note']}" for m, f in facts.items() if f["null"]}
 
 
-def contradictions(provenance: Mapping[str, object], expected_null: Mapping[str, str]) -> dict[str, str]:
-    """Models whose observed dispatch contradicts `moecal init`'s eligibility prediction (the addendum lists them:
-    a wrong prediction means harness.config.eligibility no longer restates mlxcel's rules)."""
-    record = provenance.get("verification")
-    if not isinstance(record, Mapping):
+def contradictions(record: Mapping[str, dict] | None, expected_null: Mapping[str, str]) -> dict[str, str]:
+    """Models whose observed dispatch in the verification `record` (None without one) contradicts `moecal init`'s
+    eligibility prediction (the addendum lists them: a wrong prediction means harness.config.eligibility no longer
+    restates mlxcel's rules)."""
+    if not record:
         return {}
     out = {}
     for model, fact in per_model(record, expected_null).items():
@@ -184,7 +184,7 @@ def _median_tokens(samples: pd.DataFrame) -> dict[tuple[str, str], float]:
 def annotate(
     summary: pd.DataFrame,
     samples: pd.DataFrame | None,
-    provenance: Mapping[str, object],
+    record: Mapping[str, dict] | None,
     expected_null: Mapping[str, str],
 ) -> pd.DataFrame:
     """The summary of a command-workload run with POINT_FIELDS per point: dispatch and parity from the
@@ -194,8 +194,7 @@ def annotate(
     if samples is None or not (samples["workload"] == "command").any():
         return summary
     out = summary.copy()
-    record = provenance.get("verification")
-    facts = per_model(record, expected_null) if isinstance(record, Mapping) else {}
+    facts = per_model(record, expected_null) if record else {}
     tokens = _median_tokens(samples)
     rows = []
     for model in out["model"].astype(str):

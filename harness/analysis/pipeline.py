@@ -67,6 +67,7 @@ class Analysis:
     noise_scale: float | None  # φ from the A/A arm (None: a summary-only input, the runs are not at hand)
     aa_points: int
     aa_beyond_margin: tuple[str, ...]
+    verification: dict[str, dict] | None = None  # the run's dispatch verification record (LoadedInput.verification)
 
     def as_json(self) -> dict[str, object]:
         return decision_json(
@@ -142,7 +143,7 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
     predicted = expected_null(loaded.provenance)
     overridden = loaded.provenance.get("dispatch_overrides") or {}  # the fused kernel ran after all: measured
     observed = {
-        m: why for m, why in dispatch_evidence.null_reasons(loaded.provenance, predicted).items() if m in present
+        m: why for m, why in dispatch_evidence.null_reasons(loaded.verification, predicted).items() if m in present
     }
     # a prediction the probe confirmed says so ("expected null" is for a prediction nobody observed)
     expected = {
@@ -184,7 +185,7 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
     except ValueError as exc:  # the statistics are pure; only the excludes can be wrong once the options are checked
         name, _, problem = str(exc).partition(": ")
         raise InputError("--exclude", name, problem) from None
-    summary = dispatch_evidence.annotate(summary, loaded.samples, loaded.provenance, expected_null(loaded.provenance))
+    summary = dispatch_evidence.annotate(summary, loaded.samples, loaded.verification, expected_null(loaded.provenance))
     current = _current_default(options, loaded.provenance)
     # the variable that sets the cap for what was measured: a command run's (the one its arms were forced with),
     # mlxcel's for its CSVs; a built-in workload records "" (no variable of any library sets its cap), so its
@@ -206,6 +207,7 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
         phi,
         points.aa_points,
         points.aa_beyond_margin,
+        loaded.verification,
     )
 
 
@@ -217,8 +219,7 @@ def save_summary(analysis: Analysis, path: str | Path) -> Path:
     """summary.csv with the input's provenance and the settings that produced it."""
     settings = {f"summary.{k}": v for k, v in analysis.options.settings().items()}
     # the verification record stays in its own file (verification.json); its outcome is in the summary's columns
-    provenance = {k: v for k, v in analysis.provenance.items() if k != "verification"}
-    return write_summary_csv(analysis.summary, Path(path), {**provenance, **settings})
+    return write_summary_csv(analysis.summary, Path(path), {**analysis.provenance, **settings})
 
 
 def write_summary(run_dir: str | Path, options: Options = Options()) -> Path:

@@ -131,7 +131,7 @@ def verify_dispatch(sweep: Sweep) -> None:
         sweep.meta["dispatch_overrides"] = overrides
     if sweep.measure_null:
         return
-    declined = dispatch_evidence.null_reasons({"verification": record}, dict(sweep.meta.get("expect_null") or {}))
+    declined = dispatch_evidence.null_reasons(record, dict(sweep.meta.get("expect_null") or {}))
     for point in sweep.points:
         reason = declined.get(str(point.key["model"]))
         if reason and not point.skip_reason:

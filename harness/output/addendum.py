@@ -183,7 +183,11 @@ def build_report_data(
         # how an until-decided sweep stopped (harness.measure.allocation), absent for a fixed-protocol run
         **({"until_decided": provenance["until_decided"]} if provenance.get("until_decided") else {}),
         # where the dispatch pass proved the family table wrong, either way: said, never silently overridden
-        **({"table_wrong": wrong} if (wrong := contradictions(provenance, expected_null(provenance))) else {}),
+        **(
+            {"table_wrong": wrong}
+            if (wrong := contradictions(analysis.verification, expected_null(provenance)))
+            else {}
+        ),
     }
 
 
