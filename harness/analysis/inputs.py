@@ -63,9 +63,9 @@ def load_input(path: str | Path, all_settings: bool = False) -> LoadedInput:
         imported = mlxcel.read_mlxcel(path)
         return LoadedInput(imported.samples, None, imported.provenance)
     # a run directory's meta.json beside its CSV is the fuller provenance; its dispatch verification record too
-    in_run = path.name in (SAMPLES_FILE, SUMMARY_FILE)
-    meta = RunDirectory(path.parent).read_meta() if in_run else {}
-    record = (dispatch_evidence.read_record(path.parent) or None) if in_run else None
+    run_dir = run_dir_of(path)
+    meta = RunDirectory(run_dir).read_meta() if run_dir is not None else {}
+    record = (dispatch_evidence.read_record(run_dir) or None) if run_dir is not None else None
     if set(SAMPLE_COLUMNS) - set(LATER_COLUMNS) <= set(columns):
         samples = read_samples(path)
         _check_meta_matches(path, meta, samples)
@@ -84,6 +84,14 @@ def load_input(path: str | Path, all_settings: bool = False) -> LoadedInput:
     raise InputError(
         str(path), "columns", "not a samples.csv, summary.csv or mlxcel sweep CSV (header: " + ",".join(columns) + ")"
     )
+
+
+def run_dir_of(path: Path) -> Path | None:
+    """The run directory an input belongs to: itself, or the folder of a samples.csv or summary.csv (whose meta.json
+    and verification record describe it); None for any other file."""
+    if path.is_dir():
+        return path
+    return path.parent if path.name in (SAMPLES_FILE, SUMMARY_FILE) else None
 
 
 def at_reference_setting(samples: pd.DataFrame, provenance: dict[str, object]) -> pd.DataFrame:

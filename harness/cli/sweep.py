@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -289,7 +289,8 @@ def _resume_hint(run_dir: Path) -> Iterator[None]:
 def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
     """The final table, then summary + addendum + plot when this sweep measured something new. With --json the
     result is one JSON object on stdout (the run's files and the decision) and everything else goes to stderr."""
-    from harness.analysis.pipeline import Options, write_summary
+    from harness.analysis.pipeline import write_summary
+    from harness.analysis.run_policy import recorded_options
     from harness.measure import sweep_loop as sweeps
     from harness.output.addendum import write_report
     from harness.output.knob_report import write_knob_report
@@ -314,10 +315,10 @@ def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as
         console.print(f"nothing new measured: no file changed (`moecal report {plan.run_dir}` re-reports it)")
         _emit({**result, "note": "nothing new measured"}, as_json)
         return
-    options = Options()
+    options = recorded_options(plan.run_dir)  # the run's policy: the targets its config set
     allocation = run.read_meta().get("until_decided")
     if isinstance(allocation, dict):  # the decision is read at the level the looks spent (docs/design.md §7)
-        options = Options(confidence=float(allocation["look_confidence"]))
+        options = replace(options, confidence=float(allocation["look_confidence"]))
         console.print(
             f"until decided: {allocation['stop']} after {allocation['looks']} looks, {allocation['extra_runs']} runs "
             f"past the first pass, {allocation['spent_s'] / 60:.1f} min: {allocation['reason']}; the report reads "

@@ -25,7 +25,7 @@ from harness.config.backend_specs import BACKEND_NAMES, backend_spec
 from harness.config.duration import parse_duration
 from harness.errors import InputError
 from harness.json_input import MAX_NESTING
-from harness.thresholds import MAX_CAP
+from harness.thresholds import CONFIDENCE, MARGIN, MAX_CAP
 
 DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
 DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
@@ -320,6 +320,10 @@ class Measure(Strict):
     refine_budget_runs: int = Field(0, ge=0)
     target_crossover_width: float = Field(0.05, gt=0)
     refine_grid: int = Field(256, ge=1)
+    # the policy the sweep's own decisions aim at (the until-decided looks, refinement's next Dff), recorded in
+    # meta.json (harness.runs.run_meta.RunPolicy) so a later analysis of the run defaults to the same targets
+    confidence: float = Field(CONFIDENCE, ge=0.5, lt=1.0)
+    margin: float = Field(MARGIN, ge=0.0, lt=0.5)
 
     @model_validator(mode="before")
     @classmethod

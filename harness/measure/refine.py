@@ -25,7 +25,8 @@ from harness.analysis.decision import (
 )
 from harness.analysis.decision_value import Decider, Outcome, StopRule, new_point_flip
 from harness.analysis.physics_prior import predicted_crossover
-from harness.analysis.pipeline import Analysis, Options, analyse_path
+from harness.analysis.pipeline import Analysis, analyse_path
+from harness.analysis.run_policy import recorded_options
 from harness.config.schema import Measure
 from harness.measure.physics_points import sweep_physics
 from harness.measure.protocol import Point, Workload
@@ -125,7 +126,7 @@ def refine(
     checkpoints."""
     spent, tried = 0, set()
     while True:
-        analysis = analyse_path(run_dir, Options(current_default=current_default))
+        analysis = analyse_path(run_dir, recorded_options(run_dir, current_default))
         families = deciding_families(analysis.result.families)
         deciding = {f.family for f in families if f.family.startswith(workload.kind)}
         staged = stage_families(analysis.summary, analysis.options.interpolation)

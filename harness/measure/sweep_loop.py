@@ -51,7 +51,7 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None, say:
     written = 0
     record = None
     verify_dispatch(sweep)
-    with SampleWriter(sweep.run_dir, sweep.meta, sweep.segment) as writer:
+    with SampleWriter(sweep.run_dir, sweep.meta, sweep.segment, sweep.policy) as writer:
         done = writer.done_keys()
         if workers is not None:
             from harness.measure.ray_workers import measure_on_workers  # Ray is an optional extra

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from harness.config import knobs as launch_knobs
 from harness.config import resources
 from harness.config.backend_specs import BACKEND_NAMES, backend_spec
-from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, SweepConfig, load_config
+from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, Measure, SweepConfig, load_config
 from harness.errors import BackendUnavailable, InputError
 from harness.measure.backends import detect, resolve_name
 from harness.measure.model_folders import check_model_folders
@@ -27,6 +27,7 @@ from harness.measure.protocol import Point, SweepPlan, Workload, pending_runs
 from harness.measure.synth_models import with_synthetic_models
 from harness.measure.workloads import build_workload, workload_kind
 from harness.runs import provenance
+from harness.runs.run_meta import RunPolicy
 from harness.runs.rundir import (
     DEFAULT_RESULTS,
     RunDirectory,
@@ -65,6 +66,17 @@ class Sweep:
     resuming: bool  # continuing an existing run (--resume), as opposed to starting a new one
     segment: dict[str, object]  # this sweep's entry in meta.json's `segments`
     measure_null: bool = False  # --measure-null: expected-null command models are measured (Ray workers need it too)
+
+    @property
+    def policy(self) -> RunPolicy:
+        """The policy meta.json records for a new run (from its config)."""
+        return run_policy(self.config.measure)
+
+
+def run_policy(measure: Measure) -> RunPolicy:
+    """The targets a sweep's own decisions aim at: the `measure:` block's confidence and margin (the until-decided
+    look level is added by harness.measure.allocation.save once the looks have read the decision at it)."""
+    return RunPolicy(measure.confidence, measure.margin)
 
 
 def backend_for(config: SweepConfig, override: str | None) -> str:
