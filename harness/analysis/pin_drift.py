@@ -250,7 +250,7 @@ def _curves(analysis: Analysis, shared: set[tuple[str, ...]]) -> dict[str, Curve
     return out
 
 
-def compare(a: Analysis, b: Analysis, confidence: float, draws: int = DRAWS) -> Comparison:
+def compare_runs(a: Analysis, b: Analysis, confidence: float, draws: int = DRAWS) -> Comparison:
     """Run A (the earlier) against run B: one crossover shift per shape family both runs measured, every matched
     point's ratio change. Both crossovers come from the points both runs measured (as `moecal check` compares
     decisions): a point one run lacks would move that run's crossover and read as a shift."""

@@ -194,7 +194,7 @@ def _subset_decision(analysis: Analysis, rows: list[int], current_default: int |
     )
 
 
-def compare(
+def check_runs(
     baseline: Analysis, current: Analysis, max_regression: float = MAX_REGRESSION, allow_missing: bool = False
 ) -> CheckResult:
     pairs, dropped = join_points(baseline.summary, current.summary)

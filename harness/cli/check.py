@@ -80,10 +80,10 @@ def check(
     lowering the cap in force counts), or baseline points missing from the current run (unless --allow-missing).
     """
     from harness.analysis.pipeline import analyse_path
-    from harness.analysis.regression import compare
+    from harness.analysis.regression import check_runs
 
     options = build_options(exclude, confidence, margin, current_default, inputs=[baseline, current])
-    result = compare(analyse_path(baseline, options), analyse_path(current, options), max_regression, allow_missing)
+    result = check_runs(analyse_path(baseline, options), analyse_path(current, options), max_regression, allow_missing)
     if as_json:
         typer.echo(json.dumps(result.as_json(), indent=1))
     else:

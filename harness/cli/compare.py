@@ -36,8 +36,7 @@ def compare(
     The shift's interval is a parametric bootstrap over both runs' per-point estimates; each point's change is the
     ratio of its two fused/fallback ratios with a Welch t interval.
     """
-    from harness.analysis.pin_drift import compare as compare_runs
-    from harness.analysis.pin_drift import render_text
+    from harness.analysis.pin_drift import compare_runs, render_text
     from harness.analysis.pipeline import analyse_path
 
     options = build_options(exclude, confidence, margin, inputs=[run_a, run_b])

@@ -25,7 +25,7 @@ from harness.measure import noise_check
 if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
     import pandas as pd
 
-    from harness.measure.sweep_setup import Sweep
+    from harness.measure.sweep_setup import PreparedSweep
 
 
 def _console(stderr: bool = False) -> Console:
@@ -204,7 +204,7 @@ def sweep(
         _finish(plan, written, report, report_dir, as_json)
 
 
-def _until_decided_options(plan: Sweep, on: bool, max_rounds: int | None, budget: str | None) -> None:
+def _until_decided_options(plan: PreparedSweep, on: bool, max_rounds: int | None, budget: str | None) -> None:
     """--until-decided, --max-rounds and --budget over the config's measure block (validated like the config)."""
     from harness.config.duration import parse_duration
 
@@ -286,7 +286,7 @@ def _resume_hint(run_dir: Path) -> Iterator[None]:
         raise
 
 
-def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
+def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
     """The final table, then summary + addendum + plot when this sweep measured something new. With --json the
     result is one JSON object on stdout (the run's files and the decision) and everything else goes to stderr."""
     from harness.analysis.pipeline import write_summary
@@ -362,7 +362,7 @@ def every_run_failed(samples: pd.DataFrame) -> str:
     return " ".join(line.split())[:600]
 
 
-def _physics(plan: Sweep) -> dict[str, object]:
+def _physics(plan: PreparedSweep) -> dict[str, object]:
     """Bytes per decode token, implied GB/s and share of the device's bandwidth per point; a point above the
     ceiling is a measurement error (harness.analysis.physics_prior). Printed, and returned for --json."""
     from harness.analysis.physics_prior import NEAR_CEILING, predicted_crossover

@@ -125,7 +125,7 @@ class Parity(Strict):
         return self
 
 
-class CommandWorkload(Strict):
+class CommandSettings(Strict):
     """An external decode benchmark; each arm is forced through an environment variable (`cap_env`)."""
 
     kind: Literal["command"]
@@ -168,13 +168,13 @@ class CommandWorkload(Strict):
         return value
 
     @model_validator(mode="after")
-    def _distinct_caps(self) -> CommandWorkload:
+    def _distinct_caps(self) -> CommandSettings:
         if self.fused_cap == self.fallback_cap:
             raise ValueError("fused_cap and fallback_cap are equal: both arms would run the same code")
         return self
 
     @model_validator(mode="after")
-    def _probe_env_is_not_the_cap(self) -> CommandWorkload:
+    def _probe_env_is_not_the_cap(self) -> CommandSettings:
         """The verification pass sets the probe's variables after the cap: one named like the cap would overwrite
         it with "1" or the threshold, so both arms would silently run the binary's default path."""
         check = self.dispatch_check
@@ -219,7 +219,7 @@ class LayerDecode(DecodeRun):
         return self
 
 
-class LayerWorkload(QuantSettings):
+class LayerSettings(QuantSettings):
     """One MoE layer decode step per call, at each model shape × dff in `dff_grid` (the model's own dff if empty)."""
 
     kind: Literal["layer"]
@@ -229,7 +229,7 @@ class LayerWorkload(QuantSettings):
     decode: LayerDecode | None = None
 
 
-class DecodeWorkload(QuantSettings, DecodeRun):
+class DecodeSettings(QuantSettings, DecodeRun):
     """Synthetic model decode at a catalog model's shapes with random weights; metric decode tok/s."""
 
     kind: Literal["decode"]
@@ -255,12 +255,13 @@ class WorkloadKind:
 
 
 KINDS = (
-    WorkloadKind(CommandWorkload, "harness.measure.workloads.command", picks_own_device=True),
-    WorkloadKind(LayerWorkload, "harness.measure.workloads.layer"),
-    WorkloadKind(DecodeWorkload, "harness.measure.workloads.decode"),
+    WorkloadKind(CommandSettings, "harness.measure.workloads.command", picks_own_device=True),
+    WorkloadKind(LayerSettings, "harness.measure.workloads.layer"),
+    WorkloadKind(DecodeSettings, "harness.measure.workloads.decode"),
 )
 KIND_SETTINGS: tuple[type[Strict], ...] = tuple(kind.settings for kind in KINDS)
-Workload = Annotated[functools.reduce(operator.or_, KIND_SETTINGS), Field(discriminator="kind")]
+# the config's `workload:` block: one kind's settings (not harness.measure.protocol.Workload, the runnable it builds)
+WorkloadSettings = Annotated[functools.reduce(operator.or_, KIND_SETTINGS), Field(discriminator="kind")]
 WORKLOAD_KINDS = tuple(kind.name for kind in KINDS)
 
 
@@ -366,7 +367,7 @@ class SweepConfig(Strict):
     backend: Literal[(*BACKEND_NAMES, "auto")] = "auto"  # type: ignore[valid-type]  # the registry's names
     current_default: Annotated[Cap, Field(gt=0)] | None = None
     library_pin: str | None = Field(None, description="what the arms run under, e.g. 'mlxcel 0.4 / MLX 0.32.1'")
-    workload: Workload
+    workload: WorkloadSettings
     models: list[ModelEntry] = Field(default_factory=list)
     measure: Measure = Field(default_factory=Measure)
     synth: SynthSettings | None = None
@@ -406,7 +407,7 @@ class SweepConfig(Strict):
         duplicate = next((n for n in names if names.count(n) > 1), None)
         if duplicate and self.workload.kind != "layer":
             raise ValueError(f"model name {duplicate!r} appears twice")
-        if isinstance(self.workload, CommandWorkload):
+        if isinstance(self.workload, CommandSettings):
             for index, model in enumerate(self.models):
                 if model.dff is None:
                     raise _FieldError(("models", index, "dff"), "required for command workloads")
@@ -420,7 +421,7 @@ class SweepConfig(Strict):
         and Dff refinement look at one setting's point, so they are refused with knobs rather than mixing them."""
         if not self.knobs:
             return
-        if not isinstance(self.workload, CommandWorkload):
+        if not isinstance(self.workload, CommandSettings):
             raise _FieldError(("knobs",), "launch knobs are environment variables of a command workload's binary")
         owned = {self.workload.cap_env, *self.workload.env}
         clash = next((name for name in self.knobs if name in owned), None)

@@ -28,11 +28,11 @@ if TYPE_CHECKING:  # the analysis (pandas, scipy) loads when a sweep is summaris
 
     from harness.measure.allocation import Allocation
 
-from harness.measure.sweep_setup import Sweep
+from harness.measure.sweep_setup import PreparedSweep
 
 
 @contextlib.contextmanager
-def writing(sweep: Sweep) -> Iterator[None]:
+def writing(sweep: PreparedSweep) -> Iterator[None]:
     """Hold the run directory as its one writer (creating it: an unwritable place fails here, before any output)."""
     with RunLock(sweep.run_dir):
         if not sweep.resuming and RunDirectory(sweep.run_dir).is_run():  # another sweep started it since `prepare`
@@ -40,7 +40,9 @@ def writing(sweep: Sweep) -> Iterator[None]:
         yield
 
 
-def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None, say: ProgressHook | None = None) -> int:
+def execute(
+    sweep: PreparedSweep, on_run: ProgressHook, workers: str | None = None, say: ProgressHook | None = None
+) -> int:
     """Run every pending run (inside `writing(sweep)`); returns the number of rows written. Safe to interrupt:
     `--resume` continues. Writes no file until the first row.
 
@@ -91,7 +93,7 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None, say:
 
 
 def _until_decided(
-    sweep: Sweep, writer: SampleWriter, on_run: ProgressHook, say: ProgressHook, started: float
+    sweep: PreparedSweep, writer: SampleWriter, on_run: ProgressHook, say: ProgressHook, started: float
 ) -> Allocation:
     """The decision-driven rounds after the first pass (harness.measure.allocation)."""
     from harness.measure import allocation
@@ -116,7 +118,7 @@ def _until_decided(
     )
 
 
-def verify_dispatch(sweep: Sweep) -> None:
+def verify_dispatch(sweep: PreparedSweep) -> None:
     """The untimed dispatch verification pass of a command sweep with `dispatch_check` (harness.measure.dispatch),
     before any timed run; a model found declined becomes a skipped point (unless --measure-null): both its arms run the
     fallback, so timing them costs model loads for a point that is null anyway."""

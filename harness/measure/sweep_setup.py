@@ -23,7 +23,7 @@ from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, Measur
 from harness.errors import BackendUnavailable, InputError
 from harness.measure.backends import detect, resolve_name
 from harness.measure.model_folders import check_model_folders
-from harness.measure.protocol import Point, SweepPlan, Workload, pending_runs
+from harness.measure.protocol import Point, RoundSchedule, Workload, pending_runs
 from harness.measure.synth_models import with_synthetic_models
 from harness.measure.workloads import build_workload, workload_kind
 from harness.runs import provenance
@@ -54,12 +54,12 @@ def default_config() -> Path:
 
 
 @dataclass
-class Sweep:
+class PreparedSweep:
     config: SweepConfig
     config_path: Path
     workload: Workload
     points: list[Point]
-    plan: SweepPlan
+    plan: RoundSchedule
     run_id: str
     run_dir: Path
     meta: dict[str, object]
@@ -103,7 +103,7 @@ def prepare(
     allow_mixed: bool = False,
     measure_null: bool = False,
     plan_only: bool = False,
-) -> Sweep:
+) -> PreparedSweep:
     """Everything a sweep needs, checked. `resume`: None starts a new run (in `out`, or a fresh run id under
     `results`); "" continues the newest unfinished run of this config on this device; a path continues that run.
     A resumed run must have been written by the same kernels and launch settings unless `allow_mixed`.
@@ -133,7 +133,7 @@ def prepare(
         if unknown:
             raise InputError(source, "models", f"--only {unknown[0]!r} is not a model of this config ({sorted(names)})")
         points = [p for p in points if p.key["model"] in only]
-    plan = SweepPlan(
+    plan = RoundSchedule(
         rounds=rounds or config.measure.rounds,
         warmup_runs=config.measure.warmup_runs,
         order=config.measure.order,
@@ -173,7 +173,9 @@ def prepare(
     if mixed:
         segment["mixed"] = mixed
     resuming = resume is not None
-    return Sweep(config, config_path, workload, points, plan, run_id, run_dir, meta, resuming, segment, measure_null)
+    return PreparedSweep(
+        config, config_path, workload, points, plan, run_id, run_dir, meta, resuming, segment, measure_null
+    )
 
 
 def _attach_knobs(config: SweepConfig, source: str, backend: str, points: list[Point], meta: dict[str, object]) -> None:
@@ -279,10 +281,10 @@ def check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> None
         )
 
 
-def _pending(points: list[Point], plan: SweepPlan, run_dir: Path) -> int:
+def _pending(points: list[Point], plan: RoundSchedule, run_dir: Path) -> int:
     return pending_runs(points, plan, "", RunDirectory(run_dir).done_runs())
 
 
-def pending(sweep: Sweep) -> int:
+def pending(sweep: PreparedSweep) -> int:
     """Runs still to do in the sweep's run directory (all of them for a new run); reads, never writes."""
     return _pending(sweep.points, sweep.plan, sweep.run_dir)

@@ -30,7 +30,7 @@ from harness.analysis.decision import Decision, ratio_of_medians
 from harness.analysis.decision_words import band, family_namer, family_words, point_test_words
 from harness.analysis.dispatch_evidence import PARITY_LIMIT, contradictions
 from harness.analysis.inputs import load_input
-from harness.analysis.pin_drift import compare
+from harness.analysis.pin_drift import compare_runs
 from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path, expected_null
 from harness.analysis.regression import join_points
 from harness.analysis.stats import DECIDED as DECIDED_VERDICTS
@@ -94,7 +94,7 @@ def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path:
         "not_compared": len(dropped),
         # the crossover shift with its interval and each point's change (harness/analysis/pin_drift.py), as `moecal
         # compare`
-        "comparison": compare(previous, analysis, analysis.options.confidence).as_json(),
+        "comparison": compare_runs(previous, analysis, analysis.options.confidence).as_json(),
     }
 
 

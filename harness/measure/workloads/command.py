@@ -29,8 +29,7 @@ from pathlib import Path
 from harness.analysis.parity import agreement, capture_file, capture_regex
 from harness.config.backend_specs import backend_spec
 from harness.config.mlxcel_families import SWITCH_ENV, SWITCH_OFF, SWITCH_ON
-from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, ModelEntry, SweepConfig
-from harness.config.schema import CommandWorkload as CommandSettings
+from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, CommandSettings, ModelEntry, SweepConfig
 from harness.errors import InputError
 from harness.measure.backends import detect
 from harness.measure.bench_capabilities import capabilities, leading_args
