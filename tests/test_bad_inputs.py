@@ -753,15 +753,15 @@ def test_a_meta_json_that_cannot_be_written_takes_its_row_back(tmp_path, monkeyp
     is taken back, so the counts still agree."""
     from harness.runs import rundir
 
-    real, calls = rundir.RunDirectory.write_meta, []
+    real, calls = rundir.RunDirectory.write_record, []
 
-    def flaky(self, meta):
+    def flaky(self, record):
         calls.append(1)
         if len(calls) >= 4:  # the start, rows 1 and 2; from row 3 on the disk stays full
             raise InputError(str(self.meta_path), "", "cannot write: No space left on device")
-        return real(self, meta)
+        return real(self, record)
 
-    monkeypatch.setattr(rundir.RunDirectory, "write_meta", flaky)
+    monkeypatch.setattr(rundir.RunDirectory, "write_record", flaky)
     row = {"backend": "cpu", "device": "d", "model": "m", "dff": 1024, "arm": "fused", "tok_s": 5.0, "status": "ok"}
     with pytest.raises(InputError, match="No space left"), rundir.SampleWriter(tmp_path / "run", {}) as writer:
         for index in range(5):
