@@ -21,7 +21,9 @@ def _tree(root: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*")}
 
 
-def test_plan_over_synthetic_checkpoints_leaves_the_filesystem_untouched(tmp_path):
+def test_plan_over_synthetic_checkpoints_leaves_the_filesystem_untouched(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # any default cache would land in tmp_path too
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / ".cache"))
     source = source_folder(tmp_path / "src", "mixtral")
     config = tmp_path / "synth.yaml"
     config.write_text(
@@ -46,3 +48,15 @@ def test_plan_over_synthetic_checkpoints_leaves_the_filesystem_untouched(tmp_pat
     record = json.loads(done.stdout)
     planned = {p["dff"] for p in record["points"]}
     assert planned == {6400, 14336}  # the points are the synthetic models', described from their plan
+
+
+def test_plan_of_a_built_in_workload_leaves_the_filesystem_untouched(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / ".cache"))
+    config = tmp_path / "cpu-smoke.yaml"
+    config.write_text((REPO / "configs" / "cpu-smoke.yaml").read_text())
+    before = _tree(tmp_path)
+    done = cli("plan", config, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert _tree(tmp_path) == before
+    assert json.loads(done.stdout)["points"]  # it planned something
