@@ -17,9 +17,11 @@ import pandas as pd
 import pytest
 
 from harness.analysis import figures
-from harness.analysis.decision import decide, decision_json, ratio_of_medians
+from harness.analysis.cap_target import CapTarget
+from harness.analysis.decision import decide
+from harness.analysis.decision_record import decision_json, ratio_of_medians
 from harness.analysis.decision_words import band, family_words, point_test_words
-from harness.analysis.pipeline import Options
+from harness.analysis.pipeline import Options, applied
 from harness.analysis.stats import DECIDED, classify, ratio_interval
 from harness.output.addendum import VERDICT_WORDS, render_markdown
 from harness.output.markdown_text import md_text
@@ -94,7 +96,7 @@ def _sweep(seed: int) -> dict[str, object]:
     current = [None, 4096, 8192, 1024][int(rng.integers(0, 4))]
     cap_env = "" if workload != "command" else "MLXCEL_FUSED_MOE_MAX_DFF"
     options = Options(current_default=current)
-    result = decide(summary, current, cap_env=cap_env)
+    result = applied(decide(summary, current), CapTarget(cap_env))
     backend = ("cpu", "cuda", "metal")[int(rng.integers(0, 3))]
     settings = options.settings()
     d = decision_json(summary, result, current_default=current, cap_env=cap_env, noise_scale=None, aa_points=0,

@@ -11,9 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.decision import Curve, acceptance_set, find_crossover, recommend
+from harness.analysis.cap_policy import recommend
+from harness.analysis.cap_target import CapTarget
+from harness.analysis.curve import Curve, acceptance_set, find_crossover
 from harness.analysis.inputs import LoadedInput
 from harness.analysis.pipeline import Options, analyse, analyse_path, write_summary
+from harness.analysis.policy import Policy
 from harness.runs.formats import read_provenance
 from tests.helpers import run_cli
 from tests.synthetic_sweeps import linear_curve, synthetic_samples, write_run
@@ -160,16 +163,18 @@ CURVE = _curve([4096, 6144, 8192, 10240, 12288], [1.06, 1.03, 1.0, 0.97, 0.94], 
 )
 def test_policy(current, action, cap):
     crossover = find_crossover(CURVE)
-    decision = recommend(CURVE, crossover, current, grid=256, cap_env="CAP")
+    decision = recommend(CURVE, crossover, current, Policy(grid=256))
     assert (decision.action, decision.recommended_cap) == (action, cap), decision.reason
     assert decision.reason.endswith(".")
-    assert decision.apply == f"CAP={cap}"
+    assert decision.apply is None  # the engine decides a number; the run's target names the line
+    assert CapTarget("CAP").setting(decision.recommended_cap) == f"CAP={cap}"
 
 
 def test_a_withheld_run_keeps_and_says_why():
     decision = recommend(CURVE, find_crossover(CURVE), 12288, withhold="drift larger than the noise model.")
     assert decision.action == "keep" and decision.recommended_cap == 12288
     assert decision.reason.endswith("a lower to 8192 was withheld because drift larger than the noise model.")
+    assert (decision.withheld.move, decision.withheld.cap, decision.withheld.why) == ("lower", 8192, "aa_drift")
     assert "Lower it" not in decision.reason  # a reason never says both lower and keep
 
 
@@ -285,7 +290,7 @@ def test_models_that_disagree_at_one_dff_are_not_averaged_into_a_confident_point
     assert "the models at Dff 6400 (phi-3.5-moe-4bit, phi-twin-4bit) disagree" in analysis.result.decision.reason
     summary = analysis.summary
     rows = summary[summary["dff"] == 6400]
-    from harness.analysis.decision import family_curve
+    from harness.analysis.curve import family_curve
 
     curve = family_curve(summary, np.flatnonzero(summary["verdict"] != "null"), "linear")[0]
     pooled_se = curve.se[list(curve.dffs).index(6400)]

@@ -30,7 +30,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from harness.analysis.decision import Curve, StagedFamily
+from harness.analysis.curve import Curve
+from harness.analysis.decision import StagedFamily
 from harness.analysis.stats import CONFIDENCE
 
 Key = tuple[int, int]  # (family index in the staged list, point index on its curve)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.decision import Curve, family_curve
+from harness.analysis.curve import Curve, family_curve
 from harness.analysis.pipeline import Analysis
 from harness.analysis.stats import DECIDED, family_labels, t_quantile
 from harness.runs.summary_columns import SummaryCol

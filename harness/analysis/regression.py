@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from harness.analysis.decision import DecisionResult, decide, format_ci
+from harness.analysis.curve import format_ci
+from harness.analysis.decision import decide
+from harness.analysis.decision_record import DecisionResult
 from harness.analysis.pipeline import Analysis, withheld_reason
 from harness.analysis.stats import MIN_RUNS, compare_arms, ratio_interval
 from harness.runs.formats import COMPARED_ARMS, POINT_COLUMNS, point_keys
@@ -183,16 +185,7 @@ def current_would_change(before: DecisionResult, after: DecisionResult, default:
 def _subset_decision(analysis: Analysis, rows: list[int], current_default: int | None) -> DecisionResult:
     options = analysis.options
     summary = analysis.summary.iloc[rows].reset_index(drop=True)
-    return decide(
-        summary,
-        current_default,
-        options.grid,
-        options.interpolation,
-        options.confidence,
-        analysis.cap_env,
-        options.margin,
-        withheld_reason(analysis.aa_beyond_margin, options.margin),
-    )
+    return decide(summary, current_default, options.policy, withheld_reason(analysis.aa_beyond_margin, options.margin))
 
 
 def compare(

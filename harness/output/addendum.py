@@ -26,7 +26,7 @@ import pandas as pd
 
 from harness.analysis import figures
 from harness.analysis.backend_defaults import MLXCEL_CONSTANTS
-from harness.analysis.decision import Decision, ratio_of_medians
+from harness.analysis.decision_record import Decision, ratio_of_medians
 from harness.analysis.decision_words import band, family_namer, family_words, point_test_words
 from harness.analysis.dispatch_evidence import PARITY_LIMIT, contradictions
 from harness.analysis.inputs import load_input

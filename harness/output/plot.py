@@ -6,13 +6,12 @@ data dict that `report.build_report_data` builds.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from pathlib import Path
 
 import numpy as np
 
-from harness.analysis.decision import ratio_of_medians
+from harness.analysis.decision_record import ratio_of_medians
 from harness.analysis.decision_words import family_namer
 from harness.output.markdown_text import plot_label
 from harness.runs.summary_columns import SummaryCol
@@ -51,12 +50,13 @@ def _kind(family: str) -> str:
 
 
 def _withheld(d: dict) -> str:
-    """Why the title says a raise or lower was held back: the A/A drift (a structured field), or the move the reason
-    names (an unmeasured gap, a family that does not support it); empty when nothing was."""
+    """Why the title says a raise or lower was held back: the A/A drift, or the move the decision records as withheld
+    (`withheld`: an unmeasured gap, a family that does not support it); empty when nothing was. Both are structured
+    fields: the reason's words are for people, never parsed."""
     if d.get("aa_beyond_margin"):
         return "raise/lower withheld: A/A beyond the margin"
-    found = re.search(r"a (raise|lower) to (\d+) was withheld", str(d.get("reason") or ""))
-    return f"{found[1]} to {found[2]} withheld: see the decision" if found else ""
+    held = d.get("withheld")
+    return f"{held['move']} to {held['cap']} withheld: see the decision" if held else ""
 
 
 def title_text(data: dict[str, object]) -> str:

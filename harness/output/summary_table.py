@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.analysis import figures
-from harness.analysis.decision import PointTest
+from harness.analysis.decision_record import PointTest
 from harness.analysis.stats import DECIDED, family_labels
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import CONFIDENCE, MARGIN
