@@ -32,6 +32,8 @@ from harness.analysis import dispatch_evidence
 from harness.analysis.inputs import load_input
 from harness.analysis.parity import PointParity, parity_by_model
 from harness.analysis.pipeline import Analysis, Options, analyse, expected_null
+from harness.analysis.policy import Action
+from harness.analysis.stats import Verdict
 from harness.config.backend_specs import mlxcel_caps
 from harness.errors import InputError
 from harness.runs.summary_columns import SummaryCol
@@ -63,7 +65,7 @@ class DeviceRow:
     runs: tuple[str, ...]
     current: int | None
     recommended: int | None
-    action: str
+    action: Action
     evidence: str
 
 
@@ -73,7 +75,7 @@ class BackendRow:
     devices: tuple[str, ...]
     current: int | None
     recommended: int | None
-    action: str
+    action: Action
     evidence: str
 
 
@@ -93,7 +95,7 @@ class PointCheck:
     ratio: float
     ci_low: float
     ci_high: float
-    verdict: str
+    verdict: Verdict
     faster: str | None  # fused | fallback | None (undecided, or null point)
     parity: str
     note: str

@@ -23,8 +23,8 @@ import numpy as np
 
 from harness.analysis import decision_words as words
 from harness.analysis.curve import Crossover, Curve, format_ci
-from harness.analysis.decision_record import CapOption, Decision, Move, PointTest, Switch, Withheld
-from harness.analysis.policy import Policy
+from harness.analysis.decision_record import CapOption, Decision, PointTest, Switch, Withheld
+from harness.analysis.policy import Move, Policy
 from harness.analysis.stats import AFFORDABLE_ROUNDS, decision_chance, ratio_interval, rounds_to_decide, t_quantile
 
 

@@ -34,7 +34,7 @@ from harness.thresholds import CONFIDENCE
 
 CI_METHOD = "test inversion (Fieller), widened to the measured Dff around it"
 HETEROGENEITY_ALPHA = 0.05  # Cochran's Q: models at one Dff disagree
-Outcome = Literal["crossing", "fused_everywhere", "fused_never", "no_points"]
+CrossoverOutcome = Literal["crossing", "fused_everywhere", "fused_never", "no_points"]
 Direction = Literal["down", "up"]  # down: fused stops winning as Dff grows; up: fused wins again
 
 
@@ -90,7 +90,7 @@ class Crossing:
 
 @dataclass(frozen=True)
 class Crossover:
-    outcome: Outcome
+    outcome: CrossoverOutcome
     dff: float | None  # the decision point (None when there is no crossing)
     ci_low: float  # -inf: open below (the interval reaches the smallest measured Dff)
     ci_high: float  # +inf: open above

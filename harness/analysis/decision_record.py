@@ -13,18 +13,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypedDict
+from typing import TypedDict
 
 import pandas as pd
 
-from harness.analysis.curve import Crossover, Direction, Outcome, format_ci
-from harness.analysis.decision_words import WithheldWhy, point_test_words, withheld_words
+from harness.analysis.curve import Crossover, CrossoverOutcome, Direction, format_ci
+from harness.analysis.decision_words import point_test_words, withheld_words
+from harness.analysis.policy import Action, Move, Side, WithheldWhy
 from harness.analysis.stats import AFFORDABLE_ROUNDS, DECIDED, family_labels
 from harness.runs.summary_columns import SummaryCol
-
-Action = Literal["keep", "raise", "lower", "set"]  # set: no current default was given, the cap to set from scratch
-Move = Literal["raise", "lower"]  # what a keep can have held back
-Path = Literal["fused", "fallback"]  # the path a point runs, the side a point test asks about
 
 
 @dataclass(frozen=True)
@@ -33,7 +30,7 @@ class Switch:
 
     dff: int
     model: str
-    to: Path
+    to: Side
     effect: float
     ci_low: float
     ci_high: float
@@ -58,7 +55,7 @@ class PointTest:
 
     dff: int
     model: str
-    question: Path  # "fused": does fused win beyond 1 + δ (a raise)? "fallback": beyond 1 − δ (a lower)?
+    question: Side  # "fused": does fused win beyond 1 + δ (a raise)? "fallback": beyond 1 − δ (a lower)?
     level: float  # one-sided confidence
     bound: float  # the one-sided bound of the ratio: the lower bound for "fused", the upper bound for "fallback"
     passed: bool
@@ -162,7 +159,7 @@ class CrossoverJSON(TypedDict):
     crossover_dff: float | None
     ci_low: float | None  # null: open below
     ci_high: float | None  # null: open above
-    outcome: Outcome
+    outcome: CrossoverOutcome
     ci_method: str
     ci_text: str | None
     gap: list[int] | None
@@ -173,7 +170,7 @@ class CrossoverJSON(TypedDict):
 class SwitchJSON(TypedDict):
     dff: int
     model: str
-    to: Path
+    to: Side
     effect: float | None
     ci_low: float | None
     ci_high: float | None
@@ -194,7 +191,7 @@ class TestJSON(TypedDict):
 
     dff: int
     model: str
-    question: Path
+    question: Side
     level: float
     bound: float | None
     passed: bool

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Literal
 
 from harness.analysis import figures
+from harness.analysis.policy import Action, Move, Side, WithheldWhy
 
 
-def band(margin: float, side: str) -> str:
+def band(margin: float, side: Side) -> str:
     """`1 + 1%` (fused must beat it) or `1 − 1%` (fallback must beat it)."""
     return f"1 {'+' if side == 'fused' else '−'} {figures.percent(margin)}"
 
 
-def point_test_words(question: str, passed: bool, bound: float, level: float, margin: float) -> str:
+def point_test_words(question: Side, passed: bool, bound: float, level: float, margin: float) -> str:
     """One one-sided test the decision read, as the table's `decision test` cell and the reason state it:
     `fused wins beyond 1 + 1% (one-sided 95% lower bound 1.0123)`."""
     winner = "fused" if question == "fused" else "fallback"
@@ -137,7 +137,7 @@ def raise_target(best: int, unmeasured_above: bool) -> str:
     return where + (f"; Dff above {best} are unmeasured" if unmeasured_above else "")
 
 
-def move_reason(curve_finding: str, evidence: str, move: str, cap: int, where: str, line: str) -> str:
+def move_reason(curve_finding: str, evidence: str, move: Move, cap: int, where: str, line: str) -> str:
     """A raise or lower made: `…; evidence. Raise it to 8192, where (line)`."""
     return f"{curve_finding}; {evidence}. {move.capitalize()} it to {cap}, {where}{line}."
 
@@ -150,11 +150,8 @@ def straight_line(cap: int, gap: tuple[int, int], measure_next: int) -> str:
     )
 
 
-WithheldWhy = Literal["aa_drift", "unmeasured_gap", "family_disagrees"]
-
-
 def withheld_words(
-    move: str,
+    move: Move,
     cap: int,
     why: WithheldWhy,
     because: str = "",
@@ -226,7 +223,7 @@ def models_disagree(dff: float, models: Sequence[str], p: float) -> str:
     )
 
 
-def binding_family(action: str, binding: str, families: int, withheld: str) -> str:
+def binding_family(action: Action, binding: str, families: int, withheld: str) -> str:
     """Why the overall decision is the binding family's, over `families` deciding families (a lower needs one, at a
     Bonferroni level; a raise needs all, at the plain level; a keep may have held back a raise some supported)."""
     k = families

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
@@ -31,6 +32,7 @@ from harness.errors import InputError
 from harness.json_input import load_json_object
 
 RECORD = "verification.json"
+DispatchClass = Literal["verified", "declined", "predicted", "unverified"]  # a point's `dispatch` (module docstring)
 PARITY_LIMIT = 0.05  # mlxcel's default MLXCEL_FUSED_MOE_PARITY_THRESHOLD
 POINT_FIELDS = (
     "dispatch",
@@ -89,7 +91,7 @@ def probe_present(record: Mapping[str, dict], expected_null: Mapping[str, str]) 
     return any(run.get("calls", 0) or run.get("summary_calls", 0) for m in eligible for run in record[m]["runs"])
 
 
-def classify(entry: Mapping[str, object], has_probe: bool) -> tuple[str, str, bool]:
+def classify(entry: Mapping[str, object], has_probe: bool) -> tuple[DispatchClass, str, bool]:
     """(dispatch, note, null) for one model's verification entry."""
     runs = {run["path"]: run for run in entry["runs"]}
     fused, fallback = runs["fused"], runs["fallback"]

@@ -17,6 +17,11 @@ from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
 
 Interpolation = Literal["linear", "log2"]  # how θ̂ = ln ratio runs between measured Dffs (docs/design.md §7)
 INTERPOLATIONS: tuple[Interpolation, ...] = get_args(Interpolation)
+# What the policy can decide, and the words of its questions (the values the decision JSON carries):
+Action = Literal["keep", "raise", "lower", "set"]  # set: no current default was given, the cap to set from scratch
+Move = Literal["raise", "lower"]  # what a keep can have held back
+Side = Literal["fused", "fallback"]  # the path a switched point runs, the path a point test asks to win
+WithheldWhy = Literal["aa_drift", "unmeasured_gap", "family_disagrees"]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ both sides are decided against: `--current-default`, else the current input's, e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -31,14 +32,16 @@ from harness.analysis.decision import decide
 from harness.analysis.decision_record import DecisionResult
 from harness.analysis.pipeline import Analysis, withheld_reason
 from harness.analysis.stats import MIN_RUNS, compare_arms, ratio_interval
-from harness.runs.formats import COMPARED_ARMS, POINT_COLUMNS, point_keys
+from harness.runs.formats import COMPARED_ARMS, POINT_COLUMNS, Arm, point_keys
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import MAX_REGRESSION
+
+CheckStatus = Literal["ok", "regression", "changed", "missing", "incomparable"]
 
 
 @dataclass
 class CheckResult:
-    status: str  # ok | regression | changed | missing | incomparable
+    status: CheckStatus
     points: list[dict[str, object]] = field(default_factory=list)
     dropped: list[dict[str, object]] = field(default_factory=list)
     decisions: dict[str, dict[str, object]] = field(default_factory=dict)
@@ -96,7 +99,7 @@ def _why_unmatched(key: tuple[str, ...], others: list[tuple[str, ...]], side: st
     return "not comparable: " + "; ".join(differing)
 
 
-def _arm_runs(analysis: Analysis, key: tuple[str, ...], arm: str) -> np.ndarray | None:
+def _arm_runs(analysis: Analysis, key: tuple[str, ...], arm: Arm) -> np.ndarray | None:
     if analysis.samples is None:
         return None
     samples = analysis.samples
@@ -105,7 +108,7 @@ def _arm_runs(analysis: Analysis, key: tuple[str, ...], arm: str) -> np.ndarray 
 
 
 def _arm_change(
-    baseline: Analysis, current: Analysis, positions: tuple[int, int], arm: str, max_regression: float
+    baseline: Analysis, current: Analysis, positions: tuple[int, int], arm: Arm, max_regression: float
 ) -> dict[str, object]:
     before = float(baseline.summary[f"{arm}_tok_s"].iloc[positions[0]])
     after = float(current.summary[f"{arm}_tok_s"].iloc[positions[1]])

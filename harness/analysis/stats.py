@@ -43,6 +43,7 @@ import itertools
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -65,8 +66,9 @@ DRIFT_ALPHA = 0.05  # the batch-means test for drift (drift_inflation)
 DRIFT_GATE_ALPHA = 0.50  # the likelihood-ratio test that lets the drift model widen an interval (drift_inflation)
 MAD_TO_SIGMA = 1.4826  # scales the median absolute deviation to σ for normally distributed noise
 RESOLUTION = 1e-6  # tok/s are stored with 6 significant digits: smaller relative differences are not resolved
-VERDICTS = ("fused", "fallback", "equivalent", "inconclusive", "insufficient", "null")
-DECIDED = ("fused", "fallback", "equivalent", "inconclusive")  # verdicts that carry an interval
+Verdict = Literal["fused", "fallback", "equivalent", "inconclusive", "insufficient", "null"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+DECIDED: tuple[Verdict, ...] = ("fused", "fallback", "equivalent", "inconclusive")  # verdicts that carry an interval
 # Points are listed shape family by shape family, by increasing Dff within a family.
 POINT_ORDER = ["backend", "device", "workload", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype", "dff"]
 SUMMARY_ARMS = (*COMPARED_ARMS, NULL)  # summary columns n_fallback, n_fused, n_null in this order
