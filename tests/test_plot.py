@@ -35,6 +35,19 @@ def test_builtin_run_has_a_panel_per_workload_kind_and_says_withheld(tmp_path: P
     assert "withheld" in title_text(flagged)
 
 
+def test_the_title_reads_a_withheld_raise_from_the_record_not_the_reason() -> None:
+    """The 2026-07-10 GB10 example without llama-4-scout keeps 8192 and withholds a raise to 8448 across the
+    unmeasured gap 6400-14336: the title says so from the decision's `withheld` field, whatever the reason's words."""
+    excludes = {"llama-4-scout-17b-4bit": "llama4 not wired"}
+    data = build_report_data(DESIGN_CSV, project_root(REPO), Options(current_default=8192, excludes=excludes))
+    assert data["decision"]["withheld"] == {"move": "raise", "cap": 8448, "why": "unmeasured_gap"}
+    assert "(raise to 8448 withheld: see the decision)" in title_text(data)
+    reworded = {**data, "decision": {**data["decision"], "reason": "Keep 8192."}}
+    assert title_text(reworded) == title_text(data)
+    nothing = {**data, "decision": {**data["decision"], "withheld": None}}
+    assert "withheld" not in title_text(nothing)
+
+
 def test_command_sweep_is_one_panel_with_the_decision(tmp_path: Path) -> None:
     data, shape = _plot(DESIGN_CSV, tmp_path, current_default=8192)
     assert shape[1] == 800 and shape[0] < 500
