@@ -18,6 +18,7 @@ from those values by harness.analysis.decision_words.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,7 +39,7 @@ def candidate_caps(curve: Curve, current: int | None, policy: Policy) -> tuple[C
     total = len(curve.dffs)
     half = t_quantile(policy.confidence, curve.df) * curve.se  # one t quantile per point: the table is built per sweep
     out = []
-    for cap in [(int(curve.dffs[0]) - 1) // policy.grid * policy.grid, *(int(d) for d in curve.dffs)]:
+    for cap in [_below_all(curve, policy.grid), *(int(d) for d in curve.dffs)]:
         moved = np.flatnonzero((curve.dffs > min(cap, current)) & (curve.dffs <= max(cap, current)))
         sign = 1.0 if cap > current else -1.0
         to = "fused" if sign > 0 else "fallback"
@@ -64,29 +65,49 @@ def candidate_caps(curve: Curve, current: int | None, policy: Policy) -> tuple[C
     return tuple(out)
 
 
-def _point_tests(
-    curve: Curve,
-    m: int | None,
-    above: np.ndarray,
-    wins: int,
-    lowered: bool,
-    bounds: tuple[np.ndarray, np.ndarray],
-    passed: tuple[np.ndarray, np.ndarray],
-    levels: tuple[float, float],
-) -> tuple[PointTest, ...]:
-    """The tests the policy read, as data: the lower test at the largest measured Dff at or below the cap, then
-    (when it did not lower) the raise test at each measured Dff above the cap up to the first that fails."""
+@dataclass(frozen=True)
+class _Reading:
+    """The one-sided tests at the current cap c, each point once (module docstring): `worse` (fallback wins beyond
+    1 − δ, at the lower level) and `better` (fused wins beyond 1 + δ) per measured point; `at` the largest measured
+    Dff ≤ c, `above` the measured points above c, `wins` how many of them in a row fused wins at; `tests` the ones
+    the policy read, as data: the lower test at `at`, then (when it did not lower) the raise test at each measured
+    Dff above c up to the first that fails."""
+
+    worse: np.ndarray
+    better: np.ndarray
+    at: int | None
+    above: np.ndarray
+    wins: int
+    lowered: bool
+    tests: tuple[PointTest, ...]
+
+
+def _read(curve: Curve, current: int, policy: Policy, lower_level: float) -> _Reading:
+    # one-sided questions (does fused win beyond δ at every point a raise switches?), so one-sided tests at α
+    levels = (lower_level, policy.confidence)
+    t_low, t_raise = t_quantile(2 * lower_level - 1, curve.df), t_quantile(2 * policy.confidence - 1, curve.df)
+    worse = curve.theta + t_low * curve.se < math.log1p(-policy.margin)
+    better = curve.theta - t_raise * curve.se > math.log1p(policy.margin)
+    fused_now = np.flatnonzero(curve.dffs <= current)
+    above = np.flatnonzero(curve.dffs > current)
+    m = int(fused_now[-1]) if fused_now.size else None
+    lowered = m is not None and bool(worse[m])
+    wins = 0
+    while not lowered and wins < above.size and better[above[wins]]:
+        wins += 1
+    bounds = (np.exp(curve.theta + t_low * curve.se), np.exp(curve.theta - t_raise * curve.se))
     labels = curve.labels or tuple(f"Dff {int(d)}" for d in curve.dffs)
 
     def test(i: int, question: int) -> PointTest:
         name = ("fallback", "fused")[question]
+        passed = (worse, better)[question]
         return PointTest(int(curve.dffs[i]), labels[i], name, levels[question], float(bounds[question][i]),
-                         bool(passed[question][i]))  # fmt: skip
+                         bool(passed[i]))  # fmt: skip
 
-    out = [test(m, 0)] if m is not None else []
+    tests = [test(m, 0)] if m is not None else []
     if not lowered:
-        out += [test(int(i), 1) for i in above[: wins + 1]]
-    return tuple(out)
+        tests += [test(int(i), 1) for i in above[: wins + 1]]
+    return _Reading(worse, better, m, above, wins, lowered, tuple(tests))
 
 
 def _line_raise(curve: Curve, start: int, policy: Policy) -> tuple[int, int, int] | None:
@@ -150,74 +171,89 @@ def recommend(
     table: bool = True,
 ) -> Decision:
     """Keep / raise / lower / set for one family from its measured points (module docstring); `withhold` (a
-    reason) turns a raise or lower into keep; `table`: attach the candidate-cap table (simulations skip it).
+    reason) turns a raise or lower into keep; `table`: attach the candidate-cap table (simulations skip it);
+    `rounds`: the rounds per arm behind each point (for a keep's rounds hint).
     Raises are tested at the policy's confidence: a raise needs every family and every point it switches to agree
     (an intersection-union test needs no multiplicity correction); lowers, which any one family can trigger, at
     `lower_confidence`."""
-    confidence, margin, grid = policy.confidence, policy.margin, policy.grid
-    lower_level = lower_confidence or confidence
-    rounds = np.zeros(len(curve.dffs), int) if rounds is None else rounds
     caps = candidate_caps(curve, current_default, policy) if table else ()
     if crossover.outcome == "no_points":
         return Decision("keep", current_default, words.NO_POINTS)
-    finding = _finding(curve, crossover, confidence)
+    finding = _finding(curve, crossover, policy.confidence)
     lo = int(curve.dffs[0])
-    below_all = (lo - 1) // grid * grid
     if current_default is None:
         from_interval = math.isfinite(crossover.ci_low)
-        cap = int(crossover.ci_low) if from_interval else below_all
+        cap = int(crossover.ci_low) if from_interval else _below_all(curve, policy.grid)
         return Decision("set", cap, words.set_reason(finding, cap, lo, from_interval), caps=caps)
     c = current_default
-    # one-sided questions (does fused win beyond δ at every point a raise switches?), so one-sided tests at α
-    t_low, t_raise = t_quantile(2 * lower_level - 1, curve.df), t_quantile(2 * confidence - 1, curve.df)
-    worse = curve.theta + t_low * curve.se < math.log1p(-margin)
-    better = curve.theta - t_raise * curve.se > math.log1p(margin)
-    fused_now = np.flatnonzero(curve.dffs <= c)
-    above = np.flatnonzero(curve.dffs > c)
-    m = int(fused_now[-1]) if fused_now.size else None
-    lowered = m is not None and bool(worse[m])
-    wins = 0
-    while not lowered and wins < above.size and better[above[wins]]:
-        wins += 1
-    bounds = (np.exp(curve.theta + t_low * curve.se), np.exp(curve.theta - t_raise * curve.se))
-    tests = _point_tests(curve, m, above, wins, lowered, bounds, (worse, better), (lower_level, confidence))
-    move: tuple[Move, int, str, str] | None = None
-    if lowered:
-        # the largest measured Dff where fused is not shown worse: every measured point the lower switches is one
-        # where fallback wins beyond the margin. The crossover interval's lower end (the earlier target) is wide at
-        # few rounds and switched clear fused wins in 11-24% of simulated lowers (tests/calibration.py).
-        fine = np.flatnonzero(~worse[:m])
-        target = int(curve.dffs[fine[-1]]) if fine.size else below_all
-        evidence = _tested(curve, tests[0], margin, words.at_or_below(c))
-        move = ("lower", target, evidence, words.lower_target(lo, c, not fine.size))
-    elif wins:
-        best = int(curve.dffs[above[wins - 1]])
-        passed = [(t.dff, t.bound) for t in tests if t.question == "fused" and t.passed]
-        evidence = words.raise_evidence(margin, c, best, confidence, passed)
-        move = ("raise", best, evidence, words.raise_target(best, best == int(curve.dffs[-1])))
+    read = _read(curve, c, policy, lower_confidence or policy.confidence)
+    move = _move(curve, read, c, policy)
     if move is not None and withhold:
         verb, cap, evidence, _ = move
         held = Withheld(verb, cap, "aa_drift", because=withhold)
         reason = words.withheld_reason(finding, evidence, held.words())
-        return Decision("keep", c, reason, caps=caps, tests=tests, withheld=held)
+        return Decision("keep", c, reason, caps=caps, tests=read.tests, withheld=held)
     if move is not None:
         verb, cap, evidence, where = move
         line = _line_raise(curve, cap, policy) if verb == "raise" else None
-        beyond = "" if line is None else words.straight_line(line[0], line[1:], _gap_next(crossover, *line[1:], grid))
-        return Decision(
-            verb, cap, words.move_reason(finding, evidence, verb, cap, where, beyond), caps=caps, tests=tests
+        gap = (
+            "" if line is None else words.straight_line(line[0], line[1:], _gap_next(crossover, *line[1:], policy.grid))
         )
+        reason = words.move_reason(finding, evidence, verb, cap, where, gap)
+        return Decision(verb, cap, reason, caps=caps, tests=read.tests)
+    rounds = np.zeros(len(curve.dffs), int) if rounds is None else rounds
+    return _keep(curve, crossover, read, c, policy, rounds, finding, caps)
+
+
+def _below_all(curve: Curve, grid: int) -> int:
+    """The largest grid multiple below every measured Dff."""
+    return (int(curve.dffs[0]) - 1) // grid * grid
+
+
+def _move(curve: Curve, read: _Reading, c: int, policy: Policy) -> tuple[Move, int, str, str] | None:
+    """The lower or raise the tests support at cap c, as (move, cap, evidence, where the cap goes); None: neither."""
+    if read.lowered:
+        # the largest measured Dff where fused is not shown worse: every measured point the lower switches is one
+        # where fallback wins beyond the margin. The crossover interval's lower end (the earlier target) is wide at
+        # few rounds and switched clear fused wins in 11-24% of simulated lowers (tests/calibration.py).
+        fine = np.flatnonzero(~read.worse[: read.at])
+        target = int(curve.dffs[fine[-1]]) if fine.size else _below_all(curve, policy.grid)
+        evidence = _tested(curve, read.tests[0], policy.margin, words.at_or_below(c))
+        return "lower", target, evidence, words.lower_target(int(curve.dffs[0]), c, not fine.size)
+    if read.wins:
+        best = int(curve.dffs[read.above[read.wins - 1]])
+        passed = [(t.dff, t.bound) for t in read.tests if t.question == "fused" and t.passed]
+        evidence = words.raise_evidence(policy.margin, c, best, policy.confidence, passed)
+        return "raise", best, evidence, words.raise_target(best, best == int(curve.dffs[-1]))
+    return None
+
+
+def _keep(
+    curve: Curve,
+    crossover: Crossover,
+    read: _Reading,
+    c: int,
+    policy: Policy,
+    rounds: np.ndarray,
+    finding: str,
+    caps: tuple[CapOption, ...],
+) -> Decision:
+    """Keep c: the tests it read, a raise the straight line across an unmeasured gap would make (withheld), and
+    how many rounds would likely decide at the first undecided point next to c."""
+    m, above = read.at, read.above
     parts = [] if m is not None else [words.no_point_at_or_below(c)]
-    for test in tests:
+    for test in read.tests:
         role = words.at_or_below(c) if test.question == "fallback" else words.smallest_above(c)
-        parts.append(_tested(curve, test, margin, role))
-    undecided = [i for i in ([m] if m is not None else []) + [int(j) for j in above[:1]] if not (worse[i] or better[i])]
+        parts.append(_tested(curve, test, policy.margin, role))
+    near = ([m] if m is not None else []) + [int(j) for j in above[:1]]
+    undecided = [i for i in near if not (read.worse[i] or read.better[i])]
     hint, needed = _to_decide(curve, undecided[0], policy, rounds) if undecided else ("", None)
     line = _line_raise(curve, c, policy)
     held = None
     if line is not None:
         gap = (line[1], line[2])
-        held = Withheld("raise", line[0], "unmeasured_gap", gap=gap, measure_next=_gap_next(crossover, *gap, grid))
+        measure = _gap_next(crossover, *gap, policy.grid)
+        held = Withheld("raise", line[0], "unmeasured_gap", gap=gap, measure_next=measure)
     reason = words.keep_reason(finding, parts, c, held.words() if held else "", hint)
     at = int(curve.dffs[undecided[0]]) if undecided else None
-    return Decision("keep", c, reason, caps=caps, tests=tests, rounds_dff=at, rounds_needed=needed, withheld=held)
+    return Decision("keep", c, reason, caps=caps, tests=read.tests, rounds_dff=at, rounds_needed=needed, withheld=held)
