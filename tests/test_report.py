@@ -11,7 +11,10 @@ import pytest
 
 from harness.analysis.decision_words import family_words
 from harness.analysis.pipeline import Options
-from harness.output.addendum import build_report_data, read_sidecar, render_markdown, sidecar_path, write_report
+from harness.output.addendum_markdown import render_markdown
+from harness.output.report_build import build_report_data, read_report_input
+from harness.output.report_data import read_sidecar, sidecar_path
+from harness.output.report_files import write_report
 from harness.runs.mlxcel_csv import import_run_dir
 from tests.helpers import run_cli
 from tests.synthetic_sweeps import SYNTHETIC_META, design_example, linear_curve, synthetic_samples, write_run
@@ -145,10 +148,10 @@ def test_dispatch_parity_and_token_columns_appear_only_when_the_points_carry_the
     """The verification pass (another module) adds per-point `dispatch`, `parity` and `tokens`: the table shows them
     when present and is unchanged without them (SYNTHETIC run, fields injected into the record)."""
     run_dir = write_run(project / "results" / "run", synthetic_samples(linear_curve([1024, 4096], 5000), seed=8))
-    data = build_report_data(run_dir, project, md_dir=project / "reports")
+    data = build_report_data(read_report_input(run_dir), project, md_dir=project / "reports")
     plain = render_markdown(data)
     assert "| dispatch |" not in plain and "| parity |" not in plain
-    first, second = data["decision"]["points"]
+    first, second = data.decision["points"]
     first.update(dispatch="verified", parity_class="faithful", parity_calls=40, parity_calls_over=0)
     first.update(tokens_fallback=100, tokens_fused=87, tokens_differ=True)
     second.update(dispatch="predicted", parity_class="", tokens_fallback=100, tokens_fused=100, tokens_differ=False)
