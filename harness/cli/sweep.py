@@ -57,6 +57,15 @@ def _tokens_cell(fallback: float, fused: float) -> str:
     return cell + (" tokens differ" if fallback == fallback and fused == fused and fallback != fused else "")
 
 
+def _kind_suffix(workload: str) -> str:
+    """` (decode)`: a built-in whole-model kind names itself, since a layer config's decode block shares the layer
+    rows' model names (an external benchmark's rows are its models already)."""
+    from harness.config.schema import kind_meaning
+
+    meaning = kind_meaning(workload)
+    return f" ({workload})" if meaning.whole_model and not meaning.external else ""
+
+
 def quick_table_view(run_dir: Path, quick: pd.DataFrame) -> Table:
     """The final table of `quick` (harness.measure.sweep_loop.quick_table of the run)."""
     table = Table(title=f"{run_dir} (median tok/s; ratio: geometric-mean fused/fallback, as in the addendum)")
@@ -68,7 +77,7 @@ def quick_table_view(run_dir: Path, quick: pd.DataFrame) -> Table:
         )
     for row in quick.to_dict("records"):
         table.add_row(
-            str(row["model"]) + (" (decode)" if row["workload"] == "decode" else ""),
+            str(row["model"]) + _kind_suffix(str(row["workload"])),
             str(int(row["d_model"])) if row["d_model"] else "",
             str(int(row["dff"])),
             *(f"{row[arm]:.4g}" if row[arm] == row[arm] else "-" for arm in ("fallback", "fused")),
