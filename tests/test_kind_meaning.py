@@ -8,6 +8,7 @@ from typing import Literal
 
 import pytest
 
+from harness.analysis.stats import FAMILY_FIELDS
 from harness.config import schema
 from harness.config.kind_meaning import KindMeaning
 from harness.config.schema import KIND_BY_NAME, Strict, WorkloadKind, kind_meaning, kind_of_family
@@ -42,6 +43,10 @@ def test_every_registered_kind_states_its_unit_and_the_layer_kind_decides_the_ca
     assert [k.name for k in schema.KINDS if k.meaning.external] == ["command"]
     assert kind_meaning("no-such-kind") is schema.UNKNOWN and kind_meaning("decode").whole_model
     assert kind_of_family("layer d_model=2048 top_k=8 experts=64 q4g64 float32") == "layer"
+    # the family fields the registry states are the ones the statistics group a layer family by
+    assert kind_meaning("layer").family_fields == FAMILY_FIELDS and kind_meaning("decode").family_fields == (
+        "workload",
+    )
 
 
 def test_a_toy_kind_is_reported_in_its_own_unit_under_its_own_library(tmp_path, monkeypatch):

@@ -1,12 +1,13 @@
 """The addendum's heading and provenance paragraph: when, where and under what library the runs were measured,
 how each side was forced, whether the runs were interleaved, and where the raw data lies.
 
-Kept apart from the addendum's body (harness/output/addendum.py: table, findings, decision) because provenance has
-its own sources of truth: meta.json for our sweeps (the binary's version and commit, harness.runs.provenance's
-keys), the prose header of mlxcel's published CSVs, and the overrides given on the command line (`--date`,
-`--host`, `--backend`, `--gpu`, `--library-pin`) for what no file records. Every statement here is read from the
-report data (the sidecar), so `moecal check-reports` re-renders it identically; nothing is assumed, and what is not
-known says so ("undated", "not recorded") instead of today's date or this machine's name.
+Kept apart from the addendum's body (harness/output/addendum_markdown.py: table, findings, decision) because
+provenance has its own sources of truth: meta.json for our sweeps (the binary's version and commit,
+harness.runs.provenance's keys), the prose header of mlxcel's published CSVs, and the overrides given on the command
+line (`--date`, `--host`, `--backend`, `--gpu`, `--library-pin`) for what no file records. Every statement here is
+read from the report data (the sidecar), so `moecal check-reports` re-renders it identically; nothing is assumed,
+and what is not known says so ("undated", "not recorded") instead of today's date or this machine's name. The words
+for what ran and the library under test follow the workload kind's registry entry (harness.config.kind_meaning).
 """
 
 from __future__ import annotations
