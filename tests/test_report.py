@@ -190,3 +190,19 @@ def test_the_addendum_says_where_the_dispatch_pass_proved_the_family_table_wrong
     assert f"- {ran}: predicted null (family x never runs the fused kernel), but the verification run logged" in body
     assert f"- {declined}: predicted eligible, but the kernel declined it" in body
     assert run_cli("check-reports", project / "reports", cwd=project).returncode == 0
+
+
+def test_a_sidecar_of_the_first_format_3_still_reads(project):
+    """Sidecars written before `overrides`, `link_base` and `files.raw_name` were recorded: the record reads (it is
+    not called malformed) and check-reports names exactly the keys missing against a fresh record."""
+    from harness.output.report_check import verify_report
+
+    run_dir = write_run(project / "results" / "run", synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=3))
+    md_path, _, _ = write_report(run_dir, project / "reports")
+    old = read_sidecar(md_path)
+    for key in ("overrides", "link_base"):
+        del old[key]
+    del old["files"]["raw_name"]
+    sidecar_path(md_path).write_text(json.dumps(old, indent=1, ensure_ascii=False) + "\n")
+    missing = [".link_base: missing in one of them", ".overrides: missing in one of them"]
+    assert verify_report(md_path) == [*missing, ".files.raw_name: missing in one of them"]

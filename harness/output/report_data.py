@@ -6,7 +6,8 @@
 `harness.output.report_check` reads it back (`from_json`) to re-render and re-derive it. The decision inside it
 stays the decision engine's JSON record (harness.analysis.decision), read through its keys.
 
-Sidecars written before `overrides` and `link_base` were recorded still read: both have their old defaults.
+Sidecars written before `overrides`, `link_base` and `files.raw_name` were recorded still read (their old defaults;
+check-reports then reports the keys missing against a fresh record, as it did).
 """
 
 from __future__ import annotations
@@ -43,7 +44,11 @@ class ReportFiles:
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ReportFiles:
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        """The links of a sidecar; one written before `raw_name` was recorded reads with it empty (its text names
+        the raw data by its link)."""
+        return cls(
+            **{f.name: data[f.name] for f in fields(cls) if f.name != "raw_name"}, raw_name=data.get("raw_name", "")
+        )
 
 
 @dataclass(frozen=True)
