@@ -15,7 +15,7 @@ from harness.analysis.cap_policy import recommend
 from harness.analysis.cap_target import CapTarget
 from harness.analysis.curve import Curve, acceptance_set, find_crossover
 from harness.analysis.inputs import LoadedInput
-from harness.analysis.pipeline import Options, analyse, analyse_path, write_summary
+from harness.analysis.pipeline import Options, analyse, analyse_path, save_summary
 from harness.analysis.policy import Policy
 from harness.errors import InputError
 from harness.runs.formats import read_provenance
@@ -231,8 +231,7 @@ def test_kernel_families_decide_and_a_single_decode_point_does_not():
 
 def test_summary_csv_round_trip_gives_the_same_decision(tmp_path):
     run_dir = write_run(tmp_path / "run", synthetic_samples(linear_curve([1024, 2048, 4096, 6144, 8192], 5000), seed=6))
-    path = write_summary(run_dir)
-    assert path == run_dir / "summary.csv"
+    path = save_summary(analyse_path(run_dir), run_dir / "summary.csv")
     assert read_provenance(path)["summary.margin"] == "0.01"
     from_samples = analyse_path(run_dir)
     from_summary = analyse_path(path)

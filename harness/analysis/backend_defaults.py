@@ -35,6 +35,7 @@ from harness.analysis.pipeline import Analysis, Options, analyse, expected_null
 from harness.analysis.policy import Action
 from harness.analysis.stats import Verdict
 from harness.config.backend_specs import mlxcel_caps
+from harness.config.schema import kind_meaning
 from harness.errors import InputError
 from harness.runs.summary_columns import SummaryCol
 
@@ -264,7 +265,7 @@ def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow]) -> 
     for run in runs:
         for row in run.analysis.summary.to_dict("records"):
             model = str(row["model"])
-            parity = run.parity.get(model) if row["workload"] != "layer" else None
+            parity = run.parity.get(model) if kind_meaning(row["workload"]).whole_model else None
             check = PointCheck(
                 backend=run.backend,
                 device=run.device,

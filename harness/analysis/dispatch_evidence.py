@@ -28,6 +28,7 @@ from typing import Literal
 
 import pandas as pd
 
+from harness.config.schema import kind_meaning
 from harness.errors import InputError
 from harness.json_input import load_json_object
 
@@ -192,8 +193,9 @@ def annotate(
     """The summary of a command-workload run with POINT_FIELDS per point: dispatch and parity from the
     verification pass, the median generated tokens per arm from the timed runs, and `tokens_differ` when the arms
     generated different counts (greedy decoding stopped at EOS at different places: the arms did different work)."""
-    # a stored summary.csv keeps what it was written with; built-in workloads have no dispatch to verify
-    if samples is None or not (samples["workload"] == "command").any():
+    # a stored summary.csv keeps what it was written with; built-in workloads have no dispatch to verify (only an
+    # external program's, the command kind's, is probed)
+    if samples is None or not samples["workload"].map(lambda w: kind_meaning(w).external).any():
         return summary
     out = summary.copy()
     record = provenance.get("verification")

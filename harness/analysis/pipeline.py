@@ -22,7 +22,6 @@ from harness.analysis.policy import Interpolation, Policy
 from harness.analysis.stats import CONFIDENCE, MARGIN, PointSet, analyse_points, apply_excludes
 from harness.config import mlxcel_families
 from harness.errors import InputError
-from harness.runs.rundir import RunDirectory
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import DEFAULT_GRID
 
@@ -233,8 +232,3 @@ def save_summary(analysis: Analysis, path: str | Path) -> Path:
     # the verification record stays in its own file (verification.json); its outcome is in the summary's columns
     provenance = {k: v for k, v in analysis.provenance.items() if k != "verification"}
     return write_summary_csv(analysis.summary, Path(path), {**provenance, **settings})
-
-
-def write_summary(run_dir: str | Path, options: Options = Options()) -> Path:
-    """`run_dir/summary.csv` from `run_dir/samples.csv`: what a sweep calls when it finishes."""
-    return save_summary(analyse_path(run_dir, options), RunDirectory(run_dir).summary)
