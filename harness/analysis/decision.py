@@ -22,6 +22,7 @@ from harness.analysis.curve import Curve, family_curve, find_crossover
 from harness.analysis.decision_record import Decision, DecisionResult, FamilyDecision, Withheld, deciding_families
 from harness.analysis.policy import Interpolation, Policy
 from harness.analysis.stats import DECIDED, family_labels
+from harness.config.schema import kind_meaning, kind_of_family
 from harness.runs.summary_columns import SummaryCol
 
 
@@ -65,11 +66,11 @@ def decide_curves(
     """Each family's crossover and decision, then the overall one (_overall). Lowers are tested at the Bonferroni
     level 1 − α/k over the k deciding families (any one can trigger a lower), raises at the plain level."""
     # drift between points widens the curve the decision reads (between_points), never a point's own interval; only
-    # a layer family's points differ in Dff alone (a decode family's are different models, whose ratios need not
-    # be monotone in Dff)
+    # a kernel family's points differ in Dff alone (a whole-model family's are different models, whose ratios need
+    # not be monotone in Dff)
     widened = [
         widen_for_scatter(s.curve.theta, s.curve.se, s.curve.df)
-        if s.family.startswith("layer")
+        if not kind_meaning(kind_of_family(s.family)).whole_model
         else (s.curve.se, s.curve.df, 0.0)
         for s in staged
     ]

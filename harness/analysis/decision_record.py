@@ -21,6 +21,7 @@ from harness.analysis.curve import Crossover, CrossoverOutcome, Direction, forma
 from harness.analysis.decision_words import point_test_words, withheld_words
 from harness.analysis.policy import Action, Move, Side, WithheldWhy
 from harness.analysis.stats import AFFORDABLE_ROUNDS, DECIDED, family_labels
+from harness.config.schema import kind_meaning, kind_of_family
 from harness.runs.summary_columns import SummaryCol
 
 
@@ -136,11 +137,12 @@ class DecisionResult:
 def deciding_families(families: Sequence[FamilyDecision]) -> list[FamilyDecision]:
     """The families allowed to set the overall cap.
 
-    A `layer` family measures the kernels at a fixed shape, so when a run has any, they decide; whole-model
-    `decode` (or `command`) points then only show the effect on tok/s. A family also needs two valid points to locate a
-    crossover: a single point says which path won there, not where the paths cross. If no family qualifies, all do.
+    A family of a kind that decides the cap (its registry entry: `layer`, the kernels at a fixed shape) decides when a
+    run has any; whole-model points (`decode`, `command`) then only show the effect on tok/s. A family also needs two
+    valid points to locate a crossover: a single point says which path won there, not where the paths cross. If no
+    family qualifies, all do.
     """
-    kernel = [f for f in families if f.family.startswith("layer")] or list(families)
+    kernel = [f for f in families if kind_meaning(kind_of_family(f.family)).decides_cap] or list(families)
     located = [f for f in kernel if f.valid_points >= 2]
     return located or kernel
 
