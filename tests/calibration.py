@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.analysis.decision import Curve, DecisionResult, StagedFamily, decide_curves
+from harness.analysis.curve import Curve
+from harness.analysis.decision import StagedFamily, decide_curves
+from harness.analysis.decision_record import DecisionResult
 from harness.analysis.regression import current_would_change, decision_moved
 from harness.analysis.stats import CONFIDENCE, estimate_family, ratio_interval
 from tests.simulation import DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate

@@ -594,7 +594,7 @@ def test_a_hostile_name_stays_text_in_the_addendum_and_the_plot(tmp_path, monkey
     import matplotlib.figure
     import matplotlib.text
 
-    from harness.output.addendum import write_report
+    from harness.output.report_files import write_report
 
     samples = synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=7, workload="command")
     samples["model"] = name  # every SYNTHETIC point carries the hostile model name
@@ -800,7 +800,8 @@ def test_a_driver_the_cluster_refuses_for_its_token_is_told_so(monkeypatch):
 def test_check_reports_never_reads_raw_data_outside_what_it_was_given(tmp_path):
     """A committed sidecar naming a file elsewhere as its raw data (absolute, `../` past the tree, a link in the
     tree to a file outside, a non-CSV file inside): check-reports says so and fails, and never reads or quotes it."""
-    from harness.output.addendum import sidecar_path, write_report
+    from harness.output.report_data import sidecar_path
+    from harness.output.report_files import write_report
 
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     (project / "reports").mkdir(parents=True)

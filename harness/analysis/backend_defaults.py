@@ -32,7 +32,10 @@ from harness.analysis import dispatch_evidence
 from harness.analysis.inputs import load_input
 from harness.analysis.parity import PointParity, parity_by_model
 from harness.analysis.pipeline import Analysis, Options, analyse, expected_null
+from harness.analysis.policy import Action
+from harness.analysis.stats import Verdict
 from harness.config.backend_specs import mlxcel_caps
+from harness.config.schema import kind_meaning
 from harness.errors import InputError
 from harness.runs.summary_columns import SummaryCol
 
@@ -63,7 +66,7 @@ class DeviceRow:
     runs: tuple[str, ...]
     current: int | None
     recommended: int | None
-    action: str
+    action: Action
     evidence: str
 
 
@@ -73,7 +76,7 @@ class BackendRow:
     devices: tuple[str, ...]
     current: int | None
     recommended: int | None
-    action: str
+    action: Action
     evidence: str
 
 
@@ -93,7 +96,7 @@ class PointCheck:
     ratio: float
     ci_low: float
     ci_high: float
-    verdict: str
+    verdict: Verdict
     faster: str | None  # fused | fallback | None (undecided, or null point)
     parity: str
     note: str
@@ -262,7 +265,7 @@ def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow]) -> 
     for run in runs:
         for row in run.analysis.summary.to_dict("records"):
             model = str(row["model"])
-            parity = run.parity.get(model) if row["workload"] != "layer" else None
+            parity = run.parity.get(model) if kind_meaning(row["workload"]).whole_model else None
             check = PointCheck(
                 backend=run.backend,
                 device=run.device,

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
+from harness.config.schema import kind_meaning
 from harness.errors import InputError
 from harness.json_input import load_json_object
 
 RECORD = "verification.json"
+DispatchClass = Literal["verified", "declined", "predicted", "unverified"]  # a point's `dispatch` (module docstring)
 PARITY_LIMIT = 0.05  # mlxcel's default MLXCEL_FUSED_MOE_PARITY_THRESHOLD
 POINT_FIELDS = (
     "dispatch",
@@ -89,7 +92,7 @@ def probe_present(record: Mapping[str, dict], expected_null: Mapping[str, str]) 
     return any(run.get("calls", 0) or run.get("summary_calls", 0) for m in eligible for run in record[m]["runs"])
 
 
-def classify(entry: Mapping[str, object], has_probe: bool) -> tuple[str, str, bool]:
+def classify(entry: Mapping[str, object], has_probe: bool) -> tuple[DispatchClass, str, bool]:
     """(dispatch, note, null) for one model's verification entry."""
     runs = {run["path"]: run for run in entry["runs"]}
     fused, fallback = runs["fused"], runs["fallback"]
@@ -190,8 +193,9 @@ def annotate(
     """The summary of a command-workload run with POINT_FIELDS per point: dispatch and parity from the
     verification pass, the median generated tokens per arm from the timed runs, and `tokens_differ` when the arms
     generated different counts (greedy decoding stopped at EOS at different places: the arms did different work)."""
-    # a stored summary.csv keeps what it was written with; built-in workloads have no dispatch to verify
-    if samples is None or not (samples["workload"] == "command").any():
+    # a stored summary.csv keeps what it was written with; built-in workloads have no dispatch to verify (only an
+    # external program's, the command kind's, is probed)
+    if samples is None or not samples["workload"].map(lambda w: kind_meaning(w).external).any():
         return summary
     out = summary.copy()
     facts = per_model(record, expected_null) if record else {}

@@ -7,7 +7,7 @@ Welch–Satterthwaite's. A point whose interval holds 1 changed within noise.
 
 The crossover shift is (c_B / c_A − 1). Its interval comes from a parametric bootstrap over the per-point estimates:
 each draw replaces every point's θ̂ by θ̂ + se·T (T Student-t with the point's degrees of freedom) in both runs,
-recomputes each run's crossover the way `harness.analysis.decision` defines it (the first Dff, scanning upward, where
+recomputes each run's crossover the way `harness.analysis.curve` defines it (the first Dff, scanning upward, where
 the linearly interpolated θ stops being > 0) and takes the ratio; the interval is the draws' percentile range. Why not
 from the two crossover intervals: a test-inversion interval is often open at one end (`[<512, >8192]`), and
 intervals do not subtract; the bootstrap propagates exactly the uncertainty those intervals come from, and a draw
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.decision import Curve, family_curve
+from harness.analysis.curve import Curve, family_curve
 from harness.analysis.pipeline import Analysis
 from harness.analysis.point_match import match_keys
 from harness.analysis.stats import DECIDED, family_labels, t_quantile
@@ -145,7 +145,7 @@ def format_shift_ci(low: float, high: float) -> str:
 
 
 def first_crossings(dffs: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """The crossover of each row of θ (draws × points, points sorted by Dff), as `harness.analysis.decision` defines it:
+    """The crossover of each row of θ (draws × points, points sorted by Dff), as `harness.analysis.curve` defines it:
     −inf when fused does not win at the smallest Dff, +inf when it wins everywhere measured."""
     wins = theta > 0
     out = np.full(theta.shape[0], np.inf)

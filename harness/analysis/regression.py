@@ -22,22 +22,27 @@ both sides are decided against: `--current-default`, else the current input's, e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from harness.analysis import point_match
-from harness.analysis.decision import DecisionResult, decide, format_ci
+from harness.analysis.curve import format_ci
+from harness.analysis.decision import decide
+from harness.analysis.decision_record import DecisionResult
 from harness.analysis.pipeline import Analysis, withheld_reason
 from harness.analysis.stats import MIN_RUNS, compare_arms, ratio_interval
-from harness.runs.formats import COMPARED_ARMS, POINT_COLUMNS, point_keys
+from harness.runs.formats import COMPARED_ARMS, POINT_COLUMNS, Arm, point_keys
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import MAX_REGRESSION
+
+CheckStatus = Literal["ok", "regression", "changed", "missing", "incomparable"]
 
 
 @dataclass
 class CheckResult:
-    status: str  # ok | regression | changed | missing | incomparable
+    status: CheckStatus
     points: list[dict[str, object]] = field(default_factory=list)
     dropped: list[dict[str, object]] = field(default_factory=list)
     decisions: dict[str, dict[str, object]] = field(default_factory=dict)
@@ -93,7 +98,7 @@ def _why_unmatched(key: tuple[str, ...], others: list[tuple[str, ...]], side: st
     return "not comparable: " + "; ".join(differing)
 
 
-def _arm_runs(analysis: Analysis, key: tuple[str, ...], arm: str) -> np.ndarray | None:
+def _arm_runs(analysis: Analysis, key: tuple[str, ...], arm: Arm) -> np.ndarray | None:
     if analysis.samples is None:
         return None
     samples = analysis.samples
@@ -102,7 +107,7 @@ def _arm_runs(analysis: Analysis, key: tuple[str, ...], arm: str) -> np.ndarray 
 
 
 def _arm_change(
-    baseline: Analysis, current: Analysis, positions: tuple[int, int], arm: str, max_regression: float
+    baseline: Analysis, current: Analysis, positions: tuple[int, int], arm: Arm, max_regression: float
 ) -> dict[str, object]:
     before = float(baseline.summary[f"{arm}_tok_s"].iloc[positions[0]])
     after = float(current.summary[f"{arm}_tok_s"].iloc[positions[1]])
@@ -182,16 +187,7 @@ def current_would_change(before: DecisionResult, after: DecisionResult, default:
 def _subset_decision(analysis: Analysis, rows: list[int], current_default: int | None) -> DecisionResult:
     options = analysis.options
     summary = analysis.summary.iloc[rows].reset_index(drop=True)
-    return decide(
-        summary,
-        current_default,
-        options.grid,
-        options.interpolation,
-        options.confidence,
-        analysis.cap_env,
-        options.margin,
-        withheld_reason(analysis.aa_beyond_margin, options.margin),
-    )
+    return decide(summary, current_default, options.policy, withheld_reason(analysis.aa_beyond_margin, options.margin))
 
 
 def check_runs(

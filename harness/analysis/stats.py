@@ -45,6 +45,7 @@ import itertools
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -64,8 +65,9 @@ DRIFT_ALPHA = 0.05  # the batch-means test for drift (drift_inflation)
 DRIFT_GATE_ALPHA = 0.50  # the likelihood-ratio test that lets the drift model widen an interval (drift_inflation)
 MAD_TO_SIGMA = 1.4826  # scales the median absolute deviation to σ for normally distributed noise
 RESOLUTION = 1e-6  # tok/s are stored with 6 significant digits: smaller relative differences are not resolved
-VERDICTS = ("fused", "fallback", "equivalent", "inconclusive", "insufficient", "null")
-DECIDED = ("fused", "fallback", "equivalent", "inconclusive")  # verdicts that carry an interval
+Verdict = Literal["fused", "fallback", "equivalent", "inconclusive", "insufficient", "null"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+DECIDED: tuple[Verdict, ...] = ("fused", "fallback", "equivalent", "inconclusive")  # verdicts that carry an interval
 
 
 # --- the array core: everything below works on (..., points, runs) arrays of y = ln tok/s, NaN where absent -----

@@ -96,7 +96,7 @@ def check_reports(
 ) -> None:
     """Re-derive every stored addendum's numbers from its raw data; exit 1 when any disagree."""
     from harness.errors import InputError
-    from harness.output.addendum import verify_report
+    from harness.output.report_check import verify_report
 
     for folder in folders or []:  # a folder that is not there is a typo, not "nothing to check" (exit 0)
         if not folder.is_dir():

@@ -24,7 +24,7 @@ from harness.json_output import json_text
 from harness.thresholds import DEFAULT_GRID
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
-    from harness.analysis.decision import CapOption
+    from harness.analysis.decision_record import CapOption
     from harness.analysis.pipeline import Analysis
 
 
@@ -47,7 +47,7 @@ def cap_table(caps: Sequence[CapOption], current: int | None) -> list[str]:
 def print_decision(analysis: Analysis, console: Console) -> None:
     """The crossover line(s), every crossing, and the decision with the line that applies it."""
     from harness.analysis import figures
-    from harness.analysis.decision import format_ci
+    from harness.analysis.curve import format_ci
 
     result = analysis.result
     conf = figures.percent(analysis.options.confidence)
@@ -90,7 +90,7 @@ def crossover(
     decision per backend (see `moecal report RUN RUN…` for the addendum).
     """
     from harness.analysis.backend_defaults import build_defaults
-    from harness.analysis.decision import used_tests
+    from harness.analysis.decision_record import used_tests
     from harness.analysis.pipeline import analyse_path
     from harness.output.defaults_addendum import defaults_json, print_defaults
     from harness.output.summary_table import print_summary

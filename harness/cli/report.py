@@ -85,12 +85,13 @@ def report(
     changes, a patch of mlxcel's src/models/switch_layers.rs.
     """
     from harness.analysis.backend_defaults import run_checks
-    from harness.output.addendum import read_sidecar, write_report
     from harness.output.defaults_addendum import print_defaults, write_defaults
     from harness.output.design_doc import append_to as insert_into
     from harness.output.design_doc import read_doc
     from harness.output.knob_report import write_knob_report
     from harness.output.mlxcel_source import read_source
+    from harness.output.report_data import read_sidecar
+    from harness.output.report_files import write_report
 
     options = build_options(exclude, confidence, margin, current_default, grid, interpolation, input_paths)
     overrides = provenance_overrides(date, host, backend, gpu, library_pin)

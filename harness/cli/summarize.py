@@ -40,7 +40,7 @@ def summarize(
     """Medians, the fused/fallback estimate with its t interval, and a verdict against the margin, per point."""
     from harness.analysis.inputs import load_input
     from harness.analysis.pipeline import analyse, save_summary
-    from harness.output.summary_table import print_summary
+    from harness.output.summary_table import print_summary, with_kind
     from harness.runs.formats import write_text_atomic
     from harness.runs.mlxcel_csv import to_mlxcel_csv
     from harness.runs.rundir import RunDirectory, refuse_stored, stored_reason
@@ -50,7 +50,7 @@ def summarize(
     analysis = analyse(loaded, options)
     console = Console(stderr=as_json)  # with --json, stdout holds the one JSON object and nothing else
     if as_json:
-        typer.echo(json_text({"points": analysis.as_json()["points"], **options.settings()}))
+        typer.echo(json_text({"points": with_kind(analysis.as_json()["points"]), **options.settings()}))
     else:
         print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, options.confidence)
     if out is None and input_path.is_dir():

@@ -23,6 +23,7 @@ from yaml.constructor import ConstructorError
 from harness.config import knobs as launch_knobs
 from harness.config.backend_specs import BACKEND_NAMES, backend_spec
 from harness.config.duration import parse_duration
+from harness.config.kind_meaning import UNKNOWN, KindMeaning
 from harness.errors import InputError
 from harness.json_input import MAX_NESTING
 from harness.thresholds import CONFIDENCE, MARGIN, MAX_CAP
@@ -248,6 +249,8 @@ class WorkloadKind:
     # an external program that picks its own device: `auto` names this machine's platform (Detection.platform)
     # and no backend of ours is instantiated; built-in kinds run on the first usable backend instead
     picks_own_device: bool = False
+    # what its numbers mean to the analysis and the report (unit, library under test, …: harness.config.kind_meaning)
+    meaning: KindMeaning = UNKNOWN
 
     @property
     def name(self) -> str:
@@ -255,14 +258,54 @@ class WorkloadKind:
 
 
 KINDS = (
-    WorkloadKind(CommandSettings, "harness.measure.workloads.command", picks_own_device=True),
-    WorkloadKind(LayerSettings, "harness.measure.workloads.layer"),
-    WorkloadKind(DecodeSettings, "harness.measure.workloads.decode"),
+    WorkloadKind(
+        CommandSettings,
+        "harness.measure.workloads.command",
+        picks_own_device=True,
+        meaning=KindMeaning(unit="tok/s", panel="whole model (tok/s)", whole_model=True, libraries=()),
+    ),
+    WorkloadKind(
+        LayerSettings,
+        "harness.measure.workloads.layer",
+        meaning=KindMeaning(
+            unit="layer steps/s",
+            panel="one MoE layer (layer steps/s)",
+            whole_model=False,
+            decides_cap=True,
+            family_fields=("workload", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype"),
+            description="one MoE layer decode step per call on the backend (layer steps/s), cycling over "
+            "cache-busting copies",
+        ),
+    ),
+    WorkloadKind(
+        DecodeSettings,
+        "harness.measure.workloads.decode",
+        meaning=KindMeaning(
+            unit="tok/s",
+            panel="whole model (tok/s)",
+            whole_model=True,
+            description="moecal's synthetic decoder with random weights at the catalog shapes (decode tok/s)",
+        ),
+    ),
 )
 KIND_SETTINGS: tuple[type[Strict], ...] = tuple(kind.settings for kind in KINDS)
 # the config's `workload:` block: one kind's settings (not harness.measure.protocol.Workload, the runnable it builds)
 WorkloadSettings = Annotated[functools.reduce(operator.or_, KIND_SETTINGS), Field(discriminator="kind")]
 WORKLOAD_KINDS = tuple(kind.name for kind in KINDS)
+KIND_BY_NAME = {kind.name: kind for kind in KINDS}  # the lookup every consumer goes through (tests add a toy kind)
+
+
+def kind_meaning(name: object) -> KindMeaning:
+    """The meaning of a workload kind by its name as the data records it (a point's `workload`); UNKNOWN for a
+    name no entry knows (older or foreign data)."""
+    entry = KIND_BY_NAME.get(str(name))
+    return entry.meaning if entry is not None else UNKNOWN
+
+
+def kind_of_family(label: object) -> str:
+    """The kind name a shape-family label belongs to: harness.analysis.stats.family_labels starts every label with
+    its points' workload kind (`layer d_model=… …`, `decode`, `command`)."""
+    return str(label).split(" ", 1)[0]
 
 
 class ModelEntry(Strict):

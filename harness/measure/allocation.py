@@ -84,14 +84,7 @@ def _decider(analysis: Analysis, rule: StopRule) -> Callable[[Sequence[StagedFam
 
     def decide(staged: Sequence[StagedFamily]) -> Outcome:
         result = decide_curves(
-            staged,
-            analysis.current_default,
-            analysis.options.grid,
-            rule.look_confidence,
-            analysis.cap_env,
-            analysis.options.margin,
-            withhold,
-            table=False,
+            staged, analysis.current_default, analysis.options.policy.at(rule.look_confidence), withhold, table=False
         )
         return result.decision.action, result.decision.recommended_cap
 

@@ -16,13 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.decision import (
-    FamilyDecision,
-    StagedFamily,
-    decide_curves,
-    deciding_families,
-    stage_families,
-)
+from harness.analysis.decision import StagedFamily, decide_curves, stage_families
+from harness.analysis.decision_record import FamilyDecision, deciding_families
 from harness.analysis.decision_value import Decider, Outcome, StopRule, new_point_flip
 from harness.analysis.physics_prior import predicted_crossover
 from harness.analysis.pipeline import Analysis, analyse_path
@@ -132,10 +127,7 @@ def refine(
         staged = stage_families(analysis.summary, analysis.options.interpolation)
 
         def decide(curves: Sequence[StagedFamily], analysis: Analysis = analysis) -> Outcome:
-            o = analysis.options
-            result = decide_curves(
-                curves, analysis.current_default, o.grid, o.confidence, analysis.cap_env, o.margin, table=False
-            )
+            result = decide_curves(curves, analysis.current_default, analysis.options.policy, table=False)
             return result.decision.action, result.decision.recommended_cap
 
         chosen = None

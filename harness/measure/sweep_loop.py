@@ -156,15 +156,15 @@ def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
     return f"no run succeeded ({counts}){first}"[:400].replace("\n", " "), bool(len(failed))
 
 
-def quick_table(run_dir: Path) -> pd.DataFrame:
+def quick_table(run_dir: Path, summary: pd.DataFrame) -> pd.DataFrame:
     """Per point: median tok/s of each arm, the fused/fallback estimate, run counts, the median generated tokens per
     arm and the dispatch the verification pass found (harness.analysis.dispatch_evidence). The estimate is the
     geometric-mean ratio the summary's interval belongs to (the same number the addendum shows), not a ratio of medians,
-    so the terminal and the addendum never disagree."""
+    so the terminal and the addendum never disagree: `summary` is the run's analysed summary, the one the caller
+    reports (the sweep analyses its run once)."""
     import pandas as pd
 
     from harness.analysis.inputs import at_reference_setting
-    from harness.analysis.pipeline import analyse_path
 
     run = RunDirectory(run_dir)
     # a knob sweep's table is its reference setting's, like its summary (the other settings: the knobs report)
@@ -175,7 +175,7 @@ def quick_table(run_dir: Path) -> pd.DataFrame:
     for arm in ("fallback", "fused"):
         if arm not in table.columns:
             table[arm] = float("nan")
-    summary = analyse_path(run_dir).summary.fillna({"d_model": 0})
+    summary = summary.fillna({"d_model": 0})
     table = table.merge(
         summary[[*keys, SummaryCol.ESTIMATE]].rename(columns={SummaryCol.ESTIMATE: "ratio"}), on=keys, how="left"
     )
