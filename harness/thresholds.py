@@ -3,7 +3,7 @@ tolerated regression, the largest cap.
 
 They live in a module that imports nothing so that a command module can use them in its option declarations without
 loading what the analysis itself needs (pandas, scipy): `moecal <command> --help` stays fast (tests/test_help.py).
-harness.analysis.stats, harness.analysis.decision, harness.analysis.regression and harness.config.schema use them from
+harness.analysis.stats, harness.analysis.policy, harness.analysis.regression and harness.config.schema use them from
 here.
 """
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis import sweep_drift
-from harness.analysis.decision import Curve, DecisionResult, StagedFamily, decide_curves
+from harness.analysis.curve import Curve
+from harness.analysis.decision import StagedFamily, decide_curves
+from harness.analysis.decision_record import DecisionResult
 from harness.analysis.regression import current_would_change, decision_moved
 from harness.analysis.stats import CONFIDENCE, RESOLUTION, Comparison, estimate_family, ratio_interval
 from harness.analysis.sweep_drift import estimate_in_passes

@@ -15,9 +15,12 @@ import pytest
 
 from harness.analysis.pipeline import Options
 from harness.errors import InputError
-from harness.output.addendum import build_report_data, read_sidecar, render_markdown, write_report
+from harness.output.addendum_markdown import render_markdown
 from harness.output.design_doc import insert_addendum, markers
 from harness.output.plot import title_text
+from harness.output.report_build import build_report_data, read_report_input
+from harness.output.report_data import ReportData, read_sidecar
+from harness.output.report_files import write_report
 from harness.runs import provenance as prov
 from tests.helpers import REPO, cli
 from tests.synthetic_sweeps import SYNTHETIC_META, design_example, linear_curve, synthetic_samples, write_run
@@ -115,7 +118,9 @@ def test_command_run_states_the_binary_version_commit_and_pin_and_a_missing_devi
     assert " under mlxcel 0.4.2 (commit 0123456789ab), MLX pin 57c66cac " in heading
     assert "(labelled cuda, measured without a cuda device)" in heading
     assert "; labelled cuda, measured without a cuda device." in md_path.read_text(encoding="utf-8")
-    assert "(labelled cuda, measured without a cuda device) — decision: " in title_text(read_sidecar(md_path))
+    assert "(labelled cuda, measured without a cuda device) — decision: " in title_text(
+        ReportData.from_json(read_sidecar(md_path))
+    )
     # the record without the flag: a cuda label with no NVIDIA GPU found tells the same; a GPU found clears it
     assert prov.backend_device_missing({"backend": "cuda", "os": "Linux", "cpu": "AMD EPYC"})
     assert prov.backend_device_missing({"backend": "rocm", prov.BACKEND_DEVICE_MISSING: ""}) is None
@@ -148,7 +153,7 @@ def test_no_absolute_path_in_the_addendum_sidecar_or_plot_title_when_out_is_else
     text = md_path.read_text(encoding="utf-8")
     record = read_sidecar(md_path)
     human = {key: record[key] for key in ("host", "backend", "library_pin", "date", "files", "context")}
-    for shown in (text, json.dumps(human, ensure_ascii=False), title_text(record)):
+    for shown in (text, json.dumps(human, ensure_ascii=False), title_text(ReportData.from_json(record))):
         assert str(tmp_path) not in shown and not ABSOLUTE.search(shown), ABSOLUTE.search(shown)
     assert "(`moecal sweep configs/gb10.yaml --out results/run`, config `configs/gb10.yaml`)" in text
     assert "`mlxcel-bench-decode -m models/phi -n 100`" in text
@@ -224,5 +229,5 @@ def test_report_append_to_a_design_doc(project):
 
 def test_rendering_is_the_sidecar_alone(project):
     """check-reports re-renders from the sidecar: the heading and provenance read nothing else."""
-    data = build_report_data(GB10_0703, project, md_dir=project / "reports")
-    assert render_markdown(json.loads(json.dumps(data))) == render_markdown(data)
+    data = build_report_data(read_report_input(GB10_0703), project, md_dir=project / "reports")
+    assert render_markdown(ReportData.from_json(json.loads(json.dumps(data.to_json())))) == render_markdown(data)

@@ -17,13 +17,17 @@ import pandas as pd
 import pytest
 
 from harness.analysis import figures
-from harness.analysis.decision import decide, decision_json, ratio_of_medians
+from harness.analysis.cap_target import CapTarget
+from harness.analysis.decision import decide
+from harness.analysis.decision_record import decision_json, ratio_of_medians
 from harness.analysis.decision_words import band, family_words, point_test_words
-from harness.analysis.pipeline import Options
+from harness.analysis.pipeline import Options, applied
 from harness.analysis.stats import DECIDED, classify, ratio_interval
-from harness.output.addendum import VERDICT_WORDS, render_markdown
+from harness.output.addendum_findings import VERDICT_WORDS
+from harness.output.addendum_markdown import render_markdown
 from harness.output.markdown_text import md_text
 from harness.output.mlxcel_source import known_defaults
+from harness.output.report_data import ReportData
 from harness.runs.summary_columns import SUMMARY_COLUMNS, SummaryCol
 
 SWEEPS = 300
@@ -94,7 +98,7 @@ def _sweep(seed: int) -> dict[str, object]:
     current = [None, 4096, 8192, 1024][int(rng.integers(0, 4))]
     cap_env = "" if workload != "command" else "MLXCEL_FUSED_MOE_MAX_DFF"
     options = Options(current_default=current)
-    result = decide(summary, current, cap_env=cap_env)
+    result = applied(decide(summary, current), CapTarget(cap_env))
     backend = ("cpu", "cuda", "metal")[int(rng.integers(0, 3))]
     settings = options.settings()
     d = decision_json(summary, result, current_default=current, cap_env=cap_env, noise_scale=None, aa_points=0,
@@ -114,6 +118,7 @@ def _sweep(seed: int) -> dict[str, object]:
             "mlxcel_csv": None,
             "patch": "x.diff",
             "raw_data": "samples.csv",
+            "raw_name": "samples.csv",
         },  # fmt: skip
         "context": {"workload": workload, **({"bench_command": "mlxcel-bench-decode -m m"} if cap_env else {})},
         "mlxcel": known_defaults().as_json() if backend != "cpu" else None,
@@ -191,7 +196,7 @@ def _table_rows(text: str) -> dict[str, list[str]]:
 
 
 def _check(data: dict) -> None:
-    text = render_markdown(data)
+    text = render_markdown(ReportData.from_json(data))
     d, opts = data["decision"], data["options"]
     margin = opts["margin"]
     rows = _table_rows(text)
@@ -258,4 +263,6 @@ def test_every_figure_and_claim_of_the_addendum_matches_its_record(chunk):
         try:
             _check(data)
         except (AssertionError, KeyError, IndexError) as exc:
-            raise AssertionError(f"SYNTHETIC sweep seed {seed}: {exc!r}\n\n{render_markdown(data)}") from exc
+            raise AssertionError(
+                f"SYNTHETIC sweep seed {seed}: {exc!r}\n\n{render_markdown(ReportData.from_json(data))}"
+            ) from exc

@@ -594,7 +594,7 @@ def test_a_hostile_name_stays_text_in_the_addendum_and_the_plot(tmp_path, monkey
     import matplotlib.figure
     import matplotlib.text
 
-    from harness.output.addendum import write_report
+    from harness.output.report_files import write_report
 
     samples = synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=7, workload="command")
     samples["model"] = name  # every SYNTHETIC point carries the hostile model name
@@ -753,15 +753,15 @@ def test_a_meta_json_that_cannot_be_written_takes_its_row_back(tmp_path, monkeyp
     is taken back, so the counts still agree."""
     from harness.runs import rundir
 
-    real, calls = rundir.RunDirectory.write_meta, []
+    real, calls = rundir.RunDirectory.write_record, []
 
-    def flaky(self, meta):
+    def flaky(self, record):
         calls.append(1)
         if len(calls) >= 4:  # the start, rows 1 and 2; from row 3 on the disk stays full
             raise InputError(str(self.meta_path), "", "cannot write: No space left on device")
-        return real(self, meta)
+        return real(self, record)
 
-    monkeypatch.setattr(rundir.RunDirectory, "write_meta", flaky)
+    monkeypatch.setattr(rundir.RunDirectory, "write_record", flaky)
     row = {"backend": "cpu", "device": "d", "model": "m", "dff": 1024, "arm": "fused", "tok_s": 5.0, "status": "ok"}
     with pytest.raises(InputError, match="No space left"), rundir.SampleWriter(tmp_path / "run", {}) as writer:
         for index in range(5):
@@ -800,7 +800,8 @@ def test_a_driver_the_cluster_refuses_for_its_token_is_told_so(monkeypatch):
 def test_check_reports_never_reads_raw_data_outside_what_it_was_given(tmp_path):
     """A committed sidecar naming a file elsewhere as its raw data (absolute, `../` past the tree, a link in the
     tree to a file outside, a non-CSV file inside): check-reports says so and fails, and never reads or quotes it."""
-    from harness.output.addendum import sidecar_path, write_report
+    from harness.output.report_data import sidecar_path
+    from harness.output.report_files import write_report
 
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     (project / "reports").mkdir(parents=True)

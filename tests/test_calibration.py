@@ -10,7 +10,7 @@ import zlib
 import numpy as np
 import pytest
 
-from harness.analysis.decision import family_curve, find_crossover
+from harness.analysis.curve import family_curve, find_crossover
 from harness.analysis.inputs import LoadedInput
 from harness.analysis.pipeline import Options, analyse
 from harness.analysis.stats import estimate_family, rounds_to_decide, t_quantile

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from harness.analysis.pipeline import analyse_path, save_summary
-from harness.analysis.regression import compare, verdict_flipped
+from harness.analysis.regression import check_runs, verdict_flipped
 from harness.runs.formats import SAMPLE_COLUMNS
 from tests.helpers import run_cli
 from tests.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
@@ -31,7 +31,7 @@ def _check(baseline, current, *extra):
 
 def test_same_sweep_again_passes_and_a_uniform_improvement_passes(tmp_path):
     baseline = _run(tmp_path, "base", seed=1)
-    assert compare(analyse_path(baseline), analyse_path(_run(tmp_path, "again", seed=1))).exit_code == 0
+    assert check_runs(analyse_path(baseline), analyse_path(_run(tmp_path, "again", seed=1))).exit_code == 0
     code, result, _ = _check(baseline, _run(tmp_path, "faster", 1.1, 1.1, seed=1))
     assert code == 0 and result["status"] == "ok"
     assert all(p["fused"]["change"] == pytest.approx(0.1) for p in result["points"])
@@ -43,13 +43,13 @@ def test_a_significant_drop_beyond_the_threshold_fails(tmp_path):
     code, result, _ = _check(baseline, _run(tmp_path, "slower", 0.85, 0.85, seed=2))
     assert code == 1 and result["status"] == "regression"
     assert any("fused tok/s -15.0%" in p for p in result["problems"])
-    assert compare(analyse_path(baseline), analyse_path(tmp_path / "slower"), max_regression=0.2).exit_code == 0
+    assert check_runs(analyse_path(baseline), analyse_path(tmp_path / "slower"), max_regression=0.2).exit_code == 0
 
 
 def test_a_changed_decision_fails(tmp_path):
     baseline = _run(tmp_path, "base", seed=3)
     moved = _run(tmp_path, "moved", seed=3, curve=linear_curve([1024, 2048, 4096, 6144, 8192], 10000))
-    result = compare(analyse_path(baseline), analyse_path(moved))
+    result = check_runs(analyse_path(baseline), analyse_path(moved))
     assert result.status == "changed" and result.exit_code == 1
     assert any(p.startswith("decision recommended_cap") for p in result.problems)
 
@@ -82,7 +82,7 @@ def test_incomparable_inputs_exit_2_and_list_dropped_rows(tmp_path):
 def test_partly_comparable_inputs_join_what_matches(tmp_path):
     baseline = _run(tmp_path, "base", seed=5)
     wider = _run(tmp_path, "wider", seed=5, curve={**CURVE, 12288: 0.8})
-    result = compare(analyse_path(baseline), analyse_path(wider))
+    result = check_runs(analyse_path(baseline), analyse_path(wider))
     assert len(result.points) == 5 and result.status == "ok"
     assert [(row["side"], row["dff"]) for row in result.dropped] == [("current", 12288)]
     assert "no point with this model and Dff in the baseline input" in result.dropped[0]["reason"]
@@ -121,7 +121,7 @@ def test_summary_only_inputs_count_a_drop_beyond_the_threshold_without_runs(tmp_
     for name, scale in (("base", 1.0), ("slower", 0.9)):
         analysis = analyse_path(_run(tmp_path, name, scale, 1.0, seed=7))
         summaries.append(save_summary(analysis, tmp_path / f"{name}-summary.csv"))
-    result = compare(analyse_path(summaries[0]), analyse_path(summaries[1]))
+    result = check_runs(analyse_path(summaries[0]), analyse_path(summaries[1]))
     assert result.status == "regression"
     assert all(p["fused"]["significant"] is None and p["fused"]["regressed"] for p in result.points)
     assert not any(p["fallback"]["regressed"] for p in result.points)
@@ -129,7 +129,7 @@ def test_summary_only_inputs_count_a_drop_beyond_the_threshold_without_runs(tmp_
 
 def test_the_change_interval_is_welch_on_ln_tok_s(tmp_path):
     baseline = analyse_path(_run(tmp_path, "base", seed=9))
-    rerun = compare(baseline, analyse_path(_run(tmp_path, "rerun", seed=10)))
+    rerun = check_runs(baseline, analyse_path(_run(tmp_path, "rerun", seed=10)))
     assert rerun.status == "ok"
     for point in rerun.points:
         low, high = point["fused"]["ci"]

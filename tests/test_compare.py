@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.decision import Curve
+from harness.analysis.curve import Curve
 from harness.analysis.pin_drift import crossover_shift, first_crossings, point_change
 from harness.analysis.stats import estimate_family
 from tests.helpers import cli

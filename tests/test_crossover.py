@@ -11,9 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.decision import Curve, acceptance_set, find_crossover, recommend
+from harness.analysis.cap_policy import recommend
+from harness.analysis.cap_target import CapTarget
+from harness.analysis.curve import Curve, acceptance_set, find_crossover
 from harness.analysis.inputs import LoadedInput
-from harness.analysis.pipeline import Options, analyse, analyse_path, write_summary
+from harness.analysis.pipeline import Options, analyse, analyse_path, save_summary
+from harness.analysis.policy import Policy
+from harness.errors import InputError
 from harness.runs.formats import read_provenance
 from tests.helpers import run_cli
 from tests.synthetic_sweeps import linear_curve, synthetic_samples, write_run
@@ -68,6 +72,12 @@ def test_a_line_across_the_unmeasured_gap_does_not_raise_by_itself(fixture):
     assert "Raise it" not in d.reason and "Keep 8192" in d.reason
     if fixture == DESIGN_CSV:  # fused wins clearly at 6400 there: the line would have raised to 8448
         assert "a raise to 8448 was withheld because no Dff between 6400 and 14336 was measured" in d.reason
+        # the same fact as data, which the plot reads (the reason's words are rendered from it)
+        assert d.withheld is not None
+        assert (d.withheld.move, d.withheld.cap, d.withheld.why, d.withheld.gap) == (
+            "raise", 8448, "unmeasured_gap", (6400, 14336)
+        )  # fmt: skip
+        assert d.withheld.words() in d.reason
 
 
 def test_log2_interpolation():
@@ -160,16 +170,18 @@ CURVE = _curve([4096, 6144, 8192, 10240, 12288], [1.06, 1.03, 1.0, 0.97, 0.94], 
 )
 def test_policy(current, action, cap):
     crossover = find_crossover(CURVE)
-    decision = recommend(CURVE, crossover, current, grid=256, cap_env="CAP")
+    decision = recommend(CURVE, crossover, current, Policy(grid=256))
     assert (decision.action, decision.recommended_cap) == (action, cap), decision.reason
     assert decision.reason.endswith(".")
-    assert decision.apply == f"CAP={cap}"
+    assert decision.apply is None  # the engine decides a number; the run's target names the line
+    assert CapTarget("CAP").setting(decision.recommended_cap) == f"CAP={cap}"
 
 
 def test_a_withheld_run_keeps_and_says_why():
     decision = recommend(CURVE, find_crossover(CURVE), 12288, withhold="drift larger than the noise model.")
     assert decision.action == "keep" and decision.recommended_cap == 12288
     assert decision.reason.endswith("a lower to 8192 was withheld because drift larger than the noise model.")
+    assert (decision.withheld.move, decision.withheld.cap, decision.withheld.why) == ("lower", 8192, "aa_drift")
     assert "Lower it" not in decision.reason  # a reason never says both lower and keep
 
 
@@ -187,6 +199,23 @@ def test_shape_families_are_decided_separately_and_the_smallest_cap_binds():
     assert len(analysis.as_json()["families"]) == 2
 
 
+def test_a_raise_one_family_does_not_support_is_withheld_as_data():
+    """Two layer families at the current cap 4096: one whose fused path wins well past 8192 (it alone would raise),
+    one that crosses just above 4096 (keep). One cap serves both, so the overall decision keeps 4096 and records the
+    raise it held back, and which family did not support it, as a structured field."""
+    dffs = [2048, 4096, 6144, 8192]
+    wide = synthetic_samples(linear_curve(dffs, 20000), d_model=2048, seed=6, rounds=12)
+    near = synthetic_samples(linear_curve(dffs, 4700), d_model=4096, seed=7, rounds=12)
+    result = _analyse(pd.concat([wide, near], ignore_index=True), current_default=4096).result
+    assert sorted(f.decision.action for f in result.families) == ["keep", "raise"]
+    d = result.decision
+    assert (d.action, d.recommended_cap) == ("keep", 4096)
+    raised = next(f.decision.recommended_cap for f in result.families if f.decision.action == "raise")
+    assert (d.withheld.move, d.withheld.cap, d.withheld.why) == ("raise", raised, "family_disagrees")
+    assert any("d_model 4096" in family for family in d.withheld.families)
+    assert d.withheld.words() in d.reason
+
+
 def test_kernel_families_decide_and_a_single_decode_point_does_not():
     layer = synthetic_samples(linear_curve([2048, 4096, 6144, 8192], 5000), d_model=2048, seed=6)
     # one whole-model decode point at a small Dff where fused clearly loses: alone it would say "fused never wins"
@@ -202,8 +231,7 @@ def test_kernel_families_decide_and_a_single_decode_point_does_not():
 
 def test_summary_csv_round_trip_gives_the_same_decision(tmp_path):
     run_dir = write_run(tmp_path / "run", synthetic_samples(linear_curve([1024, 2048, 4096, 6144, 8192], 5000), seed=6))
-    path = write_summary(run_dir)
-    assert path == run_dir / "summary.csv"
+    path = save_summary(analyse_path(run_dir), run_dir / "summary.csv")
     assert read_provenance(path)["summary.margin"] == "0.01"
     from_samples = analyse_path(run_dir)
     from_summary = analyse_path(path)
@@ -285,8 +313,33 @@ def test_models_that_disagree_at_one_dff_are_not_averaged_into_a_confident_point
     assert "the models at Dff 6400 (phi-3.5-moe-4bit, phi-twin-4bit) disagree" in analysis.result.decision.reason
     summary = analysis.summary
     rows = summary[summary["dff"] == 6400]
-    from harness.analysis.decision import family_curve
+    from harness.analysis.curve import family_curve
 
     curve = family_curve(summary, np.flatnonzero(summary["verdict"] != "null"), "linear")[0]
     pooled_se = curve.se[list(curve.dffs).index(6400)]
     assert pooled_se > 3 * rows["se"].max()  # widened by the spread between them, not narrowed by pooling
+
+
+def test_the_cap_line_belongs_to_the_run_target_not_the_engine():
+    """The engine decides a number; the run's target names the variable. A built-in run that did not record
+    cap_env gets no line (mlxcel's variable does not leak into CPU runs); a command run gets its kind's default."""
+    assert CapTarget.of_run({"workload": "layer"}).setting(4096) is None
+    assert CapTarget.of_run({"workload": "command"}).setting(4096) == "MLXCEL_FUSED_MOE_MAX_DFF=4096"
+    assert CapTarget.of_run({"workload": "command", "cap_env": "OTHER_CAP"}).setting(4096) == "OTHER_CAP=4096"
+    assert CapTarget.of_run({"cap_env": ""}).setting(4096) is None
+    assert CapTarget("X").setting(None) is None
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"margin": 0.5}, "--margin: 0.5: must be in [0, 0.5)"),
+        ({"grid": 0}, "--grid: 0: must be a positive integer"),
+        ({"confidence": 1.0}, "--confidence: 1.0: must be in [0.5, 1)"),
+        ({"interpolation": "cubic"}, "--interpolation: cubic: must be one of linear, log2"),
+    ],
+)
+def test_a_policy_is_checked_once_where_it_is_built(settings, message):
+    with pytest.raises(InputError) as raised:
+        Policy(**settings)
+    assert str(raised.value) == message

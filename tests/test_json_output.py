@@ -35,4 +35,5 @@ def test_summarize_json_has_every_point_and_writes_nothing_to_stdout_besides(tmp
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert [p["dff"] for p in data["points"]] == [1792, 6400, 8192, 14336]
+    assert {p["kind"] for p in data["points"]} == {"command"}  # the workload kind, beside the family
     assert data["confidence"] == 0.95

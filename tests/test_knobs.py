@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from harness.analysis.knobs import Candidate, _choose, _compare
+from harness.analysis.pipeline import analyse_path
 from harness.config import knobs as launch_knobs
 from harness.measure.sweep_loop import quick_table
 from tests.fake_models import CONFIGS, EMULATED_BENCH, write_models
@@ -56,7 +57,9 @@ def test_a_sweep_over_two_sgy_values_reports_a_crossover_per_sgy_and_a_joint_rec
     run = tmp_path / "run"
     result = cli("sweep", config, "--out", run, "--report-dir", tmp_path / "reports")
     assert result.returncode == 0, result.stderr
-    assert set(quick_table(run)["ok"]) == {8}  # the final table is the reference setting's: 4 rounds × 2 arms
+    assert set(quick_table(run, analyse_path(run).summary)["ok"]) == {
+        8
+    }  # the final table is the reference setting's: 4 rounds × 2 arms
     samples = pd.read_csv(run / "samples.csv", comment="#", dtype={"knobs": str})
     assert set(samples["knobs"]) == {f"{SGY}=4", f"{SGY}=8"} and len(samples) == 4 * 2 * 2 * 4
     # interleaved: every round holds every setting × arm of a point, and the first slot rotates between rounds

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.measure.protocol import Point, RunOutcome, SweepPlan, arm_order, measure_point
+from harness.measure.protocol import Point, RoundSchedule, RunOutcome, arm_order, measure_point
 from harness.runs.formats import read_samples
 from harness.runs.rundir import SampleWriter
 
@@ -38,7 +38,7 @@ def test_rotation_alternates_which_arm_goes_first():
 
 
 def test_a_point_skipped_once_is_measured_in_full_when_it_fits_later(tmp_path):
-    plan = SweepPlan(rounds=2, warmup_runs=0, order="rotate", seed=0)
+    plan = RoundSchedule(rounds=2, warmup_runs=0, order="rotate", seed=0)
     workload = CountingWorkload()
     with SampleWriter(tmp_path, {"backend": "cpu"}) as writer:
         assert measure_point(workload, _point("needs 2 GiB, 1 GiB free"), plan, writer, "r", writer.done_keys(), print)

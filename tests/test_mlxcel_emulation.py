@@ -143,8 +143,28 @@ def test_observed_dispatch_that_contradicts_the_prediction_is_listed():
         "null-but-fused": _entry(768, {"calls": 3, "dffs": [768], **FIGURES}, {}),
         "as-predicted": _entry(768, {"calls": 3, "dffs": [768], **FIGURES}, {}),
     }
-    wrong = dispatch_evidence.contradictions({"verification": record}, {"null-but-fused": "mxfp4 quantization"})
+    wrong = dispatch_evidence.contradictions(record, {"null-but-fused": "mxfp4 quantization"})
     assert set(wrong) == {"eligible-but-declined", "null-but-fused"} and "mxfp4" in wrong["null-but-fused"]
+
+
+def test_the_verification_record_is_a_field_of_the_loaded_input_not_a_provenance_key(tmp_path):
+    """verification.json reaches the analysis as LoadedInput.verification; the provenance (what CSV headers and
+    reports restate) stays the run's flat facts, so summary.csv's header carries no `verification.*` line."""
+    from harness.analysis.inputs import load_input
+    from harness.analysis.pipeline import analyse, save_summary
+
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "results" / "20261130-cpu-vm-cpu-smoke", run)
+    record = {"models": {"m": _entry(768, {"calls": 3, "dffs": [768], **FIGURES}, {})}}
+    (run / dispatch_evidence.RECORD).write_text(json.dumps(record))
+    loaded = load_input(run)
+    assert loaded.verification == record["models"] and "verification" not in loaded.provenance
+    analysis = analyse(loaded)
+    assert analysis.verification == record["models"]
+    save_summary(analysis, run / "summary.csv")  # the stored run's own summary.csv is of an earlier engine
+    assert load_input(run / "summary.csv").verification == record["models"]  # beside its run's record
+    header = [line for line in (run / "summary.csv").read_text().splitlines() if line.startswith("#")]
+    assert "# backend: cpu" in header and not any("verification" in line for line in header)
 
 
 def test_verification_is_not_repeated_for_models_already_recorded(tmp_path):

@@ -4,35 +4,53 @@ Inputs: the stored CPU run in results/ (real, read only) and the GB10 design exa
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import matplotlib.image
 
 from harness.analysis.pipeline import Options
-from harness.output.addendum import build_report_data, project_root
-from harness.output.plot import LAYER, WHOLE_MODEL, _kind, title_text, write_plot
+from harness.config.schema import kind_meaning
+from harness.output.plot import panel, title_text, write_plot
+from harness.output.report_build import build_report_data, read_report_input
+from harness.output.report_data import ReportData
+from harness.output.report_links import project_root
 
 REPO = Path(__file__).resolve().parents[1]
 STORED_RUN = REPO / "results" / "20261130-cpu-vm-cpu-smoke"
 DESIGN_CSV = REPO / "tests" / "fixtures" / "gb10-design-example.csv"
 
 
-def _plot(source: Path, tmp_path: Path, **options: object) -> tuple[dict, tuple[int, ...]]:
-    data = build_report_data(source, project_root(REPO), Options(**options))
+def _plot(source: Path, tmp_path: Path, **options: object) -> tuple[ReportData, tuple[int, ...]]:
+    data = build_report_data(read_report_input(source, Options(**options)), project_root(REPO))
     path = write_plot(data, tmp_path / "plot.png")
     return data, matplotlib.image.imread(path).shape
 
 
 def test_builtin_run_has_a_panel_per_workload_kind_and_says_withheld(tmp_path: Path) -> None:
     data, shape = _plot(STORED_RUN, tmp_path)
-    kinds = {_kind(p["family"]) for p in data["decision"]["points"]}
-    assert kinds == {WHOLE_MODEL, LAYER}
+    kinds = {panel(p["family"]) for p in data.decision["points"]}
+    assert kinds == {kind_meaning("decode").panel, kind_meaning("layer").panel}
     assert shape[1] == 800 and shape[0] > 700  # two stacked panels, 800 px wide
     # the title says "withheld" exactly when an A/A interval lies beyond the margin (the stored run's no longer does
     # under the drift-aware intervals, so the flagged case is made from it)
-    assert ("withheld" in title_text(data)) == bool(data["decision"]["aa_beyond_margin"])
-    flagged = {**data, "decision": {**data["decision"], "aa_beyond_margin": ["qwen3-30b-a3b (Dff 8192)"]}}
+    assert ("withheld" in title_text(data)) == bool(data.decision["aa_beyond_margin"])
+    flagged = dataclasses.replace(data, decision={**data.decision, "aa_beyond_margin": ["qwen3-30b-a3b (Dff 8192)"]})
     assert "withheld" in title_text(flagged)
+
+
+def test_the_title_reads_a_withheld_raise_from_the_record_not_the_reason() -> None:
+    """The 2026-07-10 GB10 example without llama-4-scout keeps 8192 and withholds a raise to 8448 across the
+    unmeasured gap 6400-14336: the title says so from the decision's `withheld` field, whatever the reason's words."""
+    excludes = {"llama-4-scout-17b-4bit": "llama4 not wired"}
+    options = Options(current_default=8192, excludes=excludes)
+    data = build_report_data(read_report_input(DESIGN_CSV, options), project_root(REPO))
+    assert data.decision["withheld"] == {"move": "raise", "cap": 8448, "why": "unmeasured_gap"}
+    assert "(raise to 8448 withheld: see the decision)" in title_text(data)
+    reworded = dataclasses.replace(data, decision={**data.decision, "reason": "Keep 8192."})
+    assert title_text(reworded) == title_text(data)
+    nothing = dataclasses.replace(data, decision={**data.decision, "withheld": None})
+    assert "withheld" not in title_text(nothing)
 
 
 def test_command_sweep_is_one_panel_with_the_decision(tmp_path: Path) -> None:
@@ -53,7 +71,7 @@ def test_null_points_and_the_crossover_interval_are_drawn_where_they_can_be_seen
 
     from harness.output.plot import draw_plot
 
-    data = build_report_data(GB10_0703, project_root(REPO), Options(current_default=8192))
+    data = build_report_data(read_report_input(GB10_0703, Options(current_default=8192)), project_root(REPO))
     fig = draw_plot(data)
     try:
         (ax,) = fig.axes
@@ -67,7 +85,7 @@ def test_null_points_and_the_crossover_interval_are_drawn_where_they_can_be_seen
         texts = {t.get_text() for t in ax.texts}
         assert {"null", "null, not run", "1792 … 14336"} <= texts
         (bar,) = [line for line in ax.lines if line.get_label() == "crossover 95% interval"]
-        assert list(bar.get_xdata()) == [1792, 14336] and min(bar.get_ydata()) > 1 + data["options"]["margin"]
+        assert list(bar.get_xdata()) == [1792, 14336] and min(bar.get_ydata()) > 1 + data.options.margin
         legend = {t.get_text() for t in ax.get_legend().get_texts()}
         assert {"crossover 95% interval", "not used: null (same code) or too few runs"} <= legend
     finally:

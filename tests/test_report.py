@@ -11,7 +11,10 @@ import pytest
 
 from harness.analysis.decision_words import family_words
 from harness.analysis.pipeline import Options
-from harness.output.addendum import build_report_data, read_sidecar, render_markdown, sidecar_path, write_report
+from harness.output.addendum_markdown import render_markdown
+from harness.output.report_build import build_report_data, read_report_input
+from harness.output.report_data import read_sidecar, sidecar_path
+from harness.output.report_files import write_report
 from harness.runs.mlxcel_csv import import_run_dir
 from tests.helpers import run_cli
 from tests.synthetic_sweeps import SYNTHETIC_META, design_example, linear_curve, synthetic_samples, write_run
@@ -145,10 +148,10 @@ def test_dispatch_parity_and_token_columns_appear_only_when_the_points_carry_the
     """The verification pass (another module) adds per-point `dispatch`, `parity` and `tokens`: the table shows them
     when present and is unchanged without them (SYNTHETIC run, fields injected into the record)."""
     run_dir = write_run(project / "results" / "run", synthetic_samples(linear_curve([1024, 4096], 5000), seed=8))
-    data = build_report_data(run_dir, project, md_dir=project / "reports")
+    data = build_report_data(read_report_input(run_dir), project, md_dir=project / "reports")
     plain = render_markdown(data)
     assert "| dispatch |" not in plain and "| parity |" not in plain
-    first, second = data["decision"]["points"]
+    first, second = data.decision["points"]
     first.update(dispatch="verified", parity_class="faithful", parity_calls=40, parity_calls_over=0)
     first.update(tokens_fallback=100, tokens_fused=87, tokens_differ=True)
     second.update(dispatch="predicted", parity_class="", tokens_fallback=100, tokens_fused=100, tokens_differ=False)
@@ -187,3 +190,19 @@ def test_the_addendum_says_where_the_dispatch_pass_proved_the_family_table_wrong
     assert f"- {ran}: predicted null (family x never runs the fused kernel), but the verification run logged" in body
     assert f"- {declined}: predicted eligible, but the kernel declined it" in body
     assert run_cli("check-reports", project / "reports", cwd=project).returncode == 0
+
+
+def test_a_sidecar_of_the_first_format_3_still_reads(project):
+    """Sidecars written before `overrides`, `link_base` and `files.raw_name` were recorded: the record reads (it is
+    not called malformed) and check-reports names exactly the keys missing against a fresh record."""
+    from harness.output.report_check import verify_report
+
+    run_dir = write_run(project / "results" / "run", synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=3))
+    md_path, _, _ = write_report(run_dir, project / "reports")
+    old = read_sidecar(md_path)
+    for key in ("overrides", "link_base"):
+        del old[key]
+    del old["files"]["raw_name"]
+    sidecar_path(md_path).write_text(json.dumps(old, indent=1, ensure_ascii=False) + "\n")
+    missing = [".link_base: missing in one of them", ".overrides: missing in one of them"]
+    assert verify_report(md_path) == [*missing, ".files.raw_name: missing in one of them"]

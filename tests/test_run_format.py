@@ -10,15 +10,8 @@ import pytest
 
 from harness.errors import InputError
 from harness.runs.formats import SAMPLE_COLUMNS, read_samples
-from harness.runs.rundir import (
-    FORMAT_KEY,
-    FORMAT_VERSION,
-    MIGRATIONS,
-    RunDirectory,
-    SampleWriter,
-    migrate_meta,
-    migrate_v0_to_v1,
-)
+from harness.runs.run_meta import FORMAT_KEY, FORMAT_VERSION, MIGRATIONS, migrate_meta, migrate_v0_to_v1
+from harness.runs.rundir import RunDirectory, SampleWriter
 from tests.helpers import REPO, cli
 
 STORED = REPO / "results" / "20261130-cpu-vm-cpu-smoke"  # format 0: written before meta.json named its version

@@ -10,8 +10,8 @@ import pytest
 
 from harness.analysis.inputs import LoadedInput, load_input
 from harness.analysis.pipeline import Options, analyse, parse_excludes
+from harness.analysis.point_summary import analyse_points, summarize
 from harness.analysis.stats import (
-    analyse_points,
     classify,
     compare_arms,
     decision_chance,
@@ -20,7 +20,6 @@ from harness.analysis.stats import (
     rounds_to_decide,
     row_median,
     split_arms,
-    summarize,
 )
 from harness.errors import InputError
 from tests.synthetic_sweeps import design_example, synthetic_samples

@@ -241,8 +241,11 @@ def test_until_decided_spends_rounds_only_where_the_decision_can_change(tmp_path
     assert list(samples["model"].iloc[:8:2]) == ["m1024", "m5120", "m6000", "m10000"]  # pass 1: the grid once
     assert rounds["m1024"] == rounds["m10000"] == 3  # far from the cap: the first pass only
     assert 3 < rounds["m6000"] <= 12
-    record = json.loads((out / "meta.json").read_text())["until_decided"]
+    meta = json.loads((out / "meta.json").read_text())
+    record = meta["until_decided"]
     assert record["stop"] in ("decided", "max_rounds", "looks") and record["reason"] in done.stderr
+    # the run's policy: the config's (the defaults here) and the level the looks read the decision at
+    assert meta["policy"] == {"confidence": 0.95, "margin": 0.01, "look_confidence": record["look_confidence"]}
     assert record["rounds"]["m6000"] == rounds["m6000"] and record["extra_runs"] == 2 * (rounds.sum() - 12)
     refused = cli("sweep", config, "--out", tmp_path / "r2", "--budget", "soon")
     assert refused.returncode == 2 and "--budget" in refused.stderr

@@ -10,13 +10,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.decision import Curve, StagedFamily, decide_curves, decision_json
+from harness.analysis.curve import Curve
+from harness.analysis.decision import StagedFamily, decide_curves
+from harness.analysis.decision_record import decision_json
 from harness.analysis.inputs import LoadedInput
 from harness.analysis.pipeline import Options, analyse
 from harness.analysis.stats import screen_outliers
 from harness.analysis.sweep_drift import SWEEP_DRIFT_ALPHA, centre_passes, pass_difference
 from harness.measure import sweep_loop
-from harness.measure.protocol import SweepPlan
+from harness.measure.protocol import RoundSchedule
 from harness.runs.formats import SAMPLE_COLUMNS
 from tests.calibration import PROTOCOL_REGIMES, estimate
 from tests.simulation import as_samples, simulate
@@ -96,7 +98,7 @@ def test_a_sweep_whose_passes_disagree_is_unusable_through_the_pipeline_and_one_
 def test_the_sweep_measures_in_two_passes_unless_told_or_resuming_a_run_without_the_column(tmp_path):
     """measure.passes 2 (default) splits n rounds ⌊n/2⌋ + the rest; 1 round, `passes: 1`, or a resumed samples.csv
     written before the `pass` column: one pass, as the run was started."""
-    plan = SweepPlan(rounds=5, warmup_runs=1, order="rotate", seed=0)
+    plan = RoundSchedule(rounds=5, warmup_runs=1, order="rotate", seed=0)
 
     def sweep(passes: int, rounds: int = 5) -> SimpleNamespace:
         measure = SimpleNamespace(passes=passes)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import synth_checkpoints as synth
 from harness.config.discover import FAMILIES, read_model, read_synth_sidecar
+from harness.measure import synth_writer
 from tests.helpers import cli
 from tests.synth_sources import CONFIGS, source_folder
 
@@ -119,7 +119,7 @@ def test_refusals_are_one_line(tmp_path):
 
 def test_a_plan_that_does_not_fit_is_refused_before_writing(tmp_path, monkeypatch):
     source = source_folder(tmp_path / "src", "mixtral")
-    monkeypatch.setattr(synth, "free_bytes", lambda folder: (1000, 1 << 40))
+    monkeypatch.setattr(synth_writer, "free_bytes", lambda folder: (1000, 1 << 40))
     done = cli("synth", "--like", source, "--dff", "64", "--out", tmp_path / "o")
     assert done.returncode == 2 and "on disk" in done.stderr and not (tmp_path / "o").exists()
 
@@ -132,7 +132,7 @@ def test_bad_dff_is_one_line_and_a_crash_leaves_no_folder(tmp_path, monkeypatch)
     def crash(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(synth._ShardWriter, "flush", crash)
+    monkeypatch.setattr(synth_writer._ShardWriter, "flush", crash)
     done = cli("synth", "--like", source, "--dff", "64", "--out", tmp_path / "o", "--dtype", "float32")
     assert done.returncode == 2 and "No space left on device" in done.stderr
     assert list((tmp_path / "o").iterdir()) == []  # neither the checkpoint nor its partial folder

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from harness.config.schema import SynthSettings
-from harness.config.synth_sweep import synthesize
+from harness.measure.synth_models import synthesize
 from tests.helpers import REPO, cli
 from tests.synth_sources import source_folder
 
@@ -92,3 +92,15 @@ def test_bad_synth_blocks_are_one_line(tmp_path, change, field, problem):
     done = cli("plan", path)
     assert done.returncode == 2 and f"{field}: " in done.stderr and problem in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_a_planned_checkpoint_is_the_entry_the_written_one_reads_back(tmp_path):
+    """`moecal plan` describes a synthetic model from its plan (write=False); the sweep writes it and reads it back:
+    the two model entries must be the same, or the plan would show points the sweep does not measure."""
+    source = source_folder(tmp_path / "src", "mixtral")
+    settings = SynthSettings(like=str(source), dff=[6400], layers=1, dtype="float32", cache=str(tmp_path / "cache"))
+    planned = synthesize(settings, 6400, write=False)
+    assert not (tmp_path / "cache").exists()
+    written = synthesize(settings, 6400)
+    assert (Path(written.model_path) / "config.json").is_file()
+    assert planned == written

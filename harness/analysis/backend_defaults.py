@@ -32,7 +32,10 @@ from harness.analysis import dispatch_evidence
 from harness.analysis.inputs import load_input
 from harness.analysis.parity import PointParity, parity_by_model
 from harness.analysis.pipeline import Analysis, Options, analyse, expected_null
+from harness.analysis.policy import Action
+from harness.analysis.stats import Verdict
 from harness.config.backend_specs import mlxcel_caps
+from harness.config.schema import kind_meaning
 from harness.errors import InputError
 from harness.runs.summary_columns import SummaryCol
 
@@ -63,7 +66,7 @@ class DeviceRow:
     runs: tuple[str, ...]
     current: int | None
     recommended: int | None
-    action: str
+    action: Action
     evidence: str
 
 
@@ -73,7 +76,7 @@ class BackendRow:
     devices: tuple[str, ...]
     current: int | None
     recommended: int | None
-    action: str
+    action: Action
     evidence: str
 
 
@@ -93,7 +96,7 @@ class PointCheck:
     ratio: float
     ci_low: float
     ci_high: float
-    verdict: str
+    verdict: Verdict
     faster: str | None  # fused | fallback | None (undecided, or null point)
     parity: str
     note: str
@@ -169,11 +172,11 @@ def _run_identity(analysis: Analysis) -> tuple[str, str]:
 
 
 def mispredictions(
-    samples: pd.DataFrame | None, expected: Mapping[str, str], provenance: Mapping[str, object] | None = None
+    samples: pd.DataFrame | None, expected: Mapping[str, str], verification: Mapping[str, dict] | None = None
 ) -> dict[str, str]:
-    """Where the dispatch probe or the verification pass (the ground truth) contradicts the eligibility
-    prediction, per model."""
-    observed = dispatch_evidence.contradictions(provenance or {}, expected)
+    """Where the dispatch probe or the verification pass (the ground truth, its record) contradicts the
+    eligibility prediction, per model."""
+    observed = dispatch_evidence.contradictions(verification, expected)
     if samples is None or "dispatch_ok" not in samples:
         return observed
     fused = samples[(samples["arm"] == "fused") & (samples["status"] == "ok")]
@@ -197,7 +200,7 @@ def load_run(path: Path, options: Options) -> RunResult:
     backend, device = _run_identity(analysis)
     samples = analysis.samples
     parity = parity_by_model(samples) if samples is not None else {}
-    wrong = mispredictions(samples, expected, loaded.provenance)
+    wrong = mispredictions(samples, expected, loaded.verification)
     return RunResult(Path(path), backend, device, analysis, parity, wrong)
 
 
@@ -262,7 +265,7 @@ def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow]) -> 
     for run in runs:
         for row in run.analysis.summary.to_dict("records"):
             model = str(row["model"])
-            parity = run.parity.get(model) if row["workload"] != "layer" else None
+            parity = run.parity.get(model) if kind_meaning(row["workload"]).whole_model else None
             check = PointCheck(
                 backend=run.backend,
                 device=run.device,
@@ -391,7 +394,7 @@ def run_checks(path: Path) -> list[str]:
     loaded = load_input(path)
     if loaded.samples is None:
         return []
-    wrong = mispredictions(loaded.samples, expected_null(loaded.provenance), loaded.provenance)
+    wrong = mispredictions(loaded.samples, expected_null(loaded.provenance), loaded.verification)
     lines = []
     for model, parity in parity_by_model(loaded.samples).items():
         if parity.comparisons or model in wrong:

@@ -19,8 +19,10 @@ from typing import Protocol
 
 import numpy as np
 
-from harness.analysis.decision import Curve, StagedFamily, decide_curves
+from harness.analysis.curve import Curve
+from harness.analysis.decision import StagedFamily, decide_curves
 from harness.analysis.decision_value import Key, Outcome, StopRule, next_step
+from harness.analysis.policy import Policy
 from harness.analysis.stats import CONFIDENCE, MARGIN, estimate_family
 
 DEFAULT_NOISE = 0.01  # ln tok/s spread of one run when nothing was measured yet (1%: mlxcel's GB10 sweeps)
@@ -90,7 +92,7 @@ class _Sweep:
 def outcome_of(
     staged: Sequence[StagedFamily], current_default: int | None, confidence: float, margin: float
 ) -> Outcome:
-    result = decide_curves(staged, current_default, confidence=confidence, margin=margin, table=False)
+    result = decide_curves(staged, current_default, Policy(confidence, margin), table=False)
     return result.decision.action, result.decision.recommended_cap
 
 

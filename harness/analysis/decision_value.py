@@ -30,11 +30,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from harness.analysis.decision import Curve, StagedFamily
+from harness.analysis.curve import Curve
+from harness.analysis.decision import StagedFamily
+from harness.analysis.policy import Action
 from harness.analysis.stats import CONFIDENCE
 
 Key = tuple[int, int]  # (family index in the staged list, point index on its curve)
-Outcome = tuple[str, int | None]  # (action, recommended cap): what a flip changes
+Outcome = tuple[Action, int | None]  # (action, recommended cap): what a flip changes
 Decider = Callable[[Sequence[StagedFamily]], Outcome]
 
 STOP_REASONS = {

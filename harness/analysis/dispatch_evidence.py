@@ -24,13 +24,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
+from harness.config.schema import kind_meaning
 from harness.errors import InputError
 from harness.json_input import load_json_object
 
 RECORD = "verification.json"
+DispatchClass = Literal["verified", "declined", "predicted", "unverified"]  # a point's `dispatch` (module docstring)
 PARITY_LIMIT = 0.05  # mlxcel's default MLXCEL_FUSED_MOE_PARITY_THRESHOLD
 POINT_FIELDS = (
     "dispatch",
@@ -89,7 +92,7 @@ def probe_present(record: Mapping[str, dict], expected_null: Mapping[str, str]) 
     return any(run.get("calls", 0) or run.get("summary_calls", 0) for m in eligible for run in record[m]["runs"])
 
 
-def classify(entry: Mapping[str, object], has_probe: bool) -> tuple[str, str, bool]:
+def classify(entry: Mapping[str, object], has_probe: bool) -> tuple[DispatchClass, str, bool]:
     """(dispatch, note, null) for one model's verification entry."""
     runs = {run["path"]: run for run in entry["runs"]}
     fused, fallback = runs["fused"], runs["fallback"]
@@ -146,20 +149,20 @@ def per_model(record: Mapping[str, dict], expected_null: Mapping[str, str]) -> d
     return out
 
 
-def null_reasons(provenance: Mapping[str, object], expected_null: Mapping[str, str]) -> dict[str, str]:
-    """Models the verification pass makes null points (declined, or the fallback arm ran the fused kernel)."""
-    record = provenance.get("verification")
-    if not isinstance(record, Mapping):
+def null_reasons(record: Mapping[str, dict] | None, expected_null: Mapping[str, str]) -> dict[str, str]:
+    """Models the verification pass (`record`, None without one) makes null points (declined, or the fallback arm
+    ran the fused kernel)."""
+    if not record:
         return {}
     facts = per_model(record, expected_null)
     return {m: f"dispatch {f['dispatch']}: {f['dispatch_note']}" for m, f in facts.items() if f["null"]}
 
 
-def contradictions(provenance: Mapping[str, object], expected_null: Mapping[str, str]) -> dict[str, str]:
-    """Models whose observed dispatch contradicts `moecal init`'s eligibility prediction (the addendum lists them:
-    a wrong prediction means harness.config.eligibility no longer restates mlxcel's rules)."""
-    record = provenance.get("verification")
-    if not isinstance(record, Mapping):
+def contradictions(record: Mapping[str, dict] | None, expected_null: Mapping[str, str]) -> dict[str, str]:
+    """Models whose observed dispatch in the verification `record` (None without one) contradicts `moecal init`'s
+    eligibility prediction (the addendum lists them: a wrong prediction means harness.config.eligibility no longer
+    restates mlxcel's rules)."""
+    if not record:
         return {}
     out = {}
     for model, fact in per_model(record, expected_null).items():
@@ -184,18 +187,18 @@ def _median_tokens(samples: pd.DataFrame) -> dict[tuple[str, str], float]:
 def annotate(
     summary: pd.DataFrame,
     samples: pd.DataFrame | None,
-    provenance: Mapping[str, object],
+    record: Mapping[str, dict] | None,
     expected_null: Mapping[str, str],
 ) -> pd.DataFrame:
     """The summary of a command-workload run with POINT_FIELDS per point: dispatch and parity from the
     verification pass, the median generated tokens per arm from the timed runs, and `tokens_differ` when the arms
     generated different counts (greedy decoding stopped at EOS at different places: the arms did different work)."""
-    # a stored summary.csv keeps what it was written with; built-in workloads have no dispatch to verify
-    if samples is None or not (samples["workload"] == "command").any():
+    # a stored summary.csv keeps what it was written with; built-in workloads have no dispatch to verify (only an
+    # external program's, the command kind's, is probed)
+    if samples is None or not samples["workload"].map(lambda w: kind_meaning(w).external).any():
         return summary
     out = summary.copy()
-    record = provenance.get("verification")
-    facts = per_model(record, expected_null) if isinstance(record, Mapping) else {}
+    facts = per_model(record, expected_null) if record else {}
     tokens = _median_tokens(samples)
     rows = []
     for model in out["model"].astype(str):

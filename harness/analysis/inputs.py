@@ -39,9 +39,15 @@ from harness.runs.summary_columns import SUMMARY_COLUMNS, SummaryCol
 
 
 class LoadedInput(NamedTuple):
+    """What an analysis reads: the runs and/or the per-point summary, the provenance (meta.json over the CSV's `#`
+    header: flat facts about the run, what reports and CSV headers restate), and the run's dispatch verification
+    record (harness.analysis.dispatch_evidence: model → its verification runs), None when the input has none. The
+    record is a field of its own rather than a provenance key: it is evidence the analysis uses, not a fact to print."""
+
     samples: pd.DataFrame | None
     summary: pd.DataFrame | None
     provenance: dict[str, object]
+    verification: dict[str, dict] | None = None
 
 
 def load_input(path: str | Path, all_settings: bool = False) -> LoadedInput:
@@ -56,15 +62,18 @@ def load_input(path: str | Path, all_settings: bool = False) -> LoadedInput:
     if mlxcel.is_mlxcel(columns):
         imported = mlxcel.read_mlxcel(path)
         return LoadedInput(imported.samples, None, imported.provenance)
-    # a run directory's meta.json beside its CSV is the fuller provenance, with its dispatch verification record
-    meta = _run_provenance(path.parent) if path.name in (SAMPLES_FILE, SUMMARY_FILE) else {}
+    # a run directory's meta.json beside its CSV is the fuller provenance; its dispatch verification record too
+    run_dir = run_dir_of(path)
+    meta = RunDirectory(run_dir).read_meta() if run_dir is not None else {}
+    record = (dispatch_evidence.read_record(run_dir) or None) if run_dir is not None else None
     if set(SAMPLE_COLUMNS) - set(LATER_COLUMNS) <= set(columns):
         samples = read_samples(path)
         _check_meta_matches(path, meta, samples)
         provenance = {**_provenance(path), **meta}
-        return LoadedInput(samples if all_settings else at_reference_setting(samples, provenance), None, provenance)
+        samples = samples if all_settings else at_reference_setting(samples, provenance)
+        return LoadedInput(samples, None, provenance, record)
     if set(SUMMARY_COLUMNS) <= set(columns):
-        return LoadedInput(None, _read_summary(path), {**_provenance(path), **meta})
+        return LoadedInput(None, _read_summary(path), {**_provenance(path), **meta}, record)
     if {"round_ratio", "p_value", "verdict"} <= set(columns):  # summary.csv of the earlier bootstrap engine
         raise InputError(
             str(path),
@@ -77,6 +86,14 @@ def load_input(path: str | Path, all_settings: bool = False) -> LoadedInput:
     )
 
 
+def run_dir_of(path: Path) -> Path | None:
+    """The run directory an input belongs to: itself, or the folder of a samples.csv or summary.csv (whose meta.json
+    and verification record describe it); None for any other file."""
+    if path.is_dir():
+        return path
+    return path.parent if path.name in (SAMPLES_FILE, SUMMARY_FILE) else None
+
+
 def at_reference_setting(samples: pd.DataFrame, provenance: dict[str, object]) -> pd.DataFrame:
     """A knob sweep's rows at its reference setting (meta.json `knob_reference`, the binary's default): the run's
     plain decision is the cap at the setting mlxcel ships; every setting is analysed by harness.analysis.knobs.
@@ -86,12 +103,6 @@ def at_reference_setting(samples: pd.DataFrame, provenance: dict[str, object]) -
         return samples
     reference = str(provenance.get("knob_reference") or sorted(settings)[0])
     return samples[samples["knobs"] == reference].reset_index(drop=True)
-
-
-def _run_provenance(run_dir: Path) -> dict[str, object]:
-    meta = RunDirectory(run_dir).read_meta()
-    record = dispatch_evidence.read_record(run_dir)
-    return {**meta, "verification": record} if record else meta
 
 
 def _check_meta_matches(path: Path, meta: dict[str, object], samples: pd.DataFrame) -> None:

@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from harness.analysis import figures
-from harness.analysis.inputs import LoadedInput, load_input
+from harness.analysis.inputs import load_input
 from harness.analysis.pipeline import Analysis, Options, analyse
 from harness.config import knobs as launch_knobs
 from harness.runs.summary_columns import SummaryCol
@@ -112,8 +112,8 @@ def analyse_knobs(path: str | Path, options: Options = Options()) -> KnobResult 
     if reference not in settings:
         reference = settings[0]
     analyses = {
-        s: analyse(LoadedInput(loaded.samples[loaded.samples["knobs"] == s].reset_index(drop=True), None,
-                               loaded.provenance), options)
+        s: analyse(loaded._replace(samples=loaded.samples[loaded.samples["knobs"] == s].reset_index(drop=True)),
+                   options)
         for s in settings
     }  # fmt: skip
     valid = [a.summary[a.summary[SummaryCol.VERDICT] != "null"] for a in analyses.values()]

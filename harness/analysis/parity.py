@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.config.schema import kind_meaning
+
 EARLY_DIVERGENCE = 16
 _INTEGER = re.compile(r"-?\d+")
 
@@ -88,5 +90,5 @@ def point_parity(rows: pd.DataFrame) -> PointParity:
 def parity_by_model(samples: pd.DataFrame) -> dict[str, PointParity]:
     """Model name → its parity, from the whole-model points of one run (command or decode: one point per model).
     `layer` points compare one MoE layer's output (rel_rms), not generated tokens, so they have no parity class."""
-    models = samples[samples["workload"] != "layer"]
+    models = samples[samples["workload"].map(lambda w: kind_meaning(w).whole_model).astype(bool)]
     return {str(model): point_parity(rows) for model, rows in models.groupby("model", sort=False)}

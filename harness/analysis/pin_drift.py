@@ -7,7 +7,7 @@ Welch–Satterthwaite's. A point whose interval holds 1 changed within noise.
 
 The crossover shift is (c_B / c_A − 1). Its interval comes from a parametric bootstrap over the per-point estimates:
 each draw replaces every point's θ̂ by θ̂ + se·T (T Student-t with the point's degrees of freedom) in both runs,
-recomputes each run's crossover the way `harness.analysis.decision` defines it (the first Dff, scanning upward, where
+recomputes each run's crossover the way `harness.analysis.curve` defines it (the first Dff, scanning upward, where
 the linearly interpolated θ stops being > 0) and takes the ratio; the interval is the draws' percentile range. Why not
 from the two crossover intervals: a test-inversion interval is often open at one end (`[<512, >8192]`), and
 intervals do not subtract; the bootstrap propagates exactly the uncertainty those intervals come from, and a draw
@@ -24,15 +24,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analysis.decision import Curve, family_curve
+from harness.analysis.curve import Curve, family_curve
 from harness.analysis.pipeline import Analysis
+from harness.analysis.point_match import match_keys
 from harness.analysis.stats import DECIDED, family_labels, t_quantile
 from harness.runs.summary_columns import SummaryCol
 
 DRAWS = 4000
 SEED = 20260703  # fixed: the same two runs always print the same interval
-# A point is matched across runs by what it measures, not where: backend and device may differ between the runs.
-MATCH_COLUMNS = ("workload", "model", "quant_mode", "d_model", "dff", "n_experts", "top_k", "bits", "group_size")
 
 
 @dataclass(frozen=True)
@@ -146,7 +145,7 @@ def format_shift_ci(low: float, high: float) -> str:
 
 
 def first_crossings(dffs: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """The crossover of each row of θ (draws × points, points sorted by Dff), as `harness.analysis.decision` defines it:
+    """The crossover of each row of θ (draws × points, points sorted by Dff), as `harness.analysis.curve` defines it:
     −inf when fused does not win at the smallest Dff, +inf when it wins everywhere measured."""
     wins = theta > 0
     out = np.full(theta.shape[0], np.inf)
@@ -193,8 +192,10 @@ def crossover_shift(
 # --- per-point ratio changes ----------------------------------------------------------------------------------------
 
 
-def _match_key(row: pd.Series) -> tuple[str, ...]:
-    return tuple("" if pd.isna(row.get(c)) else str(row.get(c)) for c in MATCH_COLUMNS)
+def _keys(summary: pd.DataFrame) -> list[tuple[str, ...]]:
+    """A point is matched across runs by what it measures, not where (harness.analysis.point_match): backend and
+    device may differ between the runs, the dtype may not."""
+    return match_keys(summary, same_machine=False)
 
 
 def point_change(theta_a: float, se_a: float, df_a: float, theta_b: float, se_b: float, df_b: float, confidence: float):
@@ -212,8 +213,9 @@ def _valid(summary: pd.DataFrame) -> pd.DataFrame:
 
 def point_changes(a: Analysis, b: Analysis, confidence: float) -> tuple[list[PointChange], list[str]]:
     labels_b = family_labels(b.summary)
-    rows_a = {_match_key(r): r for _, r in _valid(a.summary).iterrows()}
-    rows_b = {_match_key(r): (r, labels_b.loc[i]) for i, r in _valid(b.summary).iterrows()}
+    valid_a, valid_b = _valid(a.summary), _valid(b.summary)
+    rows_a = {k: r for k, (_, r) in zip(_keys(valid_a), valid_a.iterrows(), strict=True)}
+    rows_b = {k: (r, labels_b.loc[i]) for k, (i, r) in zip(_keys(valid_b), valid_b.iterrows(), strict=True)}
     changes, unmatched = [], []
     for key, (rb, family) in rows_b.items():
         ra = rows_a.get(key)
@@ -238,7 +240,7 @@ def _curves(analysis: Analysis, shared: set[tuple[str, ...]]) -> dict[str, Curve
     summary = analysis.summary
     labels = family_labels(summary).to_numpy()
     valid = summary[SummaryCol.VERDICT].isin(DECIDED).to_numpy() if len(summary) else np.array([], bool)
-    matched = np.array([_match_key(row) in shared for _, row in summary.iterrows()], bool)
+    matched = np.array([key in shared for key in _keys(summary)], bool)
     out = {}
     for family in dict.fromkeys(labels):
         positions = np.flatnonzero((labels == family) & valid & matched)
@@ -248,13 +250,11 @@ def _curves(analysis: Analysis, shared: set[tuple[str, ...]]) -> dict[str, Curve
     return out
 
 
-def compare(a: Analysis, b: Analysis, confidence: float, draws: int = DRAWS) -> Comparison:
+def compare_runs(a: Analysis, b: Analysis, confidence: float, draws: int = DRAWS) -> Comparison:
     """Run A (the earlier) against run B: one crossover shift per shape family both runs measured, every matched
     point's ratio change. Both crossovers come from the points both runs measured (as `moecal check` compares
     decisions): a point one run lacks would move that run's crossover and read as a shift."""
-    shared = {_match_key(r) for _, r in _valid(a.summary).iterrows()} & {
-        _match_key(r) for _, r in _valid(b.summary).iterrows()
-    }
+    shared = set(_keys(_valid(a.summary))) & set(_keys(_valid(b.summary)))
     curves_a, curves_b = _curves(a, shared), _curves(b, shared)
     shifts = tuple(
         crossover_shift(family, curves_a[family], curves_b[family], confidence, draws)

@@ -7,20 +7,24 @@ One place decides which settings apply (command-line option over the run's prove
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
 
 from harness.analysis import dispatch_evidence
-from harness.analysis.decision import DEFAULT_GRID, INTERPOLATIONS, DecisionResult, decide, decision_json
+from harness.analysis.cap_target import CapTarget
+from harness.analysis.decision import decide
+from harness.analysis.decision_record import Decision, DecisionResult, decision_json
 from harness.analysis.inputs import LoadedInput, load_input, write_summary_csv
-from harness.analysis.stats import CONFIDENCE, MARGIN, PointSet, analyse_points, apply_excludes
+from harness.analysis.point_summary import PointSet, analyse_points, apply_excludes
+from harness.analysis.policy import Interpolation, Policy
+from harness.analysis.stats import CONFIDENCE, MARGIN
 from harness.config import mlxcel_families
-from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
-from harness.runs.rundir import RunDirectory
 from harness.runs.summary_columns import SummaryCol
+from harness.thresholds import DEFAULT_GRID
 
 NUMERIC_SUMMARY = (
     SummaryCol.ESTIMATE,
@@ -41,7 +45,12 @@ class Options:
     margin: float = MARGIN
     current_default: int | None = None  # None: take the run's provenance `current_default`, if any
     grid: int = DEFAULT_GRID
-    interpolation: str = "linear"
+    interpolation: Interpolation = "linear"
+
+    @cached_property
+    def policy(self) -> Policy:
+        """The decision policy of these options, built (and checked: InputError) once."""
+        return Policy(self.confidence, self.margin, self.grid, self.interpolation)
 
     def settings(self) -> dict[str, object]:
         """The options as recorded next to a result, so it can be re-derived."""
@@ -62,11 +71,17 @@ class Analysis:
     provenance: dict[str, object]
     options: Options
     current_default: int | None
-    cap_env: str
+    target: CapTarget  # what the cap is applied to (the variable that sets it)
     noise_scale: float | None  # φ from the A/A arm (None: a summary-only input, the runs are not at hand)
     aa_points: int
     aa_beyond_margin: tuple[str, ...]
+    verification: dict[str, dict] | None = None  # the run's dispatch verification record (LoadedInput.verification)
     sweep_drift: float | None = None  # p of the two passes' agreement (analysis.sweep_drift); None: one pass
+
+    @property
+    def cap_env(self) -> str:
+        """The variable that sets the cap ('' when none does): recorded with the exports (the mlxcel CSV)."""
+        return self.target.env
 
     def as_json(self) -> dict[str, object]:
         return decision_json(
@@ -142,7 +157,7 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
     predicted = expected_null(loaded.provenance)
     overridden = loaded.provenance.get("dispatch_overrides") or {}  # the fused kernel ran after all: measured
     observed = {
-        m: why for m, why in dispatch_evidence.null_reasons(loaded.provenance, predicted).items() if m in present
+        m: why for m, why in dispatch_evidence.null_reasons(loaded.verification, predicted).items() if m in present
     }
     # a prediction the probe confirmed says so ("expected null" is for a prediction nobody observed)
     expected = {
@@ -162,14 +177,7 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
 
 
 def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
-    if options.interpolation not in INTERPOLATIONS:
-        raise InputError("--interpolation", options.interpolation, f"must be one of {', '.join(INTERPOLATIONS)}")
-    if options.grid <= 0:
-        raise InputError("--grid", str(options.grid), "must be a positive integer")
-    if not 0.0 <= options.margin < 0.5:
-        raise InputError("--margin", str(options.margin), "must be in [0, 0.5)")
-    if not 0.5 <= options.confidence < 1.0:
-        raise InputError("--confidence", str(options.confidence), "must be in [0.5, 1)")
+    policy = options.policy  # checked here, before anything is computed
     excludes = _null_excludes(loaded, options)
     try:
         if loaded.samples is not None:
@@ -184,24 +192,14 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
     except ValueError as exc:  # the statistics are pure; only the excludes can be wrong once the options are checked
         name, _, problem = str(exc).partition(": ")
         raise InputError("--exclude", name, problem) from None
-    summary = dispatch_evidence.annotate(summary, loaded.samples, loaded.provenance, expected_null(loaded.provenance))
+    summary = dispatch_evidence.annotate(summary, loaded.samples, loaded.verification, expected_null(loaded.provenance))
     current = _current_default(options, loaded.provenance)
     # the variable that sets the cap for what was measured: a command run's (the one its arms were forced with),
     # mlxcel's for its CSVs; a built-in workload records "" (no variable of any library sets its cap), so its
     # decision prints no line to apply
-    cap_env = str(loaded.provenance.get("cap_env", DEFAULT_CAP_ENV) or "")
+    target = CapTarget.of_run(loaded.provenance)
     withheld = withheld_reason(points.aa_beyond_margin, options.margin)
-    result = decide(
-        summary,
-        current,
-        options.grid,
-        options.interpolation,
-        options.confidence,
-        cap_env,
-        options.margin,
-        withheld,
-        points.sweep_drift,
-    )
+    result = applied(decide(summary, current, policy, withheld, points.sweep_drift), target)
     phi = None if loaded.samples is None else points.noise_scale
     return Analysis(
         loaded.samples,
@@ -210,12 +208,23 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
         loaded.provenance,
         options,
         current,
-        cap_env,
+        target,
         phi,
         points.aa_points,
         points.aa_beyond_margin,
+        loaded.verification,
         points.sweep_drift,
     )
+
+
+def applied(result: DecisionResult, target: CapTarget) -> DecisionResult:
+    """The result with each decision's line to apply its cap (the engine decides numbers, the target names them)."""
+
+    def one(decision: Decision) -> Decision:
+        return replace(decision, apply=target.setting(decision.recommended_cap))
+
+    families = tuple(replace(f, decision=one(f.decision)) for f in result.families)
+    return replace(result, families=families, decision=one(result.decision))
 
 
 def analyse_path(path: str | Path, options: Options = Options()) -> Analysis:
@@ -226,10 +235,4 @@ def save_summary(analysis: Analysis, path: str | Path) -> Path:
     """summary.csv with the input's provenance and the settings that produced it."""
     settings = {f"summary.{k}": v for k, v in analysis.options.settings().items()}
     # the verification record stays in its own file (verification.json); its outcome is in the summary's columns
-    provenance = {k: v for k, v in analysis.provenance.items() if k != "verification"}
-    return write_summary_csv(analysis.summary, Path(path), {**provenance, **settings})
-
-
-def write_summary(run_dir: str | Path, options: Options = Options()) -> Path:
-    """`run_dir/summary.csv` from `run_dir/samples.csv`: what a sweep calls when it finishes."""
-    return save_summary(analyse_path(run_dir, options), RunDirectory(run_dir).summary)
+    return write_summary_csv(analysis.summary, Path(path), {**analysis.provenance, **settings})

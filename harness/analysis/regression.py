@@ -22,21 +22,27 @@ both sides are decided against: `--current-default`, else the current input's, e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from harness.analysis.decision import DecisionResult, decide, format_ci
+from harness.analysis import point_match
+from harness.analysis.curve import format_ci
+from harness.analysis.decision import decide
+from harness.analysis.decision_record import DecisionResult
 from harness.analysis.pipeline import Analysis, withheld_reason
 from harness.analysis.stats import MIN_RUNS, compare_arms, ratio_interval
-from harness.runs.formats import COMPARED_ARMS, POINT_COLUMNS, point_keys
+from harness.runs.formats import COMPARED_ARMS, POINT_COLUMNS, Arm, point_keys
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import MAX_REGRESSION
+
+CheckStatus = Literal["ok", "regression", "changed", "missing", "incomparable"]
 
 
 @dataclass
 class CheckResult:
-    status: str  # ok | regression | changed | missing | incomparable
+    status: CheckStatus
     points: list[dict[str, object]] = field(default_factory=list)
     dropped: list[dict[str, object]] = field(default_factory=list)
     decisions: dict[str, dict[str, object]] = field(default_factory=dict)
@@ -58,24 +64,22 @@ class CheckResult:
 
 
 def join_points(baseline: pd.DataFrame, current: pd.DataFrame) -> tuple[list[tuple[int, int]], list[dict[str, object]]]:
-    """Row-position pairs of comparable points, and the rows dropped from either side with the reason."""
-    base_keys, cur_keys = list(point_keys(baseline)), list(point_keys(current))
-    cur_index = {key: i for i, key in enumerate(cur_keys)}
-    pairs = [(i, cur_index[key]) for i, key in enumerate(base_keys) if key in cur_index]
+    """Row-position pairs of comparable points (harness.analysis.point_match, on the same machine), and the rows
+    dropped from either side with the reason."""
+    pairs, base_only, cur_only = point_match.join_points(baseline, current, same_machine=True)
+    base_keys, cur_keys = point_match.match_keys(baseline, True), point_match.match_keys(current, True)
     dropped = []
-    for side, keys, other in (("baseline", base_keys, cur_keys), ("current", cur_keys, base_keys)):
-        other_set = set(other)
+    for side, keys, other in (("baseline", base_only, cur_keys), ("current", cur_only, base_keys)):
         for key in keys:
-            if key not in other_set:
-                record = dict(zip(POINT_COLUMNS, key, strict=True))
-                dropped.append(
-                    {
-                        "side": side,
-                        "model": record["model"],
-                        "dff": int(record["dff"]),
-                        "reason": _why_unmatched(key, other, side),
-                    }
-                )
+            record = dict(zip(POINT_COLUMNS, key, strict=True))
+            dropped.append(
+                {
+                    "side": side,
+                    "model": record["model"],
+                    "dff": int(record["dff"]),
+                    "reason": _why_unmatched(key, other, side),
+                }
+            )
     return pairs, dropped
 
 
@@ -94,7 +98,7 @@ def _why_unmatched(key: tuple[str, ...], others: list[tuple[str, ...]], side: st
     return "not comparable: " + "; ".join(differing)
 
 
-def _arm_runs(analysis: Analysis, key: tuple[str, ...], arm: str) -> np.ndarray | None:
+def _arm_runs(analysis: Analysis, key: tuple[str, ...], arm: Arm) -> np.ndarray | None:
     if analysis.samples is None:
         return None
     samples = analysis.samples
@@ -103,7 +107,7 @@ def _arm_runs(analysis: Analysis, key: tuple[str, ...], arm: str) -> np.ndarray 
 
 
 def _arm_change(
-    baseline: Analysis, current: Analysis, positions: tuple[int, int], arm: str, max_regression: float
+    baseline: Analysis, current: Analysis, positions: tuple[int, int], arm: Arm, max_regression: float
 ) -> dict[str, object]:
     before = float(baseline.summary[f"{arm}_tok_s"].iloc[positions[0]])
     after = float(current.summary[f"{arm}_tok_s"].iloc[positions[1]])
@@ -183,19 +187,10 @@ def current_would_change(before: DecisionResult, after: DecisionResult, default:
 def _subset_decision(analysis: Analysis, rows: list[int], current_default: int | None) -> DecisionResult:
     options = analysis.options
     summary = analysis.summary.iloc[rows].reset_index(drop=True)
-    return decide(
-        summary,
-        current_default,
-        options.grid,
-        options.interpolation,
-        options.confidence,
-        analysis.cap_env,
-        options.margin,
-        withheld_reason(analysis.aa_beyond_margin, options.margin),
-    )
+    return decide(summary, current_default, options.policy, withheld_reason(analysis.aa_beyond_margin, options.margin))
 
 
-def compare(
+def check_runs(
     baseline: Analysis, current: Analysis, max_regression: float = MAX_REGRESSION, allow_missing: bool = False
 ) -> CheckResult:
     pairs, dropped = join_points(baseline.summary, current.summary)

@@ -7,6 +7,7 @@ when a command runs, not when its `--help` is shown.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -40,11 +41,18 @@ ExcludeOpt = Annotated[
         show_default=False,
     ),
 ]
-ConfidenceOpt = Annotated[float, typer.Option(metavar="LEVEL", help="confidence level of every interval")]
+RECORDED = "default: the run's recorded policy (its config's measure:), else {}"
+ConfidenceOpt = Annotated[
+    float | None,
+    typer.Option(metavar="LEVEL", help=f"confidence level of every interval ({RECORDED.format(CONFIDENCE)})"),
+]
 MarginOpt = Annotated[
-    float,
+    float | None,
     typer.Option(
-        min=0.0, max=0.49, metavar="DELTA", help="practical margin δ: a path wins only beyond 1 ± δ (0.01 = 1%)"
+        min=0.0,
+        max=0.49,
+        metavar="DELTA",
+        help=f"practical margin δ: a path wins only beyond 1 ± δ (0.01 = 1%; {RECORDED.format(MARGIN)})",
     ),
 ]
 CurrentDefaultOpt = Annotated[
@@ -66,14 +74,25 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print exactly one JSON ob
 
 def build_options(
     exclude: list[str] | None,
-    confidence: float = CONFIDENCE,
-    margin: float = MARGIN,
+    confidence: float | None = None,
+    margin: float | None = None,
     current_default: int | None = None,
     grid: int = DEFAULT_GRID,
     interpolation: str = "linear",
+    inputs: Sequence[Path] = (),
 ) -> Options:
+    """The analysis options of a command. A confidence or margin not given is the policy the `inputs` recorded
+    (harness.analysis.run_policy: the sweep's targets, at its until-decided look level where it has one) when they
+    all recorded the same, else the module default: a later analysis aims where the sweep did."""
     from harness.analysis.pipeline import Options, parse_excludes
+    from harness.analysis.run_policy import input_policy, policy_options
 
+    if confidence is None or margin is None:
+        recorded = {input_policy(path) for path in inputs}
+        policy = recorded.pop() if len(recorded) == 1 else None
+        default = policy_options(policy, at_look_level=True)
+        confidence = default.confidence if confidence is None else confidence
+        margin = default.margin if margin is None else margin
     return Options(
         excludes=parse_excludes(exclude or []),
         confidence=confidence,

@@ -19,7 +19,7 @@ from harness.cli.analysis_options import (
     MarginOpt,
     build_options,
 )
-from harness.thresholds import CONFIDENCE, MARGIN, MAX_REGRESSION
+from harness.thresholds import MAX_REGRESSION
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
     from harness.analysis.regression import CheckResult
@@ -66,8 +66,8 @@ def check(
         float, typer.Option(min=0.0, max=0.99, help="tolerated drop of an arm's tok/s (fraction)")
     ] = MAX_REGRESSION,
     exclude: ExcludeOpt = None,
-    confidence: ConfidenceOpt = CONFIDENCE,
-    margin: MarginOpt = MARGIN,
+    confidence: ConfidenceOpt = None,
+    margin: MarginOpt = None,
     allow_missing: Annotated[
         bool, typer.Option("--allow-missing", help="do not fail when baseline points are missing from the current run")
     ] = False,
@@ -80,10 +80,10 @@ def check(
     lowering the cap in force counts), or baseline points missing from the current run (unless --allow-missing).
     """
     from harness.analysis.pipeline import analyse_path
-    from harness.analysis.regression import compare
+    from harness.analysis.regression import check_runs
 
-    options = build_options(exclude, confidence, margin, current_default)
-    result = compare(analyse_path(baseline, options), analyse_path(current, options), max_regression, allow_missing)
+    options = build_options(exclude, confidence, margin, current_default, inputs=[baseline, current])
+    result = check_runs(analyse_path(baseline, options), analyse_path(current, options), max_regression, allow_missing)
     if as_json:
         typer.echo(json.dumps(result.as_json(), indent=1))
     else:
@@ -96,7 +96,7 @@ def check_reports(
 ) -> None:
     """Re-derive every stored addendum's numbers from its raw data; exit 1 when any disagree."""
     from harness.errors import InputError
-    from harness.output.addendum import verify_report
+    from harness.output.report_check import verify_report
 
     for folder in folders or []:  # a folder that is not there is a typo, not "nothing to check" (exit 0)
         if not folder.is_dir():

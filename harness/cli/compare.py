@@ -18,7 +18,6 @@ from harness.cli.analysis_options import (
     build_options,
 )
 from harness.errors import InputError
-from harness.thresholds import CONFIDENCE, MARGIN
 
 RunA = Annotated[Path, typer.Argument(metavar="RUN_A", help="the earlier run (any input form)", show_default=False)]
 RunB = Annotated[Path, typer.Argument(metavar="RUN_B", help="the later run (any input form)", show_default=False)]
@@ -28,8 +27,8 @@ def compare(
     run_a: RunA,
     run_b: RunB,
     exclude: ExcludeOpt = None,
-    confidence: ConfidenceOpt = CONFIDENCE,
-    margin: MarginOpt = MARGIN,
+    confidence: ConfidenceOpt = None,
+    margin: MarginOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Did the crossover move between two runs (pins, commits, machines), and which points changed beyond noise.
@@ -37,12 +36,11 @@ def compare(
     The shift's interval is a parametric bootstrap over both runs' per-point estimates; each point's change is the
     ratio of its two fused/fallback ratios with a Welch t interval.
     """
-    from harness.analysis.pin_drift import compare as compare_runs
-    from harness.analysis.pin_drift import render_text
+    from harness.analysis.pin_drift import compare_runs, render_text
     from harness.analysis.pipeline import analyse_path
 
-    options = build_options(exclude, confidence, margin)
-    result = compare_runs(analyse_path(run_a, options), analyse_path(run_b, options), confidence)
+    options = build_options(exclude, confidence, margin, inputs=[run_a, run_b])
+    result = compare_runs(analyse_path(run_a, options), analyse_path(run_b, options), options.confidence)
     if as_json:
         typer.echo(json.dumps({"run_a": str(run_a), "run_b": str(run_b), **result.as_json()}, indent=1))
         return
@@ -53,8 +51,8 @@ def compare(
 def history(
     runs: Annotated[list[Path], typer.Argument(metavar="RUN", help="runs in time order", show_default=False)],
     out: Annotated[Path, typer.Option(metavar="PNG", help="the plot to write")] = Path("crossover-history.png"),
-    confidence: ConfidenceOpt = CONFIDENCE,
-    margin: MarginOpt = MARGIN,
+    confidence: ConfidenceOpt = None,
+    margin: MarginOpt = None,
     current_default: CurrentDefaultOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -68,7 +66,7 @@ def history(
     if len(runs) < 2:
         raise InputError("RUN...", " ".join(map(str, runs)), "give at least two runs")
     refuse_stored(out, "choose another --out")  # a link (even a dangling one) or a stored result: refused up front
-    options = build_options(None, confidence, margin, current_default)
+    options = build_options(None, confidence, margin, current_default, inputs=runs)
     rows = history_rows([(str(r), analyse_path(r, options)) for r in runs])
     if out.exists():
         raise InputError(str(out), "--out", "exists; moecal never replaces a file, choose another name")

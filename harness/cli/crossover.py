@@ -21,10 +21,10 @@ from harness.cli.analysis_options import (
     build_options,
 )
 from harness.json_output import json_text
-from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
+from harness.thresholds import DEFAULT_GRID
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
-    from harness.analysis.decision import CapOption
+    from harness.analysis.decision_record import CapOption
     from harness.analysis.pipeline import Analysis
 
 
@@ -47,7 +47,7 @@ def cap_table(caps: Sequence[CapOption], current: int | None) -> list[str]:
 def print_decision(analysis: Analysis, console: Console) -> None:
     """The crossover line(s), every crossing, and the decision with the line that applies it."""
     from harness.analysis import figures
-    from harness.analysis.decision import format_ci
+    from harness.analysis.curve import format_ci
 
     result = analysis.result
     conf = figures.percent(analysis.options.confidence)
@@ -80,8 +80,8 @@ def crossover(
     current_default: CurrentDefaultOpt = None,
     grid: GridOpt = DEFAULT_GRID,
     interpolation: InterpolationOpt = "linear",
-    confidence: ConfidenceOpt = CONFIDENCE,
-    margin: MarginOpt = MARGIN,
+    confidence: ConfidenceOpt = None,
+    margin: MarginOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Where fused stops beating the fallback (with a test-inversion interval), and the keep/raise/lower decision.
@@ -90,12 +90,12 @@ def crossover(
     decision per backend (see `moecal report RUN RUN…` for the addendum).
     """
     from harness.analysis.backend_defaults import build_defaults
-    from harness.analysis.decision import used_tests
+    from harness.analysis.decision_record import used_tests
     from harness.analysis.pipeline import analyse_path
     from harness.output.defaults_addendum import defaults_json, print_defaults
     from harness.output.summary_table import print_summary
 
-    options = build_options(exclude, confidence, margin, current_default, grid, interpolation)
+    options = build_options(exclude, confidence, margin, current_default, grid, interpolation, input_paths)
     if len(input_paths) > 1:
         defaults = build_defaults(input_paths, options)
         if as_json:
@@ -111,7 +111,8 @@ def crossover(
     console = Console()
     if ctx.info_name != "recommend":
         tests = used_tests(analysis.result)
-        print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, confidence, tests, margin)
+        title = f"{input_path}: fused/fallback per point"
+        print_summary(analysis.summary, title, console, options.confidence, tests, options.margin)
     print_decision(analysis, console)
 
 

@@ -74,11 +74,13 @@ def fleet(
 
 def _report(result: EntryResult) -> None:
     """summary.csv and the addendum + plot of one entry, inside its run directory (names never collide there)."""
-    from harness.analysis.pipeline import write_summary
-    from harness.output.addendum import write_report
+    from harness.analysis.pipeline import analyse_path, save_summary
+    from harness.output.report_files import write_report
+    from harness.runs.rundir import RunDirectory
 
-    write_summary(result.run_dir)
-    md_path, _, decision = write_report(result.run_dir, result.run_dir)
+    analysis = analyse_path(result.run_dir)  # once: the summary and the report are of this one analysis
+    save_summary(analysis, RunDirectory(result.run_dir).summary)
+    md_path, _, decision = write_report(result.run_dir, result.run_dir, analysed=analysis)
     result.addendum, result.action, result.recommended_cap = md_path, decision.action, decision.recommended_cap
 
 

@@ -14,7 +14,7 @@ from harness.cli.analysis_options import JsonOpt
 from harness.config import resources
 
 if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
-    from harness.measure.sweep_setup import Sweep
+    from harness.measure.sweep_setup import PreparedSweep
 
 
 def _bytes(n: int | None) -> str:
@@ -27,18 +27,18 @@ def _bytes(n: int | None) -> str:
     return str(n)
 
 
-def plan_record(plan: Sweep) -> dict[str, object]:
+def plan_record(sweep: PreparedSweep) -> dict[str, object]:
     """The plan as data (what `--json` prints and the table shows): points, runs, memory and the time estimate,
     calibrated by the last run of this config on this machine when there is one (harness/measure/plan_estimate.py)."""
     from harness.measure.plan_estimate import last_run
 
-    per_point_runs = plan.plan.rounds + plan.plan.warmup_runs
+    per_point_runs = sweep.plan.rounds + sweep.plan.warmup_runs
     points, model_s, unknown, timed = [], 0.0, False, 0
-    for point in plan.points:
+    for point in sweep.points:
         estimate = point.run_seconds_estimate
         seconds = None
         if not point.skip_reason:
-            timed += len(point.slots()) * plan.plan.rounds  # slots: every knob setting × arm
+            timed += len(point.slots()) * sweep.plan.rounds  # slots: every knob setting × arm
             if estimate is None:
                 unknown = True
             else:
@@ -49,13 +49,13 @@ def plan_record(plan: Sweep) -> dict[str, object]:
                 "point": point.label,
                 "dff": point.key.get("dff", ""),
                 "arms": [f"{a}({point.caps[a]})" if point.caps[a] != "" else a for a in point.arms],
-                "runs": len(point.slots()) * (1 if point.skip_reason else plan.plan.rounds),
+                "runs": len(point.slots()) * (1 if point.skip_reason else sweep.plan.rounds),
                 "memory_bytes": point.memory_bytes,
                 "model_seconds": seconds,
                 "skip": point.skip_reason or None,
             }
         )
-    calibration = last_run(plan.run_dir.parent, plan.meta, exclude=plan.run_dir)
+    calibration = last_run(sweep.run_dir.parent, sweep.meta, exclude=sweep.run_dir)
     if calibration is not None:
         total = calibration.estimate(timed)
         source = (
@@ -68,22 +68,22 @@ def plan_record(plan: Sweep) -> dict[str, object]:
         source += "; plus runs of unknown length" if unknown else ""
     per_run = calibration.wall_seconds / calibration.rows if calibration is not None else None
     return {
-        "until_decided": _expected_to_decision(plan, per_run) if plan.config.measure.until_decided else None,
-        "config": plan.config.name,
-        "backend": plan.meta["backend"],
-        "workload": plan.config.workload.kind,
+        "until_decided": _expected_to_decision(sweep, per_run) if sweep.config.measure.until_decided else None,
+        "config": sweep.config.name,
+        "backend": sweep.meta["backend"],
+        "workload": sweep.config.workload.kind,
         "points": points,
         "timed_runs": timed,
-        "rounds": plan.plan.rounds,
-        "warmup_runs": plan.plan.warmup_runs,
-        "order": plan.plan.order,
+        "rounds": sweep.plan.rounds,
+        "warmup_runs": sweep.plan.warmup_runs,
+        "order": sweep.plan.order,
         "estimated_seconds": round(total, 1),
         "estimate_source": source,
-        "run_dir": str(plan.run_dir),
+        "run_dir": str(sweep.run_dir),
     }
 
 
-def _expected_to_decision(plan: Sweep, per_run: float | None) -> dict[str, object] | None:
+def _expected_to_decision(sweep: PreparedSweep, per_run: float | None) -> dict[str, object] | None:
     """The device time `--until-decided` should take: the stopping rule simulated (harness.analysis.decision_cost) at
     an assumed curve crossing at the current default (the hardest place: the decision turns on the points next to
     it) with the simulations' mid-range slope and 1% noise per run, priced by the per-run time model (the last run
@@ -93,13 +93,15 @@ def _expected_to_decision(plan: Sweep, per_run: float | None) -> dict[str, objec
     from harness.analysis.decision_cost import DEFAULT_NOISE, DEFAULT_SLOPE, curve_truth, expected_rounds
     from harness.measure.allocation import rule_for
 
-    points = [p for p in plan.points if not p.skip_reason]
+    points = [p for p in sweep.points if not p.skip_reason]
     grid = np.array(sorted({int(float(str(p.key.get("dff")))) for p in points}))
     if len(grid) < 2:
         return None
-    crossover = float(plan.config.current_default or np.median(grid))
-    rule = rule_for(plan.config.measure, plan.plan.rounds)
-    rounds = expected_rounds(curve_truth(grid, crossover)[None], grid, DEFAULT_NOISE, rule, plan.config.current_default)
+    crossover = float(sweep.config.current_default or np.median(grid))
+    rule = rule_for(sweep.config.measure, sweep.plan.rounds)
+    rounds = expected_rounds(
+        curve_truth(grid, crossover)[None], grid, DEFAULT_NOISE, rule, sweep.config.current_default
+    )
     mean_rounds = rounds.mean(axis=0)[0]
     seconds: float | None = 0.0
     runs = 0.0
@@ -118,9 +120,9 @@ def _expected_to_decision(plan: Sweep, per_run: float | None) -> dict[str, objec
     }
 
 
-def print_plan(plan: Sweep) -> None:
-    record = plan_record(plan)
-    table = Table(title=f"plan: {plan.config.name} ({plan.meta['backend']}, {plan.config.workload.kind})")
+def print_plan(sweep: PreparedSweep) -> None:
+    record = plan_record(sweep)
+    table = Table(title=f"plan: {sweep.config.name} ({sweep.meta['backend']}, {sweep.config.workload.kind})")
     for column in ("point", "dff", "arms", "runs", "memory", "est. time", "note"):
         justify = "left" if column in ("point", "arms", "note") else "right"
         table.add_column(column, justify=justify, overflow="fold")  # fold: a name is never cut to "…"
@@ -137,13 +139,13 @@ def print_plan(plan: Sweep) -> None:
     console = Console()
     console.print(table)
     console.print(
-        f"{len(plan.points)} points, {record['timed_runs']} timed runs ({plan.plan.rounds} rounds, "
-        f"{plan.plan.warmup_runs} warm-up per arm, order {plan.plan.order}); estimated "
-        f"~{record['estimated_seconds'] / 60:.1f} min ({record['estimate_source']}); results → {plan.run_dir}",
+        f"{len(sweep.points)} points, {record['timed_runs']} timed runs ({sweep.plan.rounds} rounds, "
+        f"{sweep.plan.warmup_runs} warm-up per arm, order {sweep.plan.order}); estimated "
+        f"~{record['estimated_seconds'] / 60:.1f} min ({record['estimate_source']}); results → {sweep.run_dir}",
         highlight=False,
     )
-    measure = plan.config.measure
-    if measure.refine_budget_runs and plan.workload.refinable:
+    measure = sweep.config.measure
+    if measure.refine_budget_runs and sweep.workload.refinable:
         console.print(
             f"adaptive Dff refinement: up to {measure.refine_budget_runs} more timed runs, splitting the crossover's "
             f"bracket on multiples of {measure.refine_grid} until its interval is narrower than "
@@ -154,7 +156,7 @@ def print_plan(plan: Sweep) -> None:
     if measure.until_decided:
         budget = f", budget {measure.budget}" if measure.budget else ""
         console.print(
-            f"until decided: first pass {plan.plan.rounds} rounds, then up to {measure.max_rounds} per point where "
+            f"until decided: first pass {sweep.plan.rounds} rounds, then up to {measure.max_rounds} per point where "
             f"the decision can still change, at most {measure.looks} looks (each at 1 − α/{measure.looks}){budget}",
             highlight=False,
         )

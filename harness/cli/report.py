@@ -26,7 +26,7 @@ from harness.cli.provenance_options import (
     provenance_overrides,
 )
 from harness.errors import InputError
-from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
+from harness.thresholds import DEFAULT_GRID
 
 
 def report(
@@ -40,8 +40,8 @@ def report(
     current_default: CurrentDefaultOpt = None,
     grid: GridOpt = DEFAULT_GRID,
     interpolation: InterpolationOpt = "linear",
-    confidence: ConfidenceOpt = CONFIDENCE,
-    margin: MarginOpt = MARGIN,
+    confidence: ConfidenceOpt = None,
+    margin: MarginOpt = None,
     mlxcel_src: Annotated[
         Path | None,
         typer.Option(
@@ -85,14 +85,15 @@ def report(
     changes, a patch of mlxcel's src/models/switch_layers.rs.
     """
     from harness.analysis.backend_defaults import run_checks
-    from harness.output.addendum import read_sidecar, write_report
     from harness.output.defaults_addendum import print_defaults, write_defaults
     from harness.output.design_doc import append_to as insert_into
     from harness.output.design_doc import read_doc
     from harness.output.knob_report import write_knob_report
     from harness.output.mlxcel_source import read_source
+    from harness.output.report_data import read_sidecar
+    from harness.output.report_files import write_report
 
-    options = build_options(exclude, confidence, margin, current_default, grid, interpolation)
+    options = build_options(exclude, confidence, margin, current_default, grid, interpolation, input_paths)
     overrides = provenance_overrides(date, host, backend, gpu, library_pin)
     source = read_source(mlxcel_src) if mlxcel_src is not None else None
     if len(input_paths) > 1:

@@ -21,14 +21,13 @@ from harness.cli.analysis_options import (
 )
 from harness.errors import InputError
 from harness.json_output import json_text
-from harness.thresholds import CONFIDENCE, MARGIN
 
 
 def summarize(
     input_path: InputArg,
     exclude: ExcludeOpt = None,
-    confidence: ConfidenceOpt = CONFIDENCE,
-    margin: MarginOpt = MARGIN,
+    confidence: ConfidenceOpt = None,
+    margin: MarginOpt = None,
     out: Annotated[
         Path | None,
         typer.Option(metavar="CSV", help="summary.csv to write (default: INPUT/summary.csv for a run directory)"),
@@ -41,19 +40,19 @@ def summarize(
     """Medians, the fused/fallback estimate with its t interval, and a verdict against the margin, per point."""
     from harness.analysis.inputs import load_input
     from harness.analysis.pipeline import analyse, save_summary
-    from harness.output.summary_table import print_summary
+    from harness.output.summary_table import print_summary, with_kind
     from harness.runs.formats import write_text_atomic
     from harness.runs.mlxcel_csv import to_mlxcel_csv
     from harness.runs.rundir import RunDirectory, refuse_stored, stored_reason
 
-    options = build_options(exclude, confidence, margin)
+    options = build_options(exclude, confidence, margin, inputs=[input_path])
     loaded = load_input(input_path)
     analysis = analyse(loaded, options)
     console = Console(stderr=as_json)  # with --json, stdout holds the one JSON object and nothing else
     if as_json:
-        typer.echo(json_text({"points": analysis.as_json()["points"], **options.settings()}))
+        typer.echo(json_text({"points": with_kind(analysis.as_json()["points"]), **options.settings()}))
     else:
-        print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, confidence)
+        print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, options.confidence)
     if out is None and input_path.is_dir():
         if stored_reason(input_path) is None:
             out = RunDirectory(input_path).summary

@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,7 @@ from harness.measure import noise_check
 if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
     import pandas as pd
 
-    from harness.measure.sweep_setup import Sweep
+    from harness.measure.sweep_setup import PreparedSweep
 
 
 def _console(stderr: bool = False) -> Console:
@@ -57,9 +57,17 @@ def _tokens_cell(fallback: float, fused: float) -> str:
     return cell + (" tokens differ" if fallback == fallback and fused == fused and fallback != fused else "")
 
 
-def quick_table_view(run_dir: Path) -> Table:
-    from harness.measure import sweep_loop as sweeps
+def _kind_suffix(workload: str) -> str:
+    """` (decode)`: a built-in whole-model kind names itself, since a layer config's decode block shares the layer
+    rows' model names (an external benchmark's rows are its models already)."""
+    from harness.config.schema import kind_meaning
 
+    meaning = kind_meaning(workload)
+    return f" ({workload})" if meaning.whole_model and not meaning.external else ""
+
+
+def quick_table_view(run_dir: Path, quick: pd.DataFrame) -> Table:
+    """The final table of `quick` (harness.measure.sweep_loop.quick_table of the run)."""
     table = Table(title=f"{run_dir} (median tok/s; ratio: geometric-mean fused/fallback, as in the addendum)")
     columns = ("model", "d_model", "dff", "fallback", "fused", "ratio", "tokens", "dispatch", "ok", "fail", "skip")
     for column in columns:
@@ -67,9 +75,9 @@ def quick_table_view(run_dir: Path) -> Table:
         table.add_column(
             column, justify="left" if column in ("model", "tokens", "dispatch") else "right", overflow="fold"
         )
-    for row in sweeps.quick_table(run_dir).to_dict("records"):
+    for row in quick.to_dict("records"):
         table.add_row(
-            str(row["model"]) + (" (decode)" if row["workload"] == "decode" else ""),
+            str(row["model"]) + _kind_suffix(str(row["workload"])),
             str(int(row["d_model"])) if row["d_model"] else "",
             str(int(row["dff"])),
             *(f"{row[arm]:.4g}" if row[arm] == row[arm] else "-" for arm in ("fallback", "fused")),
@@ -204,7 +212,7 @@ def sweep(
         _finish(plan, written, report, report_dir, as_json)
 
 
-def _until_decided_options(plan: Sweep, on: bool, max_rounds: int | None, budget: str | None) -> None:
+def _until_decided_options(plan: PreparedSweep, on: bool, max_rounds: int | None, budget: str | None) -> None:
     """--until-decided, --max-rounds and --budget over the config's measure block (validated like the config)."""
     from harness.config.duration import parse_duration
 
@@ -286,13 +294,18 @@ def _resume_hint(run_dir: Path) -> Iterator[None]:
         raise
 
 
-def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
+def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
     """The final table, then summary + addendum + plot when this sweep measured something new. With --json the
-    result is one JSON object on stdout (the run's files and the decision) and everything else goes to stderr."""
-    from harness.analysis.pipeline import Options, write_summary
+    result is one JSON object on stdout (the run's files and the decision) and everything else goes to stderr.
+
+    The run is read and analysed once, here, at the options the report records; the table, summary.csv, the
+    addendum and the mlxcel CSV are all of that one analysis (tests/test_one_analysis.py counts)."""
+    from harness.analysis.inputs import load_input
+    from harness.analysis.pipeline import analyse, save_summary
+    from harness.analysis.run_policy import recorded_options
     from harness.measure import sweep_loop as sweeps
-    from harness.output.addendum import write_report
     from harness.output.knob_report import write_knob_report
+    from harness.output.report_files import write_report
     from harness.runs.rundir import RunDirectory
 
     run = RunDirectory(plan.run_dir)
@@ -306,18 +319,21 @@ def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as
         console.print(f"{run.samples}: {message}: nothing to summarize or report")
         _emit({**result, "note": f"{message}: nothing to summarize or report"}, as_json)
         return
-    (console if as_json else _console()).print(quick_table_view(plan.run_dir))
-    result["physics"] = _physics(plan)
+    options = recorded_options(plan.run_dir)  # the run's policy: the targets its config set
+    allocation = run.read_meta().get("until_decided")
+    if isinstance(allocation, dict):  # the decision is read at the level the looks spent (docs/design.md §7)
+        options = replace(options, confidence=float(allocation["look_confidence"]))
+    analysis = analyse(load_input(plan.run_dir), options)
+    quick = sweeps.quick_table(plan.run_dir, analysis.summary)
+    (console if as_json else _console()).print(quick_table_view(plan.run_dir, quick))
+    result["physics"] = _physics(plan, quick)
     result["samples"] = str(run.samples)
     console.print(f"samples:  {run.samples}\nmeta:     {run.meta_path}")
     if not written:
         console.print(f"nothing new measured: no file changed (`moecal report {plan.run_dir}` re-reports it)")
         _emit({**result, "note": "nothing new measured"}, as_json)
         return
-    options = Options()
-    allocation = run.read_meta().get("until_decided")
-    if isinstance(allocation, dict):  # the decision is read at the level the looks spent (docs/design.md §7)
-        options = Options(confidence=float(allocation["look_confidence"]))
+    if isinstance(allocation, dict):
         console.print(
             f"until decided: {allocation['stop']} after {allocation['looks']} looks, {allocation['extra_runs']} runs "
             f"past the first pass, {allocation['spent_s'] / 60:.1f} min: {allocation['reason']}; the report reads "
@@ -326,8 +342,10 @@ def _finish(plan: Sweep, written: int, report: bool, report_dir: Path | None, as
         )
         result["until_decided"] = allocation
     if report:
-        summary = write_summary(plan.run_dir, options)
-        md_path, png_path, decision = write_report(plan.run_dir, report_dir or plan.run_dir, options=options)
+        summary = save_summary(analysis, run.summary)
+        md_path, png_path, decision = write_report(
+            plan.run_dir, report_dir or plan.run_dir, options=options, analysed=analysis
+        )
         console.print(f"summary:  {summary}\naddendum: {md_path}\nplot:     {png_path}")
         console.print(f"decision: {decision.action} — {decision.reason}")
         if decision.apply:  # only where a variable sets the cap (a built-in run has none to set)
@@ -361,14 +379,13 @@ def every_run_failed(samples: pd.DataFrame) -> str:
     return " ".join(line.split())[:600]
 
 
-def _physics(plan: Sweep) -> dict[str, object]:
-    """Bytes per decode token, implied GB/s and share of the device's bandwidth per point; a point above the
-    ceiling is a measurement error (harness.analysis.physics_prior). Printed, and returned for --json."""
+def _physics(plan: PreparedSweep, table: pd.DataFrame) -> dict[str, object]:
+    """Bytes per decode token, implied GB/s and share of the device's bandwidth per point (`table`: the final
+    table's medians); a point above the ceiling is a measurement error (harness.analysis.physics_prior). Printed,
+    and returned for --json."""
     from harness.analysis.physics_prior import NEAR_CEILING, predicted_crossover
-    from harness.measure import sweep_loop as sweeps
     from harness.measure.physics_points import sweep_physics
 
-    table = sweeps.quick_table(plan.run_dir)
     medians = {
         (str(r["model"]), int(r["dff"])): {"fused": float(r["fused"]), "fallback": float(r["fallback"])}
         for r in table.to_dict("records")

@@ -1,8 +1,8 @@
 """`moecal synth --like MODEL_DIR --dff 7168,9216 --out DIR`: synthetic checkpoints of a real family at other Dff.
 
 The plan (per checkpoint: layers, tensors, disk, memory) is printed and checked against free disk and memory before
-anything is written; each checkpoint then appears atomically as `DIR/<name>-dff<D>` (see
-harness.config.synth_checkpoints).
+anything is written; each checkpoint then appears atomically as `DIR/<name>-dff<D>` (planned in
+harness.config.synth_checkpoints, written by harness.measure.synth_writer).
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ def synth_command(
 ) -> None:
     """Write synthetic checkpoints of MODEL_DIR's family at other expert sizes (random weights, MLX format)."""
     from harness.config import synth_checkpoints as synth
+    from harness.measure import synth_writer
 
     if not MIN_SHARD_GB <= shard_gb <= MAX_SHARD_GB:  # also NaN; inf would end in an OverflowError
         raise InputError("--shard-gb", str(shard_gb), f"expected a size in GiB from {MIN_SHARD_GB:g} to {MAX_SHARD_GB}")
@@ -78,23 +79,23 @@ def synth_command(
     plans = [synth.plan(r, shard) for r in requests]
     for line in plan_lines(plans):
         typer.echo(line)
-    disk, memory = synth.free_bytes(out)
+    disk, memory = synth_writer.free_bytes(out)
     typer.echo(
         f"total disk {synth.gib(sum(p.disk_bytes for p in plans))} ({synth.gib(disk)} free under {out}); "
         f"memory ≈ {synth.gib(max(p.memory_bytes for p in plans))} ({synth.gib(memory)} available)"
     )
-    stale, kept = synth.leftover_partials(out, remove=not dry_run)
+    stale, kept = synth_writer.leftover_partials(out, remove=not dry_run)
     for folder in stale:
         done = "would remove" if dry_run else "removed"
         typer.echo(f"{done} {folder.name}: a synth that was stopped before it finished left it")
     for folder in kept:
         typer.echo(f"kept {folder.name}: its synth process is still running")
-    synth.check_fits(plans, out)
+    synth_writer.check_fits(plans, out)
     if dry_run:
         return
     for request, plan in zip(requests, plans, strict=True):
         started = time.perf_counter()
-        path = synth.write(plan, request, out, shard)
+        path = synth_writer.write(plan, request, out, shard)
         typer.echo(f"{path} ({time.perf_counter() - started:.1f} s)")
 
 

@@ -173,7 +173,13 @@ def read_model(folder: Path) -> DiscoveredModel | Skipped:
     source = folder / "config.json"
     if not source.is_file():
         return Skipped(folder.name, folder, "no config.json")
-    config = load_json_object(source)
+    return model_from_config(folder, load_json_object(source), read_synth_sidecar(folder))
+
+
+def model_from_config(folder: Path, config: dict, synthetic: dict | None) -> DiscoveredModel | Skipped:
+    """The shape read_model finds in `folder` once it holds this config.json and synthetic record: a planned
+    synthetic checkpoint is described by what it will be, without writing it (`moecal plan`)."""
+    source = folder / "config.json"
     family = str(config.get("model_type") or "")
     text = config.get("text_config")
     config_text, prefix = config, ""
@@ -215,7 +221,7 @@ def read_model(folder: Path) -> DiscoveredModel | Skipped:
         layers=_int(config_text, "num_hidden_layers", source, prefix, required=False),
         shared_dff=shared,
         quant=read_quantization(config, source),
-        synthetic=read_synth_sidecar(folder),
+        synthetic=synthetic,
     )
 
 

@@ -23,9 +23,10 @@ from yaml.constructor import ConstructorError
 from harness.config import knobs as launch_knobs
 from harness.config.backend_specs import BACKEND_NAMES, backend_spec
 from harness.config.duration import parse_duration
+from harness.config.kind_meaning import UNKNOWN, KindMeaning
 from harness.errors import InputError
 from harness.json_input import MAX_NESTING
-from harness.thresholds import MAX_CAP
+from harness.thresholds import CONFIDENCE, MARGIN, MAX_CAP
 
 DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
 DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
@@ -125,7 +126,7 @@ class Parity(Strict):
         return self
 
 
-class CommandWorkload(Strict):
+class CommandSettings(Strict):
     """An external decode benchmark; each arm is forced through an environment variable (`cap_env`)."""
 
     kind: Literal["command"]
@@ -168,13 +169,13 @@ class CommandWorkload(Strict):
         return value
 
     @model_validator(mode="after")
-    def _distinct_caps(self) -> CommandWorkload:
+    def _distinct_caps(self) -> CommandSettings:
         if self.fused_cap == self.fallback_cap:
             raise ValueError("fused_cap and fallback_cap are equal: both arms would run the same code")
         return self
 
     @model_validator(mode="after")
-    def _probe_env_is_not_the_cap(self) -> CommandWorkload:
+    def _probe_env_is_not_the_cap(self) -> CommandSettings:
         """The verification pass sets the probe's variables after the cap: one named like the cap would overwrite
         it with "1" or the threshold, so both arms would silently run the binary's default path."""
         check = self.dispatch_check
@@ -219,7 +220,7 @@ class LayerDecode(DecodeRun):
         return self
 
 
-class LayerWorkload(QuantSettings):
+class LayerSettings(QuantSettings):
     """One MoE layer decode step per call, at each model shape × dff in `dff_grid` (the model's own dff if empty)."""
 
     kind: Literal["layer"]
@@ -229,7 +230,7 @@ class LayerWorkload(QuantSettings):
     decode: LayerDecode | None = None
 
 
-class DecodeWorkload(QuantSettings, DecodeRun):
+class DecodeSettings(QuantSettings, DecodeRun):
     """Synthetic model decode at a catalog model's shapes with random weights; metric decode tok/s."""
 
     kind: Literal["decode"]
@@ -248,6 +249,8 @@ class WorkloadKind:
     # an external program that picks its own device: `auto` names this machine's platform (Detection.platform)
     # and no backend of ours is instantiated; built-in kinds run on the first usable backend instead
     picks_own_device: bool = False
+    # what its numbers mean to the analysis and the report (unit, library under test, …: harness.config.kind_meaning)
+    meaning: KindMeaning = UNKNOWN
 
     @property
     def name(self) -> str:
@@ -255,13 +258,54 @@ class WorkloadKind:
 
 
 KINDS = (
-    WorkloadKind(CommandWorkload, "harness.measure.workloads.command", picks_own_device=True),
-    WorkloadKind(LayerWorkload, "harness.measure.workloads.layer"),
-    WorkloadKind(DecodeWorkload, "harness.measure.workloads.decode"),
+    WorkloadKind(
+        CommandSettings,
+        "harness.measure.workloads.command",
+        picks_own_device=True,
+        meaning=KindMeaning(unit="tok/s", panel="whole model (tok/s)", whole_model=True, libraries=()),
+    ),
+    WorkloadKind(
+        LayerSettings,
+        "harness.measure.workloads.layer",
+        meaning=KindMeaning(
+            unit="layer steps/s",
+            panel="one MoE layer (layer steps/s)",
+            whole_model=False,
+            decides_cap=True,
+            family_fields=("workload", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype"),
+            description="one MoE layer decode step per call on the backend (layer steps/s), cycling over "
+            "cache-busting copies",
+        ),
+    ),
+    WorkloadKind(
+        DecodeSettings,
+        "harness.measure.workloads.decode",
+        meaning=KindMeaning(
+            unit="tok/s",
+            panel="whole model (tok/s)",
+            whole_model=True,
+            description="moecal's synthetic decoder with random weights at the catalog shapes (decode tok/s)",
+        ),
+    ),
 )
 KIND_SETTINGS: tuple[type[Strict], ...] = tuple(kind.settings for kind in KINDS)
-Workload = Annotated[functools.reduce(operator.or_, KIND_SETTINGS), Field(discriminator="kind")]
+# the config's `workload:` block: one kind's settings (not harness.measure.protocol.Workload, the runnable it builds)
+WorkloadSettings = Annotated[functools.reduce(operator.or_, KIND_SETTINGS), Field(discriminator="kind")]
 WORKLOAD_KINDS = tuple(kind.name for kind in KINDS)
+KIND_BY_NAME = {kind.name: kind for kind in KINDS}  # the lookup every consumer goes through (tests add a toy kind)
+
+
+def kind_meaning(name: object) -> KindMeaning:
+    """The meaning of a workload kind by its name as the data records it (a point's `workload`); UNKNOWN for a
+    name no entry knows (older or foreign data)."""
+    entry = KIND_BY_NAME.get(str(name))
+    return entry.meaning if entry is not None else UNKNOWN
+
+
+def kind_of_family(label: object) -> str:
+    """The kind name a shape-family label belongs to: harness.analysis.stats.family_labels starts every label with
+    its points' workload kind (`layer d_model=… …`, `decode`, `command`)."""
+    return str(label).split(" ", 1)[0]
 
 
 class ModelEntry(Strict):
@@ -323,6 +367,10 @@ class Measure(Strict):
     refine_budget_runs: int = Field(0, ge=0)
     target_crossover_width: float = Field(0.05, gt=0)
     refine_grid: int = Field(256, ge=1)
+    # the policy the sweep's own decisions aim at (the until-decided looks, refinement's next Dff), recorded in
+    # meta.json (harness.runs.run_meta.RunPolicy) so a later analysis of the run defaults to the same targets
+    confidence: float = Field(CONFIDENCE, ge=0.5, lt=1.0)
+    margin: float = Field(MARGIN, ge=0.0, lt=0.5)
 
     @model_validator(mode="before")
     @classmethod
@@ -347,7 +395,7 @@ class Measure(Strict):
 
 class SynthSettings(Strict):
     """`synth:` (command workloads): synthetic checkpoints of the model folder `like` at each `dff`, made by the
-    sweep (harness.config.synth_sweep) and measured as models `<like>-dff<D>`; Dff refinement synthesizes more. Cached
+    sweep (harness.measure.synth_models) and measured as models `<like>-dff<D>`; Dff refinement synthesizes more. Cached
     by content hash under `cache` (default $XDG_CACHE_HOME/moecal/synth, i.e. ~/.cache/moecal/synth)."""
 
     like: str = Field(min_length=1)
@@ -365,7 +413,7 @@ class SweepConfig(Strict):
     backend: Literal[(*BACKEND_NAMES, "auto")] = "auto"  # type: ignore[valid-type]  # the registry's names
     current_default: Annotated[Cap, Field(gt=0)] | None = None
     library_pin: str | None = Field(None, description="what the arms run under, e.g. 'mlxcel 0.4 / MLX 0.32.1'")
-    workload: Workload
+    workload: WorkloadSettings
     models: list[ModelEntry] = Field(default_factory=list)
     measure: Measure = Field(default_factory=Measure)
     synth: SynthSettings | None = None
@@ -405,7 +453,7 @@ class SweepConfig(Strict):
         duplicate = next((n for n in names if names.count(n) > 1), None)
         if duplicate and self.workload.kind != "layer":
             raise ValueError(f"model name {duplicate!r} appears twice")
-        if isinstance(self.workload, CommandWorkload):
+        if isinstance(self.workload, CommandSettings):
             for index, model in enumerate(self.models):
                 if model.dff is None:
                     raise _FieldError(("models", index, "dff"), "required for command workloads")
@@ -419,7 +467,7 @@ class SweepConfig(Strict):
         and Dff refinement look at one setting's point, so they are refused with knobs rather than mixing them."""
         if not self.knobs:
             return
-        if not isinstance(self.workload, CommandWorkload):
+        if not isinstance(self.workload, CommandSettings):
             raise _FieldError(("knobs",), "launch knobs are environment variables of a command workload's binary")
         owned = {self.workload.cap_env, *self.workload.env}
         clash = next((name for name in self.knobs if name in owned), None)

@@ -1,4 +1,4 @@
-"""Synthetic checkpoints: a real model family at any expert size (Dff), with random weights, in MLX format.
+"""Synthetic checkpoints, planned: a real model family at any expert size (Dff), with random weights, in MLX format.
 
 Real MoE models come at a handful of Dff values, so an engine's crossover between two of them is a straight line
 drawn across a gap. A checkpoint of the same family with another Dff — same config.json otherwise, random weights,
@@ -10,8 +10,9 @@ What is written, per Dff: `<name>-dff<D>/` with config.json (the family's expert
 `quantization` restated for what was written), safetensors shards (one `model.safetensors` below the shard size,
 else `model-0000i-of-0000n.safetensors` and an index), the source's tokenizer and other non-weight files, and
 `moecal-synth.json` (SIDECAR: what it was made from, so `init` labels it synthetic and a cache can trust it).
-Tensors are streamed: each is generated, quantized and written shard by shard, so memory stays near one shard.
-The folder appears atomically (written under a temporary name, then renamed): a crash leaves no half checkpoint.
+This module decides (the `Plan`: config, tensors, sizes, the sidecar and its content hash) and writes nothing, so a
+plan can be shown and checked without side effects (`moecal plan`, `moecal synth --dry-run`); MLX writes it in
+harness.measure.synth_writer.
 
 Non-quantized tensors (norms, biases, and the layers the source keeps dense) take the source's `torch_dtype` unless
 `dtype` says otherwise; quantization scales and biases take the same dtype, as `mlx.core.quantize` returns them.
@@ -21,20 +22,15 @@ generate tokens, not for an engine's timing.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import errno
 import hashlib
 import json
 import math
-import os
-import shutil
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness import __version__
-from harness.config.discover import FAMILIES, SYNTH_SIDECAR, DiscoveredModel, read_model, read_synth_sidecar
+from harness.config.discover import FAMILIES, SYNTH_SIDECAR, DiscoveredModel, read_model
 from harness.config.eligibility import predict_null
 from harness.config.synth_layouts import LAYOUTS, TensorSpec, count
 from harness.errors import InputError
@@ -42,7 +38,6 @@ from harness.errors import InputError
 SIDECAR = SYNTH_SIDECAR
 FORMAT = 1  # bump when the written bytes for the same request change (invalidates cached checkpoints)
 DEFAULT_SHARD_BYTES = 2 << 30
-PARTIAL = ".partial-"  # staging folders are `.<name>.partial-<pid>` until renamed into place
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".npz", ".index.json")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 # per-layer lists in config.json that must shrink with num_hidden_layers (lfm2: layer_types; qwen: mlp_only_layers)
@@ -159,7 +154,7 @@ def _tensor_bytes(tensor: TensorSpec, quant: tuple[int, int] | None, dtype: str)
     return count * bits // 8 + 2 * (count // group) * DTYPE_BYTES[dtype]
 
 
-def _non_weight_files(folder: Path) -> list[Path]:
+def non_weight_files(folder: Path) -> list[Path]:
     """The files copied along (tokenizer, generation config, chat template): everything but weights and config."""
     files = sorted(
         p
@@ -246,7 +241,7 @@ def plan(request: Request, shard_bytes: int = DEFAULT_SHARD_BYTES) -> Plan:
         if "quantization_config" in config:
             config["quantization_config"] = section
     sizes = [_tensor_bytes(t, quant.get(t.module), dtype) for t in specs]
-    disk = sum(sizes) + sum(p.stat().st_size for p in _non_weight_files(request.like))
+    disk = sum(sizes) + sum(p.stat().st_size for p in non_weight_files(request.like))
     largest = max(sizes)
     slice_f32 = max(4 * math.prod(t.shape[-2:]) for t in specs)  # one expert (or matrix) generated in float32
     memory = min(shard_bytes, sum(sizes)) + 2 * largest + 3 * slice_f32
@@ -265,7 +260,7 @@ def plan(request: Request, shard_bytes: int = DEFAULT_SHARD_BYTES) -> Plan:
         "dtype": dtype,
         "declined": declined or "",
         "source_config_sha256": _file_sha256(request.like / "config.json"),
-        "source_files_sha256": {p.name: _file_sha256(p) for p in _non_weight_files(request.like)},
+        "source_files_sha256": {p.name: _file_sha256(p) for p in non_weight_files(request.like)},
     }
     sidecar["content_hash"] = content_hash(sidecar)
     name = f"{request.like.resolve().name}-dff{request.dff}"
@@ -276,181 +271,6 @@ def content_hash(sidecar: dict) -> str:
     """What determines the written bytes (format, source files, every request field): a cache key."""
     fields = {k: v for k, v in sidecar.items() if k not in ("content_hash", "moecal_version", "like")}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
-
-
-def _key(seed: int, name: str) -> object:
-    """A PRNG key per (seed, tensor name): a layer's weights do not depend on how many layers were asked for."""
-    import mlx.core as mx
-
-    return mx.random.key(int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:4], "little"))
-
-
-def _arrays(tensor: TensorSpec, quant: tuple[int, int] | None, dtype: str, seed: int) -> Iterator[tuple[str, object]]:
-    """The stored arrays of one tensor (weight, or weight + scales + biases when quantized), generated and
-    quantized one matrix (expert) at a time. Matrices are uniform in ±1/sqrt(fan-in), MLX's own nn.Linear
-    initialisation, which keeps activations of order one through the layers, so greedy decoding of a random model
-    stays finite in any dtype (and uniform numbers are ~4x cheaper to draw than normal ones on a CPU)."""
-    import mlx.core as mx
-
-    key = _key(seed, tensor.name)
-    target = getattr(mx, dtype)
-    if tensor.kind == "router_bias":
-        yield tensor.name, mx.zeros(tensor.shape, dtype=mx.float32)
-        return
-    if tensor.kind == "norm":
-        yield tensor.name, mx.ones(tensor.shape, dtype=target)
-        return
-    scale = 0.02 if tensor.kind == "bias" else (1.0 if tensor.kind == "embed" else tensor.shape[-1] ** -0.5)
-    if tensor.kind == "conv":
-        scale = tensor.shape[1] ** -0.5
-    matrices = tensor.shape[0] if tensor.kind == "expert" else 1
-    shape = tensor.shape[1:] if tensor.kind == "expert" else tensor.shape
-    parts: list[tuple] = []
-    for subkey in mx.random.split(key, matrices):
-        values = mx.random.uniform(-scale, scale, shape, key=subkey).astype(target)
-        stored = mx.quantize(values, group_size=quant[1], bits=quant[0]) if quant else (values,)
-        mx.eval(*stored)
-        parts.append(stored)
-    stack = (lambda xs: mx.stack(xs)) if tensor.kind == "expert" else (lambda xs: xs[0])
-    leaves = ("weight", "scales", "biases") if quant else (tensor.leaf,)
-    for position, leaf in enumerate(leaves):
-        array = stack([p[position] for p in parts])
-        mx.eval(array)
-        yield f"{tensor.module}.{leaf}", array
-
-
-class _ShardWriter:
-    """Accumulates arrays up to `limit` bytes per shard; names the shards once their count is known."""
-
-    def __init__(self, folder: Path, limit: int):
-        self.folder, self.limit = folder, limit
-        self.pending: dict[str, object] = {}
-        self.pending_bytes = 0
-        self.shards: list[tuple[Path, list[str], int]] = []
-
-    def add(self, name: str, array: object) -> None:
-        size = array.nbytes  # type: ignore[attr-defined]
-        if self.pending and self.pending_bytes + size > self.limit:
-            self.flush()
-        self.pending[name] = array
-        self.pending_bytes += size
-
-    def flush(self) -> None:
-        import mlx.core as mx
-
-        if not self.pending:
-            return
-        path = self.folder / f"shard-{len(self.shards):05d}.part.safetensors"
-        try:
-            mx.save_safetensors(str(path), self.pending, metadata={"format": "mlx"})
-        except RuntimeError as exc:  # MLX reports a short write (disk full, file-size limit) as a RuntimeError
-            raise OSError(errno.EIO, f"{exc} (disk full or a file-size limit?)", str(path)) from None
-        self.shards.append((path, list(self.pending), self.pending_bytes))
-        self.pending, self.pending_bytes = {}, 0
-
-    def finish(self) -> list[str]:
-        """Rename the shards (`model.safetensors` alone, else `model-0000i-of-0000n` + index); the file names."""
-        self.flush()
-        count = len(self.shards)
-        names = (
-            ["model.safetensors"]
-            if count == 1
-            else [f"model-{i + 1:05d}-of-{count:05d}.safetensors" for i in range(count)]
-        )
-        weight_map: dict[str, str] = {}
-        for (path, tensors, _), name in zip(self.shards, names, strict=True):
-            path.rename(self.folder / name)
-            weight_map.update(dict.fromkeys(tensors, name))
-        if count > 1:
-            index = {"metadata": {"total_size": sum(s for *_, s in self.shards)}, "weight_map": weight_map}
-            (self.folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
-        return names
-
-
-def write(
-    plan_: Plan,
-    request: Request,
-    out_dir: Path,
-    shard_bytes: int = DEFAULT_SHARD_BYTES,
-    progress: Callable[[int, int], None] | None = None,
-) -> Path:
-    """Write one planned checkpoint as `out_dir/<name>` (atomically); an existing folder with the same content hash
-    is kept as it is, any other existing folder is refused."""
-    target = out_dir / plan_.name
-    if target.exists():
-        existing = read_synth_sidecar(target)
-        if existing and existing.get("content_hash") == plan_.sidecar["content_hash"]:
-            return target
-        raise InputError(str(target), "--out", "exists and is not this synthetic checkpoint: choose another --out")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staging = out_dir / f".{plan_.name}{PARTIAL}{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    try:
-        shards = _ShardWriter(staging, shard_bytes)
-        for done, tensor in enumerate(plan_.specs):
-            quant = plan_.quant.get(tensor.module) if tensor.leaf == "weight" else None  # a Linear's bias stays float
-            for name, array in _arrays(tensor, quant, plan_.dtype, request.seed):
-                shards.add(name, array)
-            if progress:
-                progress(done + 1, len(plan_.specs))
-        shards.finish()
-        (staging / "config.json").write_text(json.dumps(plan_.config, indent=2) + "\n", encoding="utf-8")
-        for path in _non_weight_files(request.like):
-            shutil.copy2(path, staging / path.name)
-        (staging / SIDECAR).write_text(json.dumps(plan_.sidecar, indent=2) + "\n", encoding="utf-8")
-        os.replace(staging, target)
-    except OSError as exc:  # the error names the checkpoint asked for, not the staging folder
-        raise OSError(exc.errno, f"not written, nothing kept: {exc.strerror or exc}", str(target)) from None
-    finally:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(staging)
-    return target
-
-
-def leftover_partials(out_dir: Path, remove: bool = True) -> tuple[list[Path], list[Path]]:
-    """(stale, kept): the staging folders of earlier synth runs in `out_dir`. One whose process is gone (killed,
-    crashed, the machine rebooted) is stale, and removed when `remove`; one whose pid is running is kept (another
-    synth may be writing it)."""
-    removed, kept = [], []
-    for folder in sorted(out_dir.glob(f".*{PARTIAL}*")) if out_dir.is_dir() else []:
-        pid = folder.name.rpartition(PARTIAL)[2]
-        if not pid.isdigit() or not folder.is_dir() or folder.is_symlink():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            if remove:
-                shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
-            continue
-        except OSError:  # a process of another user holds the pid: running
-            pass
-        kept.append(folder)
-    return removed, kept
-
-
-def free_bytes(folder: Path) -> tuple[int, int]:
-    """(free disk under `folder` or its nearest existing parent, available memory) — what a plan is checked against."""
-    existing = next(p for p in (folder, *folder.resolve().parents) if p.exists())
-    disk = shutil.disk_usage(existing).free
-    try:
-        fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
-        memory = int(fields["MemAvailable"].split()[0]) << 10
-    except (OSError, KeyError, ValueError):
-        memory = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return disk, memory
-
-
-def check_fits(plans: list[Plan], out_dir: Path) -> None:
-    """Refuse before writing when the checkpoints cannot fit on the disk, or one cannot be built in memory."""
-    disk, memory = free_bytes(out_dir)
-    needed = sum(p.disk_bytes for p in plans)
-    if needed > disk:
-        raise InputError(str(out_dir), "--out", f"needs {gib(needed)} on disk, {gib(disk)} free")
-    peak = max(p.memory_bytes for p in plans)
-    if peak > memory:
-        raise InputError(str(out_dir), "memory", f"needs about {gib(peak)} of memory, {gib(memory)} available")
 
 
 def gib(count: int) -> str:

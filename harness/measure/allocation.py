@@ -10,6 +10,7 @@ under `until_decided`, which the report and the console show.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,8 @@ from harness.analysis.decision import StagedFamily, decide_curves, stage_familie
 from harness.analysis.decision_cost import WhiteNoise
 from harness.analysis.decision_cost import until_decided as simulate_until_decided
 from harness.analysis.decision_value import Key, Outcome, StopRule, next_step
-from harness.analysis.pipeline import Analysis, Options, analyse_path, withheld_reason
+from harness.analysis.pipeline import Analysis, analyse_path, withheld_reason
+from harness.analysis.run_policy import recorded_options
 from harness.analysis.stats import DECIDED
 from harness.config.duration import parse_duration
 from harness.config.schema import Measure
@@ -69,23 +71,22 @@ class Allocation:
 
 def rule_for(measure: Measure, first_rounds: int) -> StopRule:
     """The stop rule of a config's `measure:` block."""
-    return StopRule(first_rounds=first_rounds, max_rounds=max(measure.max_rounds, first_rounds), looks=measure.looks)
+    return StopRule(
+        first_rounds=first_rounds,
+        max_rounds=max(measure.max_rounds, first_rounds),
+        looks=measure.looks,
+        confidence=measure.confidence,
+    )
 
 
 def _decider(analysis: Analysis, rule: StopRule) -> Callable[[Sequence[StagedFamily]], Outcome]:
     withhold = withheld_reason(analysis.aa_beyond_margin, analysis.options.margin)
 
     def decide(staged: Sequence[StagedFamily]) -> Outcome:
+        policy = analysis.options.policy.at(rule.look_confidence)
+        # passes that disagree (analysis.sweep_drift): keep, as the final analysis says
         result = decide_curves(
-            staged,
-            analysis.current_default,
-            analysis.options.grid,
-            rule.look_confidence,
-            analysis.cap_env,
-            analysis.options.margin,
-            withhold,
-            table=False,
-            sweep_drift=analysis.sweep_drift,  # passes that disagree: keep, as the final analysis says
+            staged, analysis.current_default, policy, withhold, table=False, sweep_drift=analysis.sweep_drift
         )
         return result.decision.action, result.decision.recommended_cap
 
@@ -179,7 +180,7 @@ def allocate(
     counts the first pass too); `looks_before` the looks a resumed run already made."""
     record = Allocation(rule, budget_s, looks=looks_before)
     while True:
-        analysis = analyse_path(run_dir, Options(current_default=current_default))
+        analysis = analyse_path(run_dir, recorded_options(run_dir, current_default))
         samples = analysis.samples
         staged = stage_families(analysis.summary, analysis.options.interpolation)
         behind: dict[Key, list[Point]] = {}
@@ -234,5 +235,8 @@ def budget_seconds(value: str | float | None) -> float | None:
 def save(run_dir: Path, record: Allocation) -> None:
     """Write the record into meta.json (after the sample writer closed: it rewrites meta.json per row)."""
     run = RunDirectory(run_dir)
-    meta = run.read_meta() or {}
-    run.write_meta({**meta, RECORD: record.as_record()})
+    meta = run.read_record()
+    meta.provenance[RECORD] = record.as_record()
+    if meta.policy is not None:  # the level the looks read the decision at: what a later analysis defaults to
+        meta.policy = dataclasses.replace(meta.policy, look_confidence=round(record.rule.look_confidence, 6))
+    run.write_record(meta)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.analysis.dispatch_evidence import RECORD, per_model, read_record, within_limit
-from harness.config.schema import CommandWorkload, DispatchCheck
+from harness.config.schema import CommandSettings, DispatchCheck
 from harness.measure.bench_output import ParityCall, decode_path, memory_lines, parity_calls, probe_summaries
 from harness.measure.protocol import Point, RunFailed
 from harness.measure.workloads.command import CommandRunner
@@ -83,7 +83,7 @@ def settle(points: list[Point], record: dict[str, dict], expected_null: dict[str
 def verify(
     points: list[Point],
     open_point: Callable[[Point], CommandRunner],
-    settings: CommandWorkload,
+    settings: CommandSettings,
     run_dir: Path,
     on_model: Callable[[str], None] = lambda _: None,
 ) -> dict[str, dict]:

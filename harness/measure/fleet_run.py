@@ -220,7 +220,10 @@ def _run_entry(
                     f"this entry was measured with other settings ({'; '.join(mixed)}); give the fleet another --out",
                 )
         points, plan = described["points"], described["plan"]
-        with RunLock(result.run_dir), SampleWriter(result.run_dir, meta, segment) as writer:
+        with (
+            RunLock(result.run_dir),
+            SampleWriter(result.run_dir, meta, segment, sweep_setup.run_policy(entry.config.measure)) as writer,
+        ):
             done = writer.done_keys()
             on_run = track(entry.name, pending_runs(points, plan, entry.name, done))
             pool = Pool(entry.name, actors, points, plan, entry.name, writer, done, on_run, say)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness.config.shapes import MoeShape
 from harness.measure.backends.base import Backend
-from harness.measure.protocol import Point, RunFailed, SweepPlan, measure_point
+from harness.measure.protocol import Point, RoundSchedule, RunFailed, measure_point
 from harness.measure.workloads.layer import LayerRunner, copies_for_cache
 from harness.runs.formats import format_provenance, sheet_cell, write_text_atomic
 from harness.runs.rundir import refuse_stored
@@ -81,7 +81,7 @@ def bench_shape(
     copies = copies_for_cache(shape.weight_bytes_per_step(), backend.cache_bytes())
     runner = LayerRunner(backend, shape, copies, seed, MIN_SAMPLE_SECONDS, paths)  # its calibration is the warm-up
     point = Point(key={}, caps=dict.fromkeys(paths, ""), label=shape.label())
-    plan = SweepPlan(rounds=rounds, warmup_runs=0, order="rotate", seed=seed)
+    plan = RoundSchedule(rounds=rounds, warmup_runs=0, order="rotate", seed=seed)
     measured = _Rows()
     measure_point(_OneLayer(runner), point, plan, measured, "", {}, lambda _: None)
     failed = next((row for row in measured if row["status"] != "ok"), None)

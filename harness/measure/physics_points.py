@@ -15,6 +15,7 @@ from harness.analysis.physics_prior import (
     point_physics,
     whole_model_extras,
 )
+from harness.config.schema import kind_meaning
 from harness.measure.protocol import Point
 
 
@@ -35,7 +36,7 @@ def decode_shape(point: Point) -> DecodeShape | None:
         return None
     bits, group = _number(key.get("bits"), 4), _number(key.get("group_size"), 64)
     model = point.extra.get("model")
-    if key.get("workload") == "layer" or model is None:
+    if not kind_meaning(key.get("workload")).whole_model or model is None:
         return DecodeShape(d_model, dff, top_k, bits=bits, group_size=group)
     attention, head = 0, 0
     path = getattr(model, "model_path", None)

@@ -129,7 +129,7 @@ def arm_order(arms: Sequence[str], round_index: int, order: str, seed: int, poin
 
 
 @dataclass
-class SweepPlan:
+class RoundSchedule:
     rounds: int
     warmup_runs: int
     order: str
@@ -187,7 +187,7 @@ def outcome_fields(outcome: RunOutcome) -> dict[str, object]:
 def measure_point(
     workload: PointOpener,
     point: Point,
-    plan: SweepPlan,
+    plan: RoundSchedule,
     writer: RowSink,
     run_id: str,
     done: dict[RunKey, str],
@@ -233,7 +233,7 @@ def measure_point(
     return written
 
 
-def _open_warm(workload: PointOpener, point: Point, plan: SweepPlan) -> PointRunner:
+def _open_warm(workload: PointOpener, point: Point, plan: RoundSchedule) -> PointRunner:
     runner = workload.open(point)
     for _ in range(plan.warmup_runs):
         for arm in point.arms:
@@ -261,7 +261,7 @@ def _key(run_id: str, point: Point, arm: str, round_index: int, setting: dict[st
     return run_key({**point.key, "knobs": knobs, "arm": arm, "round": round_index, "run_id": run_id})
 
 
-def pending_runs(points: Sequence[Point], plan: SweepPlan, run_id: str, done: dict[RunKey, str]) -> int:
+def pending_runs(points: Sequence[Point], plan: RoundSchedule, run_id: str, done: dict[RunKey, str]) -> int:
     total = 0
     for point in points:
         rounds = 1 if point.skip_reason else plan.rounds

@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 from harness.config.backend_specs import backend_spec
 from harness.config.install_hint import missing_module_hint
 from harness.errors import InputError
-from harness.measure.protocol import Point, ProgressHook, SweepPlan, measure_point
+from harness.measure.protocol import Point, ProgressHook, RoundSchedule, measure_point
 from harness.runs.formats import RUN_KEY, SAMPLE_COLUMNS, csv_line, point_key, run_key
 from harness.runs.rundir import SampleWriter, truncate_torn_tail
 
 if TYPE_CHECKING:
-    from harness.measure.sweep_setup import Sweep
+    from harness.measure.sweep_setup import PreparedSweep
 
 WORKER_COLUMNS = [*RUN_KEY, "host", "device_id", "worker_pid", "timestamp"]
 # A worker that dies this many times in a row without finishing a run is given up (a crash loop, not a lost machine).
@@ -192,7 +192,7 @@ class SweepWorker:
         self.host = socket.gethostname()
         self.device_id = _device_id()
         self.error: InputError | None = None
-        self.sweep: Sweep | None = None
+        self.sweep: PreparedSweep | None = None
         # the config is only read while preparing (later it names the file in messages), so a scratch copy will do
         with tempfile.TemporaryDirectory(prefix="moecal-worker-") as scratch:
             config_path = Path(scratch) / spec.config_name
@@ -318,7 +318,7 @@ class Pool:
     name: str
     actors: list[Any]
     points: list[Point]
-    plan: SweepPlan
+    plan: RoundSchedule
     run_id: str
     writer: SampleWriter
     done: dict[tuple, str]
@@ -461,7 +461,7 @@ def stop_workers(ray: ModuleType, actors: Sequence[Any]) -> None:
 
 
 def measure_on_workers(
-    sweep: Sweep, writer: SampleWriter, done: dict[tuple, str], on_run: ProgressHook, workers: str
+    sweep: PreparedSweep, writer: SampleWriter, done: dict[tuple, str], on_run: ProgressHook, workers: str
 ) -> int:
     """`moecal sweep --workers N|auto`: the pending runs of `sweep` on N workers on this node; returns rows written."""
     ray = require_ray("--workers")

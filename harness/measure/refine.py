@@ -16,16 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.decision import (
-    FamilyDecision,
-    StagedFamily,
-    decide_curves,
-    deciding_families,
-    stage_families,
-)
+from harness.analysis.decision import StagedFamily, decide_curves, stage_families
+from harness.analysis.decision_record import FamilyDecision, deciding_families
 from harness.analysis.decision_value import Decider, Outcome, StopRule, new_point_flip
 from harness.analysis.physics_prior import predicted_crossover
-from harness.analysis.pipeline import Analysis, Options, analyse_path
+from harness.analysis.pipeline import Analysis, analyse_path
+from harness.analysis.run_policy import recorded_options
 from harness.config.schema import Measure
 from harness.measure.physics_points import sweep_physics
 from harness.measure.protocol import Point, Workload
@@ -125,16 +121,13 @@ def refine(
     checkpoints."""
     spent, tried = 0, set()
     while True:
-        analysis = analyse_path(run_dir, Options(current_default=current_default))
+        analysis = analyse_path(run_dir, recorded_options(run_dir, current_default))
         families = deciding_families(analysis.result.families)
         deciding = {f.family for f in families if f.family.startswith(workload.kind)}
         staged = stage_families(analysis.summary, analysis.options.interpolation)
 
         def decide(curves: Sequence[StagedFamily], analysis: Analysis = analysis) -> Outcome:
-            o = analysis.options
-            result = decide_curves(
-                curves, analysis.current_default, o.grid, o.confidence, analysis.cap_env, o.margin, table=False
-            )
+            result = decide_curves(curves, analysis.current_default, analysis.options.policy, table=False)
             return result.decision.action, result.decision.recommended_cap
 
         chosen = None

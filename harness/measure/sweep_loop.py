@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from harness.analysis import dispatch_evidence
 from harness.errors import InputError
 from harness.measure import dispatch
-from harness.measure.protocol import Point, ProgressHook, SweepPlan, measure_point
+from harness.measure.protocol import Point, ProgressHook, RoundSchedule, measure_point
 from harness.runs.formats import csv_columns
 from harness.runs.rundir import (
     RunDirectory,
@@ -29,11 +29,11 @@ if TYPE_CHECKING:  # the analysis (pandas, scipy) loads when a sweep is summaris
 
     from harness.measure.allocation import Allocation
 
-from harness.measure.sweep_setup import Sweep
+from harness.measure.sweep_setup import PreparedSweep
 
 
 @contextlib.contextmanager
-def writing(sweep: Sweep) -> Iterator[None]:
+def writing(sweep: PreparedSweep) -> Iterator[None]:
     """Hold the run directory as its one writer (creating it: an unwritable place fails here, before any output)."""
     with RunLock(sweep.run_dir):
         if not sweep.resuming and RunDirectory(sweep.run_dir).is_run():  # another sweep started it since `prepare`
@@ -41,7 +41,9 @@ def writing(sweep: Sweep) -> Iterator[None]:
         yield
 
 
-def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None, say: ProgressHook | None = None) -> int:
+def execute(
+    sweep: PreparedSweep, on_run: ProgressHook, workers: str | None = None, say: ProgressHook | None = None
+) -> int:
     """Run every pending run (inside `writing(sweep)`); returns the number of rows written. Safe to interrupt:
     `--resume` continues. Writes no file until the first row.
 
@@ -53,7 +55,7 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None, say:
     written = 0
     record = None
     verify_dispatch(sweep)
-    with SampleWriter(sweep.run_dir, sweep.meta, sweep.segment) as writer:
+    with SampleWriter(sweep.run_dir, sweep.meta, sweep.segment, sweep.policy) as writer:
         done = writer.done_keys()
         if workers is not None:
             from harness.measure.ray_workers import measure_on_workers  # Ray is an optional extra
@@ -95,8 +97,8 @@ def execute(sweep: Sweep, on_run: ProgressHook, workers: str | None = None, say:
     return written
 
 
-def passes(sweep: Sweep) -> list[SweepPlan]:
-    """The plans of the passes over the grid: with `measure.passes: 2` and at least 2 rounds, the first ⌊n/2⌋
+def passes(sweep: PreparedSweep) -> list[RoundSchedule]:
+    """The schedules of the passes over the grid: with `measure.passes: 2` and at least 2 rounds, the first ⌊n/2⌋
     rounds of every point, then every point's remaining rounds (each point's two visits half a sweep apart: drift of
     one arm then shows as passes that disagree, harness.analysis.sweep_drift); the rows say which in `pass`. A run
     resumed from a samples.csv written without that column is measured in one pass, as it was started."""
@@ -112,10 +114,15 @@ def passes(sweep: Sweep) -> list[SweepPlan]:
 
 
 def _until_decided(
-    sweep: Sweep, last: SweepPlan, writer: SampleWriter, on_run: ProgressHook, say: ProgressHook, started: float
+    sweep: PreparedSweep,
+    last: RoundSchedule,
+    writer: SampleWriter,
+    on_run: ProgressHook,
+    say: ProgressHook,
+    started: float,
 ) -> Allocation:
     """The decision-driven rounds after the first pass (harness.measure.allocation), measured with the last pass's
-    plan: their rows belong to the second pass (later visits of the point)."""
+    schedule: their rows belong to the second pass (later visits of the point)."""
     from harness.measure import allocation
 
     def measure_rounds(point: Point, rounds: int) -> int:
@@ -138,7 +145,7 @@ def _until_decided(
     )
 
 
-def verify_dispatch(sweep: Sweep) -> None:
+def verify_dispatch(sweep: PreparedSweep) -> None:
     """The untimed dispatch verification pass of a command sweep with `dispatch_check` (harness.measure.dispatch),
     before any timed run; a model found declined becomes a skipped point (unless --measure-null): both its arms run the
     fallback, so timing them costs model loads for a point that is null anyway."""
@@ -153,7 +160,7 @@ def verify_dispatch(sweep: Sweep) -> None:
         sweep.meta["dispatch_overrides"] = overrides
     if sweep.measure_null:
         return
-    declined = dispatch_evidence.null_reasons({"verification": record}, dict(sweep.meta.get("expect_null") or {}))
+    declined = dispatch_evidence.null_reasons(record, dict(sweep.meta.get("expect_null") or {}))
     for point in sweep.points:
         reason = declined.get(str(point.key["model"]))
         if reason and not point.skip_reason:
@@ -176,15 +183,15 @@ def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
     return f"no run succeeded ({counts}){first}"[:400].replace("\n", " "), bool(len(failed))
 
 
-def quick_table(run_dir: Path) -> pd.DataFrame:
+def quick_table(run_dir: Path, summary: pd.DataFrame) -> pd.DataFrame:
     """Per point: median tok/s of each arm, the fused/fallback estimate, run counts, the median generated tokens per
     arm and the dispatch the verification pass found (harness.analysis.dispatch_evidence). The estimate is the
     geometric-mean ratio the summary's interval belongs to (the same number the addendum shows), not a ratio of medians,
-    so the terminal and the addendum never disagree."""
+    so the terminal and the addendum never disagree: `summary` is the run's analysed summary, the one the caller
+    reports (the sweep analyses its run once)."""
     import pandas as pd
 
     from harness.analysis.inputs import at_reference_setting
-    from harness.analysis.pipeline import analyse_path
 
     run = RunDirectory(run_dir)
     # a knob sweep's table is its reference setting's, like its summary (the other settings: the knobs report)
@@ -195,7 +202,7 @@ def quick_table(run_dir: Path) -> pd.DataFrame:
     for arm in ("fallback", "fused"):
         if arm not in table.columns:
             table[arm] = float("nan")
-    summary = analyse_path(run_dir).summary.fillna({"d_model": 0})
+    summary = summary.fillna({"d_model": 0})
     table = table.merge(
         summary[[*keys, SummaryCol.ESTIMATE]].rename(columns={SummaryCol.ESTIMATE: "ratio"}), on=keys, how="left"
     )

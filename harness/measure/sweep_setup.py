@@ -19,14 +19,15 @@ from typing import TYPE_CHECKING
 from harness.config import knobs as launch_knobs
 from harness.config import resources
 from harness.config.backend_specs import BACKEND_NAMES, backend_spec
-from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, SweepConfig, load_config
-from harness.config.synth_sweep import with_synthetic_models
+from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, Measure, SweepConfig, load_config
 from harness.errors import BackendUnavailable, InputError
 from harness.measure.backends import detect, resolve_name
 from harness.measure.model_folders import check_model_folders
-from harness.measure.protocol import Point, SweepPlan, Workload, pending_runs
+from harness.measure.protocol import Point, RoundSchedule, Workload, pending_runs
+from harness.measure.synth_models import with_synthetic_models
 from harness.measure.workloads import build_workload, workload_kind
 from harness.runs import provenance
+from harness.runs.run_meta import RunPolicy
 from harness.runs.rundir import (
     DEFAULT_RESULTS,
     RunDirectory,
@@ -53,18 +54,29 @@ def default_config() -> Path:
 
 
 @dataclass
-class Sweep:
+class PreparedSweep:
     config: SweepConfig
     config_path: Path
     workload: Workload
     points: list[Point]
-    plan: SweepPlan
+    plan: RoundSchedule
     run_id: str
     run_dir: Path
     meta: dict[str, object]
     resuming: bool  # continuing an existing run (--resume), as opposed to starting a new one
     segment: dict[str, object]  # this sweep's entry in meta.json's `segments`
     measure_null: bool = False  # --measure-null: expected-null command models are measured (Ray workers need it too)
+
+    @property
+    def policy(self) -> RunPolicy:
+        """The policy meta.json records for a new run (from its config)."""
+        return run_policy(self.config.measure)
+
+
+def run_policy(measure: Measure) -> RunPolicy:
+    """The targets a sweep's own decisions aim at: the `measure:` block's confidence and margin (the until-decided
+    look level is added by harness.measure.allocation.save once the looks have read the decision at it)."""
+    return RunPolicy(measure.confidence, measure.margin)
 
 
 def backend_for(config: SweepConfig, override: str | None) -> str:
@@ -91,26 +103,28 @@ def prepare(
     allow_mixed: bool = False,
     measure_null: bool = False,
     plan_only: bool = False,
-) -> Sweep:
+) -> PreparedSweep:
     """Everything a sweep needs, checked. `resume`: None starts a new run (in `out`, or a fresh run id under
     `results`); "" continues the newest unfinished run of this config on this device; a path continues that run.
     A resumed run must have been written by the same kernels and launch settings unless `allow_mixed`.
     `measure_null` runs the command models whose config says expect_null (they stay null points). `plan_only`
     (`moecal plan`) builds a built-in workload on the backend's device facts (harness.measure.backends.device_facts):
-    its points, memory and estimates are the same, it cannot run, and the CPU plan never imports numba."""
+    its points, memory and estimates are the same, it cannot run, the CPU plan never imports numba, and synthetic
+    checkpoints are planned, not written (nothing on disk changes)."""
     config_path = Path(config_path)
     try:
         config = load_config(config_path)
     except UnicodeDecodeError as exc:
         raise InputError(str(config_path), "(file)", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     source = str(config_path)
-    config = with_synthetic_models(config, source)
+    given = config
+    config = with_synthetic_models(config, source, write=not plan_only)  # a plan writes no checkpoint
     try:
         backend_name = backend_for(config, backend)
         workload = build_workload(config, source, backend_name, plan_only)
     except BackendUnavailable as exc:
         raise InputError(source, "backend", str(exc)) from None
-    check_model_folders(config, source)
+    check_model_folders(given, source)  # a synthetic model's folder is read back when written, or not there yet
     workload.preflight()
     points = workload.points()
     if only:
@@ -119,7 +133,7 @@ def prepare(
         if unknown:
             raise InputError(source, "models", f"--only {unknown[0]!r} is not a model of this config ({sorted(names)})")
         points = [p for p in points if p.key["model"] in only]
-    plan = SweepPlan(
+    plan = RoundSchedule(
         rounds=rounds or config.measure.rounds,
         warmup_runs=config.measure.warmup_runs,
         order=config.measure.order,
@@ -159,7 +173,9 @@ def prepare(
     if mixed:
         segment["mixed"] = mixed
     resuming = resume is not None
-    return Sweep(config, config_path, workload, points, plan, run_id, run_dir, meta, resuming, segment, measure_null)
+    return PreparedSweep(
+        config, config_path, workload, points, plan, run_id, run_dir, meta, resuming, segment, measure_null
+    )
 
 
 def _attach_knobs(config: SweepConfig, source: str, backend: str, points: list[Point], meta: dict[str, object]) -> None:
@@ -265,10 +281,10 @@ def check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> None
         )
 
 
-def _pending(points: list[Point], plan: SweepPlan, run_dir: Path) -> int:
+def _pending(points: list[Point], plan: RoundSchedule, run_dir: Path) -> int:
     return pending_runs(points, plan, "", RunDirectory(run_dir).done_runs())
 
 
-def pending(sweep: Sweep) -> int:
+def pending(sweep: PreparedSweep) -> int:
     """Runs still to do in the sweep's run directory (all of them for a new run); reads, never writes."""
     return _pending(sweep.points, sweep.plan, sweep.run_dir)

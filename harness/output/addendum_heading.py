@@ -1,12 +1,13 @@
 """The addendum's heading and provenance paragraph: when, where and under what library the runs were measured,
 how each side was forced, whether the runs were interleaved, and where the raw data lies.
 
-Kept apart from the addendum's body (harness/output/addendum.py: table, findings, decision) because provenance has
-its own sources of truth: meta.json for our sweeps (the binary's version and commit, harness.runs.provenance's
-keys), the prose header of mlxcel's published CSVs, and the overrides given on the command line (`--date`,
-`--host`, `--backend`, `--gpu`, `--library-pin`) for what no file records. Every statement here is read from the
-report data (the sidecar), so `moecal check-reports` re-renders it identically; nothing is assumed, and what is not
-known says so ("undated", "not recorded") instead of today's date or this machine's name.
+Kept apart from the addendum's body (harness/output/addendum_markdown.py: table, findings, decision) because
+provenance has its own sources of truth: meta.json for our sweeps (the binary's version and commit,
+harness.runs.provenance's keys), the prose header of mlxcel's published CSVs, and the overrides given on the command
+line (`--date`, `--host`, `--backend`, `--gpu`, `--library-pin`) for what no file records. Every statement here is
+read from the report data (the sidecar), so `moecal check-reports` re-renders it identically; nothing is assumed,
+and what is not known says so ("undated", "not recorded") instead of today's date or this machine's name. The words
+for what ran and the library under test follow the workload kind's registry entry (harness.config.kind_meaning).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.config.backend_specs import BACKENDS
+from harness.config.schema import kind_meaning
 from harness.output.markdown_text import md_code, md_text
+from harness.output.report_data import ReportData
 from harness.output.report_links import shown_path, shown_text
 from harness.runs import provenance as prov
 from harness.runs.summary_columns import SummaryCol
@@ -22,7 +25,7 @@ from harness.runs.summary_columns import SummaryCol
 UNDATED = "undated"
 # provenance a report can be told on the command line (report and import-mlxcel), key → what it sets
 OVERRIDE_KEYS = ("date", "host", "backend", "gpu", "library_pin")
-# the array libraries each backend's built-in workloads run on (a command workload runs none of them)
+# the array libraries each backend's built-in workloads run on (a kind whose meaning names its own runs those)
 BACKEND_PACKAGES = {spec.name: spec.libraries for spec in BACKENDS}
 CONTEXT_KEYS = (
     "run_id",
@@ -51,10 +54,6 @@ CONTEXT_KEYS = (
 )
 # recorded strings that may hold paths of the machine that measured (shown relative to the project, or by name)
 PATH_KEYS = ("command", "bench_command", "notes", "config_path")
-BUILT_IN = {
-    "layer": "one MoE layer decode step per call on the backend (layer steps/s), cycling over cache-busting copies",
-    "decode": "moecal's synthetic decoder with random weights at the catalog shapes (decode tok/s)",
-}
 HARDWARE_LABELS = (
     ("hardware", ""),
     ("device", ""),
@@ -82,7 +81,8 @@ def report_date(provenance: dict[str, object], source: Path | None = None) -> st
 
 def library_under_test(provenance: dict[str, object], tree: dict[str, object] | None) -> str:
     """The heading's "under …": the binary's own version and commit (and its MLX pin) when the sweep recorded
-    them, else the mlxcel tree given with --mlxcel-src for a command run, else the recorded pin."""
+    them, else the mlxcel tree given with --mlxcel-src for a run of an external program, else the packages the
+    workload kind names as its own (with the versions the run recorded), else the recorded pin (the backend's)."""
     version, commit = provenance.get(prov.LIBRARY_VERSION), provenance.get(prov.LIBRARY_COMMIT)
     mlx = provenance.get(prov.MLX_PIN) or (tree or {}).get("mlx_pin")
     if version or commit:
@@ -92,15 +92,20 @@ def library_under_test(provenance: dict[str, object], tree: dict[str, object] | 
         if commit and str(commit)[:7] not in text:
             text += f" (commit {str(commit)[:12]})"
         return text + (f", MLX pin {mlx}" if mlx and str(mlx)[:7] not in text else "")
-    command_run = provenance.get("workload") == "command" and not provenance.get("source_format")
-    if command_run and tree and tree.get("checked") and tree.get("version"):
+    kind = kind_meaning(provenance.get("workload"))
+    external_run = kind.external and not provenance.get("source_format")
+    if external_run and tree and tree.get("checked") and tree.get("version"):
         return f"mlxcel {tree['version']}" + (f", MLX pin {mlx}" if mlx else "")
+    if kind.libraries:
+        packages = provenance.get("packages") if isinstance(provenance.get("packages"), dict) else {}
+        return ", ".join(f"{lib} {packages[lib]}" if packages.get(lib) else lib for lib in kind.libraries)
     return str(provenance.get("library_pin") or "unknown library")
 
 
 def _ran(packages: dict[str, object], backend: str, workload: str) -> dict[str, str]:
     """moecal, Python and the array libraries the measurement ran on (installed-but-unused ones are left out)."""
-    libraries = () if workload == "command" else BACKEND_PACKAGES.get(backend, ())
+    own = kind_meaning(workload).libraries
+    libraries = own if own is not None else BACKEND_PACKAGES.get(backend, ())
     return {
         str(k): str(v)
         for k, v in packages.items()
@@ -134,16 +139,15 @@ def context(provenance: dict[str, object], root: Path) -> dict[str, object]:
     return out
 
 
-def heading(data: dict[str, object], action_value: str) -> str:
+def heading(data: ReportData, action_value: str) -> str:
     """`### <date> addendum: <host> <backend> fused-MoE Dff crossover under <library>: <action> <value>`, with
     "(measured without a cuda device …)" when the run's label names a device its machine did not have."""
-    date = data["date"]
-    when = "Undated addendum" if date == UNDATED else f"{date} addendum"
-    note = data["context"].get("device_note")
+    when = "Undated addendum" if data.date == UNDATED else f"{data.date} addendum"
+    note = data.context.get("device_note")
     caveat = f" ({md_text(note)})" if note else ""
     return (
-        f"### {when}: {md_text(data['host'])} {md_text(data['backend'])} fused-MoE Dff crossover under "
-        f"{md_text(data['library_pin'])}{caveat}: {action_value}"
+        f"### {when}: {md_text(data.host)} {md_text(data.backend)} fused-MoE Dff crossover under "
+        f"{md_text(data.library_pin)}{caveat}: {action_value}"
     )
 
 
@@ -159,11 +163,11 @@ def _hardware(ctx: dict[str, object]) -> str:
     return text + (f"; {md_text(ctx['device_note'])}" if "device_note" in ctx else "")
 
 
-def _versions(data: dict[str, object]) -> str:
+def _versions(data: ReportData) -> str:
     """The library under test, then only the packages the measurement ran on (never an installed-but-unused one)."""
-    ctx = data["context"]
-    mlxcel = data.get("mlxcel") or {}
-    parts = [f"library under test: {md_text(data['library_pin'])}"]
+    ctx = data.context
+    mlxcel = data.mlxcel or {}
+    parts = [f"library under test: {md_text(data.library_pin)}"]
     if mlxcel.get("checked"):
         tree = f"mlxcel {md_text(mlxcel['version'])}" if mlxcel.get("version") else "mlxcel"
         pin = f", MLX pin {md_code(mlxcel['mlx_pin'])}" if mlxcel.get("mlx_pin") else ""
@@ -175,7 +179,8 @@ def _versions(data: dict[str, object]) -> str:
 
 
 def _harness(ctx: dict[str, object], kinds: set[str]) -> str:
-    """What ran: the benchmark command (prompt and token counts are in it) or the built-in workload(s), and moecal
+    """What ran: the benchmark command (prompt and token counts are in it) or the built-in workload(s) in their
+    kinds' own words (`kinds`: those of the points; a layer config's decode block is a second one), and moecal
     (which drove the runs, or for imported data only analysed them)."""
     moecal = "moecal"
     if "harness_commit" in ctx:
@@ -191,10 +196,11 @@ def _harness(ctx: dict[str, object], kinds: set[str]) -> str:
         return f"{what}; analysed by {moecal}"
     if "bench_command" in ctx:
         what = f"{md_code(ctx['bench_command'])}, one process per run"
-    elif workload in BUILT_IN:
-        what = BUILT_IN[workload]
-        if workload == "layer" and "whole" in kinds:  # a layer config's decode block
-            what += f"; its decode block: {BUILT_IN['decode']}"
+    elif kind_meaning(workload).description:
+        what = kind_meaning(workload).description
+        for other in sorted(kinds - {workload}):  # a block of another kind in the same config (layer's decode)
+            if kind_meaning(other).description:
+                what += f"; its {other} block: {kind_meaning(other).description}"
     else:
         what = f"the {md_text(workload or 'unknown')} workload"
     return f"{what}; driven by {moecal}{sweep}"
@@ -229,18 +235,18 @@ def _link(name: str | None, shown: str) -> str:
     return f"[{shown}]({name})" if name else md_code(shown)
 
 
-def provenance_paragraph(data: dict[str, object], points: list[dict], kinds: set[str]) -> str:
+def provenance_paragraph(data: ReportData, points: list[dict], kinds: set[str]) -> str:
     """Hardware, versions, harness, runs per side and how they were paired, how each side was forced, and the
     links to the raw data and the record (relative to --link-base; a file outside its project is named, not
     linked)."""
-    ctx, files = data["context"], data["files"]
+    ctx, files = data.context, data.files
     valid = [p for p in points if p[SummaryCol.VERDICT] not in ("null", "insufficient")]
     runs = sorted({min(p[SummaryCol.N_FUSED], p[SummaryCol.N_FALLBACK]) for p in valid})
     runs_text = f"{runs[0]}–{runs[-1]}" if len(runs) > 1 else (str(runs[0]) if runs else "0")
-    raw = [_link(files["raw_data"], files["raw_data"] or files["raw_name"])]
-    if files["mlxcel_csv"]:
-        raw.append(_link(files["mlxcel_csv"], Path(files["mlxcel_csv"]).name))
-    sidecar = _link(files["sidecar"], Path(files["sidecar"]).name)
+    raw = [_link(files.raw_data, files.raw_data or files.raw_name)]
+    if files.mlxcel_csv:
+        raw.append(_link(files.mlxcel_csv, Path(files.mlxcel_csv).name))
+    sidecar = _link(files.sidecar, Path(files.sidecar).name)
     return (
         f"Hardware: {_hardware(ctx)}. Versions: {_versions(data)}. Harness: {_harness(ctx, kinds)}. "
         f"{runs_text} runs per side{pairing(valid, ctx.get('order'))}. {_arms(ctx)} "

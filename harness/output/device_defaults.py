@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from harness.analysis import figures
 from harness.analysis.backend_defaults import Defaults
-from harness.analysis.decision import format_ci
+from harness.analysis.curve import format_ci
 from harness.analysis.knobs import analyse_knobs
 from harness.config import knobs as launch_knobs
 from harness.output.markdown_text import md_code, md_text

@@ -10,7 +10,7 @@ import math
 import textwrap
 from pathlib import Path
 
-from harness.analysis.decision import format_ci
+from harness.analysis.curve import format_ci
 from harness.analysis.pipeline import Analysis
 from harness.output.addendum_heading import UNDATED, report_date
 from harness.output.markdown_text import plot_label

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.analysis import figures
-from harness.analysis.decision import format_ci
+from harness.analysis.curve import format_ci
 from harness.analysis.knobs import KnobResult, analyse_knobs
 from harness.analysis.pipeline import Options
 from harness.config import knobs as launch_knobs

@@ -1,20 +1,22 @@
 """The addendum's plot: fused/fallback ratio with its interval per point against Dff, the crossover and the caps.
 
-Kept apart from the markdown (harness/output/addendum.py) so the two can change independently; it reads only the report
-data dict that `report.build_report_data` builds.
+Kept apart from the markdown (harness/output/addendum_markdown.py) so the two can change independently; it reads only
+the report data (harness.output.report_data.ReportData). One panel per unit of the run's workload kinds, titled as
+the kind's registry entry says (harness.config.kind_meaning).
 """
 
 from __future__ import annotations
 
-import re
 import textwrap
 from pathlib import Path
 
 import numpy as np
 
-from harness.analysis.decision import ratio_of_medians
+from harness.analysis.decision_record import ratio_of_medians
 from harness.analysis.decision_words import family_namer
+from harness.config.schema import kind_meaning, kind_of_family
 from harness.output.markdown_text import plot_label
+from harness.output.report_data import ReportData
 from harness.runs.summary_columns import SummaryCol
 
 
@@ -37,7 +39,6 @@ def _ratio_ticks(low: float, high: float) -> list[float]:
     return sorted(ticks)
 
 
-WHOLE_MODEL, LAYER = "whole model (tok/s)", "one MoE layer (layer steps/s)"
 # Families differ in colour *and* line style, verdicts in marker shape: the plot reads in grayscale print too.
 # Okabe–Ito colours (safe for colour-blind readers).
 COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
@@ -46,29 +47,37 @@ MARKERS = {"fused": "^", "fallback": "v", "equivalent": "s", "inconclusive": "o"
 OFFSET = 0.035  # log2 units between neighbouring families at one Dff, so their whiskers never overlap
 
 
-def _kind(family: str) -> str:
-    return LAYER if family.startswith("layer") else WHOLE_MODEL
+def panel(family: str) -> str:
+    """The panel a family's points go on: its workload kind's, which names the unit."""
+    return kind_meaning(kind_of_family(family)).panel
+
+
+def _panels(families: list[str]) -> list[str]:
+    """The panels of these families, whole-model kinds first (as the addendum's tables)."""
+    meanings = sorted({kind_meaning(kind_of_family(f)) for f in families}, key=lambda m: (not m.whole_model, m.panel))
+    return list(dict.fromkeys(m.panel for m in meanings)) or [panel("")]
 
 
 def _withheld(d: dict) -> str:
-    """Why the title says a raise or lower was held back: the A/A drift (a structured field), or the move the reason
-    names (an unmeasured gap, a family that does not support it); empty when nothing was."""
+    """Why the title says a raise or lower was held back: the A/A drift, or the move the decision records as withheld
+    (`withheld`: an unmeasured gap, a family that does not support it); empty when nothing was. Both are structured
+    fields: the reason's words are for people, never parsed."""
     if d.get("aa_beyond_margin"):
         return "raise/lower withheld: A/A beyond the margin"
-    found = re.search(r"a (raise|lower) to (\d+) was withheld", str(d.get("reason") or ""))
-    return f"{found[1]} to {found[2]} withheld: see the decision" if found else ""
+    held = d.get("withheld")
+    return f"{held['move']} to {held['cap']} withheld: see the decision" if held else ""
 
 
-def title_text(data: dict[str, object]) -> str:
+def title_text(data: ReportData) -> str:
     """`host backend under pin — keep 8192 (raise withheld: A/A drift)`: the decision with its value."""
-    d = data["decision"]
+    d = data.decision
     cap = d["recommended_cap"]
     action = d["action"] + (f" → {cap}" if cap is not None and d["action"] != "keep" else f" {cap}" if cap else "")
     withheld = _withheld(d)
     if withheld:
         action += f" ({withheld})"
-    where = f"{plot_label(data['host'])} {plot_label(data['backend'])} under {plot_label(data['library_pin'])}"
-    note = data.get("context", {}).get("device_note")
+    where = f"{plot_label(data.host)} {plot_label(data.backend)} under {plot_label(data.library_pin)}"
+    note = data.context.get("device_note")
     if note:  # an emulated or mislabelled run must not pass for a GPU measurement in the picture either
         where += f" ({plot_label(note)})"
     return f"{where} — decision: {action}"
@@ -132,18 +141,18 @@ def _cap_line(ax, dff: int, label: str, style: str) -> None:
                 bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1}, zorder=6)  # fmt: skip
 
 
-def _panel(ax, data: dict, kind: str, families: list[str], y_limits: tuple[float, float]) -> bool:
-    """One workload kind's points, crossover(s) and caps; returns whether a whisker was clipped."""
+def _panel(ax, data: ReportData, kind: str, families: list[str], y_limits: tuple[float, float]) -> bool:
+    """One panel's (workload kind's) points, crossover(s) and caps; returns whether a whisker was clipped."""
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    d = data["decision"]
-    margin = float(data["options"].get("margin", 0.01))
+    d = data.decision
+    margin = data.options.margin
     y_low, y_high = y_limits
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.axhspan(1.0 - margin, 1.0 + margin, color="0.88", label=f"1 ± δ ({margin:.0%}): equivalent")
     ax.axhline(1.0, color="black", linewidth=0.8)
-    points = [p for p in d["points"] if _kind(p["family"]) == kind]
+    points = [p for p in d["points"] if panel(p["family"]) == kind]
     dffs = sorted({p["dff"] for p in points}) or [1, 2]
     left, right = min(dffs) / 1.3, max(dffs) * 1.3
     clipped = False
@@ -167,7 +176,7 @@ def _panel(ax, data: dict, kind: str, families: list[str], y_limits: tuple[float
             color=colour,
             linestyle=style,
             linewidth=1.3,
-            label=plot_label(family_namer(data.get("context") or {})(family)),
+            label=plot_label(family_namer(data.context)(family)),
         )
         for x, p in zip(xs, pts, strict=True):
             ax.scatter(x, p[SummaryCol.ESTIMATE], marker=MARKERS.get(p[SummaryCol.VERDICT], "o"), color=colour,
@@ -186,7 +195,7 @@ def _panel(ax, data: dict, kind: str, families: list[str], y_limits: tuple[float
                     clipped = True
     _draw_nulls(ax, points, y_low, y_high)
     drawn = [(f, c) for f, c in _crossovers(d) if f in families and c.get("outcome") not in (None, "no_points")]
-    conf = f"{float(data['options'].get('confidence', 0.95)):.0%}"
+    conf = f"{data.options.confidence:.0%}"
     for family, c in drawn:
         index = families.index(family)
         # above the 1 ± δ band, one row per family so several families' bars never lie on top of each other
@@ -213,7 +222,7 @@ def _panel(ax, data: dict, kind: str, families: list[str], y_limits: tuple[float
     return clipped
 
 
-def write_plot(data: dict[str, object], path: Path) -> Path:
+def write_plot(data: ReportData, path: Path) -> Path:
     """The figure (draw_plot) as a PNG at `path`."""
     import matplotlib.pyplot as plt
 
@@ -223,7 +232,7 @@ def write_plot(data: dict[str, object], path: Path) -> Path:
     return path
 
 
-def draw_plot(data: dict[str, object]):  # -> matplotlib.figure.Figure (matplotlib is imported only when drawing)
+def draw_plot(data: ReportData):  # -> matplotlib.figure.Figure (matplotlib is imported only when drawing)
     """One panel per workload kind (whole-model tok/s, one-layer steps/s): ratio (log scale, fitted to the
     estimates; whiskers beyond it clipped and marked) vs log2 Dff; families offset along Dff so whiskers never
     overlap; null and not-run points as labelled grey ×; the crossover on the ratio = 1 line and its interval as a
@@ -234,10 +243,10 @@ def draw_plot(data: dict[str, object]):  # -> matplotlib.figure.Figure (matplotl
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    d = data["decision"]
-    margin = float(data["options"].get("margin", 0.01))
+    d = data.decision
+    margin = data.options.margin
     families = list(dict.fromkeys(p["family"] for p in d["points"]))
-    kinds = [k for k in (WHOLE_MODEL, LAYER) if any(_kind(f) == k for f in families)] or [WHOLE_MODEL]
+    kinds = _panels(families)
     fig, axes = plt.subplots(
         len(kinds), 1, figsize=(8, 1.0 + 3.4 * len(kinds)), dpi=100, squeeze=False, layout="constrained"
     )
@@ -246,16 +255,16 @@ def draw_plot(data: dict[str, object]):  # -> matplotlib.figure.Figure (matplotl
         estimates = [
             p[SummaryCol.ESTIMATE]
             for p in d["points"]
-            if p[SummaryCol.ESTIMATE] is not None and p[SummaryCol.VERDICT] != "null" and _kind(p["family"]) == kind
+            if p[SummaryCol.ESTIMATE] is not None and p[SummaryCol.VERDICT] != "null" and panel(p["family"]) == kind
         ]
         y_limits = _plot_limits(estimates or [1.0], margin)
-        clipped |= _panel(ax, data, kind, [f for f in families if _kind(f) == kind], y_limits)
+        clipped |= _panel(ax, data, kind, [f for f in families if panel(f) == kind], y_limits)
     axes[-1, 0].set_xlabel("expert intermediate size Dff (log2 scale)", fontsize=9)
     fig.suptitle(textwrap.fill(title_text(data), 90), fontsize=10)  # a long library line stays inside 800 px
     note = "; ▲▼ at an edge: whisker clipped" if clipped else ""
     fig.supxlabel(
         f"▲ fused wins, ▼ fallback wins, ■ equivalent, ● inconclusive; ◆ crossover, bar: its "
-        f"{data['options']['confidence']:.0%} interval (arrow: open){note}",
+        f"{data.options.confidence:.0%} interval (arrow: open){note}",
         fontsize=7, color="0.25",
     )  # fmt: skip
     return fig

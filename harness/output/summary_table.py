@@ -10,8 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.analysis import figures
-from harness.analysis.decision import PointTest
+from harness.analysis.decision_record import PointTest
 from harness.analysis.stats import DECIDED, family_labels
+from harness.config.schema import kind_of_family
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import CONFIDENCE, MARGIN
 
@@ -78,3 +79,18 @@ def print_summary(
     console.print("fallback, fused: median tok/s; ratio: geometric-mean fused/fallback; n: ok runs per arm")
     for note in notes:
         console.print(note, highlight=False)
+
+
+def with_kind(points: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The summary's points (the decision record's) with their workload kind beside the family: `summarize --json`'s
+    `kind` column, so a reader of the JSON finds the kind (and through the registry its unit) without parsing the
+    family label."""
+    out = []
+    for point in points:
+        row: dict[str, object] = {}
+        for key, value in point.items():
+            row[key] = value
+            if key == "family":
+                row["kind"] = kind_of_family(value)
+        out.append(row)
+    return out

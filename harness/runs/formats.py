@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Literal, get_args
 
 import pandas as pd
 
@@ -69,10 +70,14 @@ RUN_KEY = [*POINT_COLUMNS[2:], "knobs", "arm", "round"]  # backend/device are co
 DONE_STATUSES = ("ok", "skip")
 # The arm names, defined once. ARMS is the order a sweep runs them in; COMPARED_ARMS the two a decision compares,
 # in the order every table and summary column lists them (fallback first, as mlxcel's CSV does).
-FUSED, FALLBACK, NULL = "fused", "fallback", "null"
-ARMS = (FUSED, FALLBACK, NULL)
-COMPARED_ARMS = (FALLBACK, FUSED)
-STATUSES = ("ok", "fail", "skip")
+Arm = Literal["fused", "fallback", "null"]
+FUSED: Arm = "fused"
+FALLBACK: Arm = "fallback"
+NULL: Arm = "null"
+ARMS: tuple[Arm, ...] = (FUSED, FALLBACK, NULL)
+COMPARED_ARMS: tuple[Arm, Arm] = (FALLBACK, FUSED)
+RunStatus = Literal["ok", "fail", "skip"]
+STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 TEXT_COLUMNS = ["run_id", "backend", "device", "workload", "model", "quant_mode", "dtype", "arm", "status", "error"]
 NUMBER_COLUMNS = ["d_model", "dff", "n_experts", "top_k", "bits", "group_size", "round", "tok_s"]
 

@@ -44,6 +44,7 @@ from harness.runs.formats import (
 )
 from harness.runs.import_checks import check_imported
 from harness.runs.provenance import csv_header_provenance
+from harness.runs.run_meta import RunMeta
 from harness.runs.rundir import RunDirectory, refuse_links, refuse_stored
 from harness.runs.summary_columns import SummaryCol
 
@@ -339,7 +340,7 @@ def import_run_dir(
     imported.provenance.setdefault("run_id", run_dir.name)
     text = format_provenance(imported.provenance) + frame_csv(imported.samples)
     write_text_atomic(run.samples, text)
-    run.write_meta(imported.provenance)
+    run.write_record(RunMeta(imported.provenance))  # an import records no policy: it measured none
     return imported
 
 

@@ -25,12 +25,8 @@ addendum. The rules that keep runs trustworthy live here, in one place:
   harness commit and dirty flag, kernel source hash, launch settings, command. Resuming with another kernel hash or
   launch setting than an earlier segment is refused unless allowed (`--allow-mixed`), and then recorded. A
   segment's rows and end are rewritten after every row, so a sweep killed without warning still says how far it got.
-- **Format version.** meta.json names the layout of the directory's files in `format` (FORMAT_VERSION), written by
-  `RunDirectory.write_meta`. A directory without it (written before versions existed, such as the stored CI
-  baseline) is format 0 and goes through the named migrations in MIGRATIONS, in memory, on every read: the files on
-  disk are never rewritten by a reader. A newer version than this moecal knows is refused in one line, never
-  guessed at. `format` describes the files, not the measurement: `read_meta` returns the meta without it, so no
-  report or CSV header shows it.
+- **meta.json** is a record (harness.runs.run_meta.RunMeta: the provenance, the sweep's policy, the format
+  version and its migrations); `RunDirectory.read_record`/`write_record` are its only reader and writer.
 - **No links.** A symbolic link in a run directory would carry a write (an append to samples.csv, the lock, a
   report) to a file outside it: such a directory is refused (`refuse_links`), and every file is opened with
   O_NOFOLLOW or replaced by a rename (which replaces a link instead of following it).
@@ -65,6 +61,7 @@ from harness.runs.formats import (
     refuse_link,
     write_text_atomic,
 )
+from harness.runs.run_meta import RunMeta, RunPolicy
 
 DEFAULT_RESULTS = Path("results")
 STORED_MARKER = ".stored"  # documented in README 'Run directories': marks a read-only baseline outside git
@@ -72,8 +69,6 @@ META_FILE = "meta.json"
 SUMMARY_FILE = "summary.csv"
 RUN_FILES = (SAMPLES_FILE, META_FILE)  # either one makes a folder a run directory
 LOCK_FILE = ".lock"
-FORMAT_KEY = "format"
-FORMAT_VERSION = 1  # 1: meta.json carries `format`; the files are laid out as in format 0
 SEGMENT_KEYS = ("harness_commit", "harness_dirty", "kernel_source_hash", "launch", "command")
 MIXABLE_KEYS = ("kernel_source_hash", "launch")  # what a resumed run may not change silently
 SLUG_WORDS = 2  # of the device name: "amd-epyc", "nvidia-h200", "apple-m3" — enough to tell machines apart
@@ -160,32 +155,6 @@ def refuse_links(run_dir: Path) -> None:
 # --- the directory and its files --------------------------------------------------------------------------------
 
 
-def migrate_v0_to_v1(meta: dict[str, object]) -> dict[str, object]:
-    """Format 0 (no `format` key: every run before versions existed, the stored CI baseline among them) → 1.
-
-    Format 1 only started naming its version: the files' layout and meta.json's keys are those of format 0
-    (a run from before segments existed is still described by its top level, see `segments`), so nothing is
-    converted. The next change of layout adds its own function to MIGRATIONS."""
-    return {**meta, FORMAT_KEY: 1}
-
-
-MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {0: migrate_v0_to_v1}  # from → from + 1
-
-
-def migrate_meta(meta: dict[str, object], source: Path) -> dict[str, object]:
-    """meta.json brought to FORMAT_VERSION through MIGRATIONS, one version at a time; a version this moecal does
-    not know (newer, or not a whole number) is an InputError in one line: guessing at its files could misread them."""
-    version = meta.get(FORMAT_KEY, 0)
-    if type(version) is not int or not 0 <= version <= FORMAT_VERSION:
-        raise InputError(
-            str(source), FORMAT_KEY, f"run format {version!r} is not one this moecal reads (up to {FORMAT_VERSION})"
-        )
-    while version < FORMAT_VERSION:
-        meta = MIGRATIONS[version](meta)
-        version += 1
-    return meta
-
-
 class RunDirectory:
     """One run directory's files — samples.csv, meta.json, summary.csv, the lock — and the format of meta.json.
 
@@ -202,24 +171,28 @@ class RunDirectory:
         """Holds samples.csv or meta.json: a run directory, as opposed to an empty or foreign folder."""
         return any((self.path / name).exists() for name in RUN_FILES)
 
-    def read_meta(self) -> dict[str, object]:
-        """meta.json migrated to FORMAT_VERSION, without its `format` key ({} when there is none); unreadable, not
-        an object or of an unknown format → InputError."""
+    def read_record(self) -> RunMeta:
+        """meta.json as a record, migrated to the current format (an empty one when there is none); unreadable, not
+        an object, of an unknown format or with a malformed policy → InputError."""
         if not self.meta_path.exists():
-            return {}
+            return RunMeta()
         try:
             meta = load_json_object(self.meta_path)
         except InputError as exc:
             raise InputError(str(self.meta_path), "", f"not a moecal meta.json: {exc.field}: {exc.problem}") from None
-        migrated = migrate_meta(meta, self.meta_path)
-        migrated.pop(FORMAT_KEY)
-        return migrated
+        return RunMeta.from_json(meta, self.meta_path)
 
-    def write_meta(self, meta: Mapping[str, object]) -> None:
-        """meta.json at FORMAT_VERSION, replaced atomically (a reader never sees half a file)."""
-        body = {key: value for key, value in meta.items() if key != FORMAT_KEY}
-        text = json.dumps({FORMAT_KEY: FORMAT_VERSION, **body}, indent=2, default=str) + "\n"
-        write_text_atomic(self.meta_path, text)
+    def read_meta(self) -> dict[str, object]:
+        """meta.json's provenance: without its `format` and `policy` ({} when there is no meta.json)."""
+        return self.read_record().provenance
+
+    def read_policy(self) -> RunPolicy | None:
+        """The policy the run's sweep measured to, None for a run that recorded none (see harness.runs.run_meta)."""
+        return self.read_record().policy
+
+    def write_record(self, record: RunMeta) -> None:
+        """meta.json at the current format, replaced atomically (a reader never sees half a file)."""
+        write_text_atomic(self.meta_path, record.to_text())
 
     def read_samples(self) -> pd.DataFrame:
         """samples.csv, validated (harness.runs.formats.read_samples)."""
@@ -340,14 +313,21 @@ class SampleWriter:
     The header, the meta.json segment and the torn-tail repair happen at the first `append`; `close` records the
     segment's end and row count (also rewritten after every row, see `_record_segment`)."""
 
-    def __init__(self, run_dir: Path, meta: Mapping[str, object], segment: Mapping[str, object] | None = None):
+    def __init__(
+        self,
+        run_dir: Path,
+        meta: Mapping[str, object],
+        segment: Mapping[str, object] | None = None,
+        policy: RunPolicy | None = None,
+    ):
         self.run_dir = Path(run_dir)
         self.run = RunDirectory(run_dir)
         self.path = self.run.samples
         self.meta = dict(meta)
+        self.policy = policy  # recorded for a new run; a resumed run keeps the one it has
         self.segment = dict(segment if segment is not None else new_segment(meta))
         self._fd = -1
-        self._meta: dict[str, object] = {}
+        self._record = RunMeta()
         self._columns: list[str] = list(SAMPLE_COLUMNS)  # the file's own header once it exists (see _start)
 
     def done_keys(self) -> dict[tuple, str]:
@@ -356,14 +336,18 @@ class SampleWriter:
     def _start(self) -> None:
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            previous = self.run.read_meta()
+            previous = self.run.read_record()
             if self.path.exists() and self.path.stat().st_size > 0:
                 truncate_torn_tail(self.path)
                 self._columns = csv_columns(self.path) or SAMPLE_COLUMNS  # a run from before a LATER_COLUMNS column
             else:
                 write_text_atomic(self.path, format_provenance(self.meta) + csv_line(SAMPLE_COLUMNS))
-            self._meta = {**(previous or self.meta), "segments": [*segments(previous), self.segment]}
-            self.run.write_meta(self._meta)
+            earlier = previous.provenance
+            self._record = RunMeta(
+                {**(earlier or self.meta), "segments": [*segments(earlier), self.segment]},
+                previous.policy if earlier else self.policy,
+            )
+            self.run.write_record(self._record)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
         except OSError as exc:
             raise InputError(str(self.path), "", f"cannot write: {exc.strerror or exc}") from None
@@ -405,8 +389,8 @@ class SampleWriter:
         """meta.json with this segment's rows and end as of now: after every row, so a sweep killed by SIGKILL
         leaves a segment that says how far it got (the last row's time as its end)."""
         self.segment["end"] = _now()
-        self._meta["segments"][-1] = self.segment
-        self.run.write_meta(self._meta)
+        self._record.provenance["segments"][-1] = self.segment  # type: ignore[index]
+        self.run.write_record(self._record)
 
     def close(self) -> None:
         if self._fd < 0:

@@ -12,6 +12,7 @@ import functools
 import importlib
 import platform
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from harness.config.backend_specs import BACKEND_NAMES, BACKENDS, backend_spec
@@ -39,7 +40,7 @@ class Detection:
     """What this machine offers, found once per process (`detect()`): every question about "which backend or
     device is here" — `auto`, doctor's table, the default config, an external command's label — reads this."""
 
-    usable: dict[str, tuple[bool, str]]  # backend → (usable, reason), in BACKEND_NAMES order
+    usable: Mapping[str, tuple[bool, str]]  # backend → (usable, reason), in BACKEND_NAMES order
     gpu: dict[str, str]  # nvidia-smi's gpu / driver / gpu_memory ({} without an NVIDIA GPU)
     apple_silicon: bool
 
@@ -60,12 +61,35 @@ class Detection:
         return self.gpu.get("gpu", "")
 
 
+class _Probed(Mapping[str, tuple[bool, str]]):
+    """Every backend's availability, probed on first use: importing a backend's library can write (CuPy makes its
+    kernel cache folder on import), so a question about the GPU alone (an external command's label, `moecal plan`
+    of a command workload) must not probe them."""
+
+    def __init__(self) -> None:
+        self._found: dict[str, tuple[bool, str]] | None = None
+
+    def _all(self) -> dict[str, tuple[bool, str]]:
+        if self._found is None:
+            self._found = {name: availability(name) for name in BACKEND_NAMES}
+        return self._found
+
+    def __getitem__(self, name: str) -> tuple[bool, str]:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
 @functools.cache
 def detect() -> Detection:
     from harness.runs import provenance  # provenance probes nvidia-smi; imported here to keep this package light
 
     return Detection(
-        usable={name: availability(name) for name in BACKEND_NAMES},
+        usable=_Probed(),
         gpu=provenance.nvidia_gpu(),
         apple_silicon=sys.platform == "darwin" and platform.machine() == "arm64",
     )

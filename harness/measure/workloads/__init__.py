@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import importlib
 
-from harness.config.schema import KINDS, SweepConfig, WorkloadKind
+from harness.config.schema import KIND_BY_NAME, SweepConfig, WorkloadKind
 from harness.measure.protocol import Workload
-
-_BY_NAME = {kind.name: kind for kind in KINDS}
 
 
 def workload_kind(config: SweepConfig) -> WorkloadKind:
     """The registry entry of a validated config's workload (the config's union admits only registered kinds)."""
-    return _BY_NAME[config.workload.kind]
+    return KIND_BY_NAME[config.workload.kind]
 
 
 def build_workload(config: SweepConfig, config_path: str, backend_name: str, plan_only: bool = False) -> Workload:

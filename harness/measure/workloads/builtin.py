@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Self
 
 from harness.config.catalog import ModelShape, load_catalog, resolve_model
-from harness.config.schema import DecodeWorkload, LayerWorkload, ModelEntry, SweepConfig, resolved_dtype
+from harness.config.schema import DecodeSettings, LayerSettings, ModelEntry, SweepConfig, resolved_dtype
 from harness.config.shapes import MoeShape
 from harness.errors import InputError
 from harness.measure.backends import device_facts, get_backend
@@ -82,13 +82,13 @@ class BuiltinWorkload:
         config: SweepConfig,
         config_path: str,
         backend: Backend,
-        settings: LayerWorkload | DecodeWorkload | None = None,
+        settings: LayerSettings | DecodeSettings | None = None,
         entries: list[ModelEntry] | None = None,
         entries_field: str = "models",
     ):
         self.config = config
         self.settings = settings or config.workload
-        assert isinstance(self.settings, LayerWorkload | DecodeWorkload)
+        assert isinstance(self.settings, LayerSettings | DecodeSettings)
         self.config_path = config_path
         self.backend = backend
         self.dtype = resolved_dtype(self.settings.dtype, backend.name)

@@ -6,7 +6,7 @@ MLXCEL_FUSED_MOE (1 fused, 0 fallback); how each model's arms were forced, the m
 the binary's version and protocol (harness.measure.bench_capabilities) and a backend label without its device here
 go to the run's meta.json. tok/s is parsed from the output with `metric_regex` (group 1, last match wins, so a benchmark
 that prints per-phase lines reports its final figure). An optional dispatch probe must match the fused arm's output;
-a point where it never does ran the same code in both arms and is a null point (see harness.analysis.stats).
+a point where it never does ran the same code in both arms and is a null point (see harness.analysis.point_summary).
 
 Greedy parity (config `parity:`): each run's generated output is captured and compared with the latest run of the
 other path (harness.analysis.parity). A model with `expect_null` (written by `moecal init` when the fused kernel should
@@ -29,15 +29,14 @@ from pathlib import Path
 from harness.analysis.parity import agreement, capture_file, capture_regex
 from harness.config.backend_specs import backend_spec
 from harness.config.mlxcel_families import SWITCH_ENV, SWITCH_OFF, SWITCH_ON
-from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, ModelEntry, SweepConfig
-from harness.config.schema import CommandWorkload as CommandSettings
-from harness.config.synth_sweep import synthetic_provenance
+from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, CommandSettings, ModelEntry, SweepConfig
 from harness.errors import InputError
 from harness.measure.backends import detect
 from harness.measure.bench_capabilities import capabilities, leading_args
 from harness.measure.bench_output import generated_tokens, rejected_flag, usage_error
 from harness.measure.proc import HELP_TIMEOUT_S, ask_help, run_with_deadline
 from harness.measure.protocol import Point, RunFailed, RunOutcome
+from harness.measure.synth_models import synthetic_provenance
 from harness.runs.provenance import cpu_name
 
 TAIL_CHARS = 400
@@ -230,7 +229,7 @@ class CommandWorkloadRunner:
         be synthesized (a Dff the fused kernel declines)."""
         if self.config.synth is None:
             return None
-        from harness.config.synth_sweep import synthesize  # MLX writes the checkpoint
+        from harness.measure.synth_models import synthesize  # MLX writes the checkpoint
 
         try:
             return self.point_for(synthesize(self.config.synth, dff))

@@ -20,7 +20,7 @@ import gc
 import numpy as np
 
 from harness.config.backend_specs import backend_spec
-from harness.config.schema import DecodeWorkload, LayerWorkload
+from harness.config.schema import DecodeSettings, LayerSettings
 from harness.measure.backends.base import Backend
 from harness.measure.protocol import Point, PointRunner, RunFailed, RunOutcome
 from harness.measure.reference import moe_reference, rel_err
@@ -33,7 +33,7 @@ from harness.measure.workloads.decoder import Capture, DecoderShapes, SyntheticD
 class DecodeRunner:
     """One model on the device plus the fallback reference (tokens and the first MoE call's float64 output)."""
 
-    def __init__(self, backend: Backend, shapes: DecoderShapes, settings: DecodeWorkload):
+    def __init__(self, backend: Backend, shapes: DecoderShapes, settings: DecodeSettings):
         self.backend = backend
         self.warmup, self.tokens = settings.warmup_tokens, settings.tokens
         self.decoder = SyntheticDecoder(backend, array_ops(backend.name, shapes.moe.dtype), shapes, settings.seed)
@@ -82,15 +82,15 @@ class DecodeWorkloadRunner(BuiltinWorkload):
     @classmethod
     def follow_up(cls, layer: BuiltinWorkload) -> DecodeWorkloadRunner:
         """The decode run a layer workload's `decode:` block asks for, in the layer workload's format."""
-        assert isinstance(layer.settings, LayerWorkload) and layer.settings.decode is not None
+        assert isinstance(layer.settings, LayerSettings) and layer.settings.decode is not None
         block = layer.settings.decode
         quant = layer.settings.model_dump(include={"bits", "group_size", "dtype", "seed"})
         runs = block.model_dump(include={"tokens", "warmup_tokens", "context"})
-        settings = DecodeWorkload(kind="decode", **quant, **runs)
+        settings = DecodeSettings(kind="decode", **quant, **runs)
         return cls(layer.config, layer.config_path, layer.backend, settings, block.models, "workload.decode.models")
 
     def shapes(self, index: int) -> DecoderShapes:
-        assert isinstance(self.settings, DecodeWorkload)
+        assert isinstance(self.settings, DecodeSettings)
         model = self.models[index]
         moe = self.moe_shape(model, self.field(index))
         shared = (
@@ -106,7 +106,7 @@ class DecodeWorkloadRunner(BuiltinWorkload):
         )
 
     def points(self) -> list[Point]:
-        assert isinstance(self.settings, DecodeWorkload)
+        assert isinstance(self.settings, DecodeSettings)
         out = []
         for index, model in enumerate(self.models):
             shapes = self.shapes(index)
@@ -129,7 +129,7 @@ class DecodeWorkloadRunner(BuiltinWorkload):
 
     def open(self, point: Point) -> PointRunner:
         settings = self.settings
-        assert isinstance(settings, DecodeWorkload)
+        assert isinstance(settings, DecodeSettings)
         return open_or_fail(lambda: DecodeRunner(self.backend, point.extra["shapes"], settings))
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.config.catalog import ModelShape
-from harness.config.schema import LayerWorkload, SweepConfig
+from harness.config.schema import LayerSettings, SweepConfig
 from harness.config.shapes import MoeShape
 from harness.errors import InputError
 from harness.measure.backends.base import Backend
@@ -137,12 +137,12 @@ class LayerWorkloadRunner(BuiltinWorkload):
 
     def __init__(self, config: SweepConfig, config_path: str, backend: Backend):
         super().__init__(config, config_path, backend)
-        assert isinstance(self.settings, LayerWorkload)
+        assert isinstance(self.settings, LayerSettings)
         self.decode = DecodeWorkloadRunner.follow_up(self) if self.settings.decode else None
 
     def _grid(self, model: ModelShape, index: int) -> list[tuple[int, str]]:
         """(dff, config field it came from) for one model entry."""
-        assert isinstance(self.settings, LayerWorkload)
+        assert isinstance(self.settings, LayerSettings)
         if not self.settings.dff_grid:
             return [(model.dff, self.field(index))]
         return [(dff, f"workload.dff_grid[{j}]") for j, dff in enumerate(self.settings.dff_grid)]
@@ -151,7 +151,7 @@ class LayerWorkloadRunner(BuiltinWorkload):
         return self.layer_points() + (self.decode.points() if self.decode else [])
 
     def layer_points(self) -> list[Point]:
-        assert isinstance(self.settings, LayerWorkload)
+        assert isinstance(self.settings, LayerSettings)
         cache = self.backend.cache_bytes()
         out: list[Point] = []
         seen: dict[tuple, int] = {}
@@ -185,7 +185,7 @@ class LayerWorkloadRunner(BuiltinWorkload):
     def point_at(self, template: Point, dff: int) -> Point | None:
         """The layer point like `template` at `dff`: the points `dff_grid = [dff]` makes (so the memory and skip
         rules apply), the one whose key matches the template's but for Dff."""
-        assert isinstance(self.settings, LayerWorkload)
+        assert isinstance(self.settings, LayerSettings)
         settings = self.settings
         self.settings = settings.model_copy(update={"dff_grid": [dff]})
         try:
@@ -197,7 +197,7 @@ class LayerWorkloadRunner(BuiltinWorkload):
 
     def open(self, point: Point) -> PointRunner:
         settings = self.settings
-        assert isinstance(settings, LayerWorkload)
+        assert isinstance(settings, LayerSettings)
         if point.key["workload"] == "decode" and self.decode:
             return self.decode.open(point)
         shape, copies = point.extra["shape"], point.extra["copies"]

@@ -5,6 +5,8 @@ DIR's family at those Dff. They are written once into a cache keyed by their con
 request field, the writer's format), so a resumed sweep, a second config or Dff refinement asking for the same
 checkpoint reuses it, and a changed source never reuses a stale one. The cache lives outside results/ (stored runs
 are read-only and checkpoints are not results): `synth.cache`, else $XDG_CACHE_HOME/moecal/synth (~/.cache/...).
+`moecal plan` asks for the same model entries with `write=False`: a checkpoint not yet in the cache is described from
+its plan (the config.json and record it would be written with), so planning writes nothing.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import os
 from pathlib import Path
 
 from harness.config import synth_checkpoints as synth
-from harness.config.discover import DiscoveredModel, read_model
+from harness.config.discover import DiscoveredModel, model_from_config, read_model
 from harness.config.eligibility import model_entry
 from harness.config.schema import ModelEntry, SweepConfig, SynthSettings
 from harness.errors import InputError
+from harness.measure import synth_writer
 
 
 def cache_dir(settings: SynthSettings) -> Path:
@@ -26,27 +29,34 @@ def cache_dir(settings: SynthSettings) -> Path:
     return Path(base) / "moecal" / "synth"
 
 
-def synthesize(settings: SynthSettings, dff: int) -> ModelEntry:
-    """The model entry of the synthetic checkpoint at `dff`, writing it into the cache unless it is there."""
+def synthesize(settings: SynthSettings, dff: int, write: bool = True) -> ModelEntry:
+    """The model entry of the synthetic checkpoint at `dff`, writing it into the cache unless it is there; with
+    `write=False` the entry of what would be written (the same entry: read_model on the written folder reads back
+    the plan's config.json and record)."""
     request = synth.Request(
         Path(settings.like), dff, settings.layers, settings.experts, settings.top_k, settings.seed, settings.dtype
     )
     plan = synth.plan(request)
     folder = cache_dir(settings) / plan.sidecar["content_hash"][:16]
-    if not (folder / plan.name).is_dir():
-        synth.check_fits([plan], folder)
-    path = synth.write(plan, request, folder)
-    model = read_model(path)
+    path = folder / plan.name
+    if write:
+        if not path.is_dir():
+            synth_writer.check_fits([plan], folder)
+        path = synth_writer.write(plan, request, folder)
+        model = read_model(path)
+    else:
+        model = read_model(path) if path.is_dir() else model_from_config(path, plan.config, plan.sidecar)
     if not isinstance(model, DiscoveredModel):  # the writer's own output must read back
         raise InputError(str(path), "config.json", model.reason)
     return ModelEntry.model_validate(model_entry(model))
 
 
-def with_synthetic_models(config: SweepConfig, source: str) -> SweepConfig:
-    """The config with one model entry per `synth.dff` appended (checkpoints made or found in the cache)."""
+def with_synthetic_models(config: SweepConfig, source: str, write: bool = True) -> SweepConfig:
+    """The config with one model entry per `synth.dff` appended (checkpoints made or found in the cache; planned
+    only, nothing written, with `write=False`)."""
     if config.synth is None:
         return config
-    added = [synthesize(config.synth, dff) for dff in config.synth.dff]
+    added = [synthesize(config.synth, dff, write) for dff in config.synth.dff]
     names = {m.name for m in config.models}
     clash = next((m.name for m in added if m.name in names), None)
     if clash:

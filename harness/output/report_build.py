@@ -1,0 +1,192 @@
+"""Building the report data (harness.output.report_data.ReportData) from a run: every number and string the addendum
+states, re-derivable from the inputs and options it records.
+
+A report reads and analyses its run once (`read_report_input`); a command that analysed the run already (`moecal
+sweep`, for its table and summary.csv) hands that analysis down instead of having it re-derived. Paths in the record
+are relative to the project root (the nearest folder above with `.git` or `pyproject.toml`); the links in `files`
+are relative to the link base, so the addendum's links work where it lies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.backend_defaults import MLXCEL_CONSTANTS
+from harness.analysis.dispatch_evidence import contradictions
+from harness.analysis.inputs import load_input
+from harness.analysis.pin_drift import compare_runs
+from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path, expected_null
+from harness.analysis.regression import join_points
+from harness.config.schema import kind_meaning
+from harness.output.addendum_heading import context, library_under_test, report_date, with_overrides
+from harness.output.mlxcel_source import MlxcelSource, known_defaults
+from harness.output.report_data import ADDENDUM_SUFFIX, ReportData, ReportFiles
+from harness.output.report_links import link_target, project_root, relative_path, shown_text
+from harness.runs.formats import SAMPLES_FILE
+from harness.runs.rundir import SUMMARY_FILE, RunDirectory
+from harness.runs.summary_columns import SummaryCol
+
+
+@dataclass(frozen=True)
+class ReportInput:
+    """The run a report is about, read and analysed once: its path, the analysis (of the input's provenance with the
+    command line's `overrides` on top, at the options the report records), and the mlxcel tree the decision targets
+    (None for a backend mlxcel does not have)."""
+
+    path: Path
+    analysis: Analysis
+    overrides: dict[str, str]
+    tree: dict[str, object] | None
+
+
+def read_report_input(
+    input_path: str | Path,
+    options: Options = Options(),
+    mlxcel: MlxcelSource | dict[str, object] | None = None,
+    overrides: dict[str, str] | None = None,
+    analysed: Analysis | None = None,
+) -> ReportInput:
+    """Read and analyse `input_path` for a report, or take `analysed`, the caller's analysis of it (no overrides,
+    the same options: a sweep's end, which analysed the run for its table and summary).
+
+    `mlxcel` is the tree the decision targets (a read tree, or the stored record when check-reports re-derives):
+    its cap for the run's backend is the current default unless --current-default says otherwise. `overrides`
+    (addendum_heading.OVERRIDE_KEYS) correct the input's provenance."""
+    overrides = {k: str(v) for k, v in (overrides or {}).items() if v not in (None, "")}
+    if analysed is not None and overrides:
+        raise ValueError("an analysis handed down cannot take provenance overrides: they change what it read")
+    loaded = load_input(input_path) if analysed is None else None
+    provenance = with_overrides(loaded.provenance if loaded is not None else analysed.provenance, overrides)
+    backend = str(provenance.get("backend") or "unknown-backend")
+    tree = mlxcel.as_json() if isinstance(mlxcel, MlxcelSource) else mlxcel or known_defaults().as_json()
+    if backend not in MLXCEL_CONSTANTS:
+        tree = None
+    elif tree["checked"] and options.current_default is None:
+        options = dataclasses.replace(options, current_default=int(tree["caps"][backend]))
+    if analysed is None:
+        analysed = analyse(loaded._replace(provenance=provenance), options)
+    elif analysed.options != options:
+        raise ValueError(f"the analysis handed down used {analysed.options}, the report needs {options}")
+    return ReportInput(Path(input_path), analysed, overrides, tree)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower() or "unknown"
+
+
+def _report_stem(provenance: dict[str, object], date: str, host: str, backend: str) -> str:
+    """<run id>: one run's files can never overwrite another run's. Inputs without a run id (a bare summary.csv)
+    fall back to <date>-<host>-<backend>[-<config>]."""
+    run_id = re.sub(r"[^A-Za-z0-9._-]+", "-", str(provenance.get("run_id") or "")).strip("-.")
+    if run_id:  # verbatim (already file-name-safe when moecal made it), so the names match the run directory
+        return run_id
+    return "-".join(_slug(p) for p in (date, host, backend, str(provenance.get("config_name") or "")) if p)
+
+
+def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path: Path) -> dict[str, object]:
+    pairs, dropped = join_points(previous.summary, analysis.summary)
+    before = previous.as_json()
+    return {
+        "raw_data": relative_path(previous_path, root),
+        "date": report_date(previous.provenance, previous_path),
+        "library_pin": str(previous.provenance.get("library_pin") or "unknown library"),
+        **{k: before[k] for k in ("crossover_dff", "ci_low", "ci_high", "outcome", "recommended_cap", "action")},
+        "points": [
+            {
+                "model": str(analysis.summary["model"].iloc[c]),
+                "dff": int(analysis.summary["dff"].iloc[c]),
+                "ratio_before": _exact(previous.summary[SummaryCol.ESTIMATE].iloc[b]),
+                "ratio_now": _exact(analysis.summary[SummaryCol.ESTIMATE].iloc[c]),
+                "verdict_before": str(previous.summary[SummaryCol.VERDICT].iloc[b]),
+                "verdict_now": str(analysis.summary[SummaryCol.VERDICT].iloc[c]),
+            }
+            for b, c in pairs
+        ],
+        "not_compared": len(dropped),
+        # the crossover shift with its interval and each point's change (harness/analysis/pin_drift.py), as `moecal
+        # compare`
+        "comparison": compare_runs(previous, analysis, analysis.options.confidence).as_json(),
+    }
+
+
+def _exact(value: float) -> float | None:
+    """Never pre-rounded (harness.analysis.figures formats it); null when not finite."""
+    return float(value) if math.isfinite(float(value)) else None
+
+
+def _files(stem: str, raw: Path, md_dir: Path, link_base: Path, mlxcel_csv: bool, patch: bool) -> ReportFiles:
+    """The addendum's links, as seen from `link_base` (report_links): the files written beside it in `md_dir`
+    (write_report writes each under its name), and the raw data (None when it lies outside `link_base`'s
+    project: then the text names it, `raw_name`, without a link that would break)."""
+    raw = RunDirectory(raw).samples if raw.is_dir() else raw
+
+    def beside(name: str) -> str:
+        return link_target(md_dir / name, link_base) or name
+
+    return ReportFiles(
+        addendum=beside(f"{stem}{ADDENDUM_SUFFIX}"),
+        plot=beside(f"{stem}-dff-crossover.png"),
+        sidecar=beside(f"{stem}.json"),
+        mlxcel_csv=beside(f"{stem}-mlxcel.csv") if mlxcel_csv else None,
+        patch=beside(f"{stem}-switch_layers.diff") if patch else None,
+        raw_data=link_target(raw, link_base),
+        raw_name=f"{raw.parent.name}/{raw.name}" if raw.name in (SAMPLES_FILE, SUMMARY_FILE) else raw.name,
+    )
+
+
+def whole_model_rows(summary: pd.DataFrame) -> np.ndarray:
+    """Rows of whole-model points (their kind says so: decode, command): what mlxcel's per-model sweep layout
+    carries."""
+    return np.array([kind_meaning(w).whole_model for w in summary["workload"].astype(str)], dtype=bool)
+
+
+def build_report_data(
+    report_input: ReportInput,
+    root: Path,
+    previous: str | Path | None = None,
+    date: str | None = None,
+    md_dir: Path | None = None,
+    link_base: Path | None = None,
+) -> ReportData:
+    """The record of one run's addendum (links relative to `link_base`, default `md_dir`, the addendum's folder)."""
+    analysis, input_path = report_input.analysis, report_input.path
+    provenance = analysis.provenance
+    host = str(provenance.get("host") or "unknown-host")
+    backend = str(provenance.get("backend") or "unknown-backend")
+    date = date or report_date(provenance, input_path)
+    md_dir = md_dir or root
+    link_base = link_base or md_dir
+    source_root = project_root(input_path.parent)  # recorded paths are shown relative to the run's project
+    d = analysis.as_json()
+    tree = report_input.tree
+    changes = d["action"] in ("raise", "lower", "set") and d["recommended_cap"] is not None and tree is not None
+    csv = analysis.samples is not None and bool(whole_model_rows(analysis.summary).any())
+    wrong = contradictions(analysis.verification, expected_null(provenance))
+    return ReportData(
+        date=date,
+        host=host,
+        backend=backend,
+        library_pin=shown_text(library_under_test(provenance, tree), source_root),
+        raw_data=relative_path(input_path, root),
+        overrides=report_input.overrides,
+        link_base=relative_path(link_base, md_dir),
+        options=analysis.options,
+        files=_files(_report_stem(provenance, date, host, backend), input_path, md_dir, link_base, csv, changes),
+        context=context(provenance, source_root),
+        mlxcel=tree,
+        decision=d,
+        previous=(
+            _previous(analysis, analyse_path(previous, analysis.options), root, Path(previous)) if previous else None
+        ),
+        # how an until-decided sweep stopped (harness.measure.allocation), absent for a fixed-protocol run
+        until_decided=provenance.get("until_decided") or None,
+        # where the dispatch pass proved the family table wrong, either way: said, never silently overridden
+        table_wrong=wrong or None,
+    )

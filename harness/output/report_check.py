@@ -1,0 +1,94 @@
+"""Verifying a stored addendum (`moecal check-reports`): its sidecar record is re-derived from the raw data it
+names and compared, the text re-rendered from the record and compared, and the exported mlxcel CSV re-derived —
+so an edited number in the prose, in the sidecar or in the CSV all fail. The one command that re-derives a
+report's analysis on purpose.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.errors import InputError
+from harness.output.addendum_markdown import render_markdown
+from harness.output.report_build import build_report_data, read_report_input
+from harness.output.report_data import ReportData, read_sidecar, sidecar_path
+from harness.output.report_files import mlxcel_csv
+from harness.output.report_links import project_root
+from harness.runs.safe_paths import outside_trees, plain_name_problem
+
+OLD_BLOCK_START = "<!-- moecal-report\n"  # format 2 kept its record in the text; recognised to say "regenerate"
+
+
+def verify_report(md_path: Path, trees: Sequence[Path] = ()) -> list[str] | None:
+    """Problems with one stored addendum (empty: it checks out); None when it is not a moecal addendum.
+
+    The sidecar names the raw data, and a sidecar is just a file someone committed: raw data is read only inside
+    the addendum's project, the `trees` the user named, or the project moecal runs from (harness.runs.safe_paths), so a
+    sidecar naming /etc/shadow is a problem line that names the path, never a read of it."""
+    md_path = Path(md_path)
+    text = md_path.read_text(encoding="utf-8")
+    try:
+        stored = read_sidecar(md_path)
+    except InputError as exc:
+        return [f"unreadable sidecar {sidecar_path(md_path).name}: {exc.field}: {exc.problem}"]
+    if stored is None:
+        if text.startswith(OLD_BLOCK_START):
+            return ["an addendum of the old format (its record inside the text): regenerate it with `moecal report`"]
+        return None
+    root = project_root(md_path.parent)
+    try:
+        raw = root / stored["raw_data"]
+        previous = root / stored["previous"]["raw_data"] if stored.get("previous") else None
+        here = project_root(Path.cwd())  # the project moecal runs from, when it is one (not any folder, e.g. ~)
+        projects = [here] if any((here / marker).exists() for marker in (".git", "pyproject.toml")) else []
+        outside = outside_trees([raw, previous], [root, *trees, *projects])
+        bad_name = stored["files"]["mlxcel_csv"] and plain_name_problem(stored["files"]["mlxcel_csv"])
+        if outside or bad_name:
+            return [outside or f"files.mlxcel_csv: {bad_name}"]
+        record = ReportData.from_json(stored)
+        report_input = read_report_input(raw, record.options, stored["mlxcel"], stored.get("overrides"))
+        link_base = md_path.parent / record.link_base
+        fresh = build_report_data(report_input, root, previous, record.date, md_path.parent, link_base).to_json()
+        rendered = render_markdown(record)
+        csv_name = record.files.mlxcel_csv
+        csv_text = mlxcel_csv(report_input.analysis, record) if csv_name else None
+    except InputError as exc:
+        return [f"cannot re-derive from the raw data: {exc}"]
+    except (KeyError, TypeError) as exc:
+        return [f"malformed sidecar {sidecar_path(md_path).name}: missing or wrong {exc}"]
+    problems = _differences(stored, fresh, "")
+    csv_path = md_path.parent / Path(csv_name).name if csv_name else None
+    if csv_path is not None and (not csv_path.is_file() or csv_path.read_text(encoding="utf-8") != csv_text):
+        problems.append(
+            f"{csv_name} is missing or differs from the runs it exports: regenerate it with `moecal report`"
+        )
+    if text != rendered:
+        problems.append(
+            "the text differs from what its sidecar renders to (edited by hand, or written by another version): "
+            "regenerate it with `moecal report`"
+        )
+    return problems
+
+
+def _differences(stored: object, fresh: object, where: str) -> list[str]:
+    """Recursive comparison; numbers agree within 1e-4 relative (floating-point noise across platforms)."""
+    if isinstance(stored, dict) and isinstance(fresh, dict):
+        out = [f"{where}.{k}: missing in one of them" for k in sorted(set(stored) ^ set(fresh))]
+        for key in sorted(set(stored) & set(fresh)):
+            out += _differences(stored[key], fresh[key], f"{where}.{key}")
+        return out
+    if isinstance(stored, list) and isinstance(fresh, list):
+        if len(stored) != len(fresh):
+            return [f"{where}: {len(stored)} entries stored, {len(fresh)} re-derived"]
+        return [
+            d for i, (a, b) in enumerate(zip(stored, fresh, strict=True)) for d in _differences(a, b, f"{where}[{i}]")
+        ]
+    numbers = (int, float)
+    if isinstance(stored, numbers) and isinstance(fresh, numbers) and not isinstance(stored, bool):
+        if math.isclose(stored, fresh, rel_tol=1e-4, abs_tol=1e-9):
+            return []
+    elif stored == fresh:
+        return []
+    return [f"{where.lstrip('.')}: stored {stored!r}, re-derived {fresh!r}"]

@@ -1,0 +1,114 @@
+"""meta.json as a record: the run's provenance, the statistical policy the sweep measured to, the format version.
+
+- **Provenance** (`RunMeta.provenance`) stays an open mapping of flat facts (date, host, versions, config, launch
+  settings, segments, the until-decided record): a backend or workload adds its own facts without a schema change,
+  and reports and CSV headers restate them as they are.
+- **Policy** (`RunPolicy`): the confidence and margin the sweep's own decisions aimed at (until-decided looks,
+  refinement's next Dff), and the look level of an until-decided sweep. It is kept apart from the provenance so it
+  is read as a setting, never printed as a fact, and so a later analysis of the run can default to the same targets.
+  A run written before policies were recorded has none (None): it was measured at the module defaults, which is what
+  an analysis uses for it, as before.
+- **Format version** (`format`, FORMAT_VERSION): the layout of the directory's files. A meta.json without it (written
+  before versions existed, such as the stored CI baseline) is format 0 and goes through the named migrations in
+  MIGRATIONS, in memory, on every read: the files on disk are never rewritten by a reader. A newer version than this
+  moecal knows is refused in one line, never guessed at. The policy is an optional key that older runs lack and
+  every reader tolerates, so it did not need a new version.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import InputError
+
+FORMAT_KEY = "format"
+FORMAT_VERSION = 1  # 1: meta.json carries `format`; the files are laid out as in format 0
+POLICY_KEY = "policy"
+
+
+def migrate_v0_to_v1(meta: dict[str, object]) -> dict[str, object]:
+    """Format 0 (no `format` key: every run before versions existed, the stored CI baseline among them) → 1.
+
+    Format 1 only started naming its version: the files' layout and meta.json's keys are those of format 0
+    (a run from before segments existed is still described by its top level, see harness.runs.rundir.segments), so
+    nothing is converted. The next change of layout adds its own function to MIGRATIONS."""
+    return {**meta, FORMAT_KEY: 1}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {0: migrate_v0_to_v1}  # from → from + 1
+
+
+def migrate_meta(meta: dict[str, object], source: Path) -> dict[str, object]:
+    """meta.json brought to FORMAT_VERSION through MIGRATIONS, one version at a time; a version this moecal does
+    not know (newer, or not a whole number) is an InputError in one line: guessing at its files could misread them."""
+    version = meta.get(FORMAT_KEY, 0)
+    if type(version) is not int or not 0 <= version <= FORMAT_VERSION:
+        raise InputError(
+            str(source), FORMAT_KEY, f"run format {version!r} is not one this moecal reads (up to {FORMAT_VERSION})"
+        )
+    while version < FORMAT_VERSION:
+        meta = MIGRATIONS[version](meta)
+        version += 1
+    return meta
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    """The targets a sweep's own decisions were read at: `confidence` and `margin` (the config's `measure:`), and
+    `look_confidence`, the level each until-decided look read the decision at (None: not an until-decided sweep)."""
+
+    confidence: float
+    margin: float
+    look_confidence: float | None = None
+
+    def to_json(self) -> dict[str, float]:
+        out = {"confidence": self.confidence, "margin": self.margin}
+        return out if self.look_confidence is None else {**out, "look_confidence": self.look_confidence}
+
+    @classmethod
+    def from_json(cls, data: object, source: Path) -> RunPolicy:
+        """From meta.json's `policy` object; anything but numbers in range is an InputError naming the field."""
+        if not isinstance(data, Mapping):
+            raise InputError(str(source), POLICY_KEY, "expected an object with confidence and margin")
+        values: dict[str, float | None] = {}
+        for name, low, high, required in (
+            ("confidence", 0.5, 1.0, True),
+            ("margin", 0.0, 0.5, True),
+            ("look_confidence", 0.5, 1.0, False),
+        ):
+            value = data.get(name)
+            if value is None and not required:
+                values[name] = None
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value < high:
+                raise InputError(str(source), f"{POLICY_KEY}.{name}", f"{value!r} is not a number in [{low}, {high})")
+            values[name] = float(value)
+        return cls(values["confidence"], values["margin"], values["look_confidence"])  # type: ignore[arg-type]
+
+
+@dataclass
+class RunMeta:
+    """One run's meta.json (module docstring): `provenance` without the format and policy keys, `policy` or None."""
+
+    provenance: dict[str, object] = field(default_factory=dict)
+    policy: RunPolicy | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """The file's object: `format` first, then the provenance, then the policy when there is one."""
+        body = {k: v for k, v in self.provenance.items() if k not in (FORMAT_KEY, POLICY_KEY)}
+        policy = {POLICY_KEY: self.policy.to_json()} if self.policy is not None else {}
+        return {FORMAT_KEY: FORMAT_VERSION, **body, **policy}
+
+    def to_text(self) -> str:
+        return json.dumps(self.to_json(), indent=2, default=str) + "\n"
+
+    @classmethod
+    def from_json(cls, data: dict[str, object], source: Path) -> RunMeta:
+        """From the file's object, migrated to FORMAT_VERSION (see migrate_meta)."""
+        migrated = migrate_meta(data, source)
+        provenance = {k: v for k, v in migrated.items() if k not in (FORMAT_KEY, POLICY_KEY)}
+        policy = RunPolicy.from_json(migrated[POLICY_KEY], source) if POLICY_KEY in migrated else None
+        return cls(provenance, policy)
