@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-# stats.Comparison and decision.Decision: both modules call this one, so their types are not imported here
+# stats.Comparison and decision_record.Decision, as type variables: this module imports neither layer it serves
 C = TypeVar("C")
 D = TypeVar("D")
 
@@ -164,7 +164,7 @@ def unusable(p: float | None) -> bool:
 
 
 def marked_unusable(decision: D, p: float) -> D:
-    """A decision (analysis.decision.Decision) made on data the pass test called unusable: its p-value recorded
+    """A decision (analysis.decision_record.Decision) made on data the pass test called unusable: its p-value recorded
     (`sweep_drift`), and its reason saying so even where there was no raise or lower to withhold."""
     words = unusable_words(p)
     reason = decision.reason if words in decision.reason else f"{decision.reason} Not decided: {words}."
