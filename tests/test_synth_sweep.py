@@ -33,7 +33,8 @@ def _config(tmp_path: Path, source: Path, cache: Path) -> Path:
             "kind": "command",
             "command": [sys.executable, str(FAKE), "-m", "{model_path}", "-p", "hi", "-n", "8"],
             "timeout_s": 30,
-            "env": {"FAKE_MLXCEL_BACKEND": "cuda"},
+            # the noise a fixed sequence: the refinement's path (which Dff, how many runs) is what the test reads
+            "env": {"FAKE_MLXCEL_BACKEND": "cuda", "FAKE_MLXCEL_NOISE_STATE": str(tmp_path / "noise-calls")},
             "dispatch_probe": {"regex": "path=fused"},
         },
         "synth": {"like": str(source), "dff": list(REAL_GAP), "layers": 1, "dtype": "float32", "cache": str(cache)},

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from harness.analysis import figures
 from harness.analysis.policy import Action, Move, Side, WithheldWhy
+from harness.config.schema import kind_meaning
 
 
 def band(margin: float, side: Side) -> str:
@@ -53,16 +54,16 @@ _LAYER = re.compile(
 def family_words(label: str, benchmark: str = "") -> str:
     """A shape family as people say it: `one MoE layer, d_model 2048, top-8 of 16, 4-bit g64, float32` for
     harness.analysis.stats.family_labels' `layer d_model=2048 top_k=8 experts=16 q4g64 float32`; `mlxcel models`
-    for a command run of mlxcel's benchmark (`benchmark`: the command line); the label itself when it is neither."""
+    for an external program's run of mlxcel's benchmark (`benchmark`: the command line); else the words the kind's
+    registry entry gives a whole-model family, or the label itself."""
     layer = _LAYER.match(str(label))
     if layer:
         g = layer.groupdict()
         return f"one MoE layer, d_model {g['d']}, top-{g['k']} of {g['e']}, {g['bits']}-bit g{g['group']}, {g['dtype']}"
-    if label == "command":
-        return "mlxcel models" if "mlxcel" in benchmark else "whole models (benchmark command)"
-    if label == "decode":
-        return "whole model (moecal's synthetic decoder)"
-    return str(label)
+    meaning = kind_meaning(label)  # a whole-model family's label is its kind's name
+    if meaning.external and "mlxcel" in benchmark:
+        return "mlxcel models"
+    return meaning.family_words or str(label)
 
 
 def family_namer(context: dict[str, object]) -> Callable[[str], str]:

@@ -30,6 +30,7 @@ class KindMeaning:
     libraries: tuple[str, ...] | None = None
     family_fields: tuple[str, ...] = WHOLE_MODEL_FAMILY  # the point fields one shape family shares
     description: str | None = None  # the addendum's "Harness:" words for a built-in kind (None: the run says)
+    family_words: str | None = None  # how a report names a whole-model family of this kind (None: its label)
 
     @property
     def external(self) -> bool:

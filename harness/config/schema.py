@@ -262,7 +262,13 @@ KINDS = (
         CommandSettings,
         "harness.measure.workloads.command",
         picks_own_device=True,
-        meaning=KindMeaning(unit="tok/s", panel="whole model (tok/s)", whole_model=True, libraries=()),
+        meaning=KindMeaning(
+            unit="tok/s",
+            panel="whole model (tok/s)",
+            whole_model=True,
+            libraries=(),
+            family_words="whole models (benchmark command)",
+        ),
     ),
     WorkloadKind(
         LayerSettings,
@@ -285,6 +291,7 @@ KINDS = (
             panel="whole model (tok/s)",
             whole_model=True,
             description="moecal's synthetic decoder with random weights at the catalog shapes (decode tok/s)",
+            family_words="whole model (moecal's synthetic decoder)",
         ),
     ),
 )
