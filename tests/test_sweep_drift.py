@@ -3,6 +3,7 @@ and what the decision does with it, on SYNTHETIC per-round differences and simul
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -13,15 +14,18 @@ import pytest
 from harness.analysis.curve import Curve
 from harness.analysis.decision import StagedFamily, decide_curves
 from harness.analysis.decision_record import decision_json
+from harness.analysis.decision_value import StopRule
 from harness.analysis.inputs import LoadedInput
 from harness.analysis.pipeline import Options, analyse
 from harness.analysis.stats import screen_outliers
 from harness.analysis.sweep_drift import SWEEP_DRIFT_ALPHA, centre_passes, pass_difference
 from harness.measure import sweep_loop
+from harness.measure.allocation import allocate
 from harness.measure.protocol import RoundSchedule
 from harness.runs.formats import SAMPLE_COLUMNS
 from tests.calibration import PROTOCOL_REGIMES, estimate
 from tests.simulation import as_samples, simulate
+from tests.synthetic_sweeps import SYNTHETIC_META, write_run
 
 
 def test_without_drift_the_test_rejects_at_its_level():
@@ -93,6 +97,23 @@ def test_a_sweep_whose_passes_disagree_is_unusable_through_the_pipeline_and_one_
     assert analysis.as_json()["sweep_drift"] == pytest.approx(float(drift_p[sweep, 0]), rel=1e-3)
     one_pass = analyse(LoadedInput(samples.assign(**{"pass": ""}), None, {}), Options(current_default=8192))
     assert one_pass.sweep_drift is None and "sweep_drift" not in one_pass.as_json()
+
+
+def test_until_decided_stops_on_passes_that_disagree_instead_of_calling_the_forced_keep_settled(tmp_path):
+    """The SYNTHETIC disagreeing sweep as a run directory: the until-decided loop looks once, spends no round (more
+    rounds add to the second pass and cannot undo drift between the passes) and stops as `drift`, saying why."""
+    sim = simulate(PROTOCOL_REGIMES["sparse flat step 2%, two passes"], 10, 20, seed=5)
+    _, drift_p = estimate(sim)
+    samples = as_samples(sim, int(np.argmin(drift_p[:, 0])))
+    run = write_run(tmp_path / "run", samples, {**SYNTHETIC_META, "device": samples["device"].iloc[0]})
+    said: list[str] = []
+
+    def measure_rounds(point: object, rounds: int) -> int:
+        raise AssertionError("no round may be spent on data the pass test called unusable")
+
+    record = allocate(run, [], measure_rounds, StopRule(first_rounds=10), 8192, None, time.monotonic(), said.append)
+    assert record.stop == "drift" and record.looks == 1 and record.outcome[0] == "keep"
+    assert "two passes disagree" in said[-1]
 
 
 def test_the_sweep_measures_in_two_passes_unless_told_or_resuming_a_run_without_the_column(tmp_path):

@@ -44,6 +44,9 @@ STOP_REASONS = {
     "budget": "the device-time budget cannot pay another round",
     "max_rounds": "every point that could change the decision is at its round cap",
     "looks": "all {looks} looks are spent (each read the decision at {level:.4f})",
+    # the two passes disagree (harness.analysis.sweep_drift): more rounds in this sweep add to the second pass and
+    # cannot undo a drift between the passes, so the loop stops instead of calling a forced keep settled
+    "drift": "the two passes disagree (drift between them): the data cannot decide; re-measure on a quiet machine",
 }
 
 

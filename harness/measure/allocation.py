@@ -27,6 +27,7 @@ from harness.analysis.decision_value import Key, Outcome, StopRule, next_step
 from harness.analysis.pipeline import Analysis, analyse_path, withheld_reason
 from harness.analysis.run_policy import recorded_options
 from harness.analysis.stats import DECIDED
+from harness.analysis.sweep_drift import unusable
 from harness.config.duration import parse_duration
 from harness.config.schema import Measure
 from harness.measure.protocol import Point
@@ -202,6 +203,8 @@ def allocate(
             if record.expected_extra_s is not None:
                 say(f"until decided: after the first pass, about {record.expected_extra_s / 60:.1f} min more expected")
         step = next_step(staged, rounds_done, cost, rule, decide, record.looks, left)
+        if unusable(analysis.sweep_drift):
+            step = dataclasses.replace(step, stop="drift", rounds={})
         record.looks += 1
         record.outcome = step.outcome
         flips = ", ".join(
