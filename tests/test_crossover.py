@@ -14,6 +14,7 @@ import pytest
 from harness.analysis.cap_policy import recommend
 from harness.analysis.cap_target import CapTarget
 from harness.analysis.curve import Curve, acceptance_set, find_crossover
+from harness.analysis.decision_record import Decision
 from harness.analysis.inputs import LoadedInput
 from harness.analysis.pipeline import Options, analyse, analyse_path, save_summary
 from harness.analysis.policy import Policy
@@ -343,3 +344,25 @@ def test_a_policy_is_checked_once_where_it_is_built(settings, message):
     with pytest.raises(InputError) as raised:
         Policy(**settings)
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("path", [DESIGN_CSV, JULY_03_CSV])
+def test_the_decision_reads_back_from_its_json_record(path):
+    """Decision.from_json (what a report's sidecar gives back) keeps what was decided and why: action, cap, reason,
+    apply line, rounds hint, drift between points and the withheld move (move, cap, why) — the JSON through a
+    json.dumps round trip, as the sidecar stores it."""
+    analysis = analyse_path(path, Options(current_default=8192))
+    decided = analysis.result.decision
+    back = Decision.from_json(json.loads(json.dumps(analysis.as_json())))
+    assert (back.action, back.recommended_cap, back.reason, back.apply) == (
+        decided.action,
+        decided.recommended_cap,
+        decided.reason,
+        decided.apply,
+    )
+    assert (back.rounds_dff, back.rounds_needed) == (decided.rounds_dff, decided.rounds_needed)
+    assert back.drift_between_points == pytest.approx(decided.drift_between_points, abs=1e-5)
+    held = decided.withheld
+    assert (back.withheld and (back.withheld.move, back.withheld.cap, back.withheld.why)) == (
+        held and (held.move, held.cap, held.why)
+    )

@@ -13,14 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import pandas as pd
 
 from harness.analysis.curve import Crossover, CrossoverOutcome, Direction, format_ci
 from harness.analysis.decision_words import point_test_words, withheld_words
 from harness.analysis.policy import Action, Move, Side, WithheldWhy
-from harness.analysis.stats import AFFORDABLE_ROUNDS, DECIDED, family_labels
+from harness.analysis.stats import AFFORDABLE_ROUNDS, DECIDED, Verdict, family_labels
 from harness.config.schema import kind_meaning, kind_of_family
 from harness.runs.summary_columns import SummaryCol
 
@@ -117,6 +117,24 @@ class Decision:
     # decision (a raise or lower withheld, or none to withhold), None when it was not run or did not reject
     sweep_drift: float | None = None
 
+    @classmethod
+    def from_json(cls, d: DecisionJSON) -> Decision:
+        """The decision read back from its JSON record (a report's sidecar): what it decided and why. The candidate
+        caps and point tests stay in the record (`candidate_caps`, `tests`): their readers are the texts, which
+        read the JSON; the withheld move comes back as far as the record keeps it (move, cap, why)."""
+        held = d.get("withheld")
+        return cls(
+            d["action"],
+            d["recommended_cap"],
+            d["reason"],
+            d["apply"],
+            drift_between_points=d.get("drift_between_points"),
+            rounds_dff=(d.get("rounds_hint") or {}).get("dff"),
+            rounds_needed=(d.get("rounds_hint") or {}).get("rounds"),
+            withheld=Withheld(held["move"], held["cap"], held["why"]) if held else None,
+            sweep_drift=d.get("sweep_drift"),
+        )
+
 
 @dataclass(frozen=True)
 class FamilyDecision:
@@ -202,6 +220,109 @@ class TestJSON(TypedDict):
     passed: bool
 
 
+class DispatchJSON(TypedDict):
+    """What the dispatch verification and token counts say about a command-workload point (dispatch_json)."""
+
+    dispatch: str  # harness.analysis.dispatch_evidence.DispatchClass
+    dispatch_note: str
+    parity_class: str
+    parity_calls: int | None
+    parity_calls_over: int | None
+    fused_vs_ref_worst: float | None
+    fused_vs_ref_median: float | None
+    fused_vs_truth_worst: float | None
+    fused_vs_truth_median: float | None
+    tokens_fallback: float | None
+    tokens_fused: float | None
+    tokens_differ: bool
+
+
+class PointJSON(TypedDict):
+    """One measured point in the decision JSON (point_json); the dispatch fields only on command-workload points.
+    Sidecars before 2026-12 call `ratio_of_medians` `ratio` (read both with ratio_of_medians)."""
+
+    model: str
+    dff: int
+    family: str
+    fallback_tok_s: float | None
+    fused_tok_s: float | None
+    ratio_of_medians: float | None
+    estimate: float | None
+    ci_low: float | None
+    ci_high: float | None
+    method: str
+    verdict: Verdict
+    unstable: bool
+    n_fallback: int
+    n_fused: int
+    null_ratio: float | None
+    outliers: str
+    reason: str
+    decides: bool
+    decision_test: TestJSON | None
+    dispatch: NotRequired[str]
+    dispatch_note: NotRequired[str]
+    parity_class: NotRequired[str]
+    parity_calls: NotRequired[int | None]
+    parity_calls_over: NotRequired[int | None]
+    fused_vs_ref_worst: NotRequired[float | None]
+    fused_vs_ref_median: NotRequired[float | None]
+    fused_vs_truth_worst: NotRequired[float | None]
+    fused_vs_truth_median: NotRequired[float | None]
+    tokens_fallback: NotRequired[float | None]
+    tokens_fused: NotRequired[float | None]
+    tokens_differ: NotRequired[bool]
+
+
+class RoundsHintJSON(TypedDict):
+    dff: int
+    rounds: int | None
+    affordable: int
+
+
+class FamilyJSON(CrossoverJSON):
+    """One shape family's decision (runs with several families)."""
+
+    family: str
+    recommended_cap: int | None
+    action: Action
+    reason: str
+    candidate_caps: list[CapJSON]
+    tests: list[TestJSON]
+    decides: bool
+
+
+class DecisionJSON(CrossoverJSON):
+    """The machine-readable decision (decision_json): the binding family's crossover, every point, what was decided
+    and why, and the settings that re-derive it (harness.analysis.pipeline.Analysis.as_json). Keys a record of an
+    older format lacks are NotRequired and read with .get."""
+
+    points: list[PointJSON]
+    recommended_cap: int | None
+    action: Action
+    reason: str
+    apply: str | None
+    candidate_caps: list[CapJSON]
+    tests: list[TestJSON]
+    drift_between_points: NotRequired[float | None]
+    rounds_hint: NotRequired[RoundsHintJSON | None]
+    withheld: NotRequired[WithheldJSON | None]
+    sweep_drift: NotRequired[float]
+    binding_family: NotRequired[str]
+    families: NotRequired[list[FamilyJSON]]
+    # the settings (Analysis.as_json)
+    current_default: NotRequired[int | None]
+    cap_env: NotRequired[str]
+    noise_scale: NotRequired[float | None]
+    aa_points: NotRequired[int]
+    aa_beyond_margin: NotRequired[list[str]]
+    excludes: NotRequired[dict[str, str]]
+    confidence: NotRequired[float]
+    margin: NotRequired[float]
+    grid: NotRequired[int]
+    interpolation: NotRequired[str]
+
+
 # --- JSON ---------------------------------------------------------------------------------------------------------
 
 
@@ -284,7 +405,7 @@ def test_json(test: PointTest) -> TestJSON:
     }
 
 
-def point_json(row: Mapping[str, object], family: str, test: PointTest | None = None) -> dict[str, object]:
+def point_json(row: Mapping[str, object], family: str, test: PointTest | None = None) -> PointJSON:
     """One point; `test`: the one-sided test the overall decision read at its Dff (then `decides` is true)."""
     return {
         "model": str(row["model"]),
@@ -316,11 +437,11 @@ def _optional(row: Mapping[str, object], column: str) -> object:
     return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value
 
 
-def dispatch_json(row: Mapping[str, object]) -> dict[str, object]:
+def dispatch_json(row: Mapping[str, object]) -> DispatchJSON:
     """What the dispatch verification and the token counts say about a command-workload point
     (harness.analysis.dispatch_evidence.POINT_FIELDS): `dispatch` (verified | declined | predicted | unverified), the
     parity figures, tokens per arm. Points of built-in workloads have none of these."""
-    out: dict[str, object] = {"dispatch": str(row["dispatch"])}
+    out: dict[str, object] = {"dispatch": str(row["dispatch"])}  # filled field by field below: a DispatchJSON
     for column in ("dispatch_note", "parity_class"):
         out[column] = str(_optional(row, column) or "")
     for column in ("parity_calls", "parity_calls_over"):
@@ -348,7 +469,7 @@ def _test_at(used: dict[tuple[str, int], PointTest], family: str, row: Mapping[s
     return used.get((family, int(row["dff"]))) if row[SummaryCol.VERDICT] in DECIDED else None
 
 
-def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: object) -> dict[str, object]:
+def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: object) -> DecisionJSON:
     """The machine-readable decision: what `crossover --json` prints and the report's hidden block records."""
     labels = family_labels(summary)
     d = result.decision

@@ -8,7 +8,14 @@ from __future__ import annotations
 import math
 
 from harness.analysis import figures
-from harness.analysis.decision_record import ratio_of_medians
+from harness.analysis.decision_record import (
+    CrossingJSON,
+    CrossoverJSON,
+    DecisionJSON,
+    FamilyJSON,
+    PointJSON,
+    ratio_of_medians,
+)
 from harness.analysis.decision_words import band, family_namer
 from harness.analysis.stats import DECIDED as DECIDED_VERDICTS
 from harness.output.addendum_table import point_name
@@ -31,7 +38,7 @@ VERDICT_WORDS = {
 }
 
 
-def _verdicts(points: list[dict], margin: float) -> str:
+def _verdicts(points: list[PointJSON], margin: float) -> str:
     """What one family's verdict column says, verdict by verdict (never more than it says)."""
     by_verdict: dict[str, list[int]] = {}
     for p in sorted(points, key=lambda p: p["dff"]):
@@ -41,7 +48,7 @@ def _verdicts(points: list[dict], margin: float) -> str:
     return "; ".join(parts) or "no points"
 
 
-def _crossings(family: dict[str, object], points: list[dict], conf: str) -> str | None:
+def _crossings(family: CrossoverJSON, points: list[PointJSON], conf: str) -> str | None:
     """Every crossing of 1.0 with its own interval, and which one the crossover is — only when there are several
     (one crossing is the crossover, stated in the decision)."""
     listed = family["crossings"]
@@ -50,7 +57,7 @@ def _crossings(family: dict[str, object], points: list[dict], conf: str) -> str 
     valid = sorted(p["dff"] for p in points if p[SummaryCol.VERDICT] in DECIDED_VERDICTS)
     smallest, largest = (valid[0], valid[-1]) if valid else (None, None)
 
-    def one(c: dict[str, object]) -> str:
+    def one(c: CrossingJSON) -> str:
         low = -math.inf if c["ci_low"] is None else c["ci_low"]
         high = math.inf if c["ci_high"] is None else c["ci_high"]
         ci = figures.dff_interval(low, high, smallest, largest)
@@ -63,7 +70,7 @@ def _crossings(family: dict[str, object], points: list[dict], conf: str) -> str 
     return f"{text}; the crossover is {figures.dff(chosen)}, the first downward crossing after fused first leads."
 
 
-def _opposite(points: list[dict], several: bool) -> list[str]:
+def _opposite(points: list[PointJSON], several: bool) -> list[str]:
     """One line where the medians and the ratio point opposite ways (the table shows both; this says why)."""
     out = []
     for p in points:
@@ -81,14 +88,14 @@ def _opposite(points: list[dict], several: bool) -> list[str]:
     return out
 
 
-def _how(point: dict[str, object]) -> str:
+def _how(point: PointJSON) -> str:
     """How this point's ratio was formed, as its `method` says (paired by round, or Welch on unpaired runs)."""
     if str(point.get(SummaryCol.METHOD, "")).startswith("paired"):
         return "averages every round's fused/fallback pair"
     return "compares the geometric means of each side's runs (not paired)"
 
 
-def _families(d: dict[str, object]) -> list[dict[str, object]]:
+def _families(d: DecisionJSON) -> list[FamilyJSON]:
     """The families the decision was made for (one, unnamed in the JSON, when the run has one)."""
     return d.get("families") or [{"family": d["points"][0]["family"] if d["points"] else "all", "decides": True, **d}]
 
@@ -133,7 +140,7 @@ def findings(data: ReportData) -> list[str]:
     return out
 
 
-def _dispatch_findings(points: list[dict], several: bool) -> list[str]:
+def _dispatch_findings(points: list[PointJSON], several: bool) -> list[str]:
     """What the verification pass could not establish, in words: a path predicted rather than observed, a point
     whose arms did different work."""
     out = []
@@ -157,7 +164,7 @@ def _dispatch_findings(points: list[dict], several: bool) -> list[str]:
     return out
 
 
-def _aa_sentence(d: dict[str, object], margin: float) -> str | None:
+def _aa_sentence(d: DecisionJSON, margin: float) -> str | None:
     """One sentence on the A/A arm: its spread against the noise model, and whether any A/A interval lies beyond
     the margin (then raise/lower are withheld) — both facts in one place so they can never read as a contradiction."""
     phi, aa = d.get("noise_scale"), d.get("aa_points", 0)

@@ -9,6 +9,7 @@ the record only, never the raw data or the machine it runs on.
 from __future__ import annotations
 
 from harness.analysis.backend_defaults import MLXCEL_CONSTANTS
+from harness.analysis.decision_record import DecisionJSON
 from harness.analysis.decision_words import family_namer
 from harness.config.schema import kind_of_family
 from harness.output.addendum_findings import findings
@@ -19,7 +20,7 @@ from harness.output.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE
 from harness.output.report_data import ReportData
 
 
-def action_value(d: dict[str, object]) -> str:
+def action_value(d: DecisionJSON) -> str:
     """`keep 4096`, `raise 4096 → 6400`: the action and the value, as the heading and the decision state them."""
     cap, current = d["recommended_cap"], d["current_default"]
     value = "(no point decides a cap)" if cap is None else str(cap)
@@ -28,7 +29,7 @@ def action_value(d: dict[str, object]) -> str:
     return f"{d['action']} {value}"
 
 
-def _decision_head(d: dict[str, object], backend: str, context: dict[str, object]) -> str:
+def _decision_head(d: DecisionJSON, backend: str, context: dict[str, object]) -> str:
     """The decision's first line: the action and the value (and the mlxcel constant it concerns), and where the
     cap in force came from when the input did not state it (an imported sweep: the engine's compiled-in default)."""
     where = f" ({md_code(MLXCEL_CONSTANTS[backend])})" if backend in MLXCEL_CONSTANTS else ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.analysis import figures
-from harness.analysis.decision_record import ratio_of_medians
+from harness.analysis.decision_record import PointJSON, TestJSON, ratio_of_medians
 from harness.analysis.decision_words import family_words, point_test_words
 from harness.analysis.dispatch_evidence import PARITY_LIMIT
 from harness.analysis.pipeline import Options
@@ -18,7 +18,7 @@ from harness.output.markdown_text import md_text
 from harness.runs.summary_columns import SummaryCol
 
 
-def point_name(point: dict[str, object], several_families: bool) -> str:
+def point_name(point: PointJSON, several_families: bool) -> str:
     """`model (Dff 4096)`, with the shape family when there are several (layer sweeps share one model name)."""
     family = f", {family_words(point['family'])}" if several_families else ""
     return f"{point['model']} (Dff {point['dff']}{family})"
@@ -29,12 +29,12 @@ def point_name(point: dict[str, object], several_families: bool) -> str:
 OPTIONAL_COLUMNS = (("dispatch", "dispatch"), ("parity_class", "parity"), ("tokens_fused", "tokens fallback/fused"))
 
 
-def meaning(point: dict[str, object]) -> KindMeaning:
+def meaning(point: PointJSON) -> KindMeaning:
     """What the point's workload kind measures (its unit, whether it is a whole model), from its family label."""
     return kind_meaning(kind_of_family(point["family"]))
 
 
-def tables(points: list[dict], name: Callable[[str], str], options: Options) -> list[str]:
+def tables(points: list[PointJSON], name: Callable[[str], str], options: Options) -> list[str]:
     """One table per unit (whole-model kinds first, as mlxcel's addenda show models before layers), by family,
     then Dff: a reader scans the table along Dff as along the plot's axis."""
     units = sorted({meaning(p) for p in points}, key=lambda m: (not m.whole_model, m.unit))
@@ -45,7 +45,7 @@ def tables(points: list[dict], name: Callable[[str], str], options: Options) -> 
     return lines
 
 
-def _optional(point: dict[str, object], key: str) -> str:
+def _optional(point: PointJSON, key: str) -> str:
     """A cell of an optional column: tokens as `fallback/fused` (bold and flagged when the arms generated different
     counts: they did different work), parity with its fused-vs-reference NRMS (worst, median) when known."""
     if key == "tokens_fused":
@@ -57,7 +57,7 @@ def _optional(point: dict[str, object], key: str) -> str:
     return "-" if value in (None, "") else md_text(value)
 
 
-def _table(points: list[dict], name: Callable[[str], str], options: Options, unit: str) -> list[str]:
+def _table(points: list[PointJSON], name: Callable[[str], str], options: Options, unit: str) -> list[str]:
     """mlxcel's addendum table (`| Dff | model | fallback … | fused … | fused/fallback |`, the winner in bold) with
     the interval and the verdict; fused/fallback is the estimate the interval belongs to. `decision test`: the
     one-sided test the decision read at that point (empty where it read none), so the table shows what decided."""
@@ -98,7 +98,7 @@ def _table(points: list[dict], name: Callable[[str], str], options: Options, uni
     return lines
 
 
-def parity_cell(point: dict[str, object]) -> str:
+def parity_cell(point: PointJSON) -> str:
     """The parity column in a word: `ok (≤ 0.05)` when no fused call's NRMS exceeded mlxcel's threshold, `CHECK`
     (bold) when some did; the figures behind it (calls, worst and median NRMS) are in the sidecar."""
     calls, over = point.get("parity_calls"), point.get("parity_calls_over")
@@ -107,7 +107,7 @@ def parity_cell(point: dict[str, object]) -> str:
     return f"**CHECK** ({over} of {calls} calls)" if over else f"ok (≤ {PARITY_LIMIT:g})"
 
 
-def _test_cell(test: dict[str, object] | None, margin: float) -> str:
+def _test_cell(test: TestJSON | None, margin: float) -> str:
     """The decision's one-sided test at this point, bold when it passed (the words the reason uses)."""
     if not test:
         return ""
@@ -134,7 +134,7 @@ def method(options: Options, tested: bool) -> str:
     return text
 
 
-def not_used(points: list[dict], several: bool) -> list[str]:
+def not_used(points: list[PointJSON], several: bool) -> list[str]:
     """The points left out of the crossover, with the words for only the kinds of reason that occur."""
     left = [p for p in points if p[SummaryCol.VERDICT] in ("null", "insufficient")]
     if not left:
@@ -160,7 +160,7 @@ def table_corrections(wrong: dict[str, str]) -> list[str]:
     return [head, "", *(f"- {md_text(model)}: {md_text(why)}" for model, why in sorted(wrong.items())), ""]
 
 
-def measured(point: dict) -> str:
+def measured(point: PointJSON) -> str:
     """What a left-out point measured when both arms ran (a family that ignores the cap compared by its switch, an
     A/A point timed with --measure-null): its ratio of medians, so the comparison is reported though it decides
     nothing."""

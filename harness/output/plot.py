@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.analysis.decision_record import ratio_of_medians
+from harness.analysis.decision_record import CrossoverJSON, DecisionJSON, PointJSON, ratio_of_medians
 from harness.analysis.decision_words import family_namer
 from harness.config.schema import kind_meaning, kind_of_family
 from harness.output.markdown_text import plot_label
@@ -58,7 +58,7 @@ def _panels(families: list[str]) -> list[str]:
     return list(dict.fromkeys(m.panel for m in meanings)) or [panel("")]
 
 
-def _withheld(d: dict) -> str:
+def _withheld(d: DecisionJSON) -> str:
     """Why the title says a raise or lower was held back: the A/A drift, or the move the decision records as withheld
     (`withheld`: an unmeasured gap, a family that does not support it); empty when nothing was. Both are structured
     fields: the reason's words are for people, never parsed."""
@@ -83,7 +83,7 @@ def title_text(data: ReportData) -> str:
     return f"{where} — decision: {action}"
 
 
-def _crossovers(d: dict) -> list[tuple[str, dict]]:
+def _crossovers(d: DecisionJSON) -> list[tuple[str, CrossoverJSON]]:
     """(family, crossover record) per family (the overall one when the run has a single family)."""
     if d.get("families"):
         return [(f["family"], f) for f in d["families"]]
@@ -91,7 +91,7 @@ def _crossovers(d: dict) -> list[tuple[str, dict]]:
     return [(families[0], d)]
 
 
-def _draw_interval(ax, c: dict, left: float, right: float, colour: str, y: float, row: int, conf: str) -> None:
+def _draw_interval(ax, c: CrossoverJSON, left: float, right: float, colour: str, y: float, row: int, conf: str) -> None:
     """The crossover: a diamond where the estimated ratio crosses 1, and its interval as a bar at height `y`, above
     the 1 ± δ band (on the band it would vanish in the grey), with end ticks and its text; an open end is an arrow
     from the finite end outward (never a band over the whole axes: an open interval says only where it starts)."""
@@ -116,7 +116,7 @@ def _draw_interval(ax, c: dict, left: float, right: float, colour: str, y: float
     ax.annotate(text, (finite_low, y), xytext=(2, 3), textcoords="offset points", fontsize=7, color=colour)
 
 
-def _draw_nulls(ax, points: list[dict], y_low: float, y_high: float) -> None:
+def _draw_nulls(ax, points: list[PointJSON], y_low: float, y_high: float) -> None:
     """Points not used for the crossover (null: both arms ran the same code; insufficient: too few runs) as grey ×,
     each labelled, at their ratio of medians (they have no estimate: they never entered the statistics), or on
     the lower edge when not even that exists (a model that did not run)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from harness.analysis.decision_record import DecisionJSON
 from harness.analysis.pipeline import Options
 from harness.json_input import load_json_object
 
@@ -65,7 +66,7 @@ class ReportData:
     files: ReportFiles
     context: dict[str, object]  # harness.output.addendum_heading.context
     mlxcel: dict[str, object] | None  # the tree the decision targets (None: not an mlxcel backend)
-    decision: dict[str, object]  # harness.analysis.decision's JSON record
+    decision: DecisionJSON  # harness.analysis.decision_record.decision_json
     previous: dict[str, object] | None  # the comparison with an earlier run (harness.output.report_build)
     overrides: dict[str, str] = field(default_factory=dict)
     link_base: str = "."

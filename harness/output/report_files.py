@@ -66,7 +66,7 @@ def write_report(
         write_text_atomic(paths["patch"], patch)
     write_text_atomic(paths["sidecar"], json.dumps(data.to_json(), indent=1, ensure_ascii=False) + "\n")
     write_text_atomic(md_path, render_markdown(data))
-    return md_path, png_path, Decision(d["action"], d["recommended_cap"], d["reason"], d["apply"])
+    return md_path, png_path, Decision.from_json(d)
 
 
 def _source(data: ReportData, mlxcel: MlxcelSource | None) -> MlxcelSource:
