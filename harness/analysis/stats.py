@@ -51,6 +51,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from harness.config.kind_meaning import WHOLE_MODEL_FAMILY
+from harness.config.schema import kind_meaning
 from harness.thresholds import CONFIDENCE, MARGIN
 
 POWER = 0.80  # the rounds hint: the chance that the suggested rounds give a decision
@@ -477,23 +479,26 @@ FAMILY_FIELDS = ("workload", "d_model", "top_k", "n_experts", "bits", "group_siz
 
 
 def family_labels(frame: pd.DataFrame) -> pd.Series:
-    """A readable shape-family label per row: a `layer` family is one (d_model, top_k, n_experts, bits,
-    group_size, dtype); `decode` and `command` points (one model per Dff) form one family per workload. Each
-    distinct shape is formatted once: a summary of a million points has a handful of families."""
+    """A readable shape-family label per row, starting with the points' kind: a kernel kind's family (its registry
+    entry's family_fields, `layer`) is one (d_model, top_k, n_experts, bits, group_size, dtype); a whole-model kind's
+    points (`decode`, `command`: one model per Dff) form one family per kind. Each distinct shape is formatted once:
+    a summary of a million points has a handful of families."""
 
     def label(
         workload: object, d_model: float, top_k: float, n_experts: float, bits: float, group: float, dtype: object
     ) -> str:
-        if workload != "layer":
+        if kind_meaning(workload).family_fields == WHOLE_MODEL_FAMILY:
             return str(workload or "all")
-        return f"layer d_model={d_model:.0f} top_k={top_k:.0f} experts={n_experts:.0f} q{bits:.0f}g{group:.0f} {dtype}"
+        shape = f"d_model={d_model:.0f} top_k={top_k:.0f} experts={n_experts:.0f} q{bits:.0f}g{group:.0f} {dtype}"
+        return f"{workload} {shape}"
 
     if frame.empty:
         return pd.Series([], dtype=str)
     cache: dict[object, str] = {}
     labels = []
     for shape in zip(*(frame[field].tolist() for field in FAMILY_FIELDS), strict=True):
-        key = shape if shape[0] == "layer" else shape[0]  # other workloads: the shape's NaNs would defeat the cache
+        # a whole-model kind's family is its name alone: its shape's NaNs would defeat the cache
+        key = shape[0] if kind_meaning(shape[0]).family_fields == WHOLE_MODEL_FAMILY else shape
         text = cache.get(key)
         if text is None:
             text = cache[key] = label(*shape)

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING
 from harness.config import knobs as launch_knobs
 from harness.config import resources
 from harness.config.backend_specs import BACKEND_NAMES, backend_spec
-from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, Measure, SweepConfig, load_config
+from harness.config.schema import (
+    PARITY_CHECK_ENV,
+    PARITY_THRESHOLD_ENV,
+    Measure,
+    SweepConfig,
+    kind_meaning,
+    load_config,
+)
 from harness.errors import BackendUnavailable, InputError
 from harness.measure.backends import detect, resolve_name
 from harness.measure.model_folders import check_model_folders
@@ -188,7 +195,7 @@ def _attach_knobs(config: SweepConfig, source: str, backend: str, points: list[P
     if config.knobs:
         meta["knobs"] = {name: list(values) for name, values in config.knobs.items()}
         meta["knob_reference"] = launch_knobs.label(launch_knobs.reference(config.knobs, backend))
-    if config.workload.kind != "command":
+    if not kind_meaning(config.workload.kind).external:  # the shell's variables reach an external program only
         return
     workload = config.workload
     check = getattr(workload, "dispatch_check", None)
