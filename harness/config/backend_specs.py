@@ -9,6 +9,7 @@ that reads it. Adding a backend = its module + one `BackendSpec` entry here; no 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,11 @@ from typing import Any
 from harness.errors import BackendUnavailable
 
 PinRule = Callable[[Mapping[str, str], Mapping[str, str]], str]
+# (the device's words: its name and recorded GPU, the run's provenance) -> the device class mlxcel's default would be
+# chosen by (`metal-m3`, `cuda-sm90`, `rocm-gfx1151`), None when the words do not say
+DeviceClassRule = Callable[[str, Mapping[str, object]], str | None]
+# a GPU run's provenance (with `os`) -> whether it shows the machine had no such device; None: it cannot tell
+MissingDeviceRule = Callable[[Mapping[str, object]], bool | None]
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,8 @@ class BackendSpec:
     # module:class giving the device facts a plan needs (name, memory, cache, bandwidth) without the device library;
     # None: a plan instantiates the backend itself
     plan_facts: str | None = None
+    device_class: DeviceClassRule | None = None  # None: `<backend>-<device>`
+    device_missing: MissingDeviceRule | None = None  # None: not a GPU backend (a label nothing can contradict)
 
 
 def _cuda_pin(packages: Mapping[str, str], device_info: Mapping[str, str]) -> str:
@@ -86,6 +94,50 @@ def rocm_device_present(found: Any = None) -> bool:
     return Path("/dev/kfd").exists()
 
 
+# NVIDIA compute capability by product name, for devices whose run did not record it (from NVIDIA's CUDA GPU list)
+COMPUTE_CAPABILITY = {
+    "GB10": "12.1",
+    "B200": "10.0",
+    "H200": "9.0",
+    "H100": "9.0",
+    "GH200": "9.0",
+    "L40": "8.9",
+    "4090": "8.9",
+    "A100": "8.0",
+    "A10": "8.6",
+    "3090": "8.6",
+    "V100": "7.0",
+    "T4": "7.5",
+}
+
+
+def _metal_class(text: str, provenance: Mapping[str, object]) -> str | None:
+    found = re.search(r"\bM(\d+)\b", text)  # the Apple chip generation
+    return f"metal-m{found.group(1)}" if found else None
+
+
+def _cuda_class(text: str, provenance: Mapping[str, object]) -> str | None:
+    capability = str(provenance.get("compute_capability") or "")
+    if not capability:
+        capability = next((cc for name, cc in COMPUTE_CAPABILITY.items() if name in text.upper()), "")
+    return f"cuda-sm{capability.replace('.', '')}" if capability else None
+
+
+def _rocm_class(text: str, provenance: Mapping[str, object]) -> str | None:
+    found = re.search(r"gfx[0-9a-f]+", text)
+    return f"rocm-{found.group(0)}" if found else None
+
+
+def _cuda_missing(meta: Mapping[str, object]) -> bool | None:
+    """A run that looked for an NVIDIA GPU (`os` recorded) and found neither a GPU nor a driver."""
+    return not (meta.get("gpu") or meta.get("driver")) if "os" in meta else None
+
+
+def _metal_missing(meta: Mapping[str, object]) -> bool | None:
+    """Metal needs macOS: a run recorded on another OS had no Metal device."""
+    return not str(meta["os"]).startswith("Darwin") if "os" in meta else None
+
+
 def _cpu_pin(packages: Mapping[str, str], device_info: Mapping[str, str]) -> str:
     return f"numba {packages['numba']}" if "numba" in packages else f"numpy {packages.get('numpy', '')}"
 
@@ -103,6 +155,8 @@ BACKENDS: tuple[BackendSpec, ...] = (
         ray_worker=RayWorker("Apple GPUs", None, {"num_cpus": 0}),  # one Apple GPU per machine
         array_ops="harness.measure.workloads.arrays:MlxOps",
         mlxcel=MlxcelCap("FUSED_MOE_MAX_DFF_METAL", 4096, 80),
+        device_class=_metal_class,
+        device_missing=_metal_missing,
     ),
     BackendSpec(
         name="cuda",
@@ -116,6 +170,8 @@ BACKENDS: tuple[BackendSpec, ...] = (
         array_ops="harness.measure.workloads.arrays:CupyOps",
         mlxcel=MlxcelCap("FUSED_MOE_MAX_DFF_CUDA", 8192, 101),
         install_modules=("cupy_backends",),
+        device_class=_cuda_class,
+        device_missing=_cuda_missing,
     ),
     # mlxcel's ROCm backend (gfx1151, PR #2098): command workloads only (moecal has no HIP kernels of its own).
     # fused_moe_max_dff_from picks the CUDA constant whenever Metal is absent, so ROCm inherits 8192, never swept;
@@ -130,6 +186,8 @@ BACKENDS: tuple[BackendSpec, ...] = (
         hosts_commands=rocm_device_present,
         ray_worker=RayWorker("AMD GPUs", "GPU", {"num_gpus": 1, "num_cpus": 0}),
         mlxcel=MlxcelCap("FUSED_MOE_MAX_DFF_CUDA", 8192, 101, sgy=2, shared_with="cuda"),
+        device_class=_rocm_class,
+        device_missing=lambda meta: None,  # a GPU backend, but only the run's own flag says its device was absent
     ),
     BackendSpec(
         name="cpu",
@@ -155,6 +213,11 @@ def backend_spec(name: str) -> BackendSpec:
     if name not in _SPECS:
         raise BackendUnavailable(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)} or auto")
     return _SPECS[name]
+
+
+def known_backend(name: object) -> BackendSpec | None:
+    """The registry entry of a recorded backend name; None for a name no entry knows (imported or older data)."""
+    return _SPECS.get(str(name))
 
 
 def mlxcel_caps() -> dict[str, MlxcelCap]:

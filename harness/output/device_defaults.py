@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from dataclasses import dataclass
 
 from harness.analysis import figures
@@ -28,44 +27,21 @@ from harness.analysis.backend_defaults import Defaults
 from harness.analysis.curve import format_ci
 from harness.analysis.knobs import analyse_knobs
 from harness.config import knobs as launch_knobs
+from harness.config.backend_specs import known_backend
 from harness.output.markdown_text import md_code, md_text
 from harness.output.mlxcel_source import SWITCH_LAYERS, MlxcelSource
 
 BEGIN = "// moecal: per-device-class fused-MoE defaults (generated; replace the whole block)"
 END = "// moecal: end of per-device-class defaults"
-# NVIDIA compute capability by product name, for devices whose run did not record it (from NVIDIA's CUDA GPU list)
-COMPUTE_CAPABILITY = {
-    "GB10": "12.1",
-    "B200": "10.0",
-    "H200": "9.0",
-    "H100": "9.0",
-    "GH200": "9.0",
-    "L40": "8.9",
-    "4090": "8.9",
-    "A100": "8.0",
-    "A10": "8.6",
-    "3090": "8.6",
-    "V100": "7.0",
-    "T4": "7.5",
-}
 
 
 def device_class(backend: str, device: str, provenance: dict[str, object]) -> str:
     """`metal-m3` (Apple chip generation), `cuda-sm90` (compute capability), `rocm-gfx1151` (gfx target), else
     `<backend>-<device>`: the key mlxcel's default would be chosen by."""
-    text = f"{device} {provenance.get('gpu', '')}"
-    if backend == "metal":
-        found = re.search(r"\bM(\d+)\b", text)
-        return f"metal-m{found.group(1)}" if found else f"metal-{device}"
-    if backend == "cuda":
-        capability = str(provenance.get("compute_capability") or "")
-        if not capability:
-            capability = next((cc for name, cc in COMPUTE_CAPABILITY.items() if name in text.upper()), "")
-        return f"cuda-sm{capability.replace('.', '')}" if capability else f"cuda-{device}"
-    if backend == "rocm":
-        found = re.search(r"gfx[0-9a-f]+", text)
-        return f"rocm-{found.group(0)}" if found else f"rocm-{device}"
-    return f"{backend}-{device}"
+    spec = known_backend(backend)
+    rule = spec.device_class if spec is not None else None
+    found = rule(f"{device} {provenance.get('gpu', '')}", provenance) if rule is not None else None
+    return found or f"{backend}-{device}"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from harness.config import resources
+from harness.config.backend_specs import known_backend
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("moecal", "numpy", "scipy", "pandas", "numba", "mlx", "cupy-cuda13x", "cupy-cuda12x", "cupy")
@@ -237,14 +238,10 @@ def backend_device_missing(meta: dict[str, object]) -> str | None:
     metal run not on macOS); None when the device was there or nothing tells. Why: an emulated or misconfigured
     run must not read as a GPU measurement ("Hardware: AMD EPYC" under a cuda heading)."""
     backend = str(meta.get("backend") or "")
-    if backend not in ("cuda", "metal", "rocm") or meta.get("source_format"):
-        return None  # imported data: the label is the file's own statement about its machine
-    if BACKEND_DEVICE_MISSING in meta:
-        missing = bool(meta[BACKEND_DEVICE_MISSING])
-    elif backend == "cuda" and "os" in meta:
-        missing = not (meta.get("gpu") or meta.get("driver"))
-    elif backend == "metal" and "os" in meta:
-        missing = not str(meta["os"]).startswith("Darwin")
-    else:
+    spec = known_backend(backend)
+    if spec is None or spec.device_missing is None or meta.get("source_format"):
+        return None  # not a GPU backend, or imported data: the label is the file's own statement about its machine
+    missing = bool(meta[BACKEND_DEVICE_MISSING]) if BACKEND_DEVICE_MISSING in meta else spec.device_missing(meta)
+    if missing is None:
         return None
     return f"labelled {backend}, measured without a {backend} device" if missing else None
