@@ -19,7 +19,7 @@ import pytest
 from harness.analysis import figures
 from harness.analysis.cap_target import CapTarget
 from harness.analysis.decision import decide
-from harness.analysis.decision_record import decision_json, ratio_of_medians
+from harness.analysis.decision_json import decision_json, ratio_of_medians
 from harness.analysis.decision_words import band, family_words, point_test_words
 from harness.analysis.pipeline import Options, applied
 from harness.analysis.stats import DECIDED, classify, ratio_interval

@@ -14,7 +14,7 @@ import pytest
 from harness.analysis.cap_policy import recommend
 from harness.analysis.cap_target import CapTarget
 from harness.analysis.curve import Curve, acceptance_set, find_crossover
-from harness.analysis.decision_record import Decision
+from harness.analysis.decision_json import decision_from_json
 from harness.analysis.inputs import LoadedInput
 from harness.analysis.pipeline import Options, analyse, analyse_path, save_summary
 from harness.analysis.policy import Policy
@@ -353,7 +353,7 @@ def test_the_decision_reads_back_from_its_json_record(path):
     json.dumps round trip, as the sidecar stores it."""
     analysis = analyse_path(path, Options(current_default=8192))
     decided = analysis.result.decision
-    back = Decision.from_json(json.loads(json.dumps(analysis.as_json())))
+    back = decision_from_json(json.loads(json.dumps(analysis.as_json())))
     assert (back.action, back.recommended_cap, back.reason, back.apply) == (
         decided.action,
         decided.recommended_cap,

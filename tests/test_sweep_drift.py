@@ -13,7 +13,7 @@ import pytest
 
 from harness.analysis.curve import Curve
 from harness.analysis.decision import StagedFamily, decide_curves
-from harness.analysis.decision_record import decision_json
+from harness.analysis.decision_json import decision_json
 from harness.analysis.decision_value import StopRule
 from harness.analysis.inputs import LoadedInput
 from harness.analysis.pipeline import Options, analyse

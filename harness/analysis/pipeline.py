@@ -16,7 +16,8 @@ import pandas as pd
 from harness.analysis import dispatch_evidence
 from harness.analysis.cap_target import CapTarget
 from harness.analysis.decision import decide
-from harness.analysis.decision_record import Decision, DecisionResult, decision_json
+from harness.analysis.decision_json import decision_json
+from harness.analysis.decision_record import Decision, DecisionResult
 from harness.analysis.inputs import LoadedInput, load_input, write_summary_csv
 from harness.analysis.point_summary import PointSet, analyse_points, apply_excludes
 from harness.analysis.policy import Interpolation, Policy

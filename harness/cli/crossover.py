@@ -90,7 +90,7 @@ def crossover(
     decision per backend (see `moecal report RUN RUN…` for the addendum).
     """
     from harness.analysis.backend_defaults import build_defaults
-    from harness.analysis.decision_record import used_tests
+    from harness.analysis.decision_json import used_tests
     from harness.analysis.pipeline import analyse_path
     from harness.output.defaults_addendum import defaults_json, print_defaults
     from harness.output.summary_table import print_summary

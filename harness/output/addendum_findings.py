@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from harness.analysis import figures
-from harness.analysis.decision_record import (
+from harness.analysis.decision_json import (
     CrossingJSON,
     CrossoverJSON,
     DecisionJSON,

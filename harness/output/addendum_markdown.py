@@ -9,7 +9,7 @@ the record only, never the raw data or the machine it runs on.
 from __future__ import annotations
 
 from harness.analysis.backend_defaults import MLXCEL_CONSTANTS
-from harness.analysis.decision_record import DecisionJSON
+from harness.analysis.decision_json import DecisionJSON
 from harness.analysis.decision_words import family_namer
 from harness.config.schema import kind_of_family
 from harness.output.addendum_findings import findings

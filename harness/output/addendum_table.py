@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.analysis import figures
-from harness.analysis.decision_record import PointJSON, TestJSON, ratio_of_medians
+from harness.analysis.decision_json import PointJSON, TestJSON, ratio_of_medians
 from harness.analysis.decision_words import family_words, point_test_words
 from harness.analysis.dispatch_evidence import PARITY_LIMIT
 from harness.analysis.pipeline import Options

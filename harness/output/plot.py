@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.analysis.decision_record import CrossoverJSON, DecisionJSON, PointJSON, ratio_of_medians
+from harness.analysis.decision_json import CrossoverJSON, DecisionJSON, PointJSON, ratio_of_medians
 from harness.analysis.decision_words import family_namer
 from harness.config.schema import kind_meaning, kind_of_family
 from harness.output.markdown_text import plot_label

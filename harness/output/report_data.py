@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from harness.analysis.decision_record import DecisionJSON
+from harness.analysis.decision_json import DecisionJSON
 from harness.analysis.pipeline import Options
 from harness.json_input import load_json_object
 

@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+from harness.analysis.decision_json import decision_from_json
 from harness.analysis.decision_record import Decision
 from harness.analysis.pipeline import Analysis, Options
 from harness.config.schema import kind_meaning
@@ -66,7 +67,7 @@ def write_report(
         write_text_atomic(paths["patch"], patch)
     write_text_atomic(paths["sidecar"], json.dumps(data.to_json(), indent=1, ensure_ascii=False) + "\n")
     write_text_atomic(md_path, render_markdown(data))
-    return md_path, png_path, Decision.from_json(d)
+    return md_path, png_path, decision_from_json(d)
 
 
 def _source(data: ReportData, mlxcel: MlxcelSource | None) -> MlxcelSource:
