@@ -17,14 +17,14 @@ from harness.output.report_files import write_report
 from tests.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
 
 
-class ToyWorkload(Strict):
+class ToySettings(Strict):
     """A toy kind's settings (never run: its runs below are synthetic)."""
 
     kind: Literal["toy"]
 
 
 TOY = WorkloadKind(
-    ToyWorkload,
+    ToySettings,
     "tests.test_kind_meaning",
     meaning=KindMeaning(
         unit="toy steps/s",
