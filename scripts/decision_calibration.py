@@ -6,6 +6,7 @@ coverage. Nothing is measured and nothing is written; the full table takes minut
     .venv/bin/python scripts/decision_calibration.py                      # fixed 3, 4, 5, 10, 20, 40 rounds, 400 sweeps
     .venv/bin/python scripts/decision_calibration.py --rounds 3 10 --sweeps 200 --regime "sparse curved"
     .venv/bin/python scripts/decision_calibration.py --rounds 3 4 5 10 20   # issue 29's one pass vs two passes table
+    .venv/bin/python scripts/decision_calibration.py --rounds 3 4 5 10 20 --replication 0 0.5 2   # the rule tried
 
 A regime named `…, two passes` measures each point's rounds in two passes over the grid (harness.analysis.sweep_drift)
 and is scored on its one-pass twin's truths, noise and drift.
@@ -32,9 +33,17 @@ def main() -> None:
     parser.add_argument("--sweeps", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--regime", action="append", choices=sorted(PROTOCOL_REGIMES), help="default: all")
+    parser.add_argument(
+        "--replication",
+        type=float,
+        nargs="+",
+        default=[],
+        metavar="SHARE",
+        help="also score the replication rule (each pass beyond 1 ± SHARE·δ; docs/design.md §7, not in the decision)",
+    )
     args = parser.parse_args()
     regimes = [PROTOCOL_REGIMES[name] for name in args.regime or PROTOCOL_REGIMES]
-    protocols = [fixed(n) for n in args.rounds]
+    protocols = [fixed(n, share) for n in args.rounds for share in [None, *args.replication]]
     for line in protocol_table(regimes, protocols, args.sweeps, args.seed):
         print(line, flush=True)
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 import sys
+import warnings
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -41,20 +42,61 @@ class Score:
         return math.sqrt(max(share * (1 - share), 0.0) / self.sweeps) if math.isfinite(share) else math.nan
 
 
+def _in_passes(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray, np.ndarray | None]:
+    paired = np.full(sim.truth.shape, sim.interleaved)
+    first = np.full(sim.truth.shape, sim.first_pass or 0)
+    return estimate_in_passes(estimate_family, sim.fused, sim.fallback, paired, FLOOR, first)
+
+
 def estimate(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray | None]:
     """Every point's comparison and each family's pass test (None: one pass), exactly as the summary runs them
     (sweep_drift.estimate_in_passes around stats.estimate_family: two passes centred, widened and tested)."""
-    paired = np.full(sim.truth.shape, sim.interleaved)
-    first = np.full(sim.truth.shape, sim.first_pass or 0)
-    comparison, _, drift_p = estimate_in_passes(estimate_family, sim.fused, sim.fallback, paired, FLOOR, first)
+    comparison, _, drift_p = _in_passes(sim)
     return comparison, drift_p
 
 
-def run_engine(sim: SimulatedSweeps, rounds: int, current_default: int = CURRENT_DEFAULT) -> list[DecisionResult]:
+def pass_means(sim: SimulatedSweeps, flagged: np.ndarray) -> np.ndarray | None:
+    """Each pass's own estimate of every point's ln ratio (sweeps, families, points, 2): the mean of its rounds'
+    y_fused − y_fallback, the runs the estimate dropped left out; None for a one-pass sweep."""
+    if sim.first_pass is None:
+        return None
+    d = np.where(flagged.any(axis=0), np.nan, sim.fused - sim.fallback)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a pass whose every run was dropped: NaN
+        return np.stack([np.nanmean(d[..., : sim.first_pass], -1), np.nanmean(d[..., sim.first_pass :], -1)], -1)
+
+
+def replicated(
+    result: DecisionResult, passes: np.ndarray, grid: np.ndarray, share: float, margin: float = 0.01
+) -> bool:
+    """The replication rule measured for issue 29 (docs/design.md §7, a negative result, not in the decision): a
+    raise or lower stands only when, at every point a family's move was tested at and passed, each pass on its own
+    (passes: one sweep's (families, points, 2)) lies beyond 1 ± share·δ on the move's side (a pass without runs
+    left: not replicated). A raise needs every family that raised to replicate, a lower one family that lowered."""
+    action = result.decision.action
+    if action not in ("raise", "lower"):
+        return True
+    question, sign = ("fused", 1.0) if action == "raise" else ("fallback", -1.0)
+    shown = []
+    for f, family in enumerate(result.families):
+        if family.decision.action != action:
+            continue
+        tests = family.decision.tests
+        tested = [int(np.flatnonzero(grid == t.dff)[0]) for t in tests if t.question == question and t.passed]
+        both = sign * passes[f, tested] > math.log1p(share * margin)
+        shown.append(bool(np.all(both)))
+    return all(shown) if action == "raise" else any(shown)
+
+
+def run_engine(
+    sim: SimulatedSweeps, rounds: int, current_default: int = CURRENT_DEFAULT, replication: float | None = None
+) -> list[DecisionResult]:
     """The engine on every simulated sweep: estimate_family per family (exactly what the summary runs), then
-    decide_curves on the families' curves (exactly what `crossover` runs)."""
+    decide_curves on the families' curves (exactly what `crossover` runs). `replication` (a share of δ): the
+    replication rule (replicated) applied after, an unreplicated move turned into keep; None: the engine alone."""
     sweeps, families, points = sim.truth.shape
-    comparison, drift_p = estimate(sim)
+    comparison, flagged, drift_p = _in_passes(sim)
+    passes = pass_means(sim, flagged) if replication is not None else None
     results = []
     for s in range(sweeps):
         staged = []
@@ -68,7 +110,10 @@ def run_engine(sim: SimulatedSweeps, rounds: int, current_default: int = CURRENT
             )
             staged.append(StagedFamily(f"layer family {f}", curve, np.full(keep.sum(), rounds)))
         p = None if drift_p is None else sweep_drift.combined([float(x) for x in drift_p[s]])
-        results.append(decide_curves(staged, current_default, table=False, sweep_drift=p))
+        result = decide_curves(staged, current_default, table=False, sweep_drift=p)
+        if passes is not None and not replicated(result, passes[s], sim.grid, replication or 0.0):
+            result = replace(result, decision=replace(result.decision, action="keep", recommended_cap=current_default))
+        results.append(result)
     return results
 
 
@@ -170,13 +215,15 @@ class Protocol:
     run: Callable[[SimulatedSweeps], Outcome]
 
 
-def fixed(rounds: int) -> Protocol:
-    """The fixed protocol: `rounds` rounds at every point, then one decision."""
+def fixed(rounds: int, replication: float | None = None) -> Protocol:
+    """The fixed protocol: `rounds` rounds at every point, then one decision (`replication`: with the replication
+    rule at that share of δ, run_engine; named `fixed n r<share>`)."""
 
     def run(sim: SimulatedSweeps) -> Outcome:
-        return Outcome(run_engine(sim, rounds), np.full(sim.truth.shape[0], rounds * np.prod(sim.truth.shape[1:])))
+        results = run_engine(sim, rounds, replication=replication)
+        return Outcome(results, np.full(sim.truth.shape[0], rounds * np.prod(sim.truth.shape[1:])))
 
-    return Protocol(f"fixed {rounds}", rounds, run)
+    return Protocol(f"fixed {rounds}" + ("" if replication is None else f" r{replication:g}"), rounds, run)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from tests.calibration import (
     check_pass_rate,
     estimate,
     fixed,
+    replicated,
     run_engine,
     score,
     score_protocol,
@@ -243,3 +244,33 @@ def test_two_passes_keep_each_arms_own_drift_from_moving_the_cap_at_5_rounds():
     two = score_protocol(PROTOCOL_REGIMES["sparse flat per-arm drift, two passes"], fixed(5), 200, seed=41)
     assert one.wrong_action >= 0.05, one
     assert two.wrong_action <= 0.03 + 2 * two.mc_error(0.03), two
+
+
+def test_the_replication_rule_needs_each_pass_on_the_moves_side():
+    """The replication rule measured for issue 29 (tests.calibration.replicated, docs/design.md §7; not in the
+    decision): a move stands only when each pass on its own lies beyond 1 ± share·δ at the points the move was
+    tested at. On SYNTHETIC flat sweeps under a slow drift of each arm it only ever turns a move into keep."""
+    sim = simulate(PROTOCOL_REGIMES["sparse flat slow per-arm drift, two passes"], 3, 100, seed=43)
+    plain, ruled = run_engine(sim, 3), run_engine(sim, 3, replication=0.0)
+    assert all(b.decision.action in (a.decision.action, "keep") for a, b in zip(plain, ruled, strict=True))
+    moved = [r for r in plain if r.decision.action in ("raise", "lower")]
+    assert moved, "the slow drift moves the cap in some of 100 sweeps (measured 8.5% of 400)"
+    result = moved[0]
+    sign = 1.0 if result.decision.action == "raise" else -1.0
+    question = "fused" if sign > 0 else "fallback"
+    family = next(f for f in result.families if f.decision.action == result.decision.action)
+    at = [SPARSE.tolist().index(t.dff) for t in family.decision.tests if t.question == question]
+    passes = np.zeros((len(result.families), len(SPARSE), 2))
+    passes[:, at] = sign * 0.015
+    assert replicated(result, passes, SPARSE, share=0.0)
+    assert not replicated(result, passes, SPARSE, share=2.0)  # each pass must lie beyond 2% then
+    passes[:, at, 1] = -sign * 0.001  # the second pass points the other way
+    assert not replicated(result, passes, SPARSE, share=0.0)
+    passes[:, at, 1] = np.nan  # every run of a pass dropped: nothing replicates
+    assert not replicated(result, passes, SPARSE, share=0.0)
+
+
+def test_the_replication_rule_leaves_one_pass_sweeps_alone():
+    sim = simulate(PROTOCOL_REGIMES["sparse flat slow per-arm drift"], 3, 40, seed=47)
+    plain, ruled = run_engine(sim, 3), run_engine(sim, 3, replication=2.0)
+    assert [r.decision for r in plain] == [r.decision for r in ruled]
