@@ -337,7 +337,8 @@ def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | 
         console.print(
             f"until decided: {allocation['stop']} after {allocation['looks']} looks, {allocation['extra_runs']} runs "
             f"past the first pass, {allocation['spent_s'] / 60:.1f} min: {allocation['reason']}; the report reads "
-            f"the decision at confidence {options.confidence:.4f} (recorded in meta.json: later analyses of the run default to it)",
+            f"the decision at confidence {options.confidence:.4f} (recorded in meta.json: later analyses of the run "
+            "default to it)",
             highlight=False,
         )
         result["until_decided"] = allocation
