@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.helpers import REPO, cli
@@ -21,7 +22,9 @@ def _tree(root: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*")}
 
 
-def test_plan_over_synthetic_checkpoints_leaves_the_filesystem_untouched(tmp_path, monkeypatch):
+@pytest.mark.parametrize("command", [("plan", "--json"), ("sweep", "--dry-run")])
+def test_plan_over_synthetic_checkpoints_leaves_the_filesystem_untouched(tmp_path, monkeypatch, command):
+    """`moecal plan`, and `sweep --dry-run` ("run nothing"): no checkpoint written, no cache, no results/ folder."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # any default cache would land in tmp_path too
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / ".cache"))
     source = source_folder(tmp_path / "src", "mixtral")
@@ -42,9 +45,12 @@ def test_plan_over_synthetic_checkpoints_leaves_the_filesystem_untouched(tmp_pat
         )
     )
     before = _tree(tmp_path)
-    done = cli("plan", config, "--json", cwd=tmp_path)
+    done = cli(command[0], config, command[1], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert _tree(tmp_path) == before  # no checkpoint, no cache folder, no results/ folder
+    if command[0] == "sweep":
+        assert "dry run: config, backend and commands are usable" in done.stderr
+        return
     record = json.loads(done.stdout)
     planned = {p["dff"] for p in record["points"]}
     assert planned == {6400, 14336}  # the points are the synthetic models', described from their plan

@@ -183,6 +183,7 @@ def sweep(
         resume=resume,
         allow_mixed=allow_mixed,
         measure_null=measure_null,
+        write_checkpoints=not dry_run,
     )
     _until_decided_options(plan, until_decided, max_rounds, budget)
     if dry_run:

@@ -110,6 +110,7 @@ def prepare(
     allow_mixed: bool = False,
     measure_null: bool = False,
     plan_only: bool = False,
+    write_checkpoints: bool = True,
 ) -> PreparedSweep:
     """Everything a sweep needs, checked. `resume`: None starts a new run (in `out`, or a fresh run id under
     `results`); "" continues the newest unfinished run of this config on this device; a path continues that run.
@@ -117,7 +118,8 @@ def prepare(
     `measure_null` runs the command models whose config says expect_null (they stay null points). `plan_only`
     (`moecal plan`) builds a built-in workload on the backend's device facts (harness.measure.backends.device_facts):
     its points, memory and estimates are the same, it cannot run, the CPU plan never imports numba, and synthetic
-    checkpoints are planned, not written (nothing on disk changes)."""
+    checkpoints are planned, not written (nothing on disk changes). `write_checkpoints` False (`sweep --dry-run`)
+    plans the synthetic checkpoints the same way while everything else is checked as for a real run."""
     config_path = Path(config_path)
     try:
         config = load_config(config_path)
@@ -125,7 +127,8 @@ def prepare(
         raise InputError(str(config_path), "(file)", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     source = str(config_path)
     given = config
-    config = with_synthetic_models(config, source, write=not plan_only)  # a plan writes no checkpoint
+    # a plan or a dry run writes no checkpoint
+    config = with_synthetic_models(config, source, write=write_checkpoints and not plan_only)
     try:
         backend_name = backend_for(config, backend)
         workload = build_workload(config, source, backend_name, plan_only)
