@@ -133,6 +133,8 @@ def refine(
         chosen = None
         predicted = _predicted_crossover(analysis, points)
         for family in analysis.result.families:
+            if family.family not in deciding:
+                continue  # before next_dff: its flip simulations are only worth it for a family that decides
             dff = next_dff(
                 family,
                 staged,
@@ -142,7 +144,7 @@ def refine(
                 settings.rounds,
                 predicted,
             )
-            if family.family not in deciding or dff is None or (family.family, dff) in tried:
+            if dff is None or (family.family, dff) in tried:
                 continue
             tried.add((family.family, dff))
             row = analysis.summary.iloc[family.rows[0]]
