@@ -17,9 +17,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.measure.proc import run_with_deadline
+from harness.measure.proc import HELP_TIMEOUT_S, run_with_deadline
 
-HELP_TIMEOUT_S = 5.0
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 _COMMIT = re.compile(r"\b(?:commit|mlxcel)[ :=]+([0-9a-f]{7,40})\b", re.IGNORECASE)
 _MLX = re.compile(r"\bMLX(?: pin)?[ :=]+v?([0-9A-Za-z._-]+)")
