@@ -204,10 +204,10 @@ def measure_point(
     written = 0
     runner: PointRunner | None = None
     try:
+        slots = point.slots()
+        names = [str(i) for i in range(len(slots))]  # rotated like arms: each round a different slot goes first
         round_index = plan.start
         while round_index < plan.rounds:
-            slots = point.slots()
-            names = [str(i) for i in range(len(slots))]  # rotated like arms: each round a different slot goes first
             order = [slots[int(i)] for i in arm_order(names, round_index, plan.order, plan.seed, point.label)]
             for position, (setting, arm) in enumerate(order):
                 if done.get(_key(run_id, point, arm, round_index, setting)) == "ok":
