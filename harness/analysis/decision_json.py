@@ -21,11 +21,10 @@ from harness.analysis.decision_record import (
     DecisionResult,
     PointTest,
     Withheld,
-    WithheldJSON,
     deciding_families,
 )
 from harness.analysis.figures import json_exact, json_rounded
-from harness.analysis.policy import Action, Side
+from harness.analysis.policy import Action, Move, Side, WithheldWhy
 from harness.analysis.stats import AFFORDABLE_ROUNDS, DECIDED, Verdict, family_labels
 from harness.runs.summary_columns import SummaryCol
 
@@ -154,6 +153,14 @@ class FamilyJSON(CrossoverJSON):
     decides: bool
 
 
+class WithheldJSON(TypedDict):
+    """The decision JSON's `withheld` field: what the plot's title says was held back."""
+
+    move: Move
+    cap: int
+    why: WithheldWhy
+
+
 class DecisionJSON(CrossoverJSON):
     """The machine-readable decision (decision_json): the binding family's crossover, every point, what was decided
     and why, and the settings that re-derive it (harness.analysis.pipeline.Analysis.as_json). Keys a record of an
@@ -234,6 +241,10 @@ def caps_json(caps: Sequence[CapOption]) -> list[CapJSON]:
         }
         for option in caps
     ]
+
+
+def withheld_json(w: Withheld) -> WithheldJSON:
+    return {"move": w.move, "cap": w.cap, "why": w.why}
 
 
 RATIO_OF_MEDIANS = "ratio_of_medians"  # a point's JSON field; sidecars before it called it `ratio`
@@ -343,7 +354,7 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
         if d.rounds_dff is not None
         else None,
         # additive (2026-12): what a keep held back, structured, so the plot need not search the reason's words
-        "withheld": d.withheld.to_json() if d.withheld is not None else None,
+        "withheld": withheld_json(d.withheld) if d.withheld is not None else None,
         # only a two-pass sweep that the test made unusable carries it (stored records stay as they were)
         **({"sweep_drift": float(f"{d.sweep_drift:.3g}")} if d.sweep_drift is not None else {}),
         **settings,
