@@ -89,10 +89,8 @@ class _Sweep:
         return staged, index
 
 
-def outcome_of(
-    staged: Sequence[StagedFamily], current_default: int | None, confidence: float, margin: float
-) -> Outcome:
-    result = decide_curves(staged, current_default, Policy(confidence, margin), table=False)
+def outcome_of(staged: Sequence[StagedFamily], current_default: int | None, policy: Policy) -> Outcome:
+    result = decide_curves(staged, current_default, policy, table=False)
     return result.decision.action, result.decision.recommended_cap
 
 
@@ -111,7 +109,7 @@ def fixed(
         for p in range(len(grid)):
             sweep.measure(f, p, rounds)
     staged, _ = sweep.staged(grid)
-    return Simulated(outcome_of(staged, current_default, confidence, margin), sweep.rounds, "fixed", 1)
+    return Simulated(outcome_of(staged, current_default, Policy(confidence, margin)), sweep.rounds, "fixed", 1)
 
 
 def until_decided(
@@ -133,8 +131,10 @@ def until_decided(
         for p in range(len(grid)):
             sweep.measure(f, p, rule.first_rounds)
 
+    policy = Policy(rule.look_confidence, margin)  # every look reads the one policy: built once, not per engine call
+
     def decide(staged: Sequence[StagedFamily]) -> Outcome:
-        return outcome_of(staged, current_default, rule.look_confidence, margin)
+        return outcome_of(staged, current_default, policy)
 
     spent = float(np.sum(sweep.rounds * cost))
     look = 0

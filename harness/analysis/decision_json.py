@@ -21,10 +21,10 @@ from harness.analysis.decision_record import (
     DecisionResult,
     PointTest,
     Withheld,
-    WithheldJSON,
     deciding_families,
 )
-from harness.analysis.policy import Action, Side
+from harness.analysis.figures import json_exact, json_rounded
+from harness.analysis.policy import Action, Move, Side, WithheldWhy
 from harness.analysis.stats import AFFORDABLE_ROUNDS, DECIDED, Verdict, family_labels
 from harness.runs.summary_columns import SummaryCol
 
@@ -153,6 +153,14 @@ class FamilyJSON(CrossoverJSON):
     decides: bool
 
 
+class WithheldJSON(TypedDict):
+    """The decision JSON's `withheld` field: what the plot's title says was held back."""
+
+    move: Move
+    cap: int
+    why: WithheldWhy
+
+
 class DecisionJSON(CrossoverJSON):
     """The machine-readable decision (decision_json): the binding family's crossover, every point, what was decided
     and why, and the settings that re-derive it (harness.analysis.pipeline.Analysis.as_json). Keys a record of an
@@ -187,23 +195,12 @@ class DecisionJSON(CrossoverJSON):
 # --- JSON ---------------------------------------------------------------------------------------------------------
 
 
-def _number(value: float | None, digits: int) -> float | None:
-    """JSON-safe: NaN and ±inf become null."""
-    return round(float(value), digits) if value is not None and math.isfinite(value) else None
-
-
-def _exact(value: object) -> float | None:
-    """JSON-safe (NaN and ±inf become null) and never pre-rounded: every text formats the one stored number
-    (harness.analysis.figures), so a figure printed twice prints identically."""
-    return float(value) if value is not None and math.isfinite(float(value)) else None
-
-
 def crossover_json(c: Crossover) -> CrossoverJSON:
     return {
         # exact, as every figure of the record: the text formats these (figures.dff), never a pre-rounded copy
-        "crossover_dff": _exact(c.dff) if c.dff is not None else None,
-        "ci_low": _exact(c.ci_low),
-        "ci_high": _exact(c.ci_high),
+        "crossover_dff": json_exact(c.dff),
+        "ci_low": json_exact(c.ci_low),
+        "ci_high": json_exact(c.ci_high),
         "outcome": c.outcome,
         "ci_method": c.ci_method,
         "ci_text": format_ci(c) if c.outcome != "no_points" else None,
@@ -211,11 +208,11 @@ def crossover_json(c: Crossover) -> CrossoverJSON:
         "next_dff": c.next_dff,
         "crossings": [
             {
-                "dff": _exact(x.dff),
+                "dff": json_exact(x.dff),
                 "direction": x.direction,
                 "between": list(x.between),
-                "ci_low": _exact(x.ci_low),
-                "ci_high": _exact(x.ci_high),
+                "ci_low": json_exact(x.ci_low),
+                "ci_high": json_exact(x.ci_high),
             }
             for x in c.crossings
         ],
@@ -232,18 +229,22 @@ def caps_json(caps: Sequence[CapOption]) -> list[CapJSON]:
                     "dff": s.dff,
                     "model": s.model,
                     "to": s.to,
-                    "effect": _number(s.effect, 5),
-                    "ci_low": _number(s.ci_low, 5),
-                    "ci_high": _number(s.ci_high, 5),
+                    "effect": json_rounded(s.effect, 5),
+                    "ci_low": json_rounded(s.ci_low, 5),
+                    "ci_high": json_rounded(s.ci_high, 5),
                 }
                 for s in option.switched
             ],
-            "effect": _number(option.effect, 5),
-            "ci_low": _number(option.ci_low, 5),
-            "ci_high": _number(option.ci_high, 5),
+            "effect": json_rounded(option.effect, 5),
+            "ci_low": json_rounded(option.ci_low, 5),
+            "ci_high": json_rounded(option.ci_high, 5),
         }
         for option in caps
     ]
+
+
+def withheld_json(w: Withheld) -> WithheldJSON:
+    return {"move": w.move, "cap": w.cap, "why": w.why}
 
 
 RATIO_OF_MEDIANS = "ratio_of_medians"  # a point's JSON field; sidecars before it called it `ratio`
@@ -261,7 +262,7 @@ def test_json(test: PointTest) -> TestJSON:
         "model": test.model,
         "question": test.question,
         "level": test.level,
-        "bound": _exact(test.bound),
+        "bound": json_exact(test.bound),
         "passed": test.passed,
     }
 
@@ -272,19 +273,19 @@ def point_json(row: Mapping[str, object], family: str, test: PointTest | None = 
         "model": str(row["model"]),
         "dff": int(row["dff"]),
         "family": family,
-        SummaryCol.FALLBACK_TOK_S: _exact(row[SummaryCol.FALLBACK_TOK_S]),
-        SummaryCol.FUSED_TOK_S: _exact(row[SummaryCol.FUSED_TOK_S]),
+        SummaryCol.FALLBACK_TOK_S: json_exact(row[SummaryCol.FALLBACK_TOK_S]),
+        SummaryCol.FUSED_TOK_S: json_exact(row[SummaryCol.FUSED_TOK_S]),
         # summary.csv's `ratio` column, named here for what it is: median fused / median fallback (mlxcel's number)
-        RATIO_OF_MEDIANS: _exact(row[SummaryCol.RATIO]),
-        SummaryCol.ESTIMATE: _exact(row[SummaryCol.ESTIMATE]),  # the geometric-mean ratio the interval is about
-        SummaryCol.CI_LOW: _exact(row[SummaryCol.CI_LOW]),
-        SummaryCol.CI_HIGH: _exact(row[SummaryCol.CI_HIGH]),
+        RATIO_OF_MEDIANS: json_exact(row[SummaryCol.RATIO]),
+        SummaryCol.ESTIMATE: json_exact(row[SummaryCol.ESTIMATE]),  # the geometric-mean ratio the interval is about
+        SummaryCol.CI_LOW: json_exact(row[SummaryCol.CI_LOW]),
+        SummaryCol.CI_HIGH: json_exact(row[SummaryCol.CI_HIGH]),
         SummaryCol.METHOD: str(row[SummaryCol.METHOD]) if isinstance(row[SummaryCol.METHOD], str) else "",
         SummaryCol.VERDICT: str(row[SummaryCol.VERDICT]),
         SummaryCol.UNSTABLE: bool(row[SummaryCol.UNSTABLE]),
         SummaryCol.N_FALLBACK: int(row[SummaryCol.N_FALLBACK]),
         SummaryCol.N_FUSED: int(row[SummaryCol.N_FUSED]),
-        SummaryCol.NULL_RATIO: _number(row[SummaryCol.NULL_RATIO], 5),
+        SummaryCol.NULL_RATIO: json_rounded(row[SummaryCol.NULL_RATIO], 5),
         SummaryCol.OUTLIERS: str(row[SummaryCol.OUTLIERS]) if isinstance(row[SummaryCol.OUTLIERS], str) else "",
         SummaryCol.REASON: str(row[SummaryCol.REASON]),
         "decides": test is not None,
@@ -312,8 +313,7 @@ def dispatch_json(row: Mapping[str, object]) -> DispatchJSON:
         value = _optional(row, column)
         out[column] = None if value is None or not math.isfinite(float(value)) else float(f"{float(value):.4g}")
     for column in ("tokens_fallback", "tokens_fused"):
-        value = _optional(row, column)
-        out[column] = None if value is None else _number(float(value), 1)
+        out[column] = json_rounded(_optional(row, column), 1)
     out["tokens_differ"] = str(_optional(row, "tokens_differ")).lower() in ("true", "1")
     return out
 
@@ -349,12 +349,12 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
         "apply": d.apply,
         "candidate_caps": caps_json(result.decision.caps),
         "tests": [test_json(t) for t in d.tests],
-        "drift_between_points": _number(d.drift_between_points, 5) if d.drift_between_points is not None else None,
+        "drift_between_points": json_rounded(d.drift_between_points, 5),
         "rounds_hint": {"dff": d.rounds_dff, "rounds": d.rounds_needed, "affordable": AFFORDABLE_ROUNDS}
         if d.rounds_dff is not None
         else None,
         # additive (2026-12): what a keep held back, structured, so the plot need not search the reason's words
-        "withheld": d.withheld.to_json() if d.withheld is not None else None,
+        "withheld": withheld_json(d.withheld) if d.withheld is not None else None,
         # only a two-pass sweep that the test made unusable carries it (stored records stay as they were)
         **({"sweep_drift": float(f"{d.sweep_drift:.3g}")} if d.sweep_drift is not None else {}),
         **settings,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypedDict
 
 from harness.analysis.curve import Crossover
 from harness.analysis.decision_words import point_test_words, withheld_words
@@ -74,17 +73,6 @@ class Withheld:
     def words(self) -> str:
         """`a raise to 8192 was withheld because …`."""
         return withheld_words(self.move, self.cap, self.why, self.because, self.gap, self.measure_next, self.families)
-
-    def to_json(self) -> WithheldJSON:
-        return {"move": self.move, "cap": self.cap, "why": self.why}
-
-
-class WithheldJSON(TypedDict):
-    """The decision JSON's `withheld` field: what the plot's title says was held back."""
-
-    move: Move
-    cap: int
-    why: WithheldWhy
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,18 @@ def _finite(value: float | None) -> bool:
     return value is not None and math.isfinite(float(value))
 
 
+def json_exact(value: float | None) -> float | None:
+    """A figure as a JSON record stores it: never pre-rounded (the texts format the one stored number); NaN, ±inf and
+    None become null."""
+    return float(value) if _finite(value) else None
+
+
+def json_rounded(value: float | None, digits: int) -> float | None:
+    """A figure a JSON record stores rounded to `digits` (a record no text formats again); NaN, ±inf and None become
+    null."""
+    return round(float(value), digits) if _finite(value) else None
+
+
 def ratio(value: float | None) -> str:
     """A fused/fallback ratio or an interval bound: `1.0358`; `n/a` when there is none."""
     return f"{float(value):.{RATIO_DIGITS}f}" if _finite(value) else "n/a"

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from harness.analysis import figures
 from harness.analysis.inputs import load_input
 from harness.analysis.pipeline import Analysis, Options, analyse
+from harness.analysis.stats import ratio_interval
 from harness.config import knobs as launch_knobs
 from harness.runs.summary_columns import SummaryCol
 
@@ -96,8 +96,8 @@ def _compare(samples: pd.DataFrame, setting: str, paths: dict[str, str], referen
     if len(d) < 2 or not len(reference.columns):
         return float("nan"), float("nan"), float("nan"), len(d)
     mean, se = float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
-    half = float(stats.t.ppf(0.5 + level / 2, len(d) - 1)) * max(se, 1e-12)
-    return float(np.exp(mean)), float(np.exp(mean - half)), float(np.exp(mean + half)), len(d)
+    gain, low, high = ratio_interval(mean, max(se, 1e-12), len(d) - 1, level)
+    return float(gain), float(low), float(high), len(d)
 
 
 def analyse_knobs(path: str | Path, options: Options = Options()) -> KnobResult | None:

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.curve import Curve, family_curve
+from harness.analysis.figures import json_rounded
 from harness.analysis.pipeline import Analysis
 from harness.analysis.point_match import match_keys
 from harness.analysis.stats import DECIDED, family_labels, t_quantile
@@ -93,18 +94,15 @@ class Comparison:
     unmatched: tuple[str, ...]  # points measured in one run only, `model (Dff n) in A only`
 
     def as_json(self) -> dict[str, object]:
-        def number(value: float | None, digits: int) -> float | None:
-            return round(value, digits) if value is not None and math.isfinite(value) else None
-
         return {
             "crossover": [
                 {
                     "family": s.family,
-                    "crossover_a": number(s.crossover_a, 1),
-                    "crossover_b": number(s.crossover_b, 1),
-                    "shift": number(s.shift, 4),
-                    "ci_low": number(s.ci_low, 4),
-                    "ci_high": number(s.ci_high, 4),
+                    "crossover_a": json_rounded(s.crossover_a, 1),
+                    "crossover_b": json_rounded(s.crossover_b, 1),
+                    "shift": json_rounded(s.shift, 4),
+                    "ci_low": json_rounded(s.ci_low, 4),
+                    "ci_high": json_rounded(s.ci_high, 4),
                     "confidence": s.confidence,
                     "verdict": s.verdict if s.shift is not None else "no shift",
                     "text": s.sentence(),
@@ -116,11 +114,11 @@ class Comparison:
                     "model": p.model,
                     "dff": p.dff,
                     "family": p.family,
-                    "ratio_a": number(p.ratio_a, 5),
-                    "ratio_b": number(p.ratio_b, 5),
-                    "change": number(p.change, 5),
-                    "ci_low": number(p.ci_low, 5),
-                    "ci_high": number(p.ci_high, 5),
+                    "ratio_a": json_rounded(p.ratio_a, 5),
+                    "ratio_b": json_rounded(p.ratio_b, 5),
+                    "change": json_rounded(p.change, 5),
+                    "ci_low": json_rounded(p.ci_low, 5),
+                    "ci_high": json_rounded(p.ci_high, 5),
                     "verdict": p.verdict,
                 }
                 for p in self.points

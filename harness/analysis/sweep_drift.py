@@ -122,13 +122,18 @@ def _passes(d: np.ndarray, first: np.ndarray) -> dict[str, np.ndarray]:
     return {"n1": counts[0], "n2": counts[1], "m1": means[0], "m2": means[1], "dof": dof, "usable": usable, "s2": s2}
 
 
-def between_passes(d: np.ndarray, first: np.ndarray) -> np.ndarray:
+def _screened_passes(d: np.ndarray, first: np.ndarray) -> dict[str, np.ndarray]:
+    """_passes of d after the round screen: what both between_passes and pass_difference read."""
+    return _passes(_screened(np.asarray(d, float)), first)
+
+
+def between_passes(p: dict[str, np.ndarray]) -> np.ndarray:
     """The variance (..., points) to add to each point's mean: τ²·(n₁² + n₂²)/n², where τ² is the variance of a
     pass's offset, from E[(d̄₁ − d̄₂)²] = 2τ² + s²(1/n₁ + 1/n₂) averaged over the family's points with both passes
     (0 when the passes agree within their noise, and where a point has one pass). Why: the drift a point's runs share
     within a pass is invisible to their spread; the passes show it (simulated flat truths under each arm's own drift,
-    3-10 rounds: false actions .04-.05 → .015-.035)."""
-    p = _passes(_screened(np.asarray(d, float)), first)
+    3-10 rounds: false actions .04-.05 → .015-.035). `p`: the family's screened passes (_screened_passes), which the
+    pass test reads too."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a family without a point in both passes: no τ²
         gap = (p["m1"] - p["m2"]) ** 2 - p["s2"][..., None] * (1.0 / p["n1"] + 1.0 / p["n2"])
@@ -143,7 +148,10 @@ def pass_difference(d: np.ndarray, first: np.ndarray) -> np.ndarray:
     (..., points, rounds) in round order, each point's first `first` rounds from the first pass (NaN: a dropped
     round): F = mean over points of (d̄₁ − d̄₂)²/(s²(1/n₁ + 1/n₂)), s² pooled within passes, with (points, Σ(n₁ − 1
     + n₂ − 1)) degrees of freedom. 1 where no point has a run in each pass and three in all (nothing to test)."""
-    p = _passes(_screened(np.asarray(d, float)), first)
+    return _difference(_screened_passes(d, first))
+
+
+def _difference(p: dict[str, np.ndarray]) -> np.ndarray:
     with np.errstate(all="ignore"):
         usable = p["usable"] & (p["n1"] + p["n2"] >= 3)
         k = np.sum(usable, axis=-1)
@@ -197,6 +205,7 @@ def estimate_in_passes(
     centred_a, centred_b = centre_passes(a, b, first)
     result, flagged = estimate(centred_a, centred_b, paired, floor)
     kept = np.where(flagged.any(axis=0), np.nan, centred_a - centred_b)
-    p = pass_difference(kept, first)
-    extra = np.where(np.asarray(p)[..., None] < WIDEN_ALPHA, between_passes(kept, first), 0.0)
+    passes = _screened_passes(kept, first)  # screened and split once for both the test and the widening
+    p = _difference(passes)
+    extra = np.where(np.asarray(p)[..., None] < WIDEN_ALPHA, between_passes(passes), 0.0)
     return dataclasses.replace(result, se=np.sqrt(result.se**2 + extra)), flagged, p
