@@ -82,9 +82,9 @@ def rule_for(measure: Measure, first_rounds: int) -> StopRule:
 
 def _decider(analysis: Analysis, rule: StopRule) -> Callable[[Sequence[StagedFamily]], Outcome]:
     withhold = withheld_reason(analysis.aa_beyond_margin, analysis.options.margin)
+    policy = analysis.options.policy.at(rule.look_confidence)
 
     def decide(staged: Sequence[StagedFamily]) -> Outcome:
-        policy = analysis.options.policy.at(rule.look_confidence)
         # passes that disagree (analysis.sweep_drift): keep, as the final analysis says
         result = decide_curves(
             staged, analysis.current_default, policy, withhold, table=False, sweep_drift=analysis.sweep_drift
