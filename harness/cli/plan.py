@@ -90,6 +90,7 @@ def _expected_to_decision(sweep: PreparedSweep, per_run: float | None) -> dict[s
     of this config here when there is one). The sweep says it again after its first pass, from what it measured."""
     import numpy as np
 
+    from harness.analysis import figures
     from harness.analysis.decision_cost import DEFAULT_NOISE, DEFAULT_SLOPE, curve_truth, expected_rounds
     from harness.measure.allocation import rule_for
 
@@ -116,7 +117,9 @@ def _expected_to_decision(sweep: PreparedSweep, per_run: float | None) -> dict[s
         "expected_rounds_per_point": {int(d): round(float(r), 1) for d, r in zip(grid, mean_rounds, strict=True)},
         "max_rounds": rule.max_rounds,
         "looks": rule.looks,
-        "assumed": f"a curve crossing at Dff {crossover:.0f} (slope {DEFAULT_SLOPE}), {DEFAULT_NOISE:.0%} run noise",
+        "assumed": (
+            f"a curve crossing at Dff {figures.dff(crossover)} (slope {DEFAULT_SLOPE}), {DEFAULT_NOISE:.0%} run noise"
+        ),
     }
 
 

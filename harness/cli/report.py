@@ -90,7 +90,7 @@ def report(
     from harness.output.design_doc import read_doc
     from harness.output.knob_report import write_knob_report
     from harness.output.mlxcel_source import read_source
-    from harness.output.report_data import read_sidecar
+    from harness.output.report_data import ADDENDUM_SUFFIX, read_sidecar
     from harness.output.report_files import write_report
 
     options = build_options(exclude, confidence, margin, current_default, grid, interpolation, input_paths)
@@ -123,7 +123,7 @@ def report(
     if decision.apply:
         typer.echo(f"apply: {decision.apply}")
     if append_to is not None:
-        run_id = md_path.name.removesuffix("-dff-crossover.md")
+        run_id = md_path.name.removesuffix(ADDENDUM_SUFFIX)
         replaced = insert_into(append_to, md_path.read_text(encoding="utf-8"), run_id)
         typer.echo(f"{'replaced in' if replaced else 'appended to'} {append_to}")
 

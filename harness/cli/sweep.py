@@ -385,6 +385,7 @@ def _physics(plan: PreparedSweep, table: pd.DataFrame) -> dict[str, object]:
     """Bytes per decode token, implied GB/s and share of the device's bandwidth per point (`table`: the final
     table's medians); a point above the ceiling is a measurement error (harness.analysis.physics_prior). Printed,
     and returned for --json."""
+    from harness.analysis import figures
     from harness.analysis.physics_prior import NEAR_CEILING, predicted_crossover
     from harness.measure.physics_points import sweep_physics
 
@@ -408,7 +409,8 @@ def _physics(plan: PreparedSweep, table: pd.DataFrame) -> dict[str, object]:
     if physics:
         where = source or f"no bandwidth listed for {device!r}: GB/s only"
         guess = (
-            f"; the fallback reaches {NEAR_CEILING:.0%} of it at Dff ≈ {predicted:.0f} (the predicted crossover)"
+            f"; the fallback reaches {NEAR_CEILING:.0%} of it at Dff ≈ {figures.dff(predicted)} "
+            "(the predicted crossover)"
             if predicted
             else ""
         )

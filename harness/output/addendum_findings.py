@@ -184,7 +184,7 @@ def _aa_sentence(d: DecisionJSON, margin: float) -> str | None:
 
 
 def _previous_findings(prev: dict[str, object]) -> list[str]:
-    then = f"Dff ≈ {prev['crossover_dff']:.0f}" if prev["crossover_dff"] is not None else prev["outcome"]
+    then = f"Dff ≈ {figures.dff(prev['crossover_dff'])}" if prev["crossover_dff"] is not None else prev["outcome"]
     out = [
         f"- Previous sweep ({prev['date']}, {md_text(prev['library_pin'])}, {md_code(prev['raw_data'])}): "
         f"crossover {then}, recommended cap {prev['recommended_cap']} ({prev['action']})."

@@ -23,8 +23,6 @@ from harness.runs import provenance as prov
 from harness.runs.summary_columns import SummaryCol
 
 UNDATED = "undated"
-# provenance a report can be told on the command line (report and import-mlxcel), key → what it sets
-OVERRIDE_KEYS = ("date", "host", "backend", "gpu", "library_pin")
 # the array libraries each backend's built-in workloads run on (a kind whose meaning names its own runs those)
 BACKEND_PACKAGES = {spec.name: spec.libraries for spec in BACKENDS}
 CONTEXT_KEYS = (

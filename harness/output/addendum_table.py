@@ -66,8 +66,8 @@ def _table(points: list[PointJSON], name: Callable[[str], str], options: Options
     if all(p.get("dispatch") in (None, "", "unverified") for p in points):  # one finding says so, not every row
         extra = [(key, head) for key, head in extra if key != "dispatch"]
     tested = any(p.get("decides") for p in points)
-    heads = ["Dff", "model", f"fallback {unit}", f"fused {unit}", "fused/fallback", "95% CI", "verdict"]
-    heads[5] = f"{figures.percent(options.confidence)} CI"
+    ci_head = f"{figures.percent(options.confidence)} CI"
+    heads = ["Dff", "model", f"fallback {unit}", f"fused {unit}", "fused/fallback", ci_head, "verdict"]
     rule = ["--:", "---", "--:", "--:", "--:", "---", "---"]
     if tested:
         heads, rule = [*heads, "decision test"], [*rule, "---"]

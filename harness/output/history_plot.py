@@ -10,6 +10,7 @@ import math
 import textwrap
 from pathlib import Path
 
+from harness.analysis import figures
 from harness.analysis.curve import format_ci
 from harness.analysis.pipeline import Analysis
 from harness.output.addendum_heading import UNDATED, report_date
@@ -39,7 +40,7 @@ def history_rows(runs: list[tuple[str, Analysis]]) -> list[dict[str, object]]:
                 "ci_high": c.ci_high if math.isfinite(c.ci_high) else None,
                 "min_dff": c.min_dff,
                 "max_dff": c.max_dff,
-                "text": (f"{c.dff:.0f} " if c.dff is not None else c.outcome.replace("_", " ") + " ")
+                "text": (f"{figures.dff(c.dff)} " if c.dff is not None else c.outcome.replace("_", " ") + " ")
                 + (format_ci(c) if c.outcome != "no_points" else ""),
             }
         )
@@ -80,7 +81,7 @@ def draw_history(rows: list[dict[str, object]]):  # -> matplotlib.figure.Figure
                     )  # fmt: skip
         if row["crossover_dff"] is not None:
             ax.plot(x, row["crossover_dff"], marker="o", color="black", markersize=7)
-            ax.annotate(f"{row['crossover_dff']:.0f}", (x, row["crossover_dff"]), xytext=(6, 0),
+            ax.annotate(figures.dff(row["crossover_dff"]), (x, row["crossover_dff"]), xytext=(6, 0),
                         textcoords="offset points", va="center", fontsize=9, zorder=5,
                         bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none", "pad": 1})  # fmt: skip
         else:

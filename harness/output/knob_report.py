@@ -17,6 +17,7 @@ from harness.analysis.knobs import KnobResult, analyse_knobs
 from harness.analysis.pipeline import Options
 from harness.config import knobs as launch_knobs
 from harness.output.markdown_text import md_text, plot_label
+from harness.output.report_data import ADDENDUM_SUFFIX
 from harness.runs.formats import write_text_atomic
 from harness.runs.rundir import refuse_stored
 
@@ -98,12 +99,12 @@ def knob_plot(result: KnobResult, path: Path) -> Path:
 
 
 def write_knob_report(input_path: str | Path, addendum: Path, options: Options = Options()) -> tuple[Path, Path] | None:
-    """`<run-id>-knobs.md` and `.png` beside `addendum` (its `-dff-crossover` name), or None for a run without knob
+    """`<run-id>-knobs.md` and `.png` beside `addendum` (`<run-id>-dff-crossover.md`), or None for a run without knob
     settings."""
     result = analyse_knobs(input_path, options)
     if result is None:
         return None
-    stem = addendum.name.removesuffix(".md").removesuffix("-dff-crossover")
+    stem = addendum.name.removesuffix(ADDENDUM_SUFFIX)
     md_path, png_path = addendum.with_name(f"{stem}-knobs.md"), addendum.with_name(f"{stem}-knobs.png")
     for path in (md_path, png_path):
         refuse_stored(path, "write the report somewhere else (--out / --report-dir)")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.analysis import figures
 from harness.analysis.decision_json import CrossoverJSON, DecisionJSON, PointJSON, ratio_of_medians
 from harness.analysis.decision_words import family_namer
 from harness.config.schema import kind_meaning, kind_of_family
@@ -112,7 +113,8 @@ def _draw_interval(ax, c: CrossoverJSON, left: float, right: float, colour: str,
                         arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2})  # fmt: skip
         else:
             ax.plot(end, y, marker="|", color=colour, markersize=10, markeredgewidth=2, zorder=4)
-    text = f"{'<' if low is None else ''}{finite_low:.0f} … {'>' if high is None else ''}{finite_high:.0f}"
+    below, above = "<" if low is None else "", ">" if high is None else ""
+    text = f"{below}{figures.dff(finite_low)} … {above}{figures.dff(finite_high)}"
     ax.annotate(text, (finite_low, y), xytext=(2, 3), textcoords="offset points", fontsize=7, color=colour)
 
 

@@ -58,7 +58,7 @@ def read_report_input(
 
     `mlxcel` is the tree the decision targets (a read tree, or the stored record when check-reports re-derives):
     its cap for the run's backend is the current default unless --current-default says otherwise. `overrides`
-    (addendum_heading.OVERRIDE_KEYS) correct the input's provenance."""
+    (harness.cli.provenance_options: --date, --host, --backend, --gpu, --library-pin) correct the input's provenance."""
     overrides = {k: str(v) for k, v in (overrides or {}).items() if v not in (None, "")}
     if analysed is not None and overrides:
         raise ValueError("an analysis handed down cannot take provenance overrides: they change what it read")
