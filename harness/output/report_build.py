@@ -10,7 +10,6 @@ are relative to the link base, so the addendum's links work where it lies.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.analysis import figures
 from harness.analysis.backend_defaults import MLXCEL_CONSTANTS
 from harness.analysis.dispatch_evidence import contradictions
 from harness.analysis.inputs import load_input
@@ -102,8 +102,8 @@ def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path:
             {
                 "model": str(analysis.summary["model"].iloc[c]),
                 "dff": int(analysis.summary["dff"].iloc[c]),
-                "ratio_before": _exact(previous.summary[SummaryCol.ESTIMATE].iloc[b]),
-                "ratio_now": _exact(analysis.summary[SummaryCol.ESTIMATE].iloc[c]),
+                "ratio_before": figures.json_exact(previous.summary[SummaryCol.ESTIMATE].iloc[b]),
+                "ratio_now": figures.json_exact(analysis.summary[SummaryCol.ESTIMATE].iloc[c]),
                 "verdict_before": str(previous.summary[SummaryCol.VERDICT].iloc[b]),
                 "verdict_now": str(analysis.summary[SummaryCol.VERDICT].iloc[c]),
             }
@@ -114,11 +114,6 @@ def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path:
         # compare`
         "comparison": compare_runs(previous, analysis, analysis.options.confidence).as_json(),
     }
-
-
-def _exact(value: float) -> float | None:
-    """Never pre-rounded (harness.analysis.figures formats it); null when not finite."""
-    return float(value) if math.isfinite(float(value)) else None
 
 
 def _files(stem: str, raw: Path, md_dir: Path, link_base: Path, mlxcel_csv: bool, patch: bool) -> ReportFiles:
