@@ -353,7 +353,8 @@ def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | 
         if decision.apply:  # only where a variable sets the cap (a built-in run has none to set)
             console.print(f"apply:    {decision.apply}")
         result.update(summary=str(summary), addendum=str(md_path), plot=str(png_path), decision=asdict(decision))
-        knobs = write_knob_report(plan.run_dir, md_path)  # a knob sweep: the crossover per setting, joint choice
+        # a knob sweep: the crossover per setting and the joint choice, at the run's policy as `moecal report` reads it
+        knobs = write_knob_report(plan.run_dir, md_path, options)
         if knobs:
             console.print(f"knobs:    {knobs[0]}\nknobs plot: {knobs[1]}")
             result.update(knobs=str(knobs[0]), knobs_plot=str(knobs[1]))
