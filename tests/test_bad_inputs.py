@@ -269,6 +269,21 @@ def _hardening_v4(ws: Path, outside: Path, config: Path) -> None:
         (ws / f"{name}.csv").write_text("\n".join(lines) + "\n")
 
 
+def _bench_import(fallback: str) -> list[str]:
+    """import-mlxcel of two bench CSVs: FALLBACK (the case's bad file) against the good fused one."""
+    return [
+        "import-mlxcel",
+        "--fallback",
+        f"{{ws}}/{fallback}",
+        "--fused",
+        "{ws}/bench-ok.csv",
+        "--models",
+        "{ws}/bench/models",
+        "--out",
+        "{out}/i",
+    ]
+
+
 # (id, argv with {ws} and {config} placeholders, exit code, text the one error line must contain)
 CASES = [
     ("config-missing", ["plan", "{ws}/nope.yaml"], 2, "nope.yaml: (file): cannot read"),
@@ -375,82 +390,32 @@ CASES = [
     ("import-model-is-a-path", ["import-mlxcel", "{ws}/mlxcel-path-name.csv", "--out", "{out}/i"], 2, "'../../x' is a"),
     (
         "import-bench-model-is-a-path",
-        [
-            "import-mlxcel",
-            "--fallback",
-            "{ws}/bench-abs-name.csv",
-            "--fused",
-            "{ws}/bench-ok.csv",
-            "--models",
-            "{ws}/bench/models",
-            "--out",
-            "{out}/i",
-        ],
+        _bench_import("bench-abs-name.csv"),
         2,
         "bench-abs-name.csv: model: line 2: '/etc' is a path, not a name",
     ),
     # import-mlxcel refuses what no other command can read
     (
         "import-bench-inf",
-        [
-            "import-mlxcel",
-            "--fallback",
-            "{ws}/bench-inf.csv",
-            "--fused",
-            "{ws}/bench-ok.csv",
-            "--models",
-            "{ws}/bench/models",
-            "--out",
-            "{out}/i",
-        ],
+        _bench_import("bench-inf.csv"),
         2,
         "bench-inf.csv: decode_tok_s: line 2: must be a finite number > 0, got 'inf'",
     ),
     (
         "import-bench-duplicate",
-        [
-            "import-mlxcel",
-            "--fallback",
-            "{ws}/bench-twice.csv",
-            "--fused",
-            "{ws}/bench-ok.csv",
-            "--models",
-            "{ws}/bench/models",
-            "--out",
-            "{out}/i",
-        ],
+        _bench_import("bench-twice.csv"),
         2,
         "fallback run 1 appears twice",
     ),
     (
         "import-same-file-both-arms",
-        [
-            "import-mlxcel",
-            "--fallback",
-            "{ws}/bench-ok.csv",
-            "--fused",
-            "{ws}/bench-ok.csv",
-            "--models",
-            "{ws}/bench/models",
-            "--out",
-            "{out}/i",
-        ],
+        _bench_import("bench-ok.csv"),
         2,
         "bench-ok.csv: --fused: is the same file as",
     ),
     (
         "import-fractional-tokens",
-        [
-            "import-mlxcel",
-            "--fallback",
-            "{ws}/bench-fraction.csv",
-            "--fused",
-            "{ws}/bench-ok.csv",
-            "--models",
-            "{ws}/bench/models",
-            "--out",
-            "{out}/i",
-        ],
+        _bench_import("bench-fraction.csv"),
         2,
         "generated_tokens: line 2: 60.5 is not a whole number of tokens",
     ),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, cli, fake_config, wait_for
+from tests.helpers import REPO, cli, fake_config, run_cli, wait_for
 from tests.synth_sources import source_folder
 from tests.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
 
@@ -408,14 +408,7 @@ def test_a_large_mlxcel_csv_summarises_to_one_json_object(tmp_path):
     spec.loader.exec_module(bench)
     path = tmp_path / "sweep.csv"
     bench.synthetic_csv(2000, path)
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "summarize", str(path), "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_cli("summarize", path, "--json")
     assert done.returncode == 0, done.stderr
     points = json.loads(done.stdout)["points"]
     assert len(points) == 2000 and {p["model"] for p in points} == {f"m{i}" for i in range(2000)}
