@@ -117,10 +117,11 @@ def test_outliers_at_3_rounds_rarely_move_the_cap_on_a_flat_truth():
 
 
 def test_check_passes_same_truth_pairs_and_fails_a_moved_crossover_more_often():
-    """`check`'s decision rule on two sweeps of one drawn truth (sparse grid, 5 rounds) passes ≥ 85% (0.867 for these 150
-    pairs; ≥ 95% before issue 29: a pair where one sweep lowers the cap and the other keeps it now fails, since the current
-    data alone would change the cap), and fails clearly more often when the current truth's crossover moved 25% down
-    (0.71/0.70/0.64 pass at 3/5/10 rounds: scripts/decision_calibration.py --rounds 3 5 10 --check-pairs)."""
+    """`check`'s decision rule on two sweeps of one drawn truth (sparse grid, 5 rounds) passes ≥ 85% (0.867 for
+    these 150 pairs; ≥ 95% before issue 29: a pair where one sweep lowers the cap and the other keeps it now fails,
+    since the current data alone would change the cap), and fails clearly more often when the current truth's
+    crossover moved 25% down (0.71/0.70/0.64 pass at 3/5/10 rounds: scripts/decision_calibration.py --rounds 3 5 10
+    --check-pairs)."""
     same = check_pass_rate(Regime("pairs", SPARSE), rounds=5, pairs=150, seed=31)
     moved = check_pass_rate(Regime("pairs", SPARSE), rounds=5, pairs=150, seed=31, moved=0.75)
     mc = np.sqrt(0.9 * 0.1 / 150)
