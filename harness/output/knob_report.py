@@ -37,7 +37,8 @@ def knob_markdown(result: KnobResult) -> str:
         f"setting's cap against `{result.reference}` (the binary's default) at its cap, as a "
         f"{figures.percent(result.confidence)} interval paired by round.",
         "",
-        "| setting | crossover Dff | 95% CI | decision | cap | speed vs default | interval |",
+        f"| setting | crossover Dff | {figures.percent(result.confidence)} CI | decision | cap | speed vs default "
+        "| interval |",
         "|---|--:|---|---|--:|--:|---|",
     ]
     by_setting = {c.setting: c for c in result.candidates}
@@ -66,6 +67,7 @@ def knob_plot(result: KnobResult, path: Path) -> Path:
     settings = list(result.analyses)
     x = np.arange(len(settings))
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    level = figures.percent(result.confidence)
     for i, setting in enumerate(settings):
         crossover = result.analyses[setting].result.crossover
         low = crossover.ci_low if math.isfinite(crossover.ci_low) else (crossover.min_dff or 0)
@@ -80,7 +82,7 @@ def knob_plot(result: KnobResult, path: Path) -> Path:
                     "", (i, end * (1 + 0.08 * sign)), (i, end), arrowprops={"arrowstyle": "->", "color": "#0072B2"}
                 )
         if crossover.dff is not None:
-            ax.plot(i, crossover.dff, "o", color="#0072B2", label="crossover (95% CI)" if i == 0 else None)
+            ax.plot(i, crossover.dff, "o", color="#0072B2", label=f"crossover ({level} CI)" if i == 0 else None)
         cap = next(c.cap for c in result.candidates if c.setting == setting)
         if cap is not None:
             ax.plot(i + 0.15, cap, "_", ms=14, mew=2, color="#D55E00", label="decided cap" if i == 0 else None)
