@@ -210,7 +210,7 @@ def test_plan_and_only(tmp_path):
     assert bad.returncode == 2 and "--only 'nope'" in bad.stderr
 
 
-def test_until_decided_spends_rounds_only_where_the_decision_can_change(tmp_path):
+def test_until_decided_spends_its_rounds_where_the_decision_can_change(tmp_path):
     # SYNTHETIC fake benchmark, seeded: fused wins ~4.5% at 1024 and 5120, ~2.5% at 6000 (the raise to 6000 turns on
     # it), loses ~2.5% at 10000; current default 4096
     config = fake_config(
@@ -239,10 +239,13 @@ def test_until_decided_spends_rounds_only_where_the_decision_can_change(tmp_path
     # the first pass is two passes over the grid (round 0, then rounds 1-2); the looks' rounds are later visits
     assert (samples["pass"] == samples["round"].map(lambda r: "1" if r == 0 else "2")).all()
     assert list(samples["model"].iloc[:8:2]) == ["m1024", "m5120", "m6000", "m10000"]  # pass 1: the grid once
-    assert rounds["m1024"] == rounds["m10000"] == 3  # far from the cap: the first pass only
     assert 3 < rounds["m6000"] <= 12
     meta = json.loads((out / "meta.json").read_text())
     record = meta["until_decided"]
+    # far from the cap: one round per look, a pass over the grid that narrows the drift bound every interval carries
+    # (measured: 8, 10, 10, 8 rounds over 6 looks)
+    assert rounds["m1024"] == rounds["m10000"] < rounds["m6000"]
+    assert rounds["m1024"] - 3 <= record["looks"]
     assert record["stop"] in ("decided", "max_rounds", "looks") and record["reason"] in done.stderr
     # the run's policy: the config's (the defaults here) and the level the looks read the decision at
     assert meta["policy"] == {"confidence": 0.95, "margin": 0.01, "look_confidence": record["look_confidence"]}

@@ -67,10 +67,12 @@ def test_plan_says_the_expected_runs_to_a_decision(tmp_path):
     assert record["expected_seconds"] is None  # a command's run time is unknown before a first run here
 
 
-def test_the_protocol_simulator_decides_exactly_as_the_calibration_engine():
-    # the same simulated runs through decision_cost.fixed and through tests/calibration.run_engine
-    sim = simulate(Regime("sparse 2 families", SPARSE, families=2), rounds=5, sweeps=6, seed=11)
+@pytest.mark.parametrize(("order", "passes"), [("forward", 1), ("two_passes", 2)])
+def test_the_protocol_simulator_decides_exactly_as_the_calibration_engine(order, passes):
+    # the same simulated runs through decision_cost.fixed and through tests/calibration.run_engine, in one pass and
+    # in two (the cost model estimates as the summary does: the drift bound and the pass test included)
+    sim = simulate(Regime("sparse 2 families", SPARSE, families=2, order=order), rounds=5, sweeps=6, seed=11)
     engine = run_engine(sim, 5)
     for s in range(6):
-        mine = fixed(PrefixRuns(sim, s), SPARSE, 2, 5, CURRENT_DEFAULT)
+        mine = fixed(PrefixRuns(sim, s), SPARSE, 2, 5, CURRENT_DEFAULT, passes=passes)
         assert mine.outcome == (engine[s].decision.action, engine[s].decision.recommended_cap)

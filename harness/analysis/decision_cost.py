@@ -1,6 +1,8 @@
 """Rounds to a decision, by simulation: the until-decided protocol (harness.analysis.decision_value) and the fixed
-one run on the same simulated measurements, through the same estimator (`estimate_family`) and the same decision
-engine (`decide_curves`) the summary and `crossover` run.
+one run on the same simulated measurements, through the same estimator (`estimate_family` inside
+`sweep_drift.estimate_in_passes`: a sweep's rounds lie in two passes over the grid, each point's interval widened by
+the drift of one arm the passes cannot exclude) and the same decision engine (`decide_curves`) the summary and
+`crossover` run. Estimated as one pass, the cost model promised decisions the sweep's own analysis does not reach.
 
 Two users. `moecal plan` and `sweep --dry-run` simulate the stopping rule at an expected curve and per-run noise to
 say how many rounds (hence how much device time) a decision should take, and the sweep repeats it after its first
@@ -19,11 +21,12 @@ from typing import Protocol
 
 import numpy as np
 
+from harness.analysis import sweep_drift
 from harness.analysis.curve import Curve
 from harness.analysis.decision import StagedFamily, decide_curves
 from harness.analysis.decision_value import Key, Outcome, StopRule, next_step
 from harness.analysis.policy import Policy
-from harness.analysis.stats import CONFIDENCE, MARGIN, estimate_family
+from harness.analysis.stats import CONFIDENCE, MARGIN, RESOLUTION, estimate_family
 
 DEFAULT_NOISE = 0.01  # ln tok/s spread of one run when nothing was measured yet (1%: mlxcel's GB10 sweeps)
 DEFAULT_SLOPE = 0.06  # a in ln ratio = a·(C/d − 1), mid-range of the simulated truths (tests/simulation.py)
@@ -58,17 +61,25 @@ class Simulated:
 
 
 class _Sweep:
-    """The runs measured so far, NaN-padded to the round cap (what estimate_family reads)."""
+    """The runs measured so far, NaN-padded to the round cap (what estimate_family reads), and whether each point
+    was measured in two passes (its first rounds split over both, as harness.measure.sweep_loop measures them): the
+    estimate then reads the earlier and the later half of its rounds as the summary does (sweep_drift
+    .first_half_runs)."""
 
-    def __init__(self, source: RunSource, families: int, points: int, max_rounds: int):
+    def __init__(self, source: RunSource, families: int, points: int, max_rounds: int, passes: int):
         self.source = source
         self.fused = np.full((families, points, max_rounds), np.nan)
         self.fallback = np.full_like(self.fused, np.nan)
         self.rounds = np.zeros((families, points), int)
+        self.two_passes = np.zeros((families, points), bool)
+        self.passes = passes
+        self.drift_p: float | None = None  # the pass test of the last `staged` (sweep_drift.combined)
 
     def measure(self, family: int, point: int, rounds: int) -> None:
         start = self.rounds[family, point]
         rounds = min(rounds, self.fused.shape[-1] - start)
+        if start == 0:
+            self.two_passes[family, point] = self.passes == 2 and rounds >= 2
         fused, fallback = self.source.draw(family, point, rounds)
         self.fused[family, point, start : start + rounds] = fused
         self.fallback[family, point, start : start + rounds] = fallback
@@ -77,7 +88,11 @@ class _Sweep:
     def staged(self, grid: np.ndarray) -> tuple[list[StagedFamily], list[np.ndarray]]:
         """Each family's curve of points with an interval, and which grid point each curve point is."""
         paired = np.ones(self.rounds.shape, bool)
-        comparison, _ = estimate_family(self.fused, self.fallback, paired)
+        floor = (RESOLUTION**2, RESOLUTION**2)
+        comparison, _, p = sweep_drift.estimate_in_passes(
+            estimate_family, self.fused, self.fallback, paired, floor, np.where(self.two_passes, self.rounds // 2, 0)
+        )
+        self.drift_p = None if p is None else sweep_drift.combined([float(x) for x in np.atleast_1d(p)])
         staged, index = [], []
         for f in range(self.rounds.shape[0]):
             keep = np.flatnonzero(np.isfinite(comparison.se[f]))
@@ -89,8 +104,10 @@ class _Sweep:
         return staged, index
 
 
-def outcome_of(staged: Sequence[StagedFamily], current_default: int | None, policy: Policy) -> Outcome:
-    result = decide_curves(staged, current_default, policy, table=False)
+def outcome_of(
+    staged: Sequence[StagedFamily], current_default: int | None, policy: Policy, drift_p: float | None = None
+) -> Outcome:
+    result = decide_curves(staged, current_default, policy, table=False, sweep_drift=drift_p)
     return result.decision.action, result.decision.recommended_cap
 
 
@@ -102,14 +119,16 @@ def fixed(
     current_default: int | None,
     confidence: float = CONFIDENCE,
     margin: float = MARGIN,
+    passes: int = 2,
 ) -> Simulated:
-    """The fixed protocol: `rounds` rounds at every point, one look at `confidence`."""
-    sweep = _Sweep(source, families, len(grid), rounds)
+    """The fixed protocol: `rounds` rounds at every point (in `passes` passes), one look at `confidence`."""
+    sweep = _Sweep(source, families, len(grid), rounds, passes)
     for f in range(families):
         for p in range(len(grid)):
             sweep.measure(f, p, rounds)
     staged, _ = sweep.staged(grid)
-    return Simulated(outcome_of(staged, current_default, Policy(confidence, margin)), sweep.rounds, "fixed", 1)
+    outcome = outcome_of(staged, current_default, Policy(confidence, margin), sweep.drift_p)
+    return Simulated(outcome, sweep.rounds, "fixed", 1)
 
 
 def until_decided(
@@ -126,7 +145,7 @@ def until_decided(
     stops. `cost` (families, points): device-seconds of one round (default 1: the result counts rounds); `budget`
     in the same unit."""
     cost = np.ones((families, len(grid))) if cost is None else cost
-    sweep = _Sweep(source, families, len(grid), rule.max_rounds)
+    sweep = _Sweep(source, families, len(grid), rule.max_rounds, rule.passes)
     for f in range(families):
         for p in range(len(grid)):
             sweep.measure(f, p, rule.first_rounds)
@@ -134,7 +153,7 @@ def until_decided(
     policy = Policy(rule.look_confidence, margin)  # every look reads the one policy: built once, not per engine call
 
     def decide(staged: Sequence[StagedFamily]) -> Outcome:
-        return outcome_of(staged, current_default, policy)
+        return outcome_of(staged, current_default, policy, sweep.drift_p)
 
     spent = float(np.sum(sweep.rounds * cost))
     look = 0
@@ -144,6 +163,8 @@ def until_decided(
         rounds_done: dict[Key, int] = {k: int(sweep.rounds[g]) for k, g in grid_point.items()}
         costs = {k: float(cost[g]) for k, g in grid_point.items()}
         left = None if budget is None else budget - spent
+        if sweep_drift.unusable(sweep.drift_p):  # as the sweep's loop (harness.measure.allocation): nothing to price
+            return Simulated(decide(staged), sweep.rounds, "drift", look + 1)
         step = next_step(staged, rounds_done, costs, rule, decide, look, left)
         look += 1
         if step.stop is not None:

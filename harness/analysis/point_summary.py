@@ -124,7 +124,7 @@ def _gather(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, exclud
         _null_reason(str(model), quant_mode, bool(unmatched), excludes)
         for model, quant_mode, unmatched in zip(keys["model"], keys["quant_mode"], probed & ~matched, strict=True)
     ]
-    first_pass = sweep_drift.first_pass_runs(ordered, ok & (arm == "fallback"), point, n_points)
+    first_pass = sweep_drift.first_half_runs(ordered, ok & (arm == "fallback"), point, n_points)
     return _Points(runs, interleaved, np.array(null, dtype=object), first_pass)
 
 

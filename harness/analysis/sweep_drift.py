@@ -19,8 +19,9 @@ both passes (a point's leading `first` runs in round order are its first pass; 0
 - centre_passes: the drift both arms share moves a point's two passes apart; the per-arm outlier screen
   (stats.screen_outliers) would read that shift as spread and drop fewer slowed runs. Each pass is shifted by its
   shared move before screening (paired differences are unchanged).
-- between_passes: the variance of a point's mean that the disagreement of its passes shows and its runs' spread does
-  not (τ², pooled over the family), added to its standard error where the passes disagree at WIDEN_ALPHA.
+- between_passes: the variance of a point's mean that a drift of one arm adds and its runs' spread does not show
+  (τ², the variance of a pass's offset), added to its standard error in every sweep at the largest value the
+  family's passes cannot exclude at the decision's level (DRIFT_BOUND_LEVEL), not at its point estimate.
 - pass_difference: the F test of the passes' agreement; rejected (at SWEEP_DRIFT_ALPHA, Bonferroni over the
   families) the data are unusable for a decision: keep, said in the reason and in `sweep_drift` of the record, and
   measure again.
@@ -37,30 +38,38 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from harness.thresholds import CONFIDENCE
+
 # stats.Comparison and decision_record.Decision, as type variables: this module imports neither layer it serves
 C = TypeVar("C")
 D = TypeVar("D")
 
 SWEEP_DRIFT_ALPHA = 0.01  # at 5% it withheld 3-5% of right actions on curved truths without drift, for little
-# between_passes widens only where the passes disagree at this level: τ² > 0 whenever they disagree more than their
-# noise (about half the sweeps without drift), and widening always cost power (sparse curved, 3 rounds: .435 → .406);
-# at 10% it keeps that power and most of the gain under drift (flat, per-arm drift, 5 rounds: .037 → .023)
-WIDEN_ALPHA = 0.10
+# between_passes: the one-sided level of the upper bound on τ², the decision's own (thresholds.CONFIDENCE): a raise
+# or lower has to stand under any drift of one arm the two passes cannot exclude at the level it is taken at
+DRIFT_BOUND_LEVEL = CONFIDENCE
 ROUND_SIGMAS = 4.0  # a round further than this many robust σ from its point's median d is left out of the test
 PASS_COLUMN = "pass"  # samples.csv: 1 or 2, the pass over the grid a run belongs to ("" for a one-pass sweep)
 
 
-def first_pass_runs(rows: pd.DataFrame, mine: np.ndarray, point: np.ndarray, n_points: int) -> np.ndarray:
-    """Per point, how many of the `mine` rows (one arm's ok runs; `point`: each row's point index) lie in the first
-    pass; 0 where the point has no run in one of the passes (a one-pass sweep, an imported CSV, a point that
-    refinement added later)."""
+def first_half_runs(rows: pd.DataFrame, mine: np.ndarray, point: np.ndarray, n_points: int) -> np.ndarray:
+    """Per point measured in both passes, how many of the `mine` rows (one arm's ok runs; `point`: each row's point
+    index) form the earlier half of its runs: ⌊n/2⌋, which is the first pass of a fixed sweep; 0 where the point has
+    no run in one of the passes (a one-pass sweep, an imported CSV, a point that refinement added later).
+
+    Why halves and not the pass labels: `--until-decided` adds its rounds after both passes, labelled as the second,
+    and a point's passes then grew unequal (1 round against 19). The upper bound on τ² (between_passes) rests on
+    the smaller one, so it stayed as loose as after the first pass however many rounds were added (simulated sparse
+    curved truths, `python -m tests.until_decided 60`, each look a pass over the grid: power .19 on the labels, .50 on
+    halves). Re-drawn at ⌊n/2⌋ in time order, the halves stay equal and still lie apart in time: the earlier holds
+    the first pass, the later the latest rounds."""
     if PASS_COLUMN not in rows:
         return np.zeros(n_points, int)
     label = rows[PASS_COLUMN].astype(str).str.replace(".0", "", regex=False).to_numpy()[mine]
     point = point[mine]
     first = np.bincount(point[label == "1"], minlength=n_points)
     second = np.bincount(point[label == "2"], minlength=n_points)
-    return np.where((first > 0) & (second > 0), first, 0)
+    return np.where((first > 0) & (second > 0), (first + second) // 2, 0)
 
 
 def _masks(shape: tuple[int, ...], first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -129,18 +138,33 @@ def _screened_passes(d: np.ndarray, first: np.ndarray) -> dict[str, np.ndarray]:
 
 def between_passes(p: dict[str, np.ndarray]) -> np.ndarray:
     """The variance (..., points) to add to each point's mean: τ²·(n₁² + n₂²)/n², where τ² is the variance of a
-    pass's offset, from E[(d̄₁ − d̄₂)²] = 2τ² + s²(1/n₁ + 1/n₂) averaged over the family's points with both passes
-    (0 when the passes agree within their noise, and where a point has one pass). Why: the drift a point's runs share
-    within a pass is invisible to their spread; the passes show it (simulated flat truths under each arm's own drift,
-    3-10 rounds: false actions .04-.05 → .015-.035). `p`: the family's screened passes (_screened_passes), which the
-    pass test reads too."""
+    pass's offset, at the upper end of what the family's passes allow. Each point with both passes gives
+    (d̄₁ − d̄₂)² with E = 2τ² + s²(1/n₁ + 1/n₂); over the family's k such points, k·mean/(2τ² + s²·c̄) is about χ²ₖ,
+    so at DRIFT_BOUND_LEVEL τ² ≤ (k·mean/χ²ₖ(1 − level) − s²·c̄)/2 (0 where that is negative, and where a point has
+    one pass). `p`: the family's screened passes (_screened_passes), which the pass test reads too.
+
+    Why the bound and not the estimate: the drift that made simulated flat truths act is the one the passes cannot
+    prove, and most of it shows in both passes alike (at 4+ rounds, 96-99% of the false actions had both passes of
+    the deciding point beyond the margin on the action's side). Widening by the estimate where the passes disagree
+    (at 10%, the previous rule) left flat truths acting at 3/4/5/10/20 rounds under each arm's own drift in .055
+    .037 .020 .015 0 of sweeps and under the same drift 5x slower in .085 .083 .087 .037 .003; by the bound: .018
+    .003 .003 .005 0 and .028 .020 .015 .003 0 (scripts/decision_calibration.py, 400 sweeps per cell). The price is
+    power, most at few rounds, where k·mean/χ²ₖ is loose with a handful of points (sparse curved: .489 .580 .625
+    .665 .765 → .279 .370 .391 .551 .706); without drift the bound shrinks as rounds grow, so a further round still
+    adds power (docs/design.md §7)."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a family without a point in both passes: no τ²
-        gap = (p["m1"] - p["m2"]) ** 2 - p["s2"][..., None] * (1.0 / p["n1"] + 1.0 / p["n2"])
-        tau2 = np.fmax(np.nanmean(np.where(p["usable"], gap, np.nan), axis=-1, keepdims=True) / 2.0, 0.0)
+        usable = p["usable"]
+        spread = np.nanmean(np.where(usable, (p["m1"] - p["m2"]) ** 2, np.nan), axis=-1, keepdims=True)
+        noise = p["s2"][..., None] * np.nanmean(
+            np.where(usable, 1.0 / p["n1"] + 1.0 / p["n2"], np.nan), axis=-1, keepdims=True
+        )
+        k = np.sum(usable, axis=-1, keepdims=True)
+        bound = spread * k / scipy_stats.chi2.ppf(1.0 - DRIFT_BOUND_LEVEL, np.maximum(k, 1))
+        tau2 = np.fmax((bound - noise) / 2.0, 0.0)
         n = p["n1"] + p["n2"]
         extra = tau2 * (p["n1"] ** 2 + p["n2"] ** 2) / n**2
-    return np.where(p["usable"] & np.isfinite(extra), extra, 0.0)
+    return np.where(usable & np.isfinite(extra), extra, 0.0)
 
 
 def pass_difference(d: np.ndarray, first: np.ndarray) -> np.ndarray:
@@ -207,5 +231,4 @@ def estimate_in_passes(
     kept = np.where(flagged.any(axis=0), np.nan, centred_a - centred_b)
     passes = _screened_passes(kept, first)  # screened and split once for both the test and the widening
     p = _difference(passes)
-    extra = np.where(np.asarray(p)[..., None] < WIDEN_ALPHA, between_passes(passes), 0.0)
-    return dataclasses.replace(result, se=np.sqrt(result.se**2 + extra)), flagged, p
+    return dataclasses.replace(result, se=np.sqrt(result.se**2 + between_passes(passes))), flagged, p

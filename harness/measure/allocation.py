@@ -77,6 +77,7 @@ def rule_for(measure: Measure, first_rounds: int) -> StopRule:
         max_rounds=max(measure.max_rounds, first_rounds),
         looks=measure.looks,
         confidence=measure.confidence,
+        passes=measure.passes,
     )
 
 
