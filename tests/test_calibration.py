@@ -220,15 +220,23 @@ def test_the_summary_runs_the_same_estimate_as_the_simulation(order):
         assert drift_p is None
         exact, _ = estimate_family(sim.fused, sim.fallback, np.ones(sim.truth.shape, bool))
         np.testing.assert_array_equal(comparison.se, exact.se)
+    named_any = False
     for sweep in range(3):
         analysis = analyse(LoadedInput(as_samples(sim, sweep), None, {}), Options(current_default=8192))
         summary = analysis.summary
         assert summary["dff"].tolist() == SPARSE.tolist()
         np.testing.assert_allclose(summary["ln_estimate"], comparison.theta[sweep, 0], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(summary["se"], comparison.se[sweep, 0], rtol=1e-9)
+        # the method names the drift bound of two passes by its variance factor (none in one pass)
+        factors = np.broadcast_to(comparison.pass_bound, comparison.se.shape)[sweep, 0]
+        for method, factor in zip(summary["method"], factors, strict=True):
+            named = f"two passes: drift bound ×{factor:.1f}" in method
+            assert named == (order == "two_passes" and factor >= 1.05), (method, factor)
+        named_any |= any("drift bound" in m for m in summary["method"])
         curve = family_curve(summary, np.arange(len(summary)), "linear")[0]
         assert analysis.result.crossover == find_crossover(curve)
         assert analysis.sweep_drift == (None if drift_p is None else pytest.approx(float(drift_p[sweep, 0])))
+    assert named_any == (order == "two_passes")  # not vacuous: some two-pass point was widened
 
 
 def test_two_passes_keep_a_step_of_one_arm_from_moving_the_cap():

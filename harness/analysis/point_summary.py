@@ -268,11 +268,14 @@ def _family(
             out.outliers[usable[j]] = _outlier_text(points, usable[j], flagged[:, j])
     inflation = np.broadcast_to(result.drift, result.se.shape)
     found = np.broadcast_to(result.drift_found, result.se.shape)
+    bound = np.broadcast_to(result.pass_bound, result.se.shape)
     out.theta[usable], out.se[usable], out.df[usable] = result.theta, result.se, result.df
     out.method[usable] = [
         ("welch" if not is_paired else ("paired, pooled" if pooled else "paired"))
         + (f", drift: variance ×{float(ratio):.1f}" if drift else "")
-        for is_paired, pooled, ratio, drift in zip(paired, result.pooled, inflation, found, strict=True)
+        # why a two-pass point's interval is wider than its runs' spread: the drift its passes cannot exclude
+        + (f", two passes: drift bound ×{float(factor):.1f}" if factor >= 1.05 else "")
+        for is_paired, pooled, ratio, drift, factor in zip(paired, result.pooled, inflation, found, bound, strict=True)
     ]
     return usable
 

@@ -85,6 +85,8 @@ class Comparison:
     pooled: np.ndarray  # bool: the variance is the family's pooled one
     drift: np.ndarray | float = 1.0  # variance inflation for runs that drift (drift_inflation), 1: none seen
     drift_found: np.ndarray | bool = False  # the batch-means test found drift (named in the point's method)
+    # the variance factor of the drift bound of two passes (sweep_drift.between_passes, named in the method), 1: none
+    pass_bound: np.ndarray | float = 1.0
 
 
 def screen_outliers(arm_ys: Sequence[np.ndarray], sigmas: float = OUTLIER_SIGMAS) -> np.ndarray:

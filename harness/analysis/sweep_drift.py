@@ -221,7 +221,8 @@ def estimate_in_passes(
 ) -> tuple[C, np.ndarray, np.ndarray | None]:
     """`estimate(a, b, paired, floor)` (stats.estimate_family) for a family (..., points, runs) whose paired points
     may have two passes (`first` (..., points): runs in the first pass, 0: one pass): the passes centred before the
-    outlier screen, each point's se widened by between_passes, and the pass_difference p-values (...) (None: no
+    outlier screen, each point's se widened by between_passes (its variance factor in `pass_bound`), and the
+    pass_difference p-values (...) (None: no
     point has two passes, and then exactly the one-pass estimate: stored runs and imported CSVs decide as before)."""
     first = np.where(paired, first, 0)
     if not np.any(first):
@@ -231,4 +232,7 @@ def estimate_in_passes(
     kept = np.where(flagged.any(axis=0), np.nan, centred_a - centred_b)
     passes = _screened_passes(kept, first)  # screened and split once for both the test and the widening
     p = _difference(passes)
-    return dataclasses.replace(result, se=np.sqrt(result.se**2 + between_passes(passes))), flagged, p
+    var = result.se**2 + between_passes(passes)
+    with np.errstate(all="ignore"):
+        factor = np.where(result.se > 0, var / result.se**2, 1.0)
+    return dataclasses.replace(result, se=np.sqrt(var), pass_bound=factor), flagged, p
