@@ -14,7 +14,8 @@ over the grid (the first ⌊n/2⌋ rounds of every point, then the rest, both in
 sweep apart; samples.csv's `pass` column says which). The mean of a point then averages two distant states of the
 drift, and the passes can be compared: without drift of one arm the two passes of a point estimate the same ln ratio
 (shared drift cancels within a round); with it they differ. Three uses, all on a family's paired points with runs in
-both passes (a point's leading `first` runs in round order are its first pass; 0: one pass, nothing changes):
+both passes, each read as two halves in time order (a point's leading `first` runs: ⌊n/2⌋, its first pass in a
+fixed sweep, first_half_runs; 0: one pass, nothing changes), here called its passes:
 
 - centre_passes: the drift both arms share moves a point's two passes apart; the per-arm outlier screen
   (stats.screen_outliers) would read that shift as spread and drop fewer slowed runs. Each pass is shifted by its
