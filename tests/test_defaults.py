@@ -44,6 +44,9 @@ def calibration(tmp_path_factory):
     assert result.exit_code == 0, result.output
     runs = {}
     with pytest.MonkeyPatch.context() as patch:
+        # the fake's noise a fixed sequence: unseeded, the relabelled 3-round metal run below lowered in 10 of 12
+        # runs of this module (its drift bound is wide with 3 rounds in two passes over a handful of models)
+        patch.setenv("FAKE_MLXCEL_NOISE_STATE", str(root / "noise-state"))
         for backend in ("metal", "cuda"):
             patch.setenv("FAKE_MLXCEL_BACKEND", backend)  # the fake's synthetic crossover for this backend
             plan = sweep_setup.prepare(config, out=root / f"run-{backend}", backend=backend, rounds=3)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from harness.analysis.decision_cost import WhiteNoise, curve_truth, fixed, until_decided
-from harness.analysis.decision_value import StopRule
+from harness.analysis.decision_value import StopRule, _with_a_pass
 from harness.config.duration import parse_duration
 from tests.calibration import CURRENT_DEFAULT, run_engine
 from tests.helpers import cli, fake_config
@@ -84,3 +84,13 @@ def test_the_protocol_simulator_decides_exactly_as_the_calibration_engine(order,
     for s in range(6):
         mine = fixed(PrefixRuns(sim, s), SPARSE, 2, 5, CURRENT_DEFAULT, passes=passes)
         assert mine.outcome == (engine[s].decision.action, engine[s].decision.recommended_cap)
+
+
+def test_a_pass_per_look_gives_every_point_of_a_measured_family_a_round_within_the_budget():
+    # family 0's point 2 was chosen (3 rounds at 2 s); its other points get one round each, cheapest first, while the
+    # look fits in the budget; family 1 was not chosen and gets nothing
+    horizons = {(0, 0): 5, (0, 1): 5, (0, 2): 5, (0, 3): 0, (1, 0): 5}
+    cost = {(0, 0): 4.0, (0, 1): 1.0, (0, 2): 2.0, (0, 3): 1.0, (1, 0): 1.0}
+    assert _with_a_pass({(0, 2): 3}, horizons, cost, None) == {(0, 2): 3, (0, 0): 1, (0, 1): 1}
+    assert _with_a_pass({(0, 2): 3}, horizons, cost, 7.5) == {(0, 2): 3, (0, 1): 1}  # 6 + 1; point 0 would make 11
+    assert _with_a_pass({}, horizons, cost, None) == {}

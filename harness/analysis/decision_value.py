@@ -210,13 +210,16 @@ def next_step(
     best = max(value.values())
     rounds = {key: math.ceil(horizons[key] / looks_left) for key in value if value[key] >= best / 2 and best > 0}
     if rule.passes == 2:
-        rounds = _with_a_pass(rounds, horizons)
+        rounds = _with_a_pass(rounds, horizons, cost, budget_left)
     return Step(current, None, rounds, flip)
 
 
-def _with_a_pass(rounds: dict[Key, int], horizons: Mapping[Key, int]) -> dict[Key, int]:
+def _with_a_pass(
+    rounds: dict[Key, int], horizons: Mapping[Key, int], cost: Mapping[Key, float], budget_left: float | None
+) -> dict[Key, int]:
     """Every point of a family that gets rounds in this look gets at least one (within its horizon): a look is then
-    also a pass over the family's grid.
+    also a pass over the family's grid. With a budget, the added rounds go cheapest first while the look still fits
+    in what is left (the rounds the flip probabilities chose are priced first).
 
     Why: measured in two passes, each point's interval carries the drift of one arm that the family's passes cannot
     exclude (harness.analysis.sweep_drift.between_passes), an upper bound that rests on every point's two halves and
@@ -225,8 +228,14 @@ def _with_a_pass(rounds: dict[Key, int], horizons: Mapping[Key, int]) -> dict[Ke
     60`: power .15 at 24 rounds per sweep, against .58 for a fixed 10 rounds at 60; one round everywhere per look: .50
     at 30)."""
     out = dict(rounds)
-    for family in {f for f, _ in rounds}:
-        for key, horizon in horizons.items():
-            if key[0] == family and horizon > 0:
-                out[key] = max(out.get(key, 0), 1)
+    spent = sum(n * cost[key] for key, n in rounds.items())
+    families = {f for f, _ in rounds}
+    added = sorted(
+        (k for k, h in horizons.items() if k[0] in families and h > 0 and k not in out), key=lambda k: cost[k]
+    )
+    for key in added:
+        if budget_left is not None and spent + cost[key] > budget_left:
+            break
+        out[key] = 1
+        spent += cost[key]
     return out
