@@ -381,6 +381,16 @@ PROTOCOL_REGIMES = {
         Regime("dense curved, two passes", DENSE, crossover=(2000.0, 15000.0), order="two_passes"),
         Regime("sparse 3 families curved, two passes", SPARSE, families=3, order="two_passes"),
         Regime("sparse curved 15% outliers, two passes", SPARSE, outlier_rate=0.15, order="two_passes"),
+        # beyond what the engine was calibrated on: the limits of the drift bound (docs/design.md §7)
+        *(
+            Regime(f"sparse flat {name} drift, two passes", SPARSE, flat=True, order="two_passes", **kwargs)
+            for name, kwargs in (
+                ("fused-only", {"drift": "fused_only"}),
+                ("per-arm ρ .99", {"drift": "per_arm", "own_rho": 0.99}),
+                ("2x per-arm ρ .95", {"drift": "per_arm", "own_rho": 0.95, "own_scale": 2.0}),
+                ("2x per-arm ρ .98", {"drift": "per_arm", "own_rho": 0.98, "own_scale": 2.0}),
+            )
+        ),
     )
 }
 

@@ -19,7 +19,7 @@ One simulated sweep measures each family's grid one point after another, each po
   the sweep (a machine warming up), felt by both arms alike;
 - per-arm drift: each arm also gets its own, independent AR(1) (ρ = 0.9, innovations 0.5%; a regime's `own_rho`
   makes it slower at the same stationary size, about 1.15%: ρ = 0.98 wanders over tens of runs, so a point's runs
-  share most of their offset and only the spread between points shows it);
+  share most of their offset and only the spread between points shows it; `own_scale` makes it larger);
 - fused-only drift: the fused arm alone gets one (the A/A arm, fallback against fallback, cannot see it);
 - outliers: a share of runs (1 in 20, or 15% in the outlier regime) loses 10–20% (a background task).
 
@@ -59,6 +59,7 @@ class Regime:
     crossover: tuple[float, float] = (2000.0, 13000.0)  # C ~ uniform
     slope: tuple[float, float] = (0.03, 0.12)  # a ~ uniform
     own_rho: float = AR_RHO  # per-slot correlation of each arm's own drift (per_arm, fused_only)
+    own_scale: float = 1.0  # its stationary size, as a multiple of the shared drift's (about 1.15%)
     # forward: each point's rounds together, points in grid order; two_passes: the first ⌊n/2⌋ rounds of every point
     # in grid order, then the rest again in grid order (each point measured twice, half a sweep apart)
     order: str = "forward"
@@ -107,9 +108,13 @@ def simulate(
     slots = points * rounds * 2
     shape = (sweeps, families, slots)
     shared = _ar1(rng, shape) + TREND * np.arange(slots) / slots
+
+    def own_drift(applies: bool) -> np.ndarray | float:
+        return regime.own_scale * _ar1(rng, shape, regime.own_rho) if applies else 0.0
+
     own = {
-        "fused": _ar1(rng, shape, regime.own_rho) if regime.drift in ("per_arm", "fused_only") else 0.0,
-        "fallback": _ar1(rng, shape, regime.own_rho) if regime.drift == "per_arm" else 0.0,
+        "fused": own_drift(regime.drift in ("per_arm", "fused_only")),
+        "fallback": own_drift(regime.drift == "per_arm"),
     }
     slot = np.arange(slots).reshape(points, rounds, 2)
     if regime.order != "forward":
