@@ -20,12 +20,11 @@ from harness.analysis.curve import Curve
 from harness.analysis.decision import StagedFamily, decide_curves
 from harness.analysis.decision_record import DecisionResult
 from harness.analysis.regression import current_would_change, decision_moved
-from harness.analysis.stats import CONFIDENCE, RESOLUTION, Comparison, estimate_family, ratio_interval
+from harness.analysis.stats import CONFIDENCE, FULL_PRECISION_FLOOR, Comparison, estimate_family, ratio_interval
 from harness.analysis.sweep_drift import estimate_in_passes
 from tests.simulation import DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
 
 CURRENT_DEFAULT = 8192
-FLOOR = (RESOLUTION**2, RESOLUTION**2)  # estimate_family's default: simulated runs have full precision
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class Score:
 def _in_passes(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray, np.ndarray | None]:
     paired = np.full(sim.truth.shape, sim.interleaved)
     first = np.full(sim.truth.shape, sim.first_pass or 0)
-    return estimate_in_passes(estimate_family, sim.fused, sim.fallback, paired, FLOOR, first)
+    return estimate_in_passes(estimate_family, sim.fused, sim.fallback, paired, FULL_PRECISION_FLOOR, first)
 
 
 def estimate(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray | None]:

@@ -26,7 +26,7 @@ from harness.analysis.curve import Curve
 from harness.analysis.decision import StagedFamily, decide_curves
 from harness.analysis.decision_value import Key, Outcome, StopRule, next_step
 from harness.analysis.policy import Policy
-from harness.analysis.stats import CONFIDENCE, MARGIN, RESOLUTION, estimate_family
+from harness.analysis.stats import CONFIDENCE, FULL_PRECISION_FLOOR, MARGIN, estimate_family
 
 DEFAULT_NOISE = 0.01  # ln tok/s spread of one run when nothing was measured yet (1%: mlxcel's GB10 sweeps)
 DEFAULT_SLOPE = 0.06  # a in ln ratio = a·(C/d − 1), mid-range of the simulated truths (tests/simulation.py)
@@ -88,9 +88,9 @@ class _Sweep:
     def staged(self, grid: np.ndarray) -> tuple[list[StagedFamily], list[np.ndarray]]:
         """Each family's curve of points with an interval, and which grid point each curve point is."""
         paired = np.ones(self.rounds.shape, bool)
-        floor = (RESOLUTION**2, RESOLUTION**2)
+        first = np.where(self.two_passes, self.rounds // 2, 0)
         comparison, _, p = sweep_drift.estimate_in_passes(
-            estimate_family, self.fused, self.fallback, paired, floor, np.where(self.two_passes, self.rounds // 2, 0)
+            estimate_family, self.fused, self.fallback, paired, FULL_PRECISION_FLOOR, first
         )
         self.drift_p = None if p is None else sweep_drift.combined([float(x) for x in np.atleast_1d(p)])
         staged, index = [], []
@@ -163,9 +163,7 @@ def until_decided(
         rounds_done: dict[Key, int] = {k: int(sweep.rounds[g]) for k, g in grid_point.items()}
         costs = {k: float(cost[g]) for k, g in grid_point.items()}
         left = None if budget is None else budget - spent
-        if sweep_drift.unusable(sweep.drift_p):  # as the sweep's loop (harness.measure.allocation): nothing to price
-            return Simulated(decide(staged), sweep.rounds, "drift", look + 1)
-        step = next_step(staged, rounds_done, costs, rule, decide, look, left)
+        step = next_step(staged, rounds_done, costs, rule, decide, look, left, sweep_drift.unusable(sweep.drift_p))
         look += 1
         if step.stop is not None:
             return Simulated(step.outcome, sweep.rounds, step.stop, look)

@@ -182,12 +182,17 @@ def next_step(
     decide: Decider,
     looks_done: int,
     budget_left: float | None = None,
+    passes_disagree: bool = False,
 ) -> Step:
     """One look (module docstring). `rounds_done` and `cost` (device-seconds of one more round, every arm) per curve
     point; `decide` reads the decision at `rule.look_confidence`; `looks_done` counts the looks before this one.
     Rounds go to the points whose flip probability per device-second of their horizon is at least half the best
-    one's, each an equal share of its horizon over the looks left."""
+    one's, each an equal share of its horizon over the looks left. `passes_disagree` (the sweep's pass test rejected,
+    harness.analysis.sweep_drift): stop as `drift` before pricing anything, since rounds in this sweep add to its
+    later half and cannot repair a drift between the passes."""
     current = decide(staged)
+    if passes_disagree:
+        return Step(current, "drift", {}, {})
     horizons: dict[Key, int] = {}
     capped_by_budget = False
     for key, n in rounds_done.items():

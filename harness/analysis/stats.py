@@ -67,6 +67,8 @@ DRIFT_ALPHA = 0.05  # the batch-means test for drift (drift_inflation)
 DRIFT_GATE_ALPHA = 0.50  # the likelihood-ratio test that lets the drift model widen an interval (drift_inflation)
 MAD_TO_SIGMA = 1.4826  # scales the median absolute deviation to σ for normally distributed noise
 RESOLUTION = 1e-6  # tok/s are stored with 6 significant digits: smaller relative differences are not resolved
+# the per-arm variance floor of runs known at full precision (simulated, or not read back from a CSV)
+FULL_PRECISION_FLOOR: tuple[float, float] = (RESOLUTION**2, RESOLUTION**2)
 Verdict = Literal["fused", "fallback", "equivalent", "inconclusive", "insufficient", "null"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 DECIDED: tuple[Verdict, ...] = ("fused", "fallback", "equivalent", "inconclusive")  # verdicts that carry an interval
@@ -153,7 +155,7 @@ def compare_arms(
     b: np.ndarray,
     paired: np.ndarray | bool,
     pool: np.ndarray | bool = True,
-    floor: tuple[np.ndarray | float, np.ndarray | float] = (RESOLUTION**2, RESOLUTION**2),
+    floor: tuple[np.ndarray | float, np.ndarray | float] = FULL_PRECISION_FLOOR,
 ) -> Comparison:
     """ln(a/b) per point: paired (per-round differences) where `paired`, else Welch; arrays (..., points, runs).
 
@@ -210,7 +212,7 @@ def estimate_family(
     a: np.ndarray,
     b: np.ndarray,
     paired: np.ndarray,
-    floor: tuple[np.ndarray | float, np.ndarray | float] = (RESOLUTION**2, RESOLUTION**2),
+    floor: tuple[np.ndarray | float, np.ndarray | float] = FULL_PRECISION_FLOOR,
 ) -> tuple[Comparison, np.ndarray]:
     """Screen outliers, drop them (a paired point loses the whole round), compare: the whole per-family estimate.
 

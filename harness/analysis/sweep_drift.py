@@ -145,14 +145,14 @@ def between_passes(p: dict[str, np.ndarray]) -> np.ndarray:
     one pass). `p`: the family's screened passes (_screened_passes), which the pass test reads too.
 
     Why the bound and not the estimate: the drift that made simulated flat truths act is the one the passes cannot
-    prove, and most of it shows in both passes alike (at 4+ rounds, 96-99% of the false actions had both passes of
-    the deciding point beyond the margin on the action's side). Widening by the estimate where the passes disagree
-    (at 10%, the previous rule) left flat truths acting at 3/4/5/10/20 rounds under each arm's own drift in .055
-    .037 .020 .015 0 of sweeps and under the same drift 5x slower in .085 .083 .087 .037 .003; by the bound: .018
-    .003 .003 .005 0 and .028 .020 .015 .003 0 (scripts/decision_calibration.py, 400 sweeps per cell). The price is
-    power, most at few rounds, where k·mean/χ²ₖ is loose with a handful of points (sparse curved: .489 .580 .625
-    .665 .765 → .279 .370 .391 .551 .706); without drift the bound shrinks as rounds grow, so a further round still
-    adds power (docs/design.md §7)."""
+    prove, and most of it shows in both passes alike (under the previous rule, at 4/5/10 rounds, 96-98% of the false
+    actions had both passes of the deciding point beyond the margin on the action's side; 4,000 sweeps each).
+    Widening by the estimate where the passes disagree (at 10%, the previous rule) left flat truths acting at
+    3/4/5/10/20 rounds under each arm's own drift in .055 .037 .020 .015 0 of sweeps and under the same drift 5x
+    slower in .085 .083 .087 .037 .003; by the bound: .018 .003 .003 .005 0 and .028 .020 .015 .003 0
+    (scripts/decision_calibration.py, 400 sweeps per cell). The price is power, most at few rounds, where k·mean/χ²ₖ
+    is loose with a handful of points (sparse curved: .489 .580 .625 .665 .765 → .279 .370 .391 .551 .706); without
+    drift the bound shrinks as rounds grow, so a further round still adds power (docs/design.md §7)."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a family without a point in both passes: no τ²
         usable = p["usable"]
@@ -223,8 +223,8 @@ def estimate_in_passes(
     """`estimate(a, b, paired, floor)` (stats.estimate_family) for a family (..., points, runs) whose paired points
     may have two passes (`first` (..., points): runs in the first pass, 0: one pass): the passes centred before the
     outlier screen, each point's se widened by between_passes (its variance factor in `pass_bound`), and the
-    pass_difference p-values (...) (None: no
-    point has two passes, and then exactly the one-pass estimate: stored runs and imported CSVs decide as before)."""
+    pass_difference p-values (...) (None: no point has two passes, and then exactly the one-pass estimate: stored
+    runs and imported CSVs decide as before)."""
     first = np.where(paired, first, 0)
     if not np.any(first):
         return (*estimate(a, b, paired, floor), None)

@@ -23,7 +23,7 @@ import pandas as pd
 from harness.analysis.decision import StagedFamily, decide_curves, stage_families
 from harness.analysis.decision_cost import WhiteNoise
 from harness.analysis.decision_cost import until_decided as simulate_until_decided
-from harness.analysis.decision_value import Key, Outcome, Step, StopRule, next_step
+from harness.analysis.decision_value import Key, Outcome, StopRule, next_step
 from harness.analysis.pipeline import Analysis, analyse_path, withheld_reason
 from harness.analysis.run_policy import recorded_options
 from harness.analysis.stats import DECIDED
@@ -211,10 +211,7 @@ def allocate(
             record.expected_extra_s = expected_extra_seconds(staged, cost, rule, analysis.current_default)
             if record.expected_extra_s is not None:
                 say(f"until decided: after the first pass, about {record.expected_extra_s / 60:.1f} min more expected")
-        if unusable(analysis.sweep_drift):  # no round can repair passes that disagree: nothing left to price
-            step = Step(decide(staged), "drift", {}, {})
-        else:
-            step = next_step(staged, rounds_done, cost, rule, decide, record.looks, left)
+        step = next_step(staged, rounds_done, cost, rule, decide, record.looks, left, unusable(analysis.sweep_drift))
         record.looks += 1
         record.outcome = step.outcome
         flips = ", ".join(
