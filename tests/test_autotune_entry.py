@@ -1,0 +1,90 @@
+"""The defaults as entries in mlxcel's autotune-store shape: written by `moecal report` over several runs, read back
+and validated, looked up device → architecture → backend default; an edited entry is refused. Inputs: the two stored
+GB10 sweeps in tests/fixtures (mlxcel sweep CSVs; their figures are the fixtures', nothing is made up here)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.analysis.backend_defaults import build_defaults
+from harness.cli.app import app
+from harness.errors import InputError
+from harness.output.autotune_entry import FIELDS, lookup, read_entries
+
+FIXTURES = Path(__file__).parent / "fixtures"
+RUNS = ("gb10-design-example.csv", "gb10-sweep-2026-07-03.csv")
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    root = tmp_path_factory.mktemp("autotune")
+    runs = [shutil.copy(FIXTURES / name, root / name) for name in RUNS]
+    result = CliRunner().invoke(app, ["report", *map(str, runs), "--out", str(root / "reports")])
+    assert result.exit_code == 0, result.output
+    (path,) = (root / "reports").glob("*-autotune.json")
+    assert f"autotune entries → {path}" in result.output
+    return path, build_defaults([Path(r) for r in runs])
+
+
+def test_entries_round_trip_with_every_field(written):
+    path, defaults = written
+    document = json.loads(path.read_text())
+    entries = read_entries(path)
+    assert entries == document["entries"] and entries
+    for entry in entries:
+        assert set(entry) == set(FIELDS)
+        assert entry["runner"] == "cuda" and entry["bucket"] == "decode" and entry["dtype"] == "affine"
+        assert entry["tactic"]["label"] == f"max_dff={entry['tactic']['params'][0]}"
+        assert len(entry["evidence"]["samples_sha256"]) == 2  # both runs are this GB10's evidence
+    (device,) = defaults.devices  # both sweeps are one device: one device entry and one class entry
+    by_level = {e["level"]: e for e in entries if e["op"] == "fused_moe_max_dff"}
+    assert by_level["device"]["tactic"]["params"] == [device.recommended]
+    assert by_level["device"]["backend_default"] == device.current == 8192
+
+
+def test_lookup_order_device_then_architecture_then_backend_default(written):
+    path, defaults = written
+    entries = read_entries(path)
+    device_entry = next(e for e in entries if e["level"] == "device")
+    arch = device_entry["architecture"]
+    build = (device_entry["mlxcel_version"], device_entry["mlx_commit"])
+    found = lookup(entries, "fused_moe_max_dff", "cuda", device_entry["device"], arch, *build)
+    assert found == (device_entry["tactic"]["params"][0], "device")
+    arch_entry = next(e for e in entries if e["level"] == "architecture")
+    assert lookup(entries, "fused_moe_max_dff", "cuda", "another GPU", arch, *build) == (
+        arch_entry["tactic"]["params"][0],
+        "architecture",
+    )
+    assert lookup(entries, "fused_moe_max_dff", "cuda", "another GPU", "cuda-sm90", *build) == (None, "backend default")
+    other_pin = (build[0], "a-different-mlx-commit")  # invalidation on mismatch, as TacticRecord::matches
+    assert (
+        lookup(entries, "fused_moe_max_dff", "cuda", device_entry["device"], arch, *other_pin)[1] == "backend default"
+    )
+    assert lookup(entries, "fused_moe_max_dff", "metal", device_entry["device"], arch, *build)[1] == "backend default"
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda e: e["tactic"].update(label="max_dff=16384", params=[16384]), "entry_sha256"),
+        (lambda e: e.update(mlx_commit="0000000"), "entry_sha256"),
+        (lambda e: e["evidence"]["samples_sha256"].update({"gb10-design-example.csv": "0" * 64}), "evidence.digest"),
+        (lambda e: e.pop("remove_when"), "remove_when"),
+        (lambda e: e.update(op="fused_moe_other"), "op"),
+        (lambda e: e["tactic"].update(params=[0]), "tactic"),
+    ],
+)
+def test_an_edited_entry_is_refused(written, tmp_path, edit, field):
+    path, _ = written
+    document = json.loads(path.read_text())
+    edit(document["entries"][0])
+    tampered = tmp_path / path.name
+    tampered.write_text(json.dumps(document))
+    with pytest.raises(InputError) as caught:
+        read_entries(tampered)
+    assert caught.value.field == f"entries[0].{field}"
