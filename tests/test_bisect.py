@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from harness.cli.app import app
-from harness.measure.bisect import Tree, run_bisect
+from harness.measure.bisect import Tree, commits_between, run_bisect
 from tests.fake_models import CONFIGS, text_generator_command, write_models
 
 pytestmark = pytest.mark.slow  # 8 sweeps of the fake benchmark
@@ -91,7 +91,11 @@ def test_ends_that_agree_do_not_reproduce(setup):
 def test_a_dirty_tree_and_a_build_without_rev_are_refused(setup, tmp_path):
     from harness.errors import InputError
 
-    _, tree, _, _ = setup
+    _, tree, revs, _ = setup
+    with pytest.raises(InputError, match="not a commit of"):
+        commits_between(tree, "no-such-tag", revs[-1])
+    with pytest.raises(InputError, match="is not a descendant"):
+        commits_between(tree, revs[5], revs[2])
     with pytest.raises(InputError, match=r"must contain \{rev\}"):
         Tree(tree, "make")
     (tree / "NOTES").write_text("uncommitted\n")

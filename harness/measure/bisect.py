@@ -49,9 +49,20 @@ def _git(tree: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def _commit(tree: Path, rev: str, option: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise InputError(option, rev, f"not a commit of {tree}")
+    return done.stdout.strip()
+
+
 def commits_between(tree: Path, good: str, bad: str) -> tuple[str, list[str]]:
     """The good end's full hash and the commits after it up to bad (oldest first; bad last)."""
-    good_rev, bad_rev = _git(tree, "rev-parse", f"{good}^{{commit}}"), _git(tree, "rev-parse", f"{bad}^{{commit}}")
+    good_rev, bad_rev = _commit(tree, good, "--good"), _commit(tree, bad, "--bad")
     revs = _git(tree, "rev-list", "--reverse", "--ancestry-path", f"{good_rev}..{bad_rev}").split()
     if not revs or revs[-1] != bad_rev:
         raise InputError("--bad", bad, f"is not a descendant of --good {good}")
