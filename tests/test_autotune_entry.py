@@ -47,9 +47,20 @@ def test_entries_round_trip_with_every_field(written):
     assert by_level["device"]["backend_default"] == device.current == 8192
 
 
+def test_entries_without_a_recorded_build_never_apply(written):
+    """The stored GB10 sweeps name no mlxcel version or MLX commit: their entries are written but match no binary."""
+    path, _ = written
+    entries = read_entries(path)
+    assert all(e["mlxcel_version"] == "" for e in entries)
+    device_entry = next(e for e in entries if e["level"] == "device")
+    found = lookup(entries, "fused_moe_max_dff", "cuda", device_entry["device"], device_entry["architecture"], "", "")
+    assert found == (None, "backend default")
+
+
 def test_lookup_order_device_then_architecture_then_backend_default(written):
     path, defaults = written
-    entries = read_entries(path)
+    # the build facts set here (SYNTHETIC: the stored sweeps recorded none), as a run of a known build records them
+    entries = [{**e, "mlxcel_version": "0.7.0", "mlx_commit": "81ba1c6a"} for e in read_entries(path)]
     device_entry = next(e for e in entries if e["level"] == "device")
     arch = device_entry["architecture"]
     build = (device_entry["mlxcel_version"], device_entry["mlx_commit"])
@@ -88,3 +99,12 @@ def test_an_edited_entry_is_refused(written, tmp_path, edit, field):
     with pytest.raises(InputError) as caught:
         read_entries(tampered)
     assert caught.value.field == f"entries[0].{field}"
+
+
+def test_an_mlx_commit_recorded_short_matches_the_full_hash_only():
+    from harness.output.autotune_entry import same_commit
+
+    full = "81ba1c6a3f0e9d2b7c4a5e6f708192a3b4c5d6e7"  # an example hash, not a real MLX commit
+    assert same_commit("81ba1c6a", full) and same_commit(full, full)
+    assert not same_commit("81ba1c", full)  # too short to name a commit
+    assert not same_commit("0fd2a1c", full) and not same_commit("", full) and not same_commit("", "")

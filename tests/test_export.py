@@ -121,3 +121,16 @@ def test_json_to_standard_output_and_an_unknown_format(label):
     assert result.exit_code == 0 and "crossover-dff" in json.loads(result.output)[f"{label.prefix}/crossover"]
     done = run_cli("export", "--format", "csv", FIXTURE)
     assert done.returncode == 2 and done.stderr.startswith("error: --format: csv: one of github-action-benchmark")
+
+
+@pytest.mark.parametrize(
+    ("provenance", "version"),
+    [
+        ({"bench_version": "mlxcel-bench-decode 0.7.0 (2fcdbe5f, MLX 81ba1c6a)"}, "0.7.0"),
+        ({"mlxcel_version": "0.7.1-rc.1", "bench_version": "mlxcel 0.6.0"}, "0.7.1-rc.1"),  # the CSV's column first
+        ({"bench_version": "mlxcel-bench-decode (no version)"}, ""),
+        ({}, ""),
+    ],
+)
+def test_run_label_reads_the_cargo_version(provenance, version):
+    assert run_label(provenance, "cuda", "GB10").mlxcel_version == version

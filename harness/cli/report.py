@@ -106,8 +106,10 @@ def report(
         md_path, defaults = write_defaults(input_paths, out, options, source)
         print_defaults(defaults, typer.echo)
         typer.echo(f"addendum → {md_path}")
-        entries = write_entries(defaults, md_path.parent, md_path.name.removesuffix("-dff-defaults.md"))
-        typer.echo(f"autotune entries → {entries}")
+        entries_path, entries = write_entries(defaults, md_path.parent, md_path.name.removesuffix("-dff-defaults.md"))
+        typer.echo(f"autotune entries → {entries_path}")
+        if any(not e["mlxcel_version"] or not e["mlx_commit"] for e in entries):
+            typer.echo("autotune entries: a run recorded no mlxcel version or MLX commit; no binary loads its entries")
         return
     if append_to is not None:
         read_doc(append_to)  # a missing doc or a link is refused before anything is written

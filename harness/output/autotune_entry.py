@@ -131,14 +131,13 @@ def build_entries(defaults: Defaults) -> list[dict]:
     return entries
 
 
-def write_entries(defaults: Defaults, out_dir: Path, stem: str) -> Path:
-    """`<stem>-autotune.json` beside the addendum, read back and validated before the command reports it."""
+def write_entries(defaults: Defaults, out_dir: Path, stem: str) -> tuple[Path, list[dict]]:
+    """`<stem>-autotune.json` beside the addendum and its entries as read back and validated from it."""
     path = Path(out_dir) / f"{stem}{ENTRY_SUFFIX}"
     refuse_stored(path, "write the report somewhere else (--out)")
     document = {"format": FORMAT, "version": VERSION, "entries": build_entries(defaults)}
     write_text_atomic(path, json.dumps(document, indent=1) + "\n")
-    read_entries(path)
-    return path
+    return path, read_entries(path)
 
 
 def _check_entry(path: Path, index: int, entry: object) -> dict:
@@ -205,11 +204,18 @@ def lookup(
 ) -> tuple[int | None, str]:
     """What a binary with these facts takes: (value, source). The order is device, then architecture; an entry of
     another runner, bucket, dtype, mlxcel version or MLX commit never matches (as TacticRecord::matches); with no
-    match, (None, 'backend default')."""
+    match, (None, 'backend default'). The MLX commit may be recorded short (same_commit)."""
     for level, key in zip(LEVELS, (device, architecture), strict=True):
         for e in entries:
             if (e["op"], e["runner"], e["level"], e["bucket"], e["dtype"]) != (op, runner, level, BUCKET, DTYPE):
                 continue
-            if e[level] == key and (e["mlxcel_version"], e["mlx_commit"]) == (mlxcel_version, mlx_commit):
+            if e[level] == key and e["mlxcel_version"] == mlxcel_version and same_commit(e["mlx_commit"], mlx_commit):
                 return int(e["tactic"]["params"][0]), level  # type: ignore[index]
     return None, "backend default"
+
+
+def same_commit(recorded: object, binary: str) -> bool:
+    """The binary's MLX commit is the one recorded: equal, or the recorded short hash (≥ 7 hex digits, what a
+    --version line prints) a prefix of the binary's full one. An unrecorded commit ('') matches nothing."""
+    recorded = str(recorded)
+    return bool(recorded) and (recorded == binary or (len(recorded) >= 7 and binary.startswith(recorded)))

@@ -62,19 +62,25 @@ class RunLabel:
         return f"moecal/{self.backend}/{self.device}"
 
 
+CARGO_VERSION = re.compile(r"(?<![\w.])\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?(?![\w.])")
+
+
 def run_label(provenance: Mapping[str, object], backend: str, device: str) -> RunLabel:
     """The label of a run from its provenance: the build under bench_decode.sh's column names when an import
-    recorded them, else what the binary's --version said (runs.provenance)."""
+    recorded them, else what the binary's --version said (runs.provenance). The version is the x.y.z in it (what
+    mlxcel's autotune store compares: CARGO_PKG_VERSION); a --version line without one gives ''."""
 
     def first(*keys: str) -> str:
         return next((str(provenance[k]) for k in keys if provenance.get(k)), "")
+
+    version = CARGO_VERSION.search(first("mlxcel_version", LIBRARY_VERSION))
 
     return RunLabel(
         backend=backend,
         device=device,
         host=first("host") or "unknown-host",
         date=iso_date(first("date")) or "",
-        mlxcel_version=first("mlxcel_version", LIBRARY_VERSION),
+        mlxcel_version=version.group(0) if version else "",
         mlxcel_commit=first("mlxcel_commit", LIBRARY_COMMIT),
         mlx_commit=first("mlx_commit", MLX_PIN),
     )
