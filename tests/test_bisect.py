@@ -76,6 +76,7 @@ def test_bisect_names_the_commit_that_changed_the_crossover(setup):
     assert built[:2] == [revs[0], revs[-1]]  # the ends, re-measured first
     assert len(built) - 2 <= 5  # the bisection's builds: ⌈log2 15⌉ = 4
     assert len(built) - 2 == 4
+    assert result.verdicts == {rev: "bad" if revs.index(rev) >= CHANGE else "good" for rev in built[2:]}
     assert "mixtral-8x7b-4bit" not in result.points or "phi-3.5-moe-4bit" in result.points
     assert "gpt-oss-20b-mxfp4" not in result.points  # a null point turns no decision
     assert any(line.startswith("reproduced") for line in lines)

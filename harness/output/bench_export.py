@@ -34,9 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis.decision_json import DecisionJSON, PointJSON
+from harness.runs.formats import write_text_atomic
 from harness.runs.mlxcel_bench_csv import COLUMNS as BENCH_COLUMNS
 from harness.runs.mlxcel_bench_csv import OPTIONAL as BENCH_OPTIONAL
 from harness.runs.provenance import LIBRARY_COMMIT, LIBRARY_VERSION, MLX_PIN, iso_date
+from harness.runs.rundir import refuse_stored
+from harness.thresholds import CONFIDENCE
 
 FORMATS = ("github-action-benchmark", "bencher", "compare-bench-csv")
 RATIO_MEASURE = "fused-over-fallback"  # a Bencher measure slug (≤ 64 characters)
@@ -74,7 +77,6 @@ def run_label(provenance: Mapping[str, object], backend: str, device: str) -> Ru
         return next((str(provenance[k]) for k in keys if provenance.get(k)), "")
 
     version = CARGO_VERSION.search(first("mlxcel_version", LIBRARY_VERSION))
-
     return RunLabel(
         backend=backend,
         device=device,
@@ -106,7 +108,7 @@ def _interval_text(low: float | None, high: float | None, level: float) -> str:
 
 def github_action_benchmark(decision: DecisionJSON, label: RunLabel) -> list[dict[str, object]]:
     """customBiggerIsBetter entries: the crossover (when there is one) and each point's ratio."""
-    level = float(decision.get("confidence", 0.95))
+    level = float(decision.get("confidence", CONFIDENCE))  # a record without it was analysed at the default
     build = ", ".join(
         x for x in (label.mlxcel_version, label.mlxcel_commit, label.mlx_commit and f"MLX {label.mlx_commit}") if x
     )
@@ -211,9 +213,6 @@ def export_files(fmt: str, decision: DecisionJSON, label: RunLabel) -> Sequence[
 
 def write_export(files: Sequence[tuple[str, str]], out: Path | None, single_name: bool) -> list[Path]:
     """Write the files: a JSON format to `out` (a file), the CSV pair into `out` (a folder). Atomic writes."""
-    from harness.runs.formats import write_text_atomic
-    from harness.runs.rundir import refuse_stored
-
     paths = [Path(out)] if single_name and out is not None else [Path(out or ".") / name for name, _ in files]
     for path, (_, text) in zip(paths, files, strict=True):
         refuse_stored(path, "export somewhere else (--out)")
