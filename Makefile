@@ -47,6 +47,7 @@ setup: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/actionlint -config-file .github/actionlint.yaml .github/workflows/*.yml
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -n 2 --dist loadfile  # two processes (CI has 2 cores); one file stays on one process

@@ -78,6 +78,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "import_mlxcel",
         "Each run becomes a sample row (round = run index); NA runs become skip rows with the reason.",
     ),
+    "export": (
+        "export",
+        "The decision's crossover with its interval and each point's ratio with its bounds, for CI dashboards.",
+    ),
+    "bisect": ("bisect", "The first commit whose decision differs, after checking that the change reproduces."),
     "verify": ("verify", "Check every kernel path of a backend against the float64 reference (exit 1 on any failure)."),
     "fleet": (
         "fleet",

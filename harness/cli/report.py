@@ -82,9 +82,11 @@ def report(
     One run: `<run-id>-dff-crossover.md` and `.png` into --out (never over another run's addendum). Several runs
     (backends, devices): `<date>-<backends>-dff-defaults.md` instead (no plot). Beside the addendum: its record
     `<run-id>.json`, the runs in mlxcel's sweep layout `<run-id>-mlxcel.csv` and, when a Metal or CUDA default
-    changes, a patch of mlxcel's src/models/switch_layers.rs.
+    changes, a patch of mlxcel's src/models/switch_layers.rs. Over several runs also `<date>-<backends>-autotune.json`:
+    the decided caps as entries in the shape of mlxcel's autotune store (docs/mlxcel.md), read back and validated.
     """
     from harness.analysis.backend_defaults import run_checks
+    from harness.output.autotune_entry import write_entries
     from harness.output.defaults_addendum import print_defaults, write_defaults
     from harness.output.design_doc import append_to as insert_into
     from harness.output.design_doc import read_doc
@@ -104,6 +106,10 @@ def report(
         md_path, defaults = write_defaults(input_paths, out, options, source)
         print_defaults(defaults, typer.echo)
         typer.echo(f"addendum → {md_path}")
+        entries_path, entries = write_entries(defaults, md_path.parent, md_path.name.removesuffix("-dff-defaults.md"))
+        typer.echo(f"autotune entries → {entries_path}")
+        if any(not e["mlxcel_version"] or not e["mlx_commit"] for e in entries):
+            typer.echo("autotune entries: a run recorded no mlxcel version or MLX commit; no binary loads its entries")
         return
     if append_to is not None:
         read_doc(append_to)  # a missing doc or a link is refused before anything is written
