@@ -46,11 +46,47 @@ HEADER = """\
 """
 
 
-def protocol_args(caps: Capabilities | None, tokens: int) -> list[str]:
-    """The benchmark's arguments after the model: a fixed budget (`--ignore-eos`) where the binary has the flag,
-    so both arms generate exactly `tokens`; greedy decoding that stops at EOS otherwise (the July protocol)."""
-    args = ["-p", DEFAULT_PROMPT, "-n", str(tokens), "--warmup-tokens", str(WARMUP_TOKENS)]
+# bench_decode.sh's standard shape today (lablup/mlxcel scripts/bench_decode.sh and src/bin/bench_decode.rs:
+# `--prompt-tokens N` synthesizes a deterministic N-token prompt; the maintainers' decode runs add a 128-token budget
+# with `--ignore-eos`, PR #1888's report): a 512-token context, so attention's share of a step is what mlxcel publishes
+TODAY_PROMPT_TOKENS = 512
+TODAY_TOKENS = 128
+JULY_TOKENS = 100  # mlxcel-bench-decode's `-n` default, the July protocol's budget
+
+
+def protocol_args(caps: Capabilities | None, tokens: int | None, prompt_tokens: str | int | None = None) -> list[str]:
+    """The benchmark's arguments after the model. Today's shape where the binary offers its flags (a synthesized
+    `--prompt-tokens` context, a fixed `-n` budget with `--ignore-eos`, a 20-token warm-up); a fixed budget on the
+    short prompt where it has only `--ignore-eos`; else the July protocol (greedy to EOS on the short prompt).
+    `prompt_tokens` overrides the context (a `{prompt_tokens}` placeholder for a context axis)."""
+    today = caps is not None and caps.todays_shape
+    args = ["-p", DEFAULT_PROMPT]
+    if today:
+        context = TODAY_PROMPT_TOKENS if prompt_tokens is None else prompt_tokens
+        args += ["--prompt-tokens", str(context)]
+    budget = tokens if tokens is not None else TODAY_TOKENS if today else JULY_TOKENS
+    args += ["-n", str(budget), "--warmup-tokens", str(WARMUP_TOKENS)]
     return [*args, "--ignore-eos"] if caps is not None and caps.fixed_budget else args
+
+
+def protocol_words(command: list[str]) -> str:
+    """The header's description of the protocol a command line runs (and where it came from)."""
+    tokens = command[command.index("-n") + 1]
+    if "--prompt-tokens" in command:
+        context = command[command.index("--prompt-tokens") + 1]
+        return (
+            f"today's bench_decode.sh shape, from the binary's --help: a synthesized {context}-token prompt, a fixed "
+            f"{tokens}-token budget (--ignore-eos) after a {WARMUP_TOKENS}-token warm-up"
+        )
+    if "--ignore-eos" in command:
+        return (
+            f"short prompt, a fixed {tokens}-token budget (--ignore-eos) after a {WARMUP_TOKENS}-token warm-up; the "
+            "binary's --help offers no --prompt-tokens, so not today's 512-token shape"
+        )
+    return (
+        f"the July protocol: short prompt, up to {tokens} decode tokens (stops at EOS) after a {WARMUP_TOKENS}-token "
+        "warm-up; the binary's --help offers neither --prompt-tokens nor --ignore-eos"
+    )
 
 
 def init_config(
@@ -61,7 +97,7 @@ def init_config(
     name: str = "mlxcel",
     probe: str = "",
     parity_regex: str | None = None,
-    tokens: int = 100,
+    tokens: int | None = None,
     rounds: int = 5,
     dispatch_check: bool = True,
     knowledge: Knowledge | None = None,
@@ -116,13 +152,9 @@ def write_config(
 
     parse_config(config, str(out))  # what init writes, sweep accepts
     workload = config["workload"]
-    tokens = workload["command"][workload["command"].index("-n") + 1]
-    fixed = "--ignore-eos" in workload["command"]
     header = HEADER.format(
         models=models_dir,
-        protocol=f"prompt, a fixed {tokens}-token budget (--ignore-eos) after a {WARMUP_TOKENS}-token warm-up"
-        if fixed
-        else f"prompt, up to {tokens} decode tokens (stops at EOS) after a {WARMUP_TOKENS}-token warm-up",
+        protocol=protocol_words(workload["command"]),
         cap_env=workload["cap_env"],
         fused=workload["fused_cap"],
         fallback=workload["fallback_cap"],
@@ -163,7 +195,10 @@ def init(
     parity_regex: Annotated[
         str | None, typer.Option(help="regex whose group 1 is the generated text or token ids", show_default=False)
     ] = None,
-    tokens: Annotated[int, typer.Option(min=1, help="tokens to generate per run (-n)")] = 100,
+    tokens: Annotated[
+        int | None,
+        typer.Option(min=1, help="tokens to generate per run (-n); default 128 in today's shape, else 100"),
+    ] = None,
     rounds: Annotated[int, typer.Option(min=1, help="measure.rounds")] = 5,
     mlxcel_src: Annotated[
         Path | None,

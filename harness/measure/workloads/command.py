@@ -33,13 +33,37 @@ from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, Comman
 from harness.errors import InputError
 from harness.measure.backends import detect
 from harness.measure.bench_capabilities import capabilities, leading_args
-from harness.measure.bench_output import generated_tokens, rejected_flag, usage_error
+from harness.measure.bench_output import decode_path, generated_tokens, rejected_flag, usage_error
 from harness.measure.proc import HELP_TIMEOUT_S, ask_help, run_with_deadline
-from harness.measure.protocol import Point, RunFailed, RunOutcome
+from harness.measure.protocol import Point, RunContended, RunFailed, RunOutcome
 from harness.measure.synth_models import synthetic_provenance
 from harness.runs.provenance import cpu_name
 
 TAIL_CHARS = 400
+# what mlxcel's scripts/rocm_gpu_guard.sh exits with when every attempt was contended or its --max-wait ran out
+# ("nothing COMMAND printed should be used"): the run is re-run, not failed
+GUARD_CONTENDED_EXIT = 75
+
+
+class DecodePaths:
+    """The decode loop a sweep measures: the first run's `Decode path:` line. mlxcel retired CxxGenerator for the
+    batch-native engine (ADR 0007, 2026-10-07) and the line says which loop timed the run; a run on another loop
+    than the sweep's first is excluded (a failed row with the reason), never pooled with it."""
+
+    def __init__(self) -> None:
+        self.first: str | None = None
+
+    def check(self, path: str | None) -> None:
+        """Raise RunFailed when `path` differs from the sweep's first (a binary printing no line is not judged)."""
+        if path is None:
+            return
+        if self.first is None:
+            self.first = path
+        elif path != self.first:
+            raise RunFailed(
+                f"decode path {path!r} differs from the sweep's first run ({self.first!r}): excluded, never pooled "
+                "across decode loops"
+            )
 
 
 def _tail(text: str) -> str:
@@ -57,9 +81,15 @@ class CommandRunner:
     """Runs one model's command; `run(path)` forces the path through the cap environment variable."""
 
     def __init__(
-        self, settings: CommandSettings, argv: list[str], output_file: Path | None = None, forced_by: str = "cap"
+        self,
+        settings: CommandSettings,
+        argv: list[str],
+        output_file: Path | None = None,
+        forced_by: str = "cap",
+        paths: DecodePaths | None = None,
     ):
         self.settings = settings
+        self.paths = paths or DecodePaths()
         self.argv = argv
         self.forced_by = forced_by  # ModelEntry.forced_by: `switch` also sets MLXCEL_FUSED_MOE per arm
         self.metric = re.compile(settings.metric_regex)
@@ -102,6 +132,11 @@ class CommandRunner:
         if finished.timed_out:
             raise RunFailed(f"timed out after {self.settings.timeout_s:g}s; stdout tail: {_tail(stdout)}")
         output = self.last_text = stdout + "\n" + stderr
+        if finished.returncode == GUARD_CONTENDED_EXIT:
+            raise RunContended(
+                f"exit {GUARD_CONTENDED_EXIT}: the command's GPU guard found every attempt contended "
+                f"(mlxcel's rocm_gpu_guard.sh); stderr tail: {_tail(stderr)}"
+            )
         if finished.returncode != 0:
             raise RunFailed(
                 f"exit code {finished.returncode}; stderr tail: {_tail(stderr)}; stdout tail: {_tail(stdout)}"
@@ -117,7 +152,9 @@ class CommandRunner:
         dispatch_ok = None
         if self.probe is not None and path == "fused":
             dispatch_ok = bool(self.probe.search(output))
-        outcome = RunOutcome(generated_tokens(output), seconds, tok_s, dispatch_ok=dispatch_ok)
+        loop = decode_path(output)
+        self.paths.check(loop)
+        outcome = RunOutcome(generated_tokens(output), seconds, tok_s, dispatch_ok=dispatch_ok, decode_path=loop)
         return self._with_parity(path, output, outcome)
 
     def _with_parity(self, path: str, output: str, outcome: RunOutcome) -> RunOutcome:
@@ -194,6 +231,7 @@ class CommandWorkloadRunner:
         self.config_path = config_path
         self.backend_name = backend
         self.device = device
+        self.decode_paths = DecodePaths()  # one per sweep: every point's runs are judged against the same first
 
     def caps(self) -> dict[str, object]:
         caps: dict[str, object] = {"fused": self.settings.fused_cap, "fallback": self.settings.fallback_cap}
@@ -292,7 +330,8 @@ class CommandWorkloadRunner:
         output_file = None
         if parity and parity.output_file:
             output_file = Path(parity.output_file.format_map(model.placeholders()))
-        return CommandRunner(self.settings, argv_for(self.settings, model), output_file, model.forced_by)
+        argv = argv_for(self.settings, model)
+        return CommandRunner(self.settings, argv, output_file, model.forced_by, self.decode_paths)
 
     def describe_arms(self) -> dict[str, str]:
         """How each arm is forced, for the report."""
