@@ -415,6 +415,28 @@ class SynthSettings(Strict):
     cache: str | None = None
 
 
+class GuardSettings(Strict):
+    """`guard:` — runs no neighbour can contaminate (harness.measure.guard): before and during every run, other GPU
+    compute processes, compilers, load, clock-throttle reasons and suspension gaps; a contended run is re-run and
+    marked. `enabled` null (the default): on where any probe exists here. `host_lock`: mlxcel's host-wide guard
+    lock (harness.measure.host_lock), held for the whole sweep; `lock_wait_s` bounds the wait (0: no bound)."""
+
+    enabled: bool | None = None
+    host_lock: bool = True
+    lock_wait_s: float = Field(0.0, ge=0)
+    interval_s: float = Field(1.0, gt=0)  # rocm_gpu_guard.sh samples at 1 Hz
+    retry_wait_s: float = Field(10.0, ge=0)  # pause before re-running a contended run
+    max_load_per_core: float | None = Field(None, gt=0)  # a 1-minute load above this counts as contention
+    suspend_gap_s: float = Field(1.0, gt=0)  # a sleep clock falling this far behind during a run: suspended
+    kfd_dir: str | None = None  # ROCm's /sys/class/kfd/kfd/proc (ROCM_GPU_GUARD_KFD_DIR in mlxcel's guard)
+    compilers: str | None = None  # regex on /proc/<pid>/comm; null: rocm_gpu_guard.sh's list
+
+    @field_validator("compilers")
+    @classmethod
+    def _valid(cls, value: str | None) -> str | None:
+        return None if value is None else _check_regex(value, 0)
+
+
 class SweepConfig(Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     backend: Literal[(*BACKEND_NAMES, "auto")] = "auto"  # type: ignore[valid-type]  # the registry's names
@@ -424,6 +446,7 @@ class SweepConfig(Strict):
     models: list[ModelEntry] = Field(default_factory=list)
     measure: Measure = Field(default_factory=Measure)
     synth: SynthSettings | None = None
+    guard: GuardSettings = Field(default_factory=GuardSettings)
     # launch knobs of the binary (harness.config.knobs): every combination of the values is measured, each with
     # both arms, interleaved in every round; command workloads only
     knobs: dict[str, Annotated[list[Annotated[int, BeforeValidator(_no_bool)]], Field(min_length=1)]] = Field(

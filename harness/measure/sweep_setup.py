@@ -30,6 +30,7 @@ from harness.config.schema import (
 from harness.errors import BackendUnavailable, InputError
 from harness.measure import arm_env
 from harness.measure.backends import detect, resolve_name
+from harness.measure.guard import GUARD_FILE
 from harness.measure.model_folders import check_model_folders
 from harness.measure.protocol import Point, RoundSchedule, Workload, pending_runs
 from harness.measure.synth_models import with_synthetic_models
@@ -172,6 +173,9 @@ def prepare(
     run_dir = _choose_run_dir(out, resume, results, meta, source, lambda folder: _pending(points, plan, folder))
     previous = RunDirectory(run_dir).read_meta() if resume is not None else {}
     meta["run_id"] = run_id = str(previous.get("run_id") or run_dir.name)
+    run_guard = getattr(workload, "guard", None)  # command workloads (harness.measure.guard): its log beside samples
+    if run_guard is not None:
+        run_guard.log_path = run_dir / GUARD_FILE
     segment = new_segment(meta)
     mixed = mixed_settings(previous, segment)
     if mixed and not allow_mixed:

@@ -31,6 +31,7 @@ from harness.config.backend_specs import backend_spec
 from harness.config.mlxcel_families import SWITCH_ENV, SWITCH_OFF, SWITCH_ON
 from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, CommandSettings, ModelEntry, SweepConfig
 from harness.errors import InputError
+from harness.measure import guard
 from harness.measure.backends import detect
 from harness.measure.bench_capabilities import capabilities, leading_args
 from harness.measure.bench_output import decode_path, generated_tokens, rejected_flag, usage_error
@@ -232,6 +233,7 @@ class CommandWorkloadRunner:
         self.backend_name = backend
         self.device = device
         self.decode_paths = DecodePaths()  # one per sweep: every point's runs are judged against the same first
+        self.guard = guard.build(config.guard)  # None: off, or nothing to guard against on this host
 
     def caps(self) -> dict[str, object]:
         caps: dict[str, object] = {"fused": self.settings.fused_cap, "fallback": self.settings.fallback_cap}
@@ -324,14 +326,15 @@ class CommandWorkloadRunner:
                     f"{argv[0]} {what} (for model {model.name!r}: {complaint}); fix the command before measuring",
                 )
 
-    def open(self, point: Point) -> CommandRunner:
+    def open(self, point: Point) -> CommandRunner | guard.GuardedRunner:
         model = point.extra["model"]
         parity = self.settings.parity
         output_file = None
         if parity and parity.output_file:
             output_file = Path(parity.output_file.format_map(model.placeholders()))
         argv = argv_for(self.settings, model)
-        return CommandRunner(self.settings, argv, output_file, model.forced_by, self.decode_paths)
+        runner = CommandRunner(self.settings, argv, output_file, model.forced_by, self.decode_paths)
+        return runner if self.guard is None else guard.GuardedRunner(runner, self.guard, point.label)
 
     def describe_arms(self) -> dict[str, str]:
         """How each arm is forced, for the report."""
@@ -357,6 +360,7 @@ class CommandWorkloadRunner:
         missing = device_missing(self.backend_name)
         if missing:
             meta["backend_device_missing"] = missing
+        meta["guard"] = guard.describe(self.guard, self.config.guard)
         record_arm_forcing(self.config, meta)
         apply_null_policy(points, self.config, meta, measure_null)
         synthetic = synthetic_provenance(self.config)
