@@ -261,3 +261,26 @@ def test_an_arm_changing_variable_in_the_shell_is_refused_unless_the_config_name
     meta = json.loads((out / "meta.json").read_text())
     assert meta["shell_env"] == {"HIP_VISIBLE_DEVICES": "0"}  # recorded, not refused
     assert meta["guard"]["enabled"] in (True, False)
+
+
+def test_compare_check_and_history_refuse_runs_timed_by_different_decode_loops(tmp_path, monkeypatch):
+    config = _config(tmp_path)
+    data = yaml.safe_load(config.read_text())
+    data["measure"]["rounds"] = 3
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    runs = {}
+    for loop in ("engine", "cxx-generator"):
+        monkeypatch.setenv("EMULATED_MLXCEL_DECODE_PATH", loop)
+        runs[loop] = tmp_path / loop
+        done = cli("sweep", config, "--out", runs[loop], "--no-report")
+        assert done.returncode == 0, done.stderr
+    pair = [runs["engine"], runs["cxx-generator"]]
+    for command in (["compare", *pair], ["check", "--baseline", pair[0], "--current", pair[1]]):
+        refused = cli(*command)
+        assert refused.returncode == 2 and "--across-decode-paths" in refused.stderr, refused.stderr
+        assert "'cxx-generator'" in refused.stderr and "'engine'" in refused.stderr
+    history = cli("history", *pair, "--out", tmp_path / "h.png")
+    assert history.returncode == 2 and "decode path" in history.stderr
+    allowed = cli("compare", *pair, "--across-decode-paths")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "decode path: engine → cxx-generator" in allowed.stdout
