@@ -377,7 +377,9 @@ class Measure(Strict):
     # the policy the sweep's own decisions aim at (the until-decided looks, refinement's next Dff), recorded in
     # meta.json (harness.runs.run_meta.RunPolicy) so a later analysis of the run defaults to the same targets
     confidence: float = Field(CONFIDENCE, ge=0.5, lt=1.0)
-    margin: float = Field(MARGIN, ge=0.0, lt=0.5)
+    # a fraction, or `from-null` (needs null_arm): the widest null-arm per-round delta rounded up to the next 0.5%,
+    # as mlxcel's ADR 0007 sets its threshold (harness.analysis.null_margin); the sweep's own looks then use MARGIN
+    margin: Annotated[float, Field(ge=0.0, lt=0.5)] | Literal["from-null"] = MARGIN
 
     @model_validator(mode="before")
     @classmethod
@@ -387,6 +389,17 @@ class Measure(Strict):
                 if old in data:
                     raise _FieldError(("measure", old), "was replaced by until_decided (docs/design.md §5)")
         return data
+
+    @model_validator(mode="after")
+    def _null_for_margin(self) -> Measure:
+        if self.margin == "from-null" and not self.null_arm:
+            raise _FieldError(("measure", "margin"), "from-null needs the A/A arm: set measure.null_arm: true")
+        return self
+
+    @property
+    def numeric_margin(self) -> float:
+        """The margin the sweep's own looks aim at: MARGIN while it is to be derived from the null arm."""
+        return MARGIN if self.margin == "from-null" else self.margin
 
     @model_validator(mode="after")
     def _max_rounds(self) -> Measure:

@@ -85,7 +85,7 @@ class PreparedSweep:
 def run_policy(measure: Measure) -> RunPolicy:
     """The targets a sweep's own decisions aim at: the `measure:` block's confidence and margin (the until-decided
     look level is added by harness.measure.allocation.save once the looks have read the decision at it)."""
-    return RunPolicy(measure.confidence, measure.margin)
+    return RunPolicy(measure.confidence, measure.numeric_margin)
 
 
 def backend_for(config: SweepConfig, override: str | None) -> str:
@@ -168,6 +168,8 @@ def prepare(
         warmup_runs=plan.warmup_runs,
         order=plan.order,
     )
+    if config.measure.margin == "from-null":  # derived at analysis time (harness.analysis.null_margin)
+        meta["margin_from_null"] = True
     workload.describe_run(meta, points, measure_null)
     _attach_knobs(config, source, backend_name, points, meta)
     run_dir = _choose_run_dir(out, resume, results, meta, source, lambda folder: _pending(points, plan, folder))
