@@ -51,8 +51,8 @@ def null_deltas(samples: pd.DataFrame) -> pd.Series:
     """Per point, knob setting and round: (null − fallback) / fallback × 100, over rounds where both arms ran ok."""
     ok = samples[(samples["status"] == "ok") & samples["arm"].isin([NULL, FALLBACK])]
     keys = [*POINT_COLUMNS, *(["knobs"] if "knobs" in ok.columns else []), "round"]
-    ok = ok.assign(**{k: ok[k].astype(str) for k in keys})  # a missing shape field is one key, not a dropped row
-    wide = ok.pivot_table(index=keys, columns="arm", values="tok_s", aggfunc="mean")
+    # dropna=False: a missing shape field (an import's d_model) is one key, not a dropped row
+    wide = ok.groupby([*keys, "arm"], dropna=False)["tok_s"].mean().unstack("arm")
     if NULL not in wide.columns or FALLBACK not in wide.columns:
         return pd.Series(dtype=float)
     both = wide.dropna(subset=[NULL, FALLBACK])
