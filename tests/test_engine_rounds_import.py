@@ -17,9 +17,10 @@ from tests.helpers import cli
 
 def _jsonl(path, rounds=5) -> None:
     noise = random.Random(3)
-    lines = [{"kind": "header", "model": "models/mlx/qwen3-30b-a3b-4bit", "bin": "target/release/mlxcel-bench-engine",
+    header = {"kind": "header", "model": "models/mlx/qwen3-30b-a3b-4bit", "bin": "target/release/mlxcel-bench-engine",
               "arms": {"fused": ["--x"], "gather": ["--y"], "other": []}, "prompt_tokens": [256, 8192],
-              "max_tokens": 128, "rounds": rounds, "host": "gb10", "time": 1791331200.0, "sdpa_deterministic": None}]  # fmt: skip
+              "max_tokens": 128, "rounds": rounds, "host": "gb10", "time": 1791331200.0}  # fmt: skip
+    lines = [{**header, "sdpa_deterministic": None}]
     for r in range(rounds):
         for arm, speed in (("fused", 110.0), ("gather", 100.0), ("gather-null", 100.0), ("other", 50.0)):
             for prompt in (256, 8192):
