@@ -1,0 +1,22 @@
+"""The defaults addendum's replication section (harness.analysis.replication): per backend, whether its move is
+replicated across sessions, and what the patch carries."""
+
+from __future__ import annotations
+
+from harness.analysis.backend_defaults import Defaults
+from harness.analysis.replication import replication
+from harness.output.markdown_text import md_text
+
+
+def replication_markdown(defaults: Defaults, unreplicated: bool) -> str:
+    """The addendum's replication section: per backend and move, replicated yes/no and why."""
+    lines = ["#### Replication", "", "| backend | move | replicated |", "|---|---|---|"]
+    for backend, r in replication(defaults).items():
+        lines.append(f"| {backend} | {r.action} | {md_text(r.words())} |")
+    note = (
+        "The patch carries every move, replicated or not (`--unreplicated`): an unreplicated move is a proposal."
+        if unreplicated
+        else "The patch carries replicated moves only; an unreplicated move is a proposal until a second session of "
+        "the same device class decides it too (`--unreplicated` writes it anyway)."
+    )
+    return "\n".join([*lines, "", note]) + "\n"
