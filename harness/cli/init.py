@@ -69,11 +69,18 @@ def protocol_args(caps: Capabilities | None, tokens: int | None, prompt_tokens: 
     return [*args, "--ignore-eos"] if caps is not None and caps.fixed_budget else args
 
 
+def _depth(context: list[int] | None) -> str | int | None:
+    """What `--prompt-tokens` gets: the one depth given, the axis's placeholder for several, None for the default."""
+    if not context:
+        return None
+    return context[0] if len(context) == 1 else "{prompt_tokens}"
+
+
 def protocol_words(command: list[str]) -> str:
     """The header's description of the protocol a command line runs (and where it came from)."""
     tokens = command[command.index("-n") + 1]
     if "--prompt-tokens" in command:
-        context = command[command.index("--prompt-tokens") + 1]
+        context = command[command.index("--prompt-tokens") + 1].replace("{prompt_tokens}", "N (the context axis)")
         return (
             f"today's bench_decode.sh shape, from the binary's --help: a synthesized {context}-token prompt, a fixed "
             f"{tokens}-token budget (--ignore-eos) after a {WARMUP_TOKENS}-token warm-up"
@@ -102,9 +109,10 @@ def init_config(
     dispatch_check: bool = True,
     knowledge: Knowledge | None = None,
     caps: Capabilities | None = None,
+    context: list[int] | None = None,
 ) -> dict[str, object]:
     """The config as a YAML-ready dict (validated by `write_config`). `caps`: what the binary's --help said (None:
-    not asked, the July protocol)."""
+    not asked, the July protocol). `context`: the depths of a context axis (today's shape only)."""
     from harness.analysis.backend_defaults import MLXCEL_DEFAULT_CAPS
     from harness.config.eligibility import SHIPPED, model_entry
     from harness.config.schema import DEFAULT_CAP_ENV
@@ -113,13 +121,15 @@ def init_config(
     resolved = detect().platform if backend == "auto" else backend
     workload: dict[str, object] = {
         "kind": "command",
-        "command": [*shlex.split(bench), "-m", "{model_path}", *protocol_args(caps, tokens)],
+        "command": [*shlex.split(bench), "-m", "{model_path}", *protocol_args(caps, tokens, _depth(context))],
         "cap_env": DEFAULT_CAP_ENV,
         "fused_cap": 20000,
         "fallback_cap": 1,
         "timeout_s": 600,
         "env": {},
     }
+    if context and len(context) > 1:
+        workload["prompt_tokens"] = list(context)
     if dispatch_check:
         workload["dispatch_check"] = {"enabled": True}
     if probe:
@@ -206,6 +216,14 @@ def init(
             help="an mlxcel source tree: derive the wired families and decline rules from it", show_default=False
         ),
     ] = None,
+    context: Annotated[
+        list[int] | None,
+        typer.Option(
+            min=1,
+            help="context depth (--prompt-tokens) instead of 512; repeat for a context axis, a crossover per depth",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Scan --models for MoE checkpoints and write a command-workload config for `moecal sweep`."""
     from harness.config.backend_specs import BACKEND_NAMES
@@ -222,8 +240,22 @@ def init(
     _check_bench_runs(bench)
     knowledge, notes = _knowledge(mlxcel_src)
     caps = _capabilities(bench)
+    if context and not caps.todays_shape:
+        raise InputError("--context", ",".join(map(str, context)), f"{bench} offers no --prompt-tokens (its --help)")
     config = init_config(
-        found, skipped, bench, backend, name, probe, parity_regex, tokens, rounds, dispatch_check, knowledge, caps
+        found,
+        skipped,
+        bench,
+        backend,
+        name,
+        probe,
+        parity_regex,
+        tokens,
+        rounds,
+        dispatch_check,
+        knowledge,
+        caps,
+        context,
     )
     if mlxcel_src is not None:  # the tree's version, commit and MLX pin: what the run was measured under
         from harness.config.mlxcel_tree import tree_pin

@@ -32,6 +32,7 @@ DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
 DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
 PARITY_CHECK_ENV = "MLXCEL_FUSED_MOE_PARITY_CHECK"
 PARITY_THRESHOLD_ENV = "MLXCEL_FUSED_MOE_PARITY_THRESHOLD"
+CONTEXT_PLACEHOLDER = "prompt_tokens"  # a command workload's context axis (CommandSettings.prompt_tokens)
 MAX_DIM = 1 << 20  # Dff and every shape field: far above any model, low enough that sizes derived from it stay sane
 # `{dff:>999999999}` would build a gigabyte argument per run; no benchmark flag needs a field padded wider than this
 MAX_FORMAT_WIDTH = 64
@@ -140,6 +141,29 @@ class CommandSettings(Strict):
     dispatch_probe: DispatchProbe | None = None
     dispatch_check: DispatchCheck | None = None
     parity: Parity | None = None
+    # the context axis: the command's `{prompt_tokens}` filled with each depth, every depth its own points and its
+    # own shape family (a crossover per depth), e.g. [512, 8192] with `--prompt-tokens {prompt_tokens}`
+    prompt_tokens: list[Annotated[int, BeforeValidator(_no_bool), Field(gt=0, le=MAX_DIM)]] | None = Field(
+        None, min_length=1
+    )
+
+    @field_validator("prompt_tokens")
+    @classmethod
+    def _distinct_depths(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError(f"a depth is listed twice ({value})")
+        return value
+
+    @model_validator(mode="after")
+    def _axis_in_command(self) -> CommandSettings:
+        """A context axis the command never passes would measure one depth under several labels; a placeholder
+        without the axis would reach the binary unfilled."""
+        used = any(f == CONTEXT_PLACEHOLDER for arg in self.command for _, f, _, _ in string.Formatter().parse(arg))
+        if self.prompt_tokens is not None and not used:
+            raise _FieldError(("workload", "prompt_tokens"), "the command has no {prompt_tokens} to pass each depth")
+        if used and self.prompt_tokens is None:
+            raise _FieldError(("workload", "command"), "uses {prompt_tokens}: give the depths (prompt_tokens: [...])")
+        return self
 
     @field_validator("metric_regex")
     @classmethod
@@ -502,7 +526,8 @@ class SweepConfig(Strict):
                     raise _FieldError(("models", index, "dff"), "required for command workloads")
                 parity = self.workload.parity
                 extra = [parity.output_file] if parity and parity.output_file else []
-                _check_placeholders([*self.workload.command, *extra], model, index)
+                _check_placeholders(self.workload.command, model, index, context=True)
+                _check_placeholders(extra, model, index)
         return self
 
     def _knobs_fit(self) -> None:
@@ -543,8 +568,9 @@ def _nul_path(data: object, loc: tuple) -> tuple | None:
     return None
 
 
-def _check_placeholders(command: list[str], model: ModelEntry, index: int) -> None:
-    known = model.placeholders()
+def _check_placeholders(command: list[str], model: ModelEntry, index: int, context: bool = False) -> None:
+    """`context`: the command line itself, where `{prompt_tokens}` is the axis's depth (checked by CommandSettings)."""
+    known = {**({CONTEXT_PLACEHOLDER: 1} if context else {}), **model.placeholders()}
     for arg in command:
         for _, field_name, spec, _ in string.Formatter().parse(arg):
             if field_name and field_name not in known:

@@ -171,7 +171,7 @@ def build_report_data(
         backend=backend,
         library_pin=shown_text(library_under_test(provenance, tree), source_root),
         raw_data=relative_path(input_path, root),
-        run_notes=run_findings(input_path),
+        run_notes=run_findings(input_path, d),
         overrides=report_input.overrides,
         link_base=relative_path(link_base, md_dir),
         options=analysis.options,

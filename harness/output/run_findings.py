@@ -10,6 +10,8 @@ import csv
 from pathlib import Path
 
 from harness.analysis import null_margin
+from harness.analysis.context_axis import depth_statement
+from harness.analysis.decision_json import DecisionJSON
 from harness.analysis.inputs import run_dir_of
 from harness.measure.guard import GUARD_FILE
 from harness.output.markdown_text import md_text
@@ -18,13 +20,15 @@ from harness.runs.rundir import RunDirectory
 CONTENDED = "contended:"
 
 
-def run_findings(raw_data: Path) -> list[str]:
-    """Findings lines (markdown list items) for the run the addendum's raw data belongs to."""
+def run_findings(raw_data: Path, decision: DecisionJSON) -> list[str]:
+    """Findings lines (markdown list items) for the run the addendum's raw data belongs to: whether one cap fits
+    every depth of a context axis, the null-arm margin, the guard's evidence."""
+    depths = depth_statement(decision.get("families") or [], decision.get("recommended_cap"))
+    out = [f"- Context: {md_text(depths)}"] if depths else []
     run_dir = run_dir_of(raw_data)
     if run_dir is None or not RunDirectory(run_dir).is_run():
-        return []
+        return out
     meta = RunDirectory(run_dir).read_meta()
-    out = []
     derived = null_margin.recorded([run_dir])
     if derived is not None:
         out.append(f"- Margin: {md_text(derived.sentence())}.")

@@ -29,7 +29,14 @@ from pathlib import Path
 from harness.analysis.parity import agreement, capture_file, capture_regex
 from harness.config.backend_specs import backend_spec
 from harness.config.mlxcel_families import SWITCH_ENV, SWITCH_OFF, SWITCH_ON
-from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, CommandSettings, ModelEntry, SweepConfig
+from harness.config.schema import (
+    CONTEXT_PLACEHOLDER,
+    PARITY_CHECK_ENV,
+    PARITY_THRESHOLD_ENV,
+    CommandSettings,
+    ModelEntry,
+    SweepConfig,
+)
 from harness.errors import InputError
 from harness.measure import guard
 from harness.measure.backends import detect
@@ -72,10 +79,19 @@ def _tail(text: str) -> str:
     return text[-TAIL_CHARS:].replace("\n", " | ")
 
 
-def argv_for(settings: CommandSettings, model: ModelEntry) -> list[str]:
-    """The command line for one model, `{placeholders}` filled from the model entry (validated by the config)."""
+def argv_for(settings: CommandSettings, model: ModelEntry, depth: int | None = None) -> list[str]:
+    """The command line for one model, `{placeholders}` filled from the model entry (validated by the config) and
+    `{prompt_tokens}` with the context axis's depth (its first depth when none is given)."""
     values = model.placeholders()
+    if settings.prompt_tokens:
+        values[CONTEXT_PLACEHOLDER] = depth if depth is not None else settings.prompt_tokens[0]
     return [arg.format_map(values) for arg in settings.command]
+
+
+def context_label(depth: int) -> str:
+    """A context axis point's `dtype` cell and label suffix (`ctx8192`): a command's dtype is the binary's own, so
+    the column names the depth instead, and harness.analysis.stats.family_labels makes each depth its own family."""
+    return f"ctx{depth}"
 
 
 class CommandRunner:
@@ -242,10 +258,11 @@ class CommandWorkloadRunner:
         return caps
 
     def points(self) -> list[Point]:
-        return [self.point_for(model) for model in self.config.models]
+        depths = self.settings.prompt_tokens or [None]
+        return [self.point_for(model, depth) for depth in depths for model in self.config.models]
 
-    def point_for(self, model: ModelEntry) -> Point:
-        """One model's point (skipped when the config expects it null)."""
+    def point_for(self, model: ModelEntry, depth: int | None = None) -> Point:
+        """One model's point at one depth of the context axis (skipped when the config expects it null)."""
         key = {
             "backend": self.backend_name,
             "device": self.device,
@@ -258,10 +275,11 @@ class CommandWorkloadRunner:
             "top_k": model.top_k or "",
             "bits": model.bits or "",
             "group_size": model.group_size or "",
-            "dtype": "",
+            "dtype": "" if depth is None else context_label(depth),
         }
         skip = f"expected null: {model.expect_null} (--measure-null measures it)" if model.expect_null else ""
-        return Point(key=key, caps=self.caps(), label=model.name, skip_reason=skip, extra={"model": model})
+        label = model.name if depth is None else f"{model.name} {context_label(depth)}"
+        return Point(key=key, caps=self.caps(), label=label, skip_reason=skip, extra={"model": model, "depth": depth})
 
     def point_at(self, template: Point, dff: int) -> Point | None:
         """A point at a Dff no model has, synthesized from the config's `synth.like` (Dff refinement; every
@@ -272,7 +290,7 @@ class CommandWorkloadRunner:
         from harness.measure.synth_models import synthesize  # MLX writes the checkpoint
 
         try:
-            return self.point_for(synthesize(self.config.synth, dff))
+            return self.point_for(synthesize(self.config.synth, dff), template.extra.get("depth"))
         except InputError:
             return None
 
@@ -332,7 +350,7 @@ class CommandWorkloadRunner:
         output_file = None
         if parity and parity.output_file:
             output_file = Path(parity.output_file.format_map(model.placeholders()))
-        argv = argv_for(self.settings, model)
+        argv = argv_for(self.settings, model, point.extra.get("depth"))
         runner = CommandRunner(self.settings, argv, output_file, model.forced_by, self.decode_paths)
         return runner if self.guard is None else guard.GuardedRunner(runner, self.guard, point.label)
 
@@ -355,6 +373,8 @@ class CommandWorkloadRunner:
         if not self.config.library_pin:
             meta["library_pin"] = f"the command's own build ({self.settings.command[0]})"
         meta["bench_command"] = shlex.join(self.settings.command)  # the addendum's "Harness:" (prompt, tokens)
+        if self.settings.prompt_tokens:
+            meta["context_axis"] = list(self.settings.prompt_tokens)
         command = self.settings.command
         meta.update(capabilities(command[0], leading_args(command)).as_meta())
         missing = device_missing(self.backend_name)
