@@ -268,6 +268,11 @@ def lowered_past_a_win(sim: SimulatedSweeps, s: int, result: DecisionResult, mar
     return bool(np.any(np.all(np.exp(sim.truth[s][:, switched]) > 1 + margin, axis=0)))
 
 
+def wrong_action(sim: SimulatedSweeps, s: int, result: DecisionResult) -> bool:
+    """A raise or lower the truth of sweep s does not support, or a lower past a clear fused win."""
+    return _false_action(sim, s, result) or lowered_past_a_win(sim, s, result)
+
+
 def score_protocol(regime: Regime, protocol: Protocol, sweeps: int, seed: int) -> ProtocolScore:
     """The protocol on `sweeps` simulated sweeps of the regime (truths drawn from the regime, seeded)."""
     sim = simulate(regime, protocol.max_rounds, sweeps, seed)
@@ -276,7 +281,7 @@ def score_protocol(regime: Regime, protocol: Protocol, sweeps: int, seed: int) -
     covered = _crossover_coverage(sim, results)
     right = [right_action(sim, s) for s in range(sweeps)]
     over = [lowered_past_a_win(sim, s, r) for s, r in enumerate(results)]
-    wrong = [_false_action(sim, s, r) or o for s, (r, o) in enumerate(zip(results, over, strict=True))]
+    wrong = [wrong_action(sim, s, r) for s, r in enumerate(results)]
     hits = [r.decision.action == want for r, want in zip(results, right, strict=True) if want != "keep"]
     return ProtocolScore(
         protocol.name,
