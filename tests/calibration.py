@@ -19,6 +19,7 @@ from harness.analysis import sweep_drift
 from harness.analysis.curve import Curve
 from harness.analysis.decision import StagedFamily, decide_curves
 from harness.analysis.decision_record import DecisionResult
+from harness.analysis.policy import Policy
 from harness.analysis.regression import current_would_change, decision_moved
 from harness.analysis.stats import CONFIDENCE, FULL_PRECISION_FLOOR, Comparison, estimate_family, ratio_interval
 from harness.analysis.sweep_drift import estimate_in_passes
@@ -88,11 +89,16 @@ def replicated(
 
 
 def run_engine(
-    sim: SimulatedSweeps, rounds: int, current_default: int = CURRENT_DEFAULT, replication: float | None = None
+    sim: SimulatedSweeps,
+    rounds: int,
+    current_default: int = CURRENT_DEFAULT,
+    replication: float | None = None,
+    policy: Policy = Policy(),
 ) -> list[DecisionResult]:
     """The engine on every simulated sweep: estimate_family per family (exactly what the summary runs), then
     decide_curves on the families' curves (exactly what `crossover` runs). `replication` (a share of δ): the
-    replication rule (replicated) applied after, an unreplicated move turned into keep; None: the engine alone."""
+    replication rule (replicated) applied after, an unreplicated move turned into keep; None: the engine alone.
+    `policy`: the decision policy (its margin δ: a from-null margin, scripts/null_margin_calibration.py)."""
     sweeps, families, points = sim.truth.shape
     comparison, flagged, drift_p = _in_passes(sim)
     passes = pass_means(sim, flagged) if replication is not None else None
@@ -109,7 +115,7 @@ def run_engine(
             )
             staged.append(StagedFamily(f"layer family {f}", curve, np.full(keep.sum(), rounds)))
         p = None if drift_p is None else sweep_drift.combined([float(x) for x in drift_p[s]])
-        result = decide_curves(staged, current_default, table=False, sweep_drift=p)
+        result = decide_curves(staged, current_default, policy, table=False, sweep_drift=p)
         if passes is not None and not replicated(result, passes[s], sim.grid, replication or 0.0):
             result = replace(result, decision=replace(result.decision, action="keep", recommended_cap=current_default))
         results.append(result)

@@ -42,6 +42,18 @@ def test_the_widest_null_delta_over_every_point_and_round():
     assert from_null(rows[rows["arm"] != "null"]) is None  # no A/A arm: nothing to derive
 
 
+def test_a_round_the_analysis_drops_as_an_outlier_is_not_the_noise_floor():
+    """One background hiccup (−15% in one null run) would make the widest delta 15%: it is left out, as the analysis
+    leaves it out of every point's interval (6 robust σ)."""
+    deltas = {"a": [0.3, -0.4, 0.2, 0.1, -15.0], "b": [0.5, 0.2, -0.45, 0.1, -0.3]}
+    rows = _rows(deltas)
+    wobble = [1.001, 0.999, 1.002, 0.998, 1.0] * 2  # the fallback's own run-to-run spread (0.1-0.2%)
+    fallback = rows["arm"] == "fallback"
+    rows.loc[fallback, "tok_s"] = rows.loc[fallback, "tok_s"].to_numpy() * wobble
+    found = from_null(rows)
+    assert found is not None and found.widest_pct < 1.0 and found.rounds == 9
+
+
 def test_from_null_needs_the_null_arm():
     base = {"name": "x", "workload": {"kind": "command", "command": ["b", "{model_path}"]},
             "models": [{"name": "m", "dff": 768, "model_path": "/m"}]}  # fmt: skip

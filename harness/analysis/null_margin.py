@@ -5,7 +5,10 @@ chosen in advance: the widest null-arm per-round decode tok/s delta across the f
 to the next 0.5 percent" (1.0% on GB10, from a widest delta of 0.92%); scripts/engine_bench_rounds.py prints "an A/B
 delta whose range overlaps the null range is unresolved". A config's `measure.margin: from-null` (with
 `null_arm: true`) makes that the margin δ: every point's per-round delta of the null arm against the fallback arm it
-repeats, in the same round, the widest |delta| over every point and round, rounded up to the next 0.5 percent. A
+repeats, in the same round, the widest |delta| over every point and round, rounded up to the next 0.5 percent. The
+rounds the analysis drops as outliers are left out (moecal's addition: ADR 0007's quiet, guarded host had none; on
+synthetic sweeps with 1 run in 20 slowed 10–20%, the raw widest delta is the hiccup, ≈ 20%, not the noise floor:
+scripts/null_margin_calibration.py). A
 point whose ratio interval lies inside 1 ± δ is then `equivalent`: the maintainers' "unresolved".
 """
 
@@ -16,9 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from harness.analysis.inputs import run_dir_of
+from harness.analysis.stats import screen_outliers
 from harness.runs.formats import FALLBACK, NULL, POINT_COLUMNS
 from harness.runs.rundir import RunDirectory
 
@@ -47,26 +52,34 @@ def round_up(pct: float) -> float:
     return math.ceil(round(pct / STEP_PCT, 9)) * STEP_PCT
 
 
-def null_deltas(samples: pd.DataFrame) -> pd.Series:
-    """Per point, knob setting and round: (null − fallback) / fallback × 100, over rounds where both arms ran ok."""
+def kept_deltas(fallback_ys: np.ndarray, null_ys: np.ndarray) -> np.ndarray:
+    """|null − fallback| per-round deltas in percent over ln tok/s arrays (..., points, rounds) paired by round; NaN
+    for a round without both arms and for the rounds the analysis drops as outliers (a run more than 6 robust σ from
+    its arm's median, harness.analysis.stats.screen_outliers): one background hiccup is not the noise floor."""
+    flagged = screen_outliers([fallback_ys, null_ys]).any(axis=0)
+    return np.where(flagged, np.nan, np.abs(np.expm1(null_ys - fallback_ys)) * 100.0)
+
+
+def null_pairs(samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(fallback, null) ln tok/s as (points, rounds) arrays, paired by round, over the ok runs of both arms."""
     ok = samples[(samples["status"] == "ok") & samples["arm"].isin([NULL, FALLBACK])]
-    keys = [*POINT_COLUMNS, *(["knobs"] if "knobs" in ok.columns else []), "round"]
+    point = [*POINT_COLUMNS, *(["knobs"] if "knobs" in ok.columns else [])]
     # dropna=False: a missing shape field (an import's d_model) is one key, not a dropped row
-    wide = ok.groupby([*keys, "arm"], dropna=False)["tok_s"].mean().unstack("arm")
+    wide = ok.groupby([*point, "round", "arm"], dropna=False)["tok_s"].mean().unstack("arm")
     if NULL not in wide.columns or FALLBACK not in wide.columns:
-        return pd.Series(dtype=float)
-    both = wide.dropna(subset=[NULL, FALLBACK])
-    return (both[NULL] - both[FALLBACK]) / both[FALLBACK] * 100.0
+        return np.empty((0, 0)), np.empty((0, 0))
+    ys = np.log(wide[[FALLBACK, NULL]].astype(float)).unstack("round")
+    return ys[FALLBACK].to_numpy(), ys[NULL].to_numpy()
 
 
 def from_null(samples: pd.DataFrame) -> NullMargin | None:
     """ADR 0007's margin from a run's null arm; None when no round has both the null and the fallback arm."""
-    deltas = null_deltas(samples)
-    if deltas.empty:
+    deltas = kept_deltas(*null_pairs(samples))
+    kept = np.isfinite(deltas)
+    if not kept.any():
         return None
-    widest = float(deltas.abs().max())
-    points = deltas.index.droplevel("round").nunique()
-    return NullMargin(round_up(widest) / 100.0, widest, int(points), len(deltas))
+    widest = float(np.nanmax(deltas))
+    return NullMargin(round_up(widest) / 100.0, widest, int(kept.any(axis=1).sum()), int(kept.sum()))
 
 
 def recorded(paths: Sequence[Path]) -> NullMargin | None:
