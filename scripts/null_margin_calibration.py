@@ -1,9 +1,9 @@
-"""What `measure.margin: from-null` does to decisions (issue 37), on SYNTHETIC sweeps (tests/simulation.py): each sweep's
-margin is derived as ADR 0007 derives its threshold (harness.analysis.null_margin: the widest A/A per-round delta over
-every point and round, outlier rounds left out, rounded up to the next 0.5%), the A/A pairs drawn with the same noise,
-drift and outliers as the sweep (its flat twin); the engine then decides at that margin, against the fixed 1% default.
-Wrong-action rate (judged against the truth at 1%) and power (among truths that call for a move). Nothing is measured
-and nothing is written.
+"""What `measure.margin: from-null` does to decisions (issue 37), on SYNTHETIC sweeps (tests/simulation.py): each
+sweep's margin is derived as ADR 0007 derives its threshold (harness.analysis.null_margin: the widest A/A per-round
+delta over every point and round, outlier rounds left out, rounded up to the next 0.5%), the A/A pairs drawn with the
+same noise, drift and outliers as the sweep (its flat twin); the engine then decides at that margin, against the
+fixed 1% default. Wrong-action rate (judged against the truth at 1%) and power (among truths that call for a move).
+Nothing is measured and nothing is written.
 
     .venv/bin/python scripts/null_margin_calibration.py                    # 5 rounds, 200 sweeps, three regimes
 """
