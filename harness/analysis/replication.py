@@ -12,9 +12,10 @@ session differs. The switch_layers.rs patch is written for replicated moves only
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.analysis.backend_defaults import Defaults
+from harness.analysis.backend_defaults import Defaults, RunResult
 
 MOVES = ("raise", "lower", "set")
 
@@ -26,12 +27,16 @@ class Replication:
     replicated: bool
     agreeing: tuple[str, ...]  # sessions (run directory names) that decide this move on their own
     differing: tuple[str, ...]  # "run: its action" of the sessions that do not
+    device_class: str = ""  # the class two agreeing sessions share ("" when none does)
 
     def words(self) -> str:
         if self.action not in MOVES:
             return "no move to replicate"
         if self.replicated:
-            return f"replicated: yes ({len(self.agreeing)} sessions agree: {', '.join(self.agreeing)})"
+            return (
+                f"replicated: yes in {self.device_class} ({len(self.agreeing)} sessions agree: "
+                f"{', '.join(self.agreeing)})"
+            )
         why = f"; differs: {', '.join(self.differing)}" if self.differing else "; a second session is needed"
         return f"replicated: no (a proposal from {', '.join(self.agreeing) or 'no single session'}{why})"
 
@@ -42,15 +47,21 @@ def _direction(action: str, recommended: int | None, current: int | None) -> str
     return "keep" if recommended == current else "raise" if recommended > current else "lower"
 
 
-def replication(defaults: Defaults) -> dict[str, Replication]:
-    """Per backend: whether its move is replicated across sessions of one device class."""
+def same_device(run: RunResult) -> str:
+    """The device class when no finer one is given: the backend and the device's name."""
+    return f"{run.backend}-{run.device}"
+
+
+def replication(defaults: Defaults, class_of: Callable[[RunResult], str] = same_device) -> dict[str, Replication]:
+    """Per backend: whether its move is replicated across sessions of one device class (`class_of`: a run's class;
+    the report passes the device-class table's, harness.output.device_defaults.device_class)."""
     out = {}
     for row in defaults.backends:
         move = _direction(row.action, row.recommended, row.current)
         runs = [r for r in defaults.runs if r.backend == row.backend]
         decided = {
             r.path.name: (
-                r.device,
+                class_of(r),
                 _direction(
                     r.analysis.result.decision.action,
                     r.analysis.result.decision.recommended_cap,
@@ -65,14 +76,17 @@ def replication(defaults: Defaults) -> dict[str, Replication]:
         per_class: dict[str, int] = {}
         for name in agreeing:
             per_class[decided[name][0]] = per_class.get(decided[name][0], 0) + 1
-        replicated = move in MOVES and not opposite and max(per_class.values(), default=0) >= 2
-        out[row.backend] = Replication(row.backend, move, replicated, agreeing, differing)
+        shared = next((c for c, n in per_class.items() if n >= 2), "")
+        replicated = move in MOVES and not opposite and bool(shared)
+        out[row.backend] = Replication(row.backend, move, replicated, agreeing, differing, shared if replicated else "")
     return out
 
 
-def replicated_caps(defaults: Defaults, changed: dict[str, int], unreplicated: bool) -> dict[str, int]:
+def replicated_caps(
+    defaults: Defaults, changed: dict[str, int], unreplicated: bool, class_of: Callable[[RunResult], str] = same_device
+) -> dict[str, int]:
     """The changed caps a patch may carry: the replicated moves only, every move with `unreplicated`."""
     if unreplicated:
         return changed
-    confirmed = replication(defaults)
+    confirmed = replication(defaults, class_of)
     return {b: cap for b, cap in changed.items() if confirmed.get(b) is not None and confirmed[b].replicated}

@@ -10,11 +10,10 @@ from pathlib import Path
 
 from harness.analysis.backend_defaults import MLXCEL_CONSTANTS, Defaults, build_defaults
 from harness.analysis.pipeline import Options
-from harness.analysis.replication import replicated_caps
 from harness.output.device_defaults import class_defaults, class_markdown, class_patch, rust_block
 from harness.output.markdown_text import md_code, md_text
 from harness.output.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
-from harness.output.replication_section import replication_markdown
+from harness.output.replication_section import patch_caps, replication_markdown
 from harness.runs.formats import write_text_atomic
 from harness.runs.rundir import refuse_stored
 
@@ -149,7 +148,7 @@ def write_defaults(
     backends = "-".join(b.backend for b in defaults.backends) or "none"
     path = out_dir / f"{date}-{backends}-dff-defaults.md"
     refuse_stored(path, "write the report somewhere else (--out)")
-    patch = cap_patch(source or known_defaults(), replicated_caps(defaults, changed_caps(defaults), unreplicated))
+    patch = cap_patch(source or known_defaults(), patch_caps(defaults, changed_caps(defaults), unreplicated))
     patch_path = out_dir / f"{date}-{backends}-switch_layers.diff"
     if patch:
         refuse_stored(patch_path, "write the report somewhere else (--out)")
