@@ -24,7 +24,7 @@ from harness.measure import guard_probes as probes
 from harness.measure import host_lock
 from harness.measure.guard import Guard, GuardedRunner
 from harness.measure.protocol import Point, RoundSchedule, RunFailed, RunOutcome, measure_point
-from harness.measure.workloads.command import CommandRunner, DecodePaths
+from harness.measure.workloads.command import CommandRunner, SweepKeys
 from tests.fake_models import bench_command, write_models
 from tests.helpers import cli
 
@@ -218,7 +218,7 @@ def test_exit_75_of_the_guard_script_is_retried_not_failed(tmp_path):
 
 def test_a_run_on_another_decode_path_is_excluded_with_the_reason(tmp_path, monkeypatch):
     """Two runs on different decode loops are never pooled: the sweep's first path keys it."""
-    paths = DecodePaths()
+    paths = SweepKeys()
     paths.check(None)  # a binary without the line is not judged
     paths.check("engine")
     paths.check("engine")
@@ -226,12 +226,16 @@ def test_a_run_on_another_decode_path_is_excluded_with_the_reason(tmp_path, monk
         paths.check("CxxGenerator")
     config = load_config(Path(__file__).resolve().parents[1] / "configs" / "mlxcel-command.yaml")
     argv = _script(tmp_path, 'echo "Decode: 10.00 ms (100.00 tok/s)"\necho "Decode path: $LOOP"\n')
-    shared = DecodePaths()
+    shared = SweepKeys()
     monkeypatch.setenv("LOOP", "engine")
     assert CommandRunner(config.workload, argv, paths=shared).run("fused").decode_path == "engine"
     monkeypatch.setenv("LOOP", "cxx-generator")
     with pytest.raises(RunFailed, match="never pooled"):
         CommandRunner(config.workload, argv, paths=shared).run("fallback")
+    monkeypatch.setenv("LOOP", "engine")
+    Path(argv[0]).write_text(Path(argv[0]).read_text() + "# rebuilt\n")  # another build of the benchmark
+    with pytest.raises(RunFailed, match="rebuilt since the sweep's first run"):
+        CommandRunner(config.workload, argv, paths=shared).run("fused")
 
 
 def _config(tmp_path: Path, env: dict[str, str] | None = None) -> Path:

@@ -53,13 +53,15 @@ TAIL_CHARS = 400
 GUARD_CONTENDED_EXIT = 75
 
 
-class DecodePaths:
-    """The decode loop a sweep measures: the first run's `Decode path:` line. mlxcel retired CxxGenerator for the
-    batch-native engine (ADR 0007, 2026-10-07) and the line says which loop timed the run; a run on another loop
-    than the sweep's first is excluded (a failed row with the reason), never pooled with it."""
+class SweepKeys:
+    """What every run of a sweep must share with its first: the decode loop (the `Decode path:` line; mlxcel retired
+    CxxGenerator for the batch-native engine, ADR 0007, and the line says which loop timed the run) and the build (the
+    benchmark binary's size and modification time: a binary rebuilt mid-sweep is another build). A run that differs
+    is excluded (a failed row with the reason), never pooled with the others."""
 
     def __init__(self) -> None:
         self.first: str | None = None
+        self.build: tuple[str, int, int] | None = None
 
     def check(self, path: str | None) -> None:
         """Raise RunFailed when `path` differs from the sweep's first (a binary printing no line is not judged)."""
@@ -72,6 +74,18 @@ class DecodePaths:
                 f"decode path {path!r} differs from the sweep's first run ({self.first!r}): excluded, never pooled "
                 "across decode loops"
             )
+
+    def check_build(self, program: str) -> None:
+        """Raise RunFailed when the program's file changed since the sweep's first run (not judged when unresolved)."""
+        found = _resolve_executable(program)
+        if found is None:
+            return
+        stat = Path(found).stat()
+        build = (str(Path(found).resolve()), stat.st_size, stat.st_mtime_ns)
+        if self.build is None:
+            self.build = build
+        elif build != self.build:
+            raise RunFailed(f"{program} was rebuilt since the sweep's first run: another build, never pooled with it")
 
 
 def _tail(text: str) -> str:
@@ -103,10 +117,10 @@ class CommandRunner:
         argv: list[str],
         output_file: Path | None = None,
         forced_by: str = "cap",
-        paths: DecodePaths | None = None,
+        paths: SweepKeys | None = None,
     ):
         self.settings = settings
-        self.paths = paths or DecodePaths()
+        self.paths = paths or SweepKeys()
         self.argv = argv
         self.forced_by = forced_by  # ModelEntry.forced_by: `switch` also sets MLXCEL_FUSED_MOE per arm
         self.metric = re.compile(settings.metric_regex)
@@ -171,6 +185,7 @@ class CommandRunner:
             dispatch_ok = bool(self.probe.search(output))
         loop = decode_path(output)
         self.paths.check(loop)
+        self.paths.check_build(self.argv[0])
         outcome = RunOutcome(generated_tokens(output), seconds, tok_s, dispatch_ok=dispatch_ok, decode_path=loop)
         return self._with_parity(path, output, outcome)
 
@@ -248,7 +263,7 @@ class CommandWorkloadRunner:
         self.config_path = config_path
         self.backend_name = backend
         self.device = device
-        self.decode_paths = DecodePaths()  # one per sweep: every point's runs are judged against the same first
+        self.sweep_keys = SweepKeys()  # one per sweep: every point's runs are judged against the same first
         self.guard = guard.build(config.guard)  # None: off, or nothing to guard against on this host
 
     def caps(self) -> dict[str, object]:
@@ -351,7 +366,7 @@ class CommandWorkloadRunner:
         if parity and parity.output_file:
             output_file = Path(parity.output_file.format_map(model.placeholders()))
         argv = argv_for(self.settings, model, point.extra.get("depth"))
-        runner = CommandRunner(self.settings, argv, output_file, model.forced_by, self.decode_paths)
+        runner = CommandRunner(self.settings, argv, output_file, model.forced_by, self.sweep_keys)
         return runner if self.guard is None else guard.GuardedRunner(runner, self.guard, point.label)
 
     def describe_arms(self) -> dict[str, str]:
