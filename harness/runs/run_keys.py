@@ -20,7 +20,7 @@ def run_keys(provenance: Mapping[str, object], samples: pd.DataFrame | None) -> 
     paths: list[str] = []
     if samples is not None and "decode_path" in samples.columns:
         ok = samples[samples["status"] == "ok"] if "status" in samples.columns else samples
-        paths = sorted({str(p) for p in ok["decode_path"].fillna("") if str(p)})
+        paths = sorted({p for p in ok["decode_path"].tolist() if isinstance(p, str) and p})  # empty cells: NaN
     env = provenance.get("shell_env") or {}
     return {
         "decode_path": ", ".join(paths) or NOT_PRINTED,
