@@ -10,7 +10,6 @@ Nothing is measured and nothing is written.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 from harness.analysis.null_margin import kept_deltas, round_up  # noqa: E402
 from harness.analysis.policy import Policy  # noqa: E402
-from tests.calibration import REGIMES, right_action, run_engine, wrong_action  # noqa: E402
+from tests.calibration import REGIMES, print_regime_table, right_action, run_engine, wrong_action  # noqa: E402
 from tests.simulation import SimulatedSweeps, draw_truth, simulate  # noqa: E402
 
 DEFAULT_REGIMES = ("sparse curved", "sparse per-arm drift", "sparse 15% outliers")
@@ -68,17 +67,7 @@ def score(name: str, rounds: int, sweeps: int, seed: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--sweeps", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--regime", action="append", choices=sorted(REGIMES), help="default: " + ", ".join(DEFAULT_REGIMES)
-    )
-    args = parser.parse_args()
-    print(f"{'regime':24} derived margin, median (10–90%)")
-    for name in args.regime or DEFAULT_REGIMES:
-        print(score(name, args.rounds, args.sweeps, args.seed), flush=True)
+    print_regime_table(__doc__, DEFAULT_REGIMES, f"{'regime':24} derived margin, median (10–90%)", score)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ more conservative (smaller) of their caps. Nothing is measured and nothing is wr
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from dataclasses import replace
@@ -19,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.calibration
 
-from tests.calibration import REGIMES, right_action, run_engine, wrong_action  # noqa: E402
+from tests.calibration import REGIMES, print_regime_table, right_action, run_engine, wrong_action  # noqa: E402
 from tests.simulation import draw_truth, simulate  # noqa: E402
 
 DEFAULT_REGIMES = ("sparse curved", "sparse per-arm drift", "sparse flat", "sparse flat 15% outliers")
@@ -51,18 +50,13 @@ def score(name: str, rounds: int, sweeps: int, seed: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--sweeps", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--regime", action="append", choices=sorted(REGIMES), help="default: " + ", ".join(DEFAULT_REGIMES)
+    print_regime_table(
+        __doc__,
+        DEFAULT_REGIMES,
+        f"{'regime':28} {'rounds':>6} {'sweeps':>6} {'moves':>5}   "
+        "one session: wrong ±mc power   replicated: wrong ±mc power",
+        score,
     )
-    args = parser.parse_args()
-    head = f"{'regime':28} {'rounds':>6} {'sweeps':>6} {'moves':>5}"
-    print(f"{head}   one session: wrong ±mc power   replicated: wrong ±mc power")
-    for name in args.regime or DEFAULT_REGIMES:
-        print(score(name, args.rounds, args.sweeps, args.seed), flush=True)
 
 
 if __name__ == "__main__":

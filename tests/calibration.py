@@ -6,11 +6,12 @@ calibration table (regime × rounds → coverage, action rate, power) with large
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 import warnings
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -421,3 +422,19 @@ def table(rounds: tuple[int, ...], sweeps: int) -> list[str]:
 if __name__ == "__main__":
     chosen = tuple(int(a) for a in sys.argv[1:]) or (3, 5, 10, 20, 40)
     print("\n".join(table(chosen, sweeps=400)))
+
+
+def print_regime_table(
+    doc: str, defaults: Sequence[str], header: str, row: Callable[[str, int, int, int], str]
+) -> None:
+    """A calibration script's command line (--rounds, --sweeps, --seed, --regime …) and its table: `header`, then
+    `row(regime, rounds, sweeps, seed)` per regime, printed as each is scored."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sweeps", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--regime", action="append", choices=sorted(REGIMES), help="default: " + ", ".join(defaults))
+    args = parser.parse_args()
+    print(header)
+    for name in args.regime or defaults:
+        print(row(name, args.rounds, args.sweeps, args.seed), flush=True)
