@@ -6,11 +6,12 @@ calibration table (regime × rounds → coverage, action rate, power) with large
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 import warnings
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -19,6 +20,7 @@ from harness.analysis import sweep_drift
 from harness.analysis.curve import Curve
 from harness.analysis.decision import StagedFamily, decide_curves
 from harness.analysis.decision_record import DecisionResult
+from harness.analysis.policy import Policy
 from harness.analysis.regression import current_would_change, decision_moved
 from harness.analysis.stats import CONFIDENCE, FULL_PRECISION_FLOOR, Comparison, estimate_family, ratio_interval
 from harness.analysis.sweep_drift import estimate_in_passes
@@ -88,11 +90,16 @@ def replicated(
 
 
 def run_engine(
-    sim: SimulatedSweeps, rounds: int, current_default: int = CURRENT_DEFAULT, replication: float | None = None
+    sim: SimulatedSweeps,
+    rounds: int,
+    current_default: int = CURRENT_DEFAULT,
+    replication: float | None = None,
+    policy: Policy = Policy(),
 ) -> list[DecisionResult]:
     """The engine on every simulated sweep: estimate_family per family (exactly what the summary runs), then
     decide_curves on the families' curves (exactly what `crossover` runs). `replication` (a share of δ): the
-    replication rule (replicated) applied after, an unreplicated move turned into keep; None: the engine alone."""
+    replication rule (replicated) applied after, an unreplicated move turned into keep; None: the engine alone.
+    `policy`: the decision policy (its margin δ: a from-null margin, scripts/null_margin_calibration.py)."""
     sweeps, families, points = sim.truth.shape
     comparison, flagged, drift_p = _in_passes(sim)
     passes = pass_means(sim, flagged) if replication is not None else None
@@ -109,7 +116,7 @@ def run_engine(
             )
             staged.append(StagedFamily(f"layer family {f}", curve, np.full(keep.sum(), rounds)))
         p = None if drift_p is None else sweep_drift.combined([float(x) for x in drift_p[s]])
-        result = decide_curves(staged, current_default, table=False, sweep_drift=p)
+        result = decide_curves(staged, current_default, policy, table=False, sweep_drift=p)
         if passes is not None and not replicated(result, passes[s], sim.grid, replication or 0.0):
             result = replace(result, decision=replace(result.decision, action="keep", recommended_cap=current_default))
         results.append(result)
@@ -268,6 +275,11 @@ def lowered_past_a_win(sim: SimulatedSweeps, s: int, result: DecisionResult, mar
     return bool(np.any(np.all(np.exp(sim.truth[s][:, switched]) > 1 + margin, axis=0)))
 
 
+def wrong_action(sim: SimulatedSweeps, s: int, result: DecisionResult) -> bool:
+    """A raise or lower the truth of sweep s does not support, or a lower past a clear fused win."""
+    return _false_action(sim, s, result) or lowered_past_a_win(sim, s, result)
+
+
 def score_protocol(regime: Regime, protocol: Protocol, sweeps: int, seed: int) -> ProtocolScore:
     """The protocol on `sweeps` simulated sweeps of the regime (truths drawn from the regime, seeded)."""
     sim = simulate(regime, protocol.max_rounds, sweeps, seed)
@@ -276,7 +288,7 @@ def score_protocol(regime: Regime, protocol: Protocol, sweeps: int, seed: int) -
     covered = _crossover_coverage(sim, results)
     right = [right_action(sim, s) for s in range(sweeps)]
     over = [lowered_past_a_win(sim, s, r) for s, r in enumerate(results)]
-    wrong = [_false_action(sim, s, r) or o for s, (r, o) in enumerate(zip(results, over, strict=True))]
+    wrong = [wrong_action(sim, s, r) for s, r in enumerate(results)]
     hits = [r.decision.action == want for r, want in zip(results, right, strict=True) if want != "keep"]
     return ProtocolScore(
         protocol.name,
@@ -410,3 +422,19 @@ def table(rounds: tuple[int, ...], sweeps: int) -> list[str]:
 if __name__ == "__main__":
     chosen = tuple(int(a) for a in sys.argv[1:]) or (3, 5, 10, 20, 40)
     print("\n".join(table(chosen, sweeps=400)))
+
+
+def print_regime_table(
+    doc: str, defaults: Sequence[str], header: str, row: Callable[[str, int, int, int], str]
+) -> None:
+    """A calibration script's command line (--rounds, --sweeps, --seed, --regime …) and its table: `header`, then
+    `row(regime, rounds, sweeps, seed)` per regime, printed as each is scored."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sweeps", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--regime", action="append", choices=sorted(REGIMES), help="default: " + ", ".join(defaults))
+    args = parser.parse_args()
+    print(header)
+    for name in args.regime or defaults:
+        print(row(name, args.rounds, args.sweeps, args.seed), flush=True)

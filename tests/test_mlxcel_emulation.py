@@ -61,7 +61,8 @@ def _init(tmp_path: Path, *extra: str, bench: str = "") -> Path:
     assert result.returncode == 0, result.stderr
     data = yaml.safe_load(out.read_text())
     data["measure"]["warmup_runs"] = 0  # fast: the emulation has nothing to warm
-    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    header = "".join(line for line in out.read_text().splitlines(keepends=True) if line.startswith("#"))
+    out.write_text(header + yaml.safe_dump(data, sort_keys=False))
     return out
 
 
@@ -73,13 +74,21 @@ def _points(run: Path) -> dict[str, dict]:
     return {p["model"]: p for p in decision["points"]}
 
 
-@pytest.mark.parametrize(("build", "fixed"), [("today", ["--ignore-eos"]), ("july", [])])
-def test_init_writes_the_maintainers_protocol(tmp_path, build, fixed):
-    """The protocol comes from the binary's --help: today's has --ignore-eos (a fixed budget, equal work in both
-    arms), July's has not (greedy to EOS, each arm's count recorded)."""
-    config = load_config(_init(tmp_path, bench=emulated_build(tmp_path / "bin", build)))
-    protocol = ["-m", "{model_path}", "-p", "Hello, how are you today?", "-n", "100", "--warmup-tokens", "20", *fixed]
+TODAY = ["--prompt-tokens", "512", "-n", "128", "--warmup-tokens", "20", "--ignore-eos"]
+JULY = ["-n", "100", "--warmup-tokens", "20"]
+
+
+@pytest.mark.parametrize(("build", "shape", "said"), [("today", TODAY, "today's bench_decode.sh shape"),
+                                                      ("july", JULY, "the July protocol")])  # fmt: skip
+def test_init_writes_the_maintainers_protocol(tmp_path, build, shape, said):
+    """The protocol comes from the binary's --help: today's offers bench_decode.sh's shape (a synthesized 512-token
+    prompt, a fixed 128-token budget with --ignore-eos, a 20-token warm-up), July's does not (greedy to EOS on the
+    short prompt, each arm's count recorded); the config's comment says which and why."""
+    path = _init(tmp_path, bench=emulated_build(tmp_path / "bin", build))
+    config = load_config(path)
+    protocol = ["-m", "{model_path}", "-p", "Hello, how are you today?", *shape]
     assert config.workload.command[-len(protocol) :] == protocol and config.measure.rounds == 5
+    assert said in " ".join(path.read_text().splitlines()[:3])
     assert (config.workload.fused_cap, config.workload.fallback_cap) == (20000, 1)
     assert config.workload.dispatch_check.enabled and config.workload.dispatch_probe is None
     off = tmp_path / "off.yaml"
@@ -239,10 +248,11 @@ def test_init_sweep_crossover_report_end_to_end(tmp_path, monkeypatch):
     assert points["mixtral-8x7b-4bit"]["parity_calls_over"] == 0
     # today's binary has --ignore-eos: both arms generate the fixed budget (the emulation's greedy EOS would stop
     # qwen3's fused path 4 tokens later than its fallback path, 59 vs 63, under the July protocol)
-    assert (points["qwen3-30b-a3b-4bit"]["tokens_fallback"], points["qwen3-30b-a3b-4bit"]["tokens_fused"]) == (100, 100)
+    assert (points["qwen3-30b-a3b-4bit"]["tokens_fallback"], points["qwen3-30b-a3b-4bit"]["tokens_fused"]) == (128, 128)
     assert not points["qwen3-30b-a3b-4bit"]["tokens_differ"] and "tokens differ" not in result.stdout
     meta = json.loads((run / "meta.json").read_text())
-    assert meta["bench_protocol"] == "fixed budget (--ignore-eos)" and meta["bench_commit"] == "77afbb1d"
+    assert meta["bench_protocol"].startswith("synthesized context") and meta["bench_commit"] == "77afbb1d"
+    assert set(samples.loc[samples["status"] == "ok", "decode_path"]) == {"engine"}  # keyed per run
     assert meta["bench_mlx_pin"] == "81ba1c6a" and meta["bench_version"].startswith("mlxcel-bench-decode 0.6.0")
     assert list(run.glob("*-dff-crossover.md"))
     report = cli("report", run, "--out", tmp_path / "reports")

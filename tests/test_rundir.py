@@ -134,7 +134,7 @@ def _row(**values):
         ([_row(), _row(tok_s=11)], "", "round: line 4: this (point, arm, round) is already an ok row"),
         ([_row(), _row(device="other", arm="fallback")], "", "device: line 4: 'other': a run holds one device"),
         ([_row(arm="both")], "", "arm: line 3: 'both' is not one of fused, fallback, null"),
-        ([_row()], "cpu,d,short\n", "line 4: 3 fields, the header has 28"),
+        ([_row()], "cpu,d,short\n", "line 4: 3 fields, the header has 29"),
     ],
 )
 def test_samples_are_validated_completely(tmp_path, rows, extra, message):

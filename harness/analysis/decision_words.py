@@ -60,10 +60,10 @@ def family_words(label: str, benchmark: str = "") -> str:
     if layer:
         g = layer.groupdict()
         return f"one MoE layer, d_model {g['d']}, top-{g['k']} of {g['e']}, {g['bits']}-bit g{g['group']}, {g['dtype']}"
-    meaning = kind_meaning(label)  # a whole-model family's label is its kind's name
-    if meaning.external and "mlxcel" in benchmark:
-        return "mlxcel models"
-    return meaning.family_words or str(label)
+    kind, _, depth = str(label).partition(" ")  # a whole-model family's label: its kind's name [and its context]
+    meaning = kind_meaning(kind)
+    words = "mlxcel models" if meaning.external and "mlxcel" in benchmark else meaning.family_words or kind
+    return f"{words} at a {depth.removeprefix('ctx')}-token context" if depth.startswith("ctx") else words
 
 
 def family_namer(context: dict[str, object]) -> Callable[[str], str]:

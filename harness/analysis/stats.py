@@ -482,17 +482,24 @@ def relative_spread(values: np.ndarray) -> np.ndarray:
 FAMILY_FIELDS = ("workload", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype")
 
 
+def is_context(dtype: object) -> bool:
+    """Whether a point's dtype cell names a command's context depth (`ctx8192`, harness.measure.workloads.command)."""
+    return isinstance(dtype, str) and dtype.startswith("ctx") and dtype[3:].isdigit()
+
+
 def family_labels(frame: pd.DataFrame) -> pd.Series:
     """A readable shape-family label per row, starting with the points' kind: a kernel kind's family (its registry
     entry's family_fields, `layer`) is one (d_model, top_k, n_experts, bits, group_size, dtype); a whole-model kind's
-    points (`decode`, `command`: one model per Dff) form one family per kind. Each distinct shape is formatted once:
+    points (`decode`, `command`: one model per Dff) form one family per kind, and per context depth where a
+    command's context axis wrote one into `dtype`. Each distinct shape is formatted once:
     a summary of a million points has a handful of families."""
 
     def label(
         workload: object, d_model: float, top_k: float, n_experts: float, bits: float, group: float, dtype: object
     ) -> str:
         if kind_meaning(workload).family_fields == WHOLE_MODEL_FAMILY:
-            return str(workload or "all")
+            # a command's dtype cell names a context depth (`ctx8192`): each depth is its own family
+            return f"{workload or 'all'} {dtype}" if is_context(dtype) else str(workload or "all")
         shape = f"d_model={d_model:.0f} top_k={top_k:.0f} experts={n_experts:.0f} q{bits:.0f}g{group:.0f} {dtype}"
         return f"{workload} {shape}"
 
@@ -502,7 +509,8 @@ def family_labels(frame: pd.DataFrame) -> pd.Series:
     labels = []
     for shape in zip(*(frame[field].tolist() for field in FAMILY_FIELDS), strict=True):
         # a whole-model kind's family is its name alone: its shape's NaNs would defeat the cache
-        key = shape[0] if kind_meaning(shape[0]).family_fields == WHOLE_MODEL_FAMILY else shape
+        whole = kind_meaning(shape[0]).family_fields == WHOLE_MODEL_FAMILY
+        key = (shape[0], shape[-1] if is_context(shape[-1]) else "") if whole else shape
         text = cache.get(key)
         if text is None:
             text = cache[key] = label(*shape)

@@ -83,7 +83,9 @@ def build_options(
 ) -> Options:
     """The analysis options of a command. A confidence or margin not given is the policy the `inputs` recorded
     (harness.analysis.run_policy: the sweep's targets, at its until-decided look level where it has one) when they
-    all recorded the same, else the module default: a later analysis aims where the sweep did."""
+    all recorded the same, else the module default: a later analysis aims where the sweep did. A margin the sweeps
+    asked to derive from their null arm (`measure.margin: from-null`) is derived here (harness.analysis.null_margin)."""
+    from harness.analysis import null_margin
     from harness.analysis.pipeline import Options, parse_excludes
     from harness.analysis.run_policy import input_policy, policy_options
 
@@ -92,7 +94,8 @@ def build_options(
         policy = recorded.pop() if len(recorded) == 1 else None
         default = policy_options(policy, at_look_level=True)
         confidence = default.confidence if confidence is None else confidence
-        margin = default.margin if margin is None else margin
+        derived = null_margin.recorded(inputs) if margin is None else None
+        margin = derived.margin if derived is not None else default.margin if margin is None else margin
     return Options(
         excludes=parse_excludes(exclude or []),
         confidence=confidence,

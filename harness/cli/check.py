@@ -19,6 +19,7 @@ from harness.cli.analysis_options import (
     MarginOpt,
     build_options,
 )
+from harness.cli.run_key_options import AcrossDecodePathsOpt, key_changes
 from harness.thresholds import MAX_REGRESSION
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
@@ -73,6 +74,7 @@ def check(
     ] = False,
     as_json: JsonOpt = False,
     current_default: CurrentDefaultOpt = None,
+    across_decode_paths: AcrossDecodePathsOpt = False,
 ) -> None:
     """Regression gate: exit 0 ok, 1 regression, changed decision or missing points, 2 unusable input.
 
@@ -83,10 +85,14 @@ def check(
     from harness.analysis.regression import check_runs
 
     options = build_options(exclude, confidence, margin, current_default, inputs=[baseline, current])
-    result = check_runs(analyse_path(baseline, options), analyse_path(current, options), max_regression, allow_missing)
+    before, after = analyse_path(baseline, options), analyse_path(current, options)
+    keyed = key_changes([(str(baseline), before), (str(current), after)], across_decode_paths)
+    result = check_runs(before, after, max_regression, allow_missing)
     if as_json:
-        typer.echo(json.dumps(result.as_json(), indent=1))
+        typer.echo(json.dumps({**result.as_json(), "key_changes": keyed}, indent=1))
     else:
+        for line in keyed:
+            typer.echo(line)
         print_check(result, Console())
     raise typer.Exit(result.exit_code)
 

@@ -17,6 +17,7 @@ from harness.cli.analysis_options import (
     MarginOpt,
     build_options,
 )
+from harness.cli.run_key_options import AcrossDecodePathsOpt, key_changes
 from harness.errors import InputError
 
 RunA = Annotated[Path, typer.Argument(metavar="RUN_A", help="the earlier run (any input form)", show_default=False)]
@@ -29,6 +30,7 @@ def compare(
     exclude: ExcludeOpt = None,
     confidence: ConfidenceOpt = None,
     margin: MarginOpt = None,
+    across_decode_paths: AcrossDecodePathsOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Did the crossover move between two runs (pins, commits, machines), and which points changed beyond noise.
@@ -40,11 +42,15 @@ def compare(
     from harness.analysis.pipeline import analyse_path
 
     options = build_options(exclude, confidence, margin, inputs=[run_a, run_b])
-    result = compare_runs(analyse_path(run_a, options), analyse_path(run_b, options), options.confidence)
+    a, b = analyse_path(run_a, options), analyse_path(run_b, options)
+    keyed = key_changes([(str(run_a), a), (str(run_b), b)], across_decode_paths)
+    result = compare_runs(a, b, options.confidence)
     if as_json:
-        typer.echo(json.dumps({"run_a": str(run_a), "run_b": str(run_b), **result.as_json()}, indent=1))
+        typer.echo(
+            json.dumps({"run_a": str(run_a), "run_b": str(run_b), "key_changes": keyed, **result.as_json()}, indent=1)
+        )
         return
-    for line in render_text(result, str(run_a), str(run_b)):
+    for line in [*keyed, *render_text(result, str(run_a), str(run_b))]:
         typer.echo(line)
 
 
@@ -54,6 +60,7 @@ def history(
     confidence: ConfidenceOpt = None,
     margin: MarginOpt = None,
     current_default: CurrentDefaultOpt = None,
+    across_decode_paths: AcrossDecodePathsOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Plot the crossover and its interval per run, in the order given (labelled by date and library pin).
@@ -67,13 +74,17 @@ def history(
         raise InputError("RUN...", " ".join(map(str, runs)), "give at least two runs")
     refuse_stored(out, "choose another --out")  # a link (even a dangling one) or a stored result: refused up front
     options = build_options(None, confidence, margin, current_default, inputs=runs)
-    rows = history_rows([(str(r), analyse_path(r, options)) for r in runs])
+    analysed = [(str(r), analyse_path(r, options)) for r in runs]
+    keyed = key_changes(analysed, across_decode_paths)
+    rows = history_rows(analysed)
     if out.exists():
         raise InputError(str(out), "--out", "exists; moecal never replaces a file, choose another name")
     write_history_plot(rows, out)
     if as_json:
-        typer.echo(json.dumps({"plot": str(out), "runs": rows}, indent=1))
+        typer.echo(json.dumps({"plot": str(out), "runs": rows, "key_changes": keyed}, indent=1))
         return
+    for line in keyed:
+        typer.echo(line)
     for row in rows:
         typer.echo(f"{row['label']}: crossover {row['text']}")
     typer.echo(f"plot → {out}")

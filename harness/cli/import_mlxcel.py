@@ -41,11 +41,18 @@ def import_mlxcel(
     current_default: Annotated[
         int | None, typer.Option(min=1, max=MAX_CAP, help="provenance: the cap in force when measured")
     ] = None,
+    fused_arm: Annotated[str | None, typer.Option(help="engine_bench_rounds.py JSONL: the fused arm's name")] = None,
+    fallback_arm: Annotated[
+        str | None, typer.Option(help="JSONL: the fallback arm's name (its `-null` arm is the A/A arm)")
+    ] = None,
+    dff: Annotated[int | None, typer.Option(min=1, max=MAX_CAP, help="JSONL: the model's expert Dff")] = None,
 ) -> None:
     """Each run becomes a sample row (round = run index); NA runs become skip rows with the reason.
 
     `--fallback A.csv --fused B.csv --models DIR` reads mlxcel's scripts/bench_decode.sh CSVs instead, one file per
-    arm and run; files that differ in mlxcel version, prompt, token budget, date or hardware are refused."""
+    arm and run; files that differ in mlxcel version, prompt, token budget, date or hardware are refused.
+    A `.jsonl` of mlxcel's scripts/engine_bench_rounds.py is read with --fused-arm, --fallback-arm and --dff
+    (harness.runs.engine_rounds_jsonl)."""
     from harness.runs.import_checks import check_distinct_files
     from harness.runs.mlxcel_bench_csv import read_bench_pair
     from harness.runs.mlxcel_csv import import_run_dir
@@ -62,6 +69,16 @@ def import_mlxcel(
 
         def read(_: object) -> MlxcelImport:
             return read_bench_pair(fallback, fused, models)
+
+    elif csv_path is not None and csv_path.suffix == ".jsonl":
+        from harness.runs.engine_rounds_jsonl import read_engine_rounds
+
+        if not (fused_arm and fallback_arm and dff):
+            raise InputError(str(csv_path), "--fused-arm/--fallback-arm/--dff", "a JSONL import needs all three")
+        jsonl, arms = csv_path, (fused_arm, fallback_arm, dff)
+
+        def read(_: object) -> MlxcelImport:
+            return read_engine_rounds(jsonl, *arms)
 
     elif csv_path is None:
         raise InputError("import-mlxcel", "CSV", "give an mlxcel sweep CSV, or --fallback A.csv --fused B.csv")

@@ -46,11 +46,54 @@ HEADER = """\
 """
 
 
-def protocol_args(caps: Capabilities | None, tokens: int) -> list[str]:
-    """The benchmark's arguments after the model: a fixed budget (`--ignore-eos`) where the binary has the flag,
-    so both arms generate exactly `tokens`; greedy decoding that stops at EOS otherwise (the July protocol)."""
-    args = ["-p", DEFAULT_PROMPT, "-n", str(tokens), "--warmup-tokens", str(WARMUP_TOKENS)]
+# bench_decode.sh's standard shape today (lablup/mlxcel scripts/bench_decode.sh and src/bin/bench_decode.rs:
+# `--prompt-tokens N` synthesizes a deterministic N-token prompt; the maintainers' decode runs add a 128-token budget
+# with `--ignore-eos`, PR #1888's report): a 512-token context, so attention's share of a step is what mlxcel publishes
+TODAY_PROMPT_TOKENS = 512
+TODAY_TOKENS = 128
+JULY_TOKENS = 100  # mlxcel-bench-decode's `-n` default, the July protocol's budget
+
+
+def protocol_args(caps: Capabilities | None, tokens: int | None, prompt_tokens: str | int | None = None) -> list[str]:
+    """The benchmark's arguments after the model. Today's shape where the binary offers its flags (a synthesized
+    `--prompt-tokens` context, a fixed `-n` budget with `--ignore-eos`, a 20-token warm-up); a fixed budget on the
+    short prompt where it has only `--ignore-eos`; else the July protocol (greedy to EOS on the short prompt).
+    `prompt_tokens` overrides the context (a `{prompt_tokens}` placeholder for a context axis)."""
+    today = caps is not None and caps.todays_shape
+    args = ["-p", DEFAULT_PROMPT]
+    if today:
+        context = TODAY_PROMPT_TOKENS if prompt_tokens is None else prompt_tokens
+        args += ["--prompt-tokens", str(context)]
+    budget = tokens if tokens is not None else TODAY_TOKENS if today else JULY_TOKENS
+    args += ["-n", str(budget), "--warmup-tokens", str(WARMUP_TOKENS)]
     return [*args, "--ignore-eos"] if caps is not None and caps.fixed_budget else args
+
+
+def _depth(context: list[int] | None) -> str | int | None:
+    """What `--prompt-tokens` gets: the one depth given, the axis's placeholder for several, None for the default."""
+    if not context:
+        return None
+    return context[0] if len(context) == 1 else "{prompt_tokens}"
+
+
+def protocol_words(command: list[str]) -> str:
+    """The header's description of the protocol a command line runs (and where it came from)."""
+    tokens = command[command.index("-n") + 1]
+    if "--prompt-tokens" in command:
+        context = command[command.index("--prompt-tokens") + 1].replace("{prompt_tokens}", "N (the context axis)")
+        return (
+            f"today's bench_decode.sh shape, from the binary's --help: a synthesized {context}-token prompt, a fixed "
+            f"{tokens}-token budget (--ignore-eos) after a {WARMUP_TOKENS}-token warm-up"
+        )
+    if "--ignore-eos" in command:
+        return (
+            f"short prompt, a fixed {tokens}-token budget (--ignore-eos) after a {WARMUP_TOKENS}-token warm-up; the "
+            "binary's --help offers no --prompt-tokens, so not today's 512-token shape"
+        )
+    return (
+        f"the July protocol: short prompt, up to {tokens} decode tokens (stops at EOS) after a {WARMUP_TOKENS}-token "
+        "warm-up; the binary's --help offers neither --prompt-tokens nor --ignore-eos"
+    )
 
 
 def init_config(
@@ -61,14 +104,15 @@ def init_config(
     name: str = "mlxcel",
     probe: str = "",
     parity_regex: str | None = None,
-    tokens: int = 100,
+    tokens: int | None = None,
     rounds: int = 5,
     dispatch_check: bool = True,
     knowledge: Knowledge | None = None,
     caps: Capabilities | None = None,
+    context: list[int] | None = None,
 ) -> dict[str, object]:
     """The config as a YAML-ready dict (validated by `write_config`). `caps`: what the binary's --help said (None:
-    not asked, the July protocol)."""
+    not asked, the July protocol). `context`: the depths of a context axis (today's shape only)."""
     from harness.analysis.backend_defaults import MLXCEL_DEFAULT_CAPS
     from harness.config.eligibility import SHIPPED, model_entry
     from harness.config.schema import DEFAULT_CAP_ENV
@@ -77,13 +121,15 @@ def init_config(
     resolved = detect().platform if backend == "auto" else backend
     workload: dict[str, object] = {
         "kind": "command",
-        "command": [*shlex.split(bench), "-m", "{model_path}", *protocol_args(caps, tokens)],
+        "command": [*shlex.split(bench), "-m", "{model_path}", *protocol_args(caps, tokens, _depth(context))],
         "cap_env": DEFAULT_CAP_ENV,
         "fused_cap": 20000,
         "fallback_cap": 1,
         "timeout_s": 600,
         "env": {},
     }
+    if context and len(context) > 1:
+        workload["prompt_tokens"] = list(context)
     if dispatch_check:
         workload["dispatch_check"] = {"enabled": True}
     if probe:
@@ -116,13 +162,9 @@ def write_config(
 
     parse_config(config, str(out))  # what init writes, sweep accepts
     workload = config["workload"]
-    tokens = workload["command"][workload["command"].index("-n") + 1]
-    fixed = "--ignore-eos" in workload["command"]
     header = HEADER.format(
         models=models_dir,
-        protocol=f"prompt, a fixed {tokens}-token budget (--ignore-eos) after a {WARMUP_TOKENS}-token warm-up"
-        if fixed
-        else f"prompt, up to {tokens} decode tokens (stops at EOS) after a {WARMUP_TOKENS}-token warm-up",
+        protocol=protocol_words(workload["command"]),
         cap_env=workload["cap_env"],
         fused=workload["fused_cap"],
         fallback=workload["fallback_cap"],
@@ -163,12 +205,23 @@ def init(
     parity_regex: Annotated[
         str | None, typer.Option(help="regex whose group 1 is the generated text or token ids", show_default=False)
     ] = None,
-    tokens: Annotated[int, typer.Option(min=1, help="tokens to generate per run (-n)")] = 100,
+    tokens: Annotated[
+        int | None,
+        typer.Option(min=1, help="tokens to generate per run (-n); default 128 in today's shape, else 100"),
+    ] = None,
     rounds: Annotated[int, typer.Option(min=1, help="measure.rounds")] = 5,
     mlxcel_src: Annotated[
         Path | None,
         typer.Option(
             help="an mlxcel source tree: derive the wired families and decline rules from it", show_default=False
+        ),
+    ] = None,
+    context: Annotated[
+        list[int] | None,
+        typer.Option(
+            min=1,
+            help="context depth (--prompt-tokens) instead of 512; repeat for a context axis, a crossover per depth",
+            show_default=False,
         ),
     ] = None,
 ) -> None:
@@ -187,8 +240,22 @@ def init(
     _check_bench_runs(bench)
     knowledge, notes = _knowledge(mlxcel_src)
     caps = _capabilities(bench)
+    if context and not caps.todays_shape:
+        raise InputError("--context", ",".join(map(str, context)), f"{bench} offers no --prompt-tokens (its --help)")
     config = init_config(
-        found, skipped, bench, backend, name, probe, parity_regex, tokens, rounds, dispatch_check, knowledge, caps
+        found,
+        skipped,
+        bench,
+        backend,
+        name,
+        probe,
+        parity_regex,
+        tokens,
+        rounds,
+        dispatch_check,
+        knowledge,
+        caps,
+        context,
     )
     if mlxcel_src is not None:  # the tree's version, commit and MLX pin: what the run was measured under
         from harness.config.mlxcel_tree import tree_pin

@@ -76,6 +76,14 @@ def report(
     backend: BackendOpt = None,
     gpu: GpuOpt = None,
     library_pin: LibraryPinOpt = None,
+    unreplicated: Annotated[
+        bool,
+        typer.Option(
+            "--unreplicated",
+            help="several runs: write the switch_layers.rs patch for every move, not only those a second session of "
+            "the same device class replicates (said in the addendum)",
+        ),
+    ] = False,
 ) -> None:
     """Write one run's addendum and plot, or one per-backend defaults addendum over several runs.
 
@@ -84,6 +92,8 @@ def report(
     `<run-id>.json`, the runs in mlxcel's sweep layout `<run-id>-mlxcel.csv` and, when a Metal or CUDA default
     changes, a patch of mlxcel's src/models/switch_layers.rs. Over several runs also `<date>-<backends>-autotune.json`:
     the decided caps as entries in the shape of mlxcel's autotune store (docs/mlxcel.md), read back and validated.
+    A move decided by one session is a proposal: the several-run patch carries only moves two sessions of one device
+    class agree on (harness.analysis.replication).
     """
     from harness.analysis.backend_defaults import run_checks
     from harness.output.autotune_entry import write_entries
@@ -103,7 +113,7 @@ def report(
         for name, given in single.items():
             if given is not None:
                 raise InputError(name, "", "applies to one run's addendum; give a single RUN")
-        md_path, defaults = write_defaults(input_paths, out, options, source)
+        md_path, defaults = write_defaults(input_paths, out, options, source, unreplicated)
         print_defaults(defaults, typer.echo)
         typer.echo(f"addendum → {md_path}")
         entries_path, entries = write_entries(defaults, md_path.parent, md_path.name.removesuffix("-dff-defaults.md"))

@@ -1,5 +1,6 @@
 """Launch knobs: environment variables of the binary under test that change *how* the fused kernel runs, not *whether*
-(a config's `knobs: {MLXCEL_FUSED_MOE_SGY: [2, 4, 8, 16]}`), and the shell environment a sweep must not inherit.
+(a config's `knobs: {MLXCEL_FUSED_MOE_SGY: [2, 4, 8, 16]}`). The shell variables a sweep must not inherit are
+harness.measure.arm_env's.
 
 mlxcel reads `MLXCEL_FUSED_MOE_SGY`, the rows (simdgroups on Metal, warps on CUDA and ROCm) per threadgroup of the
 fused decode-MoE kernels, in `src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp`: `atoi` of the variable, used when it lies
@@ -22,10 +23,6 @@ from dataclasses import dataclass
 from harness.config.backend_specs import mlxcel_caps
 
 SGY = "MLXCEL_FUSED_MOE_SGY"
-# the variables that decide what the fused-MoE path does: one set in the shell and not named by the config would
-# change what a sweep measures (the kill switch MLXCEL_FUSED_MOE=0 turns both arms into the fallback)
-MEASURED_PREFIX = "MLXCEL_FUSED_MOE"
-BINARY_PREFIX = "MLXCEL_"  # everything the binary reads; the rest of the shell is not its business
 
 
 @dataclass(frozen=True)
@@ -93,12 +90,3 @@ def reference(knobs: Mapping[str, Iterable[int]], backend: str) -> dict[str, str
         default = spec.default_for(backend) if spec else None
         out[name] = str(default if default in values else values[0])
     return out
-
-
-def shell_environment(environ: Mapping[str, str], owned: Iterable[str]) -> tuple[dict[str, str], list[str]]:
-    """(every variable the binary reads (`MLXCEL_*`) set in this shell and not owned by the config, the ones among
-    them that would change what is measured (`MLXCEL_FUSED_MOE*`)). A sweep records the first in meta.json and
-    refuses to start on the second: a shell SGY=4 would move the crossover with nothing in the run saying so."""
-    mine = set(owned)
-    found = {k: v for k, v in sorted(environ.items()) if k.startswith(BINARY_PREFIX) and k not in mine}
-    return found, [k for k in found if k.startswith(MEASURED_PREFIX)]

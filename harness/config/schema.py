@@ -32,6 +32,7 @@ DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
 DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
 PARITY_CHECK_ENV = "MLXCEL_FUSED_MOE_PARITY_CHECK"
 PARITY_THRESHOLD_ENV = "MLXCEL_FUSED_MOE_PARITY_THRESHOLD"
+CONTEXT_PLACEHOLDER = "prompt_tokens"  # a command workload's context axis (CommandSettings.prompt_tokens)
 MAX_DIM = 1 << 20  # Dff and every shape field: far above any model, low enough that sizes derived from it stay sane
 # `{dff:>999999999}` would build a gigabyte argument per run; no benchmark flag needs a field padded wider than this
 MAX_FORMAT_WIDTH = 64
@@ -140,6 +141,29 @@ class CommandSettings(Strict):
     dispatch_probe: DispatchProbe | None = None
     dispatch_check: DispatchCheck | None = None
     parity: Parity | None = None
+    # the context axis: the command's `{prompt_tokens}` filled with each depth, every depth its own points and its
+    # own shape family (a crossover per depth), e.g. [512, 8192] with `--prompt-tokens {prompt_tokens}`
+    prompt_tokens: list[Annotated[int, BeforeValidator(_no_bool), Field(gt=0, le=MAX_DIM)]] | None = Field(
+        None, min_length=1
+    )
+
+    @field_validator("prompt_tokens")
+    @classmethod
+    def _distinct_depths(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError(f"a depth is listed twice ({value})")
+        return value
+
+    @model_validator(mode="after")
+    def _axis_in_command(self) -> CommandSettings:
+        """A context axis the command never passes would measure one depth under several labels; a placeholder
+        without the axis would reach the binary unfilled."""
+        used = any(f == CONTEXT_PLACEHOLDER for arg in self.command for _, f, _, _ in string.Formatter().parse(arg))
+        if self.prompt_tokens is not None and not used:
+            raise _FieldError(("workload", "prompt_tokens"), "the command has no {prompt_tokens} to pass each depth")
+        if used and self.prompt_tokens is None:
+            raise _FieldError(("workload", "command"), "uses {prompt_tokens}: give the depths (prompt_tokens: [...])")
+        return self
 
     @field_validator("metric_regex")
     @classmethod
@@ -377,7 +401,9 @@ class Measure(Strict):
     # the policy the sweep's own decisions aim at (the until-decided looks, refinement's next Dff), recorded in
     # meta.json (harness.runs.run_meta.RunPolicy) so a later analysis of the run defaults to the same targets
     confidence: float = Field(CONFIDENCE, ge=0.5, lt=1.0)
-    margin: float = Field(MARGIN, ge=0.0, lt=0.5)
+    # a fraction, or `from-null` (needs null_arm): the widest null-arm per-round delta rounded up to the next 0.5%,
+    # as mlxcel's ADR 0007 sets its threshold (harness.analysis.null_margin); the sweep's own looks then use MARGIN
+    margin: Annotated[float, Field(ge=0.0, lt=0.5)] | Literal["from-null"] = MARGIN
 
     @model_validator(mode="before")
     @classmethod
@@ -387,6 +413,17 @@ class Measure(Strict):
                 if old in data:
                     raise _FieldError(("measure", old), "was replaced by until_decided (docs/design.md §5)")
         return data
+
+    @model_validator(mode="after")
+    def _null_for_margin(self) -> Measure:
+        if self.margin == "from-null" and not self.null_arm:
+            raise _FieldError(("measure", "margin"), "from-null needs the A/A arm: set measure.null_arm: true")
+        return self
+
+    @property
+    def numeric_margin(self) -> float:
+        """The margin the sweep's own looks aim at: MARGIN while it is to be derived from the null arm."""
+        return MARGIN if self.margin == "from-null" else self.margin
 
     @model_validator(mode="after")
     def _max_rounds(self) -> Measure:
@@ -415,6 +452,28 @@ class SynthSettings(Strict):
     cache: str | None = None
 
 
+class GuardSettings(Strict):
+    """`guard:` — runs no neighbour can contaminate (harness.measure.guard): before and during every run, other GPU
+    compute processes, compilers, load, clock-throttle reasons and suspension gaps; a contended run is re-run and
+    marked. `enabled` null (the default): on where any probe exists here. `host_lock`: mlxcel's host-wide guard
+    lock (harness.measure.host_lock), held for the whole sweep; `lock_wait_s` bounds the wait (0: no bound)."""
+
+    enabled: bool | None = None
+    host_lock: bool = True
+    lock_wait_s: float = Field(0.0, ge=0)
+    interval_s: float = Field(1.0, gt=0)  # rocm_gpu_guard.sh samples at 1 Hz
+    retry_wait_s: float = Field(10.0, ge=0)  # pause before re-running a contended run
+    max_load_per_core: float | None = Field(None, gt=0)  # a 1-minute load above this counts as contention
+    suspend_gap_s: float = Field(1.0, gt=0)  # a sleep clock falling this far behind during a run: suspended
+    kfd_dir: str | None = None  # ROCm's /sys/class/kfd/kfd/proc (ROCM_GPU_GUARD_KFD_DIR in mlxcel's guard)
+    compilers: str | None = None  # regex on /proc/<pid>/comm; null: rocm_gpu_guard.sh's list
+
+    @field_validator("compilers")
+    @classmethod
+    def _valid(cls, value: str | None) -> str | None:
+        return None if value is None else _check_regex(value, 0)
+
+
 class SweepConfig(Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     backend: Literal[(*BACKEND_NAMES, "auto")] = "auto"  # type: ignore[valid-type]  # the registry's names
@@ -424,6 +483,7 @@ class SweepConfig(Strict):
     models: list[ModelEntry] = Field(default_factory=list)
     measure: Measure = Field(default_factory=Measure)
     synth: SynthSettings | None = None
+    guard: GuardSettings = Field(default_factory=GuardSettings)
     # launch knobs of the binary (harness.config.knobs): every combination of the values is measured, each with
     # both arms, interleaved in every round; command workloads only
     knobs: dict[str, Annotated[list[Annotated[int, BeforeValidator(_no_bool)]], Field(min_length=1)]] = Field(
@@ -466,7 +526,8 @@ class SweepConfig(Strict):
                     raise _FieldError(("models", index, "dff"), "required for command workloads")
                 parity = self.workload.parity
                 extra = [parity.output_file] if parity and parity.output_file else []
-                _check_placeholders([*self.workload.command, *extra], model, index)
+                _check_placeholders(self.workload.command, model, index, context=True)
+                _check_placeholders(extra, model, index)
         return self
 
     def _knobs_fit(self) -> None:
@@ -507,8 +568,9 @@ def _nul_path(data: object, loc: tuple) -> tuple | None:
     return None
 
 
-def _check_placeholders(command: list[str], model: ModelEntry, index: int) -> None:
-    known = model.placeholders()
+def _check_placeholders(command: list[str], model: ModelEntry, index: int, context: bool = False) -> None:
+    """`context`: the command line itself, where `{prompt_tokens}` is the axis's depth (checked by CommandSettings)."""
+    known = {**({CONTEXT_PLACEHOLDER: 1} if context else {}), **model.placeholders()}
     for arg in command:
         for _, field_name, spec, _ in string.Formatter().parse(arg):
             if field_name and field_name not in known:

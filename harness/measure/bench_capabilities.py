@@ -23,6 +23,8 @@ FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 _COMMIT = re.compile(r"\b(?:commit|mlxcel)[ :=]+([0-9a-f]{7,40})\b", re.IGNORECASE)
 _MLX = re.compile(r"\bMLX(?: pin)?[ :=]+v?([0-9A-Za-z._-]+)")
 IGNORE_EOS = "--ignore-eos"
+# bench_decode.sh's shape today: a synthesized `--prompt-tokens N` context, a fixed budget, a discarded warm-up
+TODAY_FLAGS = ("--prompt-tokens", "--warmup-tokens", IGNORE_EOS)
 
 
 @dataclass(frozen=True)
@@ -45,13 +47,23 @@ class Capabilities:
         """Whether both arms can be made to generate exactly `-n` tokens (`--ignore-eos`)."""
         return self.has(IGNORE_EOS)
 
+    @property
+    def todays_shape(self) -> bool:
+        """Whether the binary offers every flag of bench_decode.sh's shape today (`--prompt-tokens 512 -n 128
+        --warmup-tokens 20 --ignore-eos`): a context of a chosen depth with equal work in both arms."""
+        return all(self.has(flag) for flag in TODAY_FLAGS)
+
     def as_meta(self) -> dict[str, object]:
         """What meta.json records of the binary (key names documented in docs/mlxcel.md)."""
         return {
             "bench_version": self.version,
             "bench_commit": self.commit,
             "bench_mlx_pin": self.mlx_pin,
-            "bench_protocol": "fixed budget (--ignore-eos)" if self.fixed_budget else "stop at EOS (July protocol)",
+            "bench_protocol": "synthesized context, fixed budget (--prompt-tokens, --ignore-eos)"
+            if self.todays_shape
+            else "fixed budget (--ignore-eos)"
+            if self.fixed_budget
+            else "stop at EOS (July protocol)",
             "bench_flags": sorted(self.flags),
         }
 

@@ -61,10 +61,20 @@ class RunOutcome:
     rel_rms: float | None = None
     tokens_agree: int | None = None
     dispatch_ok: bool | None = None
+    decode_path: str | None = None  # the binary's `Decode path:` line (harness.measure.bench_output)
 
 
 class RunFailed(Exception):
     """One run failed (crash, timeout, unparsable output); recorded as a `fail` row and the sweep goes on."""
+
+
+class RunContended(RunFailed):
+    """A run another process may have distorted (harness.measure.guard; exit 75 of mlxcel's rocm_gpu_guard.sh): its
+    row is written marked `contended:` and excluded like a failure, and the same slot is run again, up to
+    CONTENDED_RETRIES times, so a contended round is re-run and never pooled."""
+
+
+CONTENDED_RETRIES = 3
 
 
 class PointRunner(Protocol):
@@ -180,6 +190,7 @@ def outcome_fields(outcome: RunOutcome) -> dict[str, object]:
         "rel_rms": "" if outcome.rel_rms is None else f"{outcome.rel_rms:.3e}",
         "tokens_agree": "" if outcome.tokens_agree is None else outcome.tokens_agree,
         "dispatch_ok": "" if outcome.dispatch_ok is None else int(outcome.dispatch_ok),
+        "decode_path": outcome.decode_path or "",
         "status": "ok",
     }
 
@@ -214,23 +225,37 @@ def measure_point(
                     continue
                 if runner is None:
                     runner = _open_warm(workload, point, plan)
-                row = row_for(run_id, point, arm, round_index, position, setting)
-                row["pass"] = plan.pass_of(round_index)
-                try:
-                    # only a command runner takes extra environment; a config gives knobs to command workloads only
-                    outcome = runner.run(arm_path(arm), setting) if setting else runner.run(arm_path(arm))
-                    row.update(outcome_fields(checked(outcome)))
-                except RunFailed as exc:
-                    row.update(status="fail", error=str(exc))
-                writer.append(row)
-                written += 1
-                where = f" {row['knobs']}" if setting else ""
-                on_run(f"{point.label}{where} {arm} r{round_index}: {row['status']}")
+                for attempt in range(CONTENDED_RETRIES + 1):
+                    row = row_for(run_id, point, arm, round_index, position, setting)
+                    row["pass"] = plan.pass_of(round_index)
+                    contended = _run_once(runner, arm, setting, row, last=attempt == CONTENDED_RETRIES)
+                    writer.append(row)
+                    written += 1
+                    where = f" {row['knobs']}" if setting else ""
+                    on_run(f"{point.label}{where} {arm} r{round_index}: {row['status']}{' (contended)' * contended}")
+                    if not contended:
+                        break
             round_index += 1
     finally:
         if runner is not None:
             runner.close()
     return written
+
+
+def _run_once(runner: PointRunner, arm: str, setting: dict[str, str], row: dict[str, object], last: bool) -> bool:
+    """Run one slot into `row`; True when it was contended and will be run again (never after the `last` try, whose
+    row stays a marked failure)."""
+    try:
+        # only a command runner takes extra environment; a config gives knobs to command workloads only
+        outcome = runner.run(arm_path(arm), setting) if setting else runner.run(arm_path(arm))
+        row.update(outcome_fields(checked(outcome)))
+    except RunContended as exc:
+        tail = "; every retry was contended, so this slot has no clean run" if last else "; run again"
+        row.update(status="fail", error=f"contended: {exc}{tail}")
+        return not last
+    except RunFailed as exc:
+        row.update(status="fail", error=str(exc))
+    return False
 
 
 def _open_warm(workload: PointOpener, point: Point, plan: RoundSchedule) -> PointRunner:

@@ -28,7 +28,9 @@ from harness.config.schema import (
     load_config,
 )
 from harness.errors import BackendUnavailable, InputError
+from harness.measure import arm_env
 from harness.measure.backends import detect, resolve_name
+from harness.measure.guard import GUARD_FILE
 from harness.measure.model_folders import check_model_folders
 from harness.measure.protocol import Point, RoundSchedule, Workload, pending_runs
 from harness.measure.synth_models import with_synthetic_models
@@ -83,7 +85,7 @@ class PreparedSweep:
 def run_policy(measure: Measure) -> RunPolicy:
     """The targets a sweep's own decisions aim at: the `measure:` block's confidence and margin (the until-decided
     look level is added by harness.measure.allocation.save once the looks have read the decision at it)."""
-    return RunPolicy(measure.confidence, measure.margin)
+    return RunPolicy(measure.confidence, measure.numeric_margin)
 
 
 def backend_for(config: SweepConfig, override: str | None) -> str:
@@ -166,11 +168,16 @@ def prepare(
         warmup_runs=plan.warmup_runs,
         order=plan.order,
     )
+    if config.measure.margin == "from-null":  # derived at analysis time (harness.analysis.null_margin)
+        meta["margin_from_null"] = True
     workload.describe_run(meta, points, measure_null)
     _attach_knobs(config, source, backend_name, points, meta)
     run_dir = _choose_run_dir(out, resume, results, meta, source, lambda folder: _pending(points, plan, folder))
     previous = RunDirectory(run_dir).read_meta() if resume is not None else {}
     meta["run_id"] = run_id = str(previous.get("run_id") or run_dir.name)
+    run_guard = getattr(workload, "guard", None)  # command workloads (harness.measure.guard): its log beside samples
+    if run_guard is not None:
+        run_guard.log_path = run_dir / GUARD_FILE
     segment = new_segment(meta)
     mixed = mixed_settings(previous, segment)
     if mixed and not allow_mixed:
@@ -190,8 +197,8 @@ def prepare(
 
 def _attach_knobs(config: SweepConfig, source: str, backend: str, points: list[Point], meta: dict[str, object]) -> None:
     """The config's launch knobs on every point and in meta.json (`knobs`, `knob_reference`: the setting the run's
-    plain decision is made at), and the binary's variables this shell sets: recorded in meta.json (`shell_env`),
-    and refused when one would change what is measured without the config naming it (harness.config.knobs)."""
+    plain decision is made at), and the arm variables this shell sets: recorded in meta.json (`shell_env`), and
+    refused when one would change what is measured without the config naming it (harness.measure.arm_env)."""
     settings = launch_knobs.settings(config.knobs)
     for point in points:
         point.knobs = settings
@@ -205,17 +212,17 @@ def _attach_knobs(config: SweepConfig, source: str, backend: str, points: list[P
     # the parity probe's variables are set or cleared by the harness on every run (harness.measure.dispatch)
     probe = (check.check_env, check.threshold_env) if check else (PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV)
     owned = {getattr(workload, "cap_env", ""), *getattr(workload, "env", {}), *config.knobs, *probe}
-    found, refused = launch_knobs.shell_environment(os.environ, owned)
+    found, refused = arm_env.shell_environment(os.environ, owned)
     if found:
         meta["shell_env"] = found
     if refused:
-        name = refused[0]
+        name, why = next(iter(refused.items()))
+        sweep_it = f", or knobs: {{{name}: [...]}} to calibrate it" if name.startswith(arm_env.FUSED_MOE_PREFIX) else ""
         raise InputError(
             source,
             "knobs",
-            f"{name}={found[name]} is set in this shell and changes what the fused-MoE path does, so every run would "
-            f"measure it while the run records another setting: unset it, or name it in the config (knobs: "
-            f"{{{name}: [...]}} to calibrate it, or workload.env to hold it fixed)",
+            f"{name}={found[name]} is set in this shell and {why}, so every run would measure it while the run "
+            f"records another setting: unset it, or name it in the config (workload.env to hold it fixed{sweep_it})",
         )
 
 

@@ -137,7 +137,7 @@ def findings(data: ReportData) -> list[str]:
         out.append(f"- Unstable (an arm's robust spread > 5%): {', '.join(unstable)}.")
     if data.previous:
         out += _previous_findings(data.previous)
-    return out
+    return out + list(data.run_notes)
 
 
 def _dispatch_findings(points: list[PointJSON], several: bool) -> list[str]:

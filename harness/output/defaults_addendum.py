@@ -13,6 +13,7 @@ from harness.analysis.pipeline import Options
 from harness.output.device_defaults import class_defaults, class_markdown, class_patch, rust_block
 from harness.output.markdown_text import md_code, md_text
 from harness.output.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
+from harness.output.replication_section import patch_caps, replication_markdown
 from harness.runs.formats import write_text_atomic
 from harness.runs.rundir import refuse_stored
 
@@ -132,7 +133,11 @@ def render_markdown(defaults: Defaults, date: str, source: MlxcelSource | None =
 
 
 def write_defaults(
-    paths: Sequence[Path], out_dir: Path, options: Options = Options(), source: MlxcelSource | None = None
+    paths: Sequence[Path],
+    out_dir: Path,
+    options: Options = Options(),
+    source: MlxcelSource | None = None,
+    unreplicated: bool = False,
 ) -> tuple[Path, Defaults]:
     """The defaults addendum and, when a default changes, the switch_layers.rs patch beside it (against `source`,
     the tree read with --mlxcel-src, else the published defaults)."""
@@ -143,12 +148,13 @@ def write_defaults(
     backends = "-".join(b.backend for b in defaults.backends) or "none"
     path = out_dir / f"{date}-{backends}-dff-defaults.md"
     refuse_stored(path, "write the report somewhere else (--out)")
-    patch = cap_patch(source or known_defaults(), changed_caps(defaults))
+    patch = cap_patch(source or known_defaults(), patch_caps(defaults, changed_caps(defaults), unreplicated))
     patch_path = out_dir / f"{date}-{backends}-switch_layers.diff"
     if patch:
         refuse_stored(patch_path, "write the report somewhere else (--out)")
         write_text_atomic(patch_path, patch)
     text = render_markdown(defaults, date, source, patch_path.name if patch else "")
+    text += "\n" + replication_markdown(defaults, unreplicated)
     write_text_atomic(path, text + "\n" + _write_class_defaults(defaults, out_dir, f"{date}-{backends}", source))
     return path, defaults
 

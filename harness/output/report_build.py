@@ -29,6 +29,7 @@ from harness.output.addendum_heading import context, library_under_test, report_
 from harness.output.mlxcel_source import MlxcelSource, known_defaults
 from harness.output.report_data import ADDENDUM_SUFFIX, ReportData, ReportFiles
 from harness.output.report_links import link_target, project_root, relative_path, shown_text
+from harness.output.run_findings import run_findings
 from harness.runs.formats import SAMPLES_FILE
 from harness.runs.rundir import SUMMARY_FILE, RunDirectory
 from harness.runs.summary_columns import SummaryCol
@@ -170,6 +171,7 @@ def build_report_data(
         backend=backend,
         library_pin=shown_text(library_under_test(provenance, tree), source_root),
         raw_data=relative_path(input_path, root),
+        run_notes=run_findings(input_path, d),
         overrides=report_input.overrides,
         link_base=relative_path(link_base, md_dir),
         options=analysis.options,

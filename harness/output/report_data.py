@@ -72,6 +72,7 @@ class ReportData:
     link_base: str = "."
     until_decided: dict[str, object] | None = None
     table_wrong: dict[str, str] | None = None
+    run_notes: list[str] = field(default_factory=list)  # how the run was taken (harness.output.run_findings)
     format: int = REPORT_FORMAT
 
     def to_json(self) -> dict[str, object]:
@@ -93,6 +94,7 @@ class ReportData:
             "previous": self.previous,
             **({"until_decided": self.until_decided} if self.until_decided else {}),
             **({"table_wrong": self.table_wrong} if self.table_wrong else {}),
+            **({"run_notes": self.run_notes} if self.run_notes else {}),
         }
 
     @classmethod
@@ -114,6 +116,7 @@ class ReportData:
             link_base=str(data.get("link_base", ".")),
             until_decided=data.get("until_decided"),
             table_wrong=data.get("table_wrong"),
+            run_notes=[str(n) for n in data.get("run_notes") or []],
             format=data["moecal_report"],
         )
 

@@ -62,9 +62,10 @@ SAMPLE_COLUMNS = [
     "timestamp",
     "knobs",  # the launch-knob setting of the run (harness.config.knobs), "" without knobs
     "pass",  # 1 or 2: the pass over the grid the run belongs to (harness.analysis.sweep_drift), "" for one pass
+    "decode_path",  # command workloads: what the binary's `Decode path:` line said ("" when it prints none)
 ]
 # columns a samples.csv written before they existed lacks: read as "" (and a resumed run keeps its own header)
-LATER_COLUMNS = ("knobs", "pass")
+LATER_COLUMNS = ("knobs", "pass", "decode_path")
 # A run is identified by (point, knob setting, arm, round); round -1 marks warm-up rows, which are never written.
 RUN_KEY = [*POINT_COLUMNS[2:], "knobs", "arm", "round"]  # backend/device are constant within a run directory
 DONE_STATUSES = ("ok", "skip")

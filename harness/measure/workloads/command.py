@@ -29,17 +29,63 @@ from pathlib import Path
 from harness.analysis.parity import agreement, capture_file, capture_regex
 from harness.config.backend_specs import backend_spec
 from harness.config.mlxcel_families import SWITCH_ENV, SWITCH_OFF, SWITCH_ON
-from harness.config.schema import PARITY_CHECK_ENV, PARITY_THRESHOLD_ENV, CommandSettings, ModelEntry, SweepConfig
+from harness.config.schema import (
+    CONTEXT_PLACEHOLDER,
+    PARITY_CHECK_ENV,
+    PARITY_THRESHOLD_ENV,
+    CommandSettings,
+    ModelEntry,
+    SweepConfig,
+)
 from harness.errors import InputError
+from harness.measure import guard
 from harness.measure.backends import detect
 from harness.measure.bench_capabilities import capabilities, leading_args
-from harness.measure.bench_output import generated_tokens, rejected_flag, usage_error
+from harness.measure.bench_output import decode_path, generated_tokens, rejected_flag, usage_error
 from harness.measure.proc import HELP_TIMEOUT_S, ask_help, run_with_deadline
-from harness.measure.protocol import Point, RunFailed, RunOutcome
+from harness.measure.protocol import Point, RunContended, RunFailed, RunOutcome
 from harness.measure.synth_models import synthetic_provenance
 from harness.runs.provenance import cpu_name
 
 TAIL_CHARS = 400
+# what mlxcel's scripts/rocm_gpu_guard.sh exits with when every attempt was contended or its --max-wait ran out
+# ("nothing COMMAND printed should be used"): the run is re-run, not failed
+GUARD_CONTENDED_EXIT = 75
+
+
+class SweepKeys:
+    """What every run of a sweep must share with its first: the decode loop (the `Decode path:` line; mlxcel retired
+    CxxGenerator for the batch-native engine, ADR 0007, and the line says which loop timed the run) and the build (the
+    benchmark binary's size and modification time: a binary rebuilt mid-sweep is another build). A run that differs
+    is excluded (a failed row with the reason), never pooled with the others."""
+
+    def __init__(self) -> None:
+        self.first: str | None = None
+        self.build: tuple[str, int, int] | None = None
+
+    def check(self, path: str | None) -> None:
+        """Raise RunFailed when `path` differs from the sweep's first (a binary printing no line is not judged)."""
+        if path is None:
+            return
+        if self.first is None:
+            self.first = path
+        elif path != self.first:
+            raise RunFailed(
+                f"decode path {path!r} differs from the sweep's first run ({self.first!r}): excluded, never pooled "
+                "across decode loops"
+            )
+
+    def check_build(self, program: str) -> None:
+        """Raise RunFailed when the program's file changed since the sweep's first run (not judged when unresolved)."""
+        found = _resolve_executable(program)
+        if found is None:
+            return
+        stat = Path(found).stat()
+        build = (str(Path(found).resolve()), stat.st_size, stat.st_mtime_ns)
+        if self.build is None:
+            self.build = build
+        elif build != self.build:
+            raise RunFailed(f"{program} was rebuilt since the sweep's first run: another build, never pooled with it")
 
 
 def _tail(text: str) -> str:
@@ -47,19 +93,34 @@ def _tail(text: str) -> str:
     return text[-TAIL_CHARS:].replace("\n", " | ")
 
 
-def argv_for(settings: CommandSettings, model: ModelEntry) -> list[str]:
-    """The command line for one model, `{placeholders}` filled from the model entry (validated by the config)."""
+def argv_for(settings: CommandSettings, model: ModelEntry, depth: int | None = None) -> list[str]:
+    """The command line for one model, `{placeholders}` filled from the model entry (validated by the config) and
+    `{prompt_tokens}` with the context axis's depth (its first depth when none is given)."""
     values = model.placeholders()
+    if settings.prompt_tokens:
+        values[CONTEXT_PLACEHOLDER] = depth if depth is not None else settings.prompt_tokens[0]
     return [arg.format_map(values) for arg in settings.command]
+
+
+def context_label(depth: int) -> str:
+    """A context axis point's `dtype` cell and label suffix (`ctx8192`): a command's dtype is the binary's own, so
+    the column names the depth instead, and harness.analysis.stats.family_labels makes each depth its own family."""
+    return f"ctx{depth}"
 
 
 class CommandRunner:
     """Runs one model's command; `run(path)` forces the path through the cap environment variable."""
 
     def __init__(
-        self, settings: CommandSettings, argv: list[str], output_file: Path | None = None, forced_by: str = "cap"
+        self,
+        settings: CommandSettings,
+        argv: list[str],
+        output_file: Path | None = None,
+        forced_by: str = "cap",
+        paths: SweepKeys | None = None,
     ):
         self.settings = settings
+        self.paths = paths or SweepKeys()
         self.argv = argv
         self.forced_by = forced_by  # ModelEntry.forced_by: `switch` also sets MLXCEL_FUSED_MOE per arm
         self.metric = re.compile(settings.metric_regex)
@@ -102,6 +163,11 @@ class CommandRunner:
         if finished.timed_out:
             raise RunFailed(f"timed out after {self.settings.timeout_s:g}s; stdout tail: {_tail(stdout)}")
         output = self.last_text = stdout + "\n" + stderr
+        if finished.returncode == GUARD_CONTENDED_EXIT:
+            raise RunContended(
+                f"exit {GUARD_CONTENDED_EXIT}: the command's GPU guard found every attempt contended "
+                f"(mlxcel's rocm_gpu_guard.sh); stderr tail: {_tail(stderr)}"
+            )
         if finished.returncode != 0:
             raise RunFailed(
                 f"exit code {finished.returncode}; stderr tail: {_tail(stderr)}; stdout tail: {_tail(stdout)}"
@@ -117,7 +183,10 @@ class CommandRunner:
         dispatch_ok = None
         if self.probe is not None and path == "fused":
             dispatch_ok = bool(self.probe.search(output))
-        outcome = RunOutcome(generated_tokens(output), seconds, tok_s, dispatch_ok=dispatch_ok)
+        loop = decode_path(output)
+        self.paths.check(loop)
+        self.paths.check_build(self.argv[0])
+        outcome = RunOutcome(generated_tokens(output), seconds, tok_s, dispatch_ok=dispatch_ok, decode_path=loop)
         return self._with_parity(path, output, outcome)
 
     def _with_parity(self, path: str, output: str, outcome: RunOutcome) -> RunOutcome:
@@ -194,6 +263,8 @@ class CommandWorkloadRunner:
         self.config_path = config_path
         self.backend_name = backend
         self.device = device
+        self.sweep_keys = SweepKeys()  # one per sweep: every point's runs are judged against the same first
+        self.guard = guard.build(config.guard)  # None: off, or nothing to guard against on this host
 
     def caps(self) -> dict[str, object]:
         caps: dict[str, object] = {"fused": self.settings.fused_cap, "fallback": self.settings.fallback_cap}
@@ -202,10 +273,11 @@ class CommandWorkloadRunner:
         return caps
 
     def points(self) -> list[Point]:
-        return [self.point_for(model) for model in self.config.models]
+        depths = self.settings.prompt_tokens or [None]
+        return [self.point_for(model, depth) for depth in depths for model in self.config.models]
 
-    def point_for(self, model: ModelEntry) -> Point:
-        """One model's point (skipped when the config expects it null)."""
+    def point_for(self, model: ModelEntry, depth: int | None = None) -> Point:
+        """One model's point at one depth of the context axis (skipped when the config expects it null)."""
         key = {
             "backend": self.backend_name,
             "device": self.device,
@@ -218,10 +290,11 @@ class CommandWorkloadRunner:
             "top_k": model.top_k or "",
             "bits": model.bits or "",
             "group_size": model.group_size or "",
-            "dtype": "",
+            "dtype": "" if depth is None else context_label(depth),
         }
         skip = f"expected null: {model.expect_null} (--measure-null measures it)" if model.expect_null else ""
-        return Point(key=key, caps=self.caps(), label=model.name, skip_reason=skip, extra={"model": model})
+        label = model.name if depth is None else f"{model.name} {context_label(depth)}"
+        return Point(key=key, caps=self.caps(), label=label, skip_reason=skip, extra={"model": model, "depth": depth})
 
     def point_at(self, template: Point, dff: int) -> Point | None:
         """A point at a Dff no model has, synthesized from the config's `synth.like` (Dff refinement; every
@@ -232,7 +305,7 @@ class CommandWorkloadRunner:
         from harness.measure.synth_models import synthesize  # MLX writes the checkpoint
 
         try:
-            return self.point_for(synthesize(self.config.synth, dff))
+            return self.point_for(synthesize(self.config.synth, dff), template.extra.get("depth"))
         except InputError:
             return None
 
@@ -286,13 +359,15 @@ class CommandWorkloadRunner:
                     f"{argv[0]} {what} (for model {model.name!r}: {complaint}); fix the command before measuring",
                 )
 
-    def open(self, point: Point) -> CommandRunner:
+    def open(self, point: Point) -> CommandRunner | guard.GuardedRunner:
         model = point.extra["model"]
         parity = self.settings.parity
         output_file = None
         if parity and parity.output_file:
             output_file = Path(parity.output_file.format_map(model.placeholders()))
-        return CommandRunner(self.settings, argv_for(self.settings, model), output_file, model.forced_by)
+        argv = argv_for(self.settings, model, point.extra.get("depth"))
+        runner = CommandRunner(self.settings, argv, output_file, model.forced_by, self.sweep_keys)
+        return runner if self.guard is None else guard.GuardedRunner(runner, self.guard, point.label)
 
     def describe_arms(self) -> dict[str, str]:
         """How each arm is forced, for the report."""
@@ -313,11 +388,14 @@ class CommandWorkloadRunner:
         if not self.config.library_pin:
             meta["library_pin"] = f"the command's own build ({self.settings.command[0]})"
         meta["bench_command"] = shlex.join(self.settings.command)  # the addendum's "Harness:" (prompt, tokens)
+        if self.settings.prompt_tokens:
+            meta["context_axis"] = list(self.settings.prompt_tokens)
         command = self.settings.command
         meta.update(capabilities(command[0], leading_args(command)).as_meta())
         missing = device_missing(self.backend_name)
         if missing:
             meta["backend_device_missing"] = missing
+        meta["guard"] = guard.describe(self.guard, self.config.guard)
         record_arm_forcing(self.config, meta)
         apply_null_policy(points, self.config, meta, measure_null)
         synthetic = synthetic_provenance(self.config)
