@@ -54,8 +54,9 @@ class ReportFiles:
 
 @dataclass(frozen=True)
 class ReportData:
-    """One addendum's record (module docstring). `until_decided` (how an until-decided sweep stopped) and
-    `table_wrong` (where the dispatch pass proved the family table wrong) are left out of the JSON when empty."""
+    """One addendum's record (module docstring). `until_decided` (how an until-decided sweep stopped),
+    `table_wrong` (where the dispatch pass proved the family table wrong) and `knobs` (a knob sweep's joint
+    recommendation) are left out of the JSON when empty."""
 
     date: str
     host: str
@@ -72,6 +73,7 @@ class ReportData:
     link_base: str = "."
     until_decided: dict[str, object] | None = None
     table_wrong: dict[str, str] | None = None
+    knobs: dict[str, object] | None = None  # a knob sweep's joint recommendation and rows (KnobResult.record)
     format: int = REPORT_FORMAT
 
     def to_json(self) -> dict[str, object]:
@@ -93,6 +95,7 @@ class ReportData:
             "previous": self.previous,
             **({"until_decided": self.until_decided} if self.until_decided else {}),
             **({"table_wrong": self.table_wrong} if self.table_wrong else {}),
+            **({"knobs": self.knobs} if self.knobs else {}),
         }
 
     @classmethod
@@ -114,6 +117,7 @@ class ReportData:
             link_base=str(data.get("link_base", ".")),
             until_decided=data.get("until_decided"),
             table_wrong=data.get("table_wrong"),
+            knobs=data.get("knobs"),
             format=data["moecal_report"],
         )
 
