@@ -25,19 +25,19 @@ from tests.helpers import cli
 SGY = launch_knobs.SGY
 
 
-def _config(tmp_path, knobs: dict | None, rounds: int = 4) -> object:
+def _config(tmp_path, knobs: dict | None, rounds: int = 4, backend: str = "cuda", cap: int | None = 8192) -> object:
     mixtral = CONFIGS["mixtral-8x7b-4bit"]
     configs = {n: CONFIGS[n] for n in ("qwen3-30b-a3b-4bit", "phi-3.5-moe-4bit", "mixtral-8x7b-4bit")}
     configs["mixtral-dff9216"] = {**mixtral, "intermediate_size": 9216}  # a synthetic shape between 6400 and 14336
     models = write_models(tmp_path, configs)
     config = {
         "name": "sgy",
-        "backend": "cuda",
-        "current_default": 8192,
+        "backend": backend,
+        **({"current_default": cap} if cap is not None else {}),
         "workload": {
             "kind": "command",
             "command": [sys.executable, "-I", str(EMULATED_BENCH), "-m", "{model_path}", "-p", "Hi", "-n", "40"],
-            "env": {"EMULATED_MLXCEL_BACKEND": "cuda"},
+            "env": {"EMULATED_MLXCEL_BACKEND": backend},
         },
         "models": [
             {"name": n, "dff": c.get("moe_intermediate_size") or c["intermediate_size"], "model_path": str(models / n)}
@@ -214,3 +214,23 @@ def test_the_knob_result_reaches_the_addendum_with_where_to_set_it_and_rows_agre
     )
     checked = cli("check-reports", reports)
     assert checked.returncode == 0 and "1/1 addenda re-derive" in checked.stdout, checked.stdout + checked.stderr
+
+
+def test_on_rocm_every_setting_is_decided_at_the_plain_analysis_cap_in_force(tmp_path, monkeypatch):
+    """A rocm knob sweep whose config names no cap: every setting's row reads the cap in force the plain analysis
+    resolves (whatever resolves it: each setting is analysed from the run's own provenance and options), and where to
+    set SGY names the ROCm build's compiled-in default, 2."""
+    from harness.analysis.knobs import analyse_knobs
+    from harness.analysis.pipeline import analyse_path
+
+    monkeypatch.delenv(SGY, raising=False)
+    run = tmp_path / "run"
+    config = _config(tmp_path, {SGY: [2, 8]}, rounds=2, backend="rocm", cap=None)
+    done = cli(
+        "sweep", config, "--out", run, "--only", "qwen3-30b-a3b-4bit", "--only", "phi-3.5-moe-4bit", "--no-report"
+    )
+    assert done.returncode == 0, done.stderr
+    result = analyse_knobs(run)
+    assert result.reference == f"{SGY}=2"
+    assert {a.current_default for a in result.analyses.values()} == {analyse_path(run).current_default}
+    assert f"the compiled-in default of {SGY} (2 on rocm): `int sgy = 8;` in " in result.record("rocm")["where"]
