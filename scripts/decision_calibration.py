@@ -7,7 +7,7 @@ coverage. Nothing is measured and nothing is written; the full table takes minut
     .venv/bin/python scripts/decision_calibration.py --rounds 3 10 --sweeps 200 --regime "sparse curved"
     .venv/bin/python scripts/decision_calibration.py --rounds 3 4 5 10 20   # issue 29's one pass vs two passes table
     .venv/bin/python scripts/decision_calibration.py --rounds 3 4 5 10 20 --replication 0 0.5 2   # the rule tried
-    .venv/bin/python scripts/decision_calibration.py --rounds 3 5 10 --check-pairs   # `check` on sweep pairs instead
+    .venv/bin/python scripts/decision_calibration.py --rounds 3 5 10 --sweeps 200 --check-pairs   # `check`'s gate
 
 A regime named `…, two passes` measures each point's rounds in two passes over the grid (harness.analysis.sweep_drift)
 and is scored on its one-pass twin's truths, noise and drift.
@@ -25,8 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.calibration
 
-from tests.calibration import PROTOCOL_REGIMES, check_pass_rate, fixed, protocol_table  # noqa: E402
-from tests.simulation import SPARSE, Regime  # noqa: E402
+from tests.calibration import CHECK_REGIMES, PROTOCOL_REGIMES, check_pairs, fixed, protocol_table  # noqa: E402
 
 
 def main() -> None:
@@ -46,15 +45,14 @@ def main() -> None:
     parser.add_argument(
         "--check-pairs",
         action="store_true",
-        help="instead: the share of sweep pairs `check` passes, same truth and crossover moved 25%% down (sparse grid)",
+        help="instead: how often `check` fails sweep pairs of one truth (false fails) and of a moved crossover (power)",
     )
     args = parser.parse_args()
     if args.check_pairs:
-        pairs = Regime("pairs", SPARSE)
-        for n in args.rounds:
-            same = check_pass_rate(pairs, rounds=n, pairs=args.sweeps, seed=31 + args.seed)
-            moved = check_pass_rate(pairs, rounds=n, pairs=args.sweeps, seed=31 + args.seed, moved=0.75)
-            print(f"check, {n} rounds, {args.sweeps} pairs: passes {same:.3f} (same truth), {moved:.3f} (moved)")
+        for name, (regime, moved, default) in CHECK_REGIMES.items():
+            for n in args.rounds:
+                pairs = check_pairs(regime, n, args.sweeps, seed=31 + args.seed, moved=moved, default=default)
+                print(f"check, {name}, {n} rounds, {args.sweeps} pairs: {pairs.words()}", flush=True)
         return
     regimes = [PROTOCOL_REGIMES[name] for name in args.regime or PROTOCOL_REGIMES]
     protocols = [fixed(n, share) for n in args.rounds for share in [None, *args.replication]]

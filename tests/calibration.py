@@ -21,7 +21,7 @@ from harness.analysis.curve import Curve
 from harness.analysis.decision import StagedFamily, decide_curves
 from harness.analysis.decision_record import DecisionResult
 from harness.analysis.policy import Policy
-from harness.analysis.regression import current_would_change, decision_moved
+from harness.analysis.regression import judge_decision
 from harness.analysis.stats import CONFIDENCE, FULL_PRECISION_FLOOR, Comparison, estimate_family, ratio_interval
 from harness.analysis.sweep_drift import estimate_in_passes
 from tests.simulation import DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
@@ -92,14 +92,15 @@ def replicated(
 def run_engine(
     sim: SimulatedSweeps,
     rounds: int,
-    current_default: int = CURRENT_DEFAULT,
+    current_default: int | None | Sequence[int | None] = CURRENT_DEFAULT,
     replication: float | None = None,
     policy: Policy = Policy(),
 ) -> list[DecisionResult]:
     """The engine on every simulated sweep: estimate_family per family (exactly what the summary runs), then
-    decide_curves on the families' curves (exactly what `crossover` runs). `replication` (a share of δ): the
-    replication rule (replicated) applied after, an unreplicated move turned into keep; None: the engine alone.
-    `policy`: the decision policy (its margin δ: a from-null margin, scripts/null_margin_calibration.py)."""
+    decide_curves on the families' curves (exactly what `crossover` runs). `current_default`: one for every sweep,
+    or one per sweep (the check gate decides each current sweep at its baseline's cap). `replication` (a share of
+    δ): the replication rule (replicated) applied after, an unreplicated move turned into keep; None: the engine
+    alone. `policy`: the decision policy (its margin δ: a from-null margin, scripts/null_margin_calibration.py)."""
     sweeps, families, points = sim.truth.shape
     comparison, flagged, drift_p = _in_passes(sim)
     passes = pass_means(sim, flagged) if replication is not None else None
@@ -116,9 +117,10 @@ def run_engine(
             )
             staged.append(StagedFamily(f"layer family {f}", curve, np.full(keep.sum(), rounds)))
         p = None if drift_p is None else sweep_drift.combined([float(x) for x in drift_p[s]])
-        result = decide_curves(staged, current_default, policy, table=False, sweep_drift=p)
+        default = current_default[s] if isinstance(current_default, Sequence) else current_default
+        result = decide_curves(staged, default, policy, table=False, sweep_drift=p)
         if passes is not None and not replicated(result, passes[s], sim.grid, replication or 0.0):
-            result = replace(result, decision=replace(result.decision, action="keep", recommended_cap=current_default))
+            result = replace(result, decision=replace(result.decision, action="keep", recommended_cap=default))
         results.append(result)
     return results
 
@@ -174,29 +176,116 @@ def score(regime: Regime, rounds: int, sweeps: int, seed: int) -> Score:
     )
 
 
-def check_pass_rate(regime: Regime, rounds: int, pairs: int, seed: int, moved: float = 1.0) -> float:
-    """Share of sweep pairs that `check`'s decision rule passes (no verdict flip fused ↔ fallback, the baseline's cap
-    consistent with the current crossover interval, the current data alone not changing the cap): the baseline's
-    truth drawn, the current's the same curve with its crossover multiplied by `moved` (1: the same truth)."""
+@dataclass(frozen=True)
+class CheckPairs:
+    """`check`'s decision rule (regression.judge_decision) on SYNTHETIC sweep pairs, baseline then current: the share
+    of pairs it fails; of pairs whose current truth does not contradict the baseline's decision (no family truly
+    loses beyond δ at the largest measured Dff at or below the baseline's cap), the share it fails anyway (false
+    fails); of pairs whose current truth does contradict it, the share it fails (power; NaN: no such pair)."""
+
+    pairs: int
+    fails: float
+    false_fails: float
+    contradicted: float  # share of pairs whose current truth contradicts the baseline's decision
+    detected: float
+
+    def words(self) -> str:
+        power = "no pair's truth contradicts" if math.isnan(self.detected) else f"detected {self.detected:.3f}"
+        return (
+            f"fails {self.fails:.3f}, false fails {self.false_fails:.3f}; truth contradicts in "
+            f"{self.contradicted:.3f}, {power}"
+        )
+
+
+def _take(sim: SimulatedSweeps, rows: slice) -> SimulatedSweeps:
+    """The sweeps `rows` of a simulated batch (the baselines or the currents of interleaved pairs)."""
+    return replace(
+        sim, fused=sim.fused[rows], fallback=sim.fallback[rows], truth=sim.truth[rows], crossover=sim.crossover[rows]
+    )
+
+
+def check_pairs(
+    regime: Regime,
+    rounds: int,
+    pairs: int,
+    seed: int,
+    moved: float = 1.0,
+    default: int = CURRENT_DEFAULT,
+    margin: float = 0.01,
+) -> CheckPairs:
+    """`check`'s decision rule on `pairs` sweep pairs: the baseline's truth drawn from the regime, the current's the
+    same curve a·(C/d − 1) with its crossover C multiplied by `moved` (1: the same truth). Each baseline is decided at
+    `default`; each current at `default` and at its baseline's recommended cap, exactly as check_runs does."""
     rng = np.random.default_rng(seed)
     ln_ratio, crossover = draw_truth(regime, pairs, rng)
-    slope = ln_ratio[..., :1] / (crossover[..., None] / regime.grid[0] - 1.0)  # a of a·(C/d − 1)
-    later = slope * (moved * crossover[..., None] / regime.grid - 1.0)
+    if regime.flat:
+        later = ln_ratio
+    else:
+        slope = ln_ratio[..., :1] / (crossover[..., None] / regime.grid[0] - 1.0)  # a of a·(C/d − 1)
+        later = slope * (moved * crossover[..., None] / regime.grid - 1.0)
     both = (np.stack([ln_ratio, later], axis=1).reshape(2 * pairs, *ln_ratio.shape[1:]), np.repeat(crossover, 2, 0))
     sim = simulate(regime, rounds, 2 * pairs, seed + 1, truth=both)
-    results = run_engine(sim, rounds)
-    comparison, _ = estimate(sim)
-    _, low, high = ratio_interval(comparison.theta, comparison.se, comparison.df, CONFIDENCE)
-    fused, fallback = low > 1.01, high < 0.99
-    flips = np.any((fused[0::2] & fallback[1::2]) | (fallback[0::2] & fused[1::2]), axis=(1, 2))
-    changed = np.array(
-        [
-            bool(decision_moved(results[2 * i], results[2 * i + 1], sim.grid))
-            or bool(current_would_change(results[2 * i], results[2 * i + 1], CURRENT_DEFAULT))
-            for i in range(pairs)
-        ]
+    before = run_engine(_take(sim, slice(0, None, 2)), rounds, default)
+    current = _take(sim, slice(1, None, 2))
+    after = run_engine(current, rounds, default)
+    caps = [r.decision.recommended_cap for r in before]
+    at_cap = run_engine(current, rounds, caps)
+    failed, truly = [], []
+    for i in range(pairs):
+        findings = judge_decision(before[i], at_cap[i] if caps[i] is not None else None, after[i], default, margin)
+        failed.append(bool(findings.contradicted))
+        below = np.flatnonzero(sim.grid <= caps[i]) if caps[i] is not None else np.array([], int)
+        # beyond δ by more than rounding: a truth built to lie on the margin's edge does not contradict
+        truly.append(bool(below.size) and bool(np.any(later[i, :, below[-1]] < math.log1p(-margin) - 1e-9)))
+    fails, truth = np.array(failed), np.array(truly)
+    return CheckPairs(
+        pairs,
+        float(fails.mean()),
+        float(fails[~truth].mean()) if (~truth).any() else math.nan,
+        float(truth.mean()),
+        float(fails[truth].mean()) if truth.any() else math.nan,
     )
-    return float(np.mean(~(flips | changed)))
+
+
+def _edge(crossover: float, ratio: float, at: int) -> tuple[float, float]:
+    """(C, a) of the curve a·(C/d − 1) that crosses 1 at `crossover` and has `ratio` at Dff `at`."""
+    return crossover, math.log(ratio) / (crossover / at - 1.0)
+
+
+_ISSUE_EDGE = _edge(11226.0, 1.01, 8192)  # issue 35: fused ≈ +1% at 8192, cap 4096 (9 of 20 pairs failed)
+_FALLBACK_EDGE = _edge(8192 * (1 + math.log(0.99) / 0.06), 0.99, 8192)  # fallback wins by exactly δ at the cap
+
+# `check`'s calibration: name → (regime, crossover multiplier of the current truth, default in force). Same truth:
+# drawn curved truths, flat truths, and truths on the margin's edge on either side. Moved: the drawn truths with
+# their crossover 25% lower, and a crossover 25% above the cap moved to 25% below it.
+CHECK_REGIMES: dict[str, tuple[Regime, float, int]] = {
+    "same truth, curved (drawn), cap 8192": (Regime("pairs", SPARSE), 1.0, 8192),
+    "same truth, flat, cap 8192": (Regime("pairs flat", SPARSE, flat=True), 1.0, 8192),
+    "same truth, fused +1% at 8192, cap 4096": (
+        Regime("edge", SPARSE, crossover=(_ISSUE_EDGE[0],) * 2, slope=(_ISSUE_EDGE[1],) * 2),
+        1.0,
+        4096,
+    ),
+    "same truth, fused −1% at 8192, cap 8192": (
+        Regime("edge", SPARSE, crossover=(_FALLBACK_EDGE[0],) * 2, slope=(_FALLBACK_EDGE[1],) * 2),
+        1.0,
+        8192,
+    ),
+    "crossover moved 25% down (drawn), cap 8192": (Regime("pairs", SPARSE), 0.75, 8192),
+    # the crossover 25% above the cap (10240) moved to 25% below it (6144): how much fallback then wins at the cap
+    # depends on the curve's slope, drawn, or set so that it wins by 2% or 3% there
+    "crossover 10240 → 6144 across cap 8192": (Regime("across", SPARSE, crossover=(10240.0,) * 2), 0.6, 8192),
+    "crossover 10240 → 6144, fused −2% at 8192": (
+        Regime("across", SPARSE, crossover=(10240.0,) * 2, slope=(-math.log(0.98) / 0.25,) * 2),
+        0.6,
+        8192,
+    ),
+    "crossover 10240 → 6144, fused −3% at 8192": (
+        Regime("across", SPARSE, crossover=(10240.0,) * 2, slope=(-math.log(0.97) / 0.25,) * 2),
+        0.6,
+        8192,
+    ),
+}
 
 
 # --- protocols: how a sweep spends its rounds, scored on the decision it reaches --------------------------------

@@ -15,11 +15,12 @@ from harness.analysis.inputs import LoadedInput
 from harness.analysis.pipeline import Options, analyse
 from harness.analysis.stats import estimate_family, rounds_to_decide, t_quantile
 from tests.calibration import (
+    CHECK_REGIMES,
     PROTOCOL_REGIMES,
     REGIMES,
     ProtocolScore,
     Score,
-    check_pass_rate,
+    check_pairs,
     estimate,
     fixed,
     replicated,
@@ -116,17 +117,36 @@ def test_outliers_at_3_rounds_rarely_move_the_cap_on_a_flat_truth():
     assert sc.action_rate <= 0.03, sc
 
 
-def test_check_passes_same_truth_pairs_and_fails_a_moved_crossover_more_often():
-    """`check`'s decision rule on two sweeps of one drawn truth (sparse grid, 5 rounds) passes ≥ 85% (0.867 for
-    these 150 pairs; ≥ 95% before issue 29: a pair where one sweep lowers the cap and the other keeps it now fails,
-    since the current data alone would change the cap), and fails clearly more often when the current truth's
-    crossover moved 25% down (0.71/0.70/0.64 pass at 3/5/10 rounds: scripts/decision_calibration.py --rounds 3 5 10
-    --check-pairs)."""
-    same = check_pass_rate(Regime("pairs", SPARSE), rounds=5, pairs=150, seed=31)
-    moved = check_pass_rate(Regime("pairs", SPARSE), rounds=5, pairs=150, seed=31, moved=0.75)
-    mc = np.sqrt(0.9 * 0.1 / 150)
-    assert same >= 0.85 - 2 * mc, same
-    assert moved <= same - 0.08, (same, moved)
+@pytest.mark.parametrize("n", [3, 5, 10])
+def test_check_does_not_fail_two_sweeps_of_one_truth(n):
+    """`check`'s gate (regression.judge_decision) on SYNTHETIC pairs of sweeps of one truth: drawn curved truths fail
+    only where the truth contradicts the baseline's decision (the baseline kept a cap the truth loses at beyond δ:
+    false fails 0 of 200 at 3, 5, 10 rounds); the issue-35 truth with fused ≈ +1% at 8192 under cap 4096 (9 of 20
+    pairs failed before) fails none; a truth where fallback wins by exactly δ at the cap fails at about the test's
+    level (.040 .055 .055 on 200: scripts/decision_calibration.py --rounds 3 5 10 --sweeps 200 --check-pairs)."""
+    pairs = 120
+    bound = 0.05 + 2 * np.sqrt(0.05 * 0.95 / pairs)
+    for name in (
+        "same truth, curved (drawn), cap 8192",
+        "same truth, fused +1% at 8192, cap 4096",
+        "same truth, fused −1% at 8192, cap 8192",
+    ):
+        regime, moved, default = CHECK_REGIMES[name]
+        result = check_pairs(regime, n, pairs, seed=31 + n, moved=moved, default=default)
+        assert result.false_fails <= bound, (name, result)
+        if (
+            name != "same truth, curved (drawn), cap 8192"
+        ):  # no truth here contradicts the baseline: every fail is false
+            assert result.contradicted == 0.0 and result.fails == result.false_fails, (name, result)
+
+
+def test_check_detects_a_crossover_moved_across_the_cap_at_10_rounds():
+    """The crossover 25% above the cap moved to 25% below it, 10 rounds: detected in ≥ 80% of pairs where fallback
+    then wins by 3% at the cap (.900 on 200), about half where it wins by 2% (.520): the gate asks for a win beyond
+    δ = 1% with confidence, so its power is that of the decision's own lower test at the cap."""
+    regime, moved, default = CHECK_REGIMES["crossover 10240 → 6144, fused −3% at 8192"]
+    result = check_pairs(regime, 10, 120, seed=41, moved=moved, default=default)
+    assert result.detected >= 0.80 - 2 * np.sqrt(0.8 * 0.2 / 120), result
 
 
 def _hint_outcomes(ratio: float, sigma: float, sweeps: int = 300, n0: int = 3) -> tuple[float, float]:

@@ -25,19 +25,19 @@ from tests.helpers import cli
 SGY = launch_knobs.SGY
 
 
-def _config(tmp_path, knobs: dict | None, rounds: int = 4) -> object:
+def _config(tmp_path, knobs: dict | None, rounds: int = 4, backend: str = "cuda", cap: int | None = 8192) -> object:
     mixtral = CONFIGS["mixtral-8x7b-4bit"]
     configs = {n: CONFIGS[n] for n in ("qwen3-30b-a3b-4bit", "phi-3.5-moe-4bit", "mixtral-8x7b-4bit")}
     configs["mixtral-dff9216"] = {**mixtral, "intermediate_size": 9216}  # a synthetic shape between 6400 and 14336
     models = write_models(tmp_path, configs)
     config = {
         "name": "sgy",
-        "backend": "cuda",
-        "current_default": 8192,
+        "backend": backend,
+        **({"current_default": cap} if cap is not None else {}),
         "workload": {
             "kind": "command",
             "command": [sys.executable, "-I", str(EMULATED_BENCH), "-m", "{model_path}", "-p", "Hi", "-n", "40"],
-            "env": {"EMULATED_MLXCEL_BACKEND": "cuda"},
+            "env": {"EMULATED_MLXCEL_BACKEND": backend},
         },
         "models": [
             {"name": n, "dff": c.get("moe_intermediate_size") or c["intermediate_size"], "model_path": str(models / n)}
@@ -134,11 +134,11 @@ def test_joint_comparison_by_simulation_coverage_false_action_and_power():
         gain, low, high, rounds = _compare(samples, "K=2", paths, ref, level)
         covered += low <= 1.0 <= high
         false_action += (
-            _choose("K=8", 8192, Candidate("K=2", 8192, gain, low, high, rounds), 0.01, level)[0] is not None
+            _choose("K=8", "cap 8192", Candidate("K=2", 8192, gain, low, high, rounds), 0.01, level)[0] is not None
         )
         samples, ref, paths = _simulate(1.03, 5, rng)
         gain, low, high, rounds = _compare(samples, "K=2", paths, ref, level)
-        power += _choose("K=8", 8192, Candidate("K=2", 8192, gain, low, high, rounds), 0.01, level)[0] is not None
+        power += _choose("K=8", "cap 8192", Candidate("K=2", 8192, gain, low, high, rounds), 0.01, level)[0] is not None
     print(f"coverage {covered / n:.3f}, false action {false_action / n:.3f}, power {power / n:.3f}")
     assert covered / n >= 0.95 and false_action / n <= 0.05 and power / n >= 0.8
 
@@ -148,7 +148,89 @@ def test_a_setting_without_runs_in_two_rounds_keeps_the_reference():
     samples, ref, paths = _simulate(1.05, 5, rng)
     gain, low, high, rounds = _compare(samples[samples["round"] == 0], "K=2", paths, ref, 0.95)
     assert rounds == 1 and math.isnan(gain)
-    chosen, reason = _choose("K=8", 8192, None, 0.01, 0.95)
+    chosen, reason = _choose("K=8", "cap 8192", None, 0.01, 0.95)
     assert chosen is None and reason.startswith("keep K=8 with cap 8192: no other setting has runs")
     empty = _compare(samples, "K=2", paths, ref.iloc[:, :0], 0.95)
     assert math.isnan(empty[0])
+
+
+def _setting(ratios: dict[int, float], seed: int = 3):
+    from harness.analysis.inputs import LoadedInput
+    from harness.analysis.pipeline import Options, analyse
+    from tests.synthetic_sweeps import synthetic_samples
+
+    samples = synthetic_samples(ratios, rounds=8, noise=0.005, seed=seed)
+    return analyse(LoadedInput(samples, None, {}), Options(current_default=8192))
+
+
+def test_a_setting_where_fused_loses_at_every_measured_dff_says_lower_below_them_or_disable():
+    """Issue 35 on rocm: SYNTHETIC ratios 0.94–0.98 at every Dff under cap 8192. The engine lowers (fallback wins
+    beyond the margin at 8192) to the largest Dff where fused is not shown worse — 1408 here, also a loss — so the row
+    says lower below the smallest measured Dff or disable, with the grid step below 1408 as its cap; not keep 8192,
+    not lower 1408."""
+    from harness.analysis.knobs import cap_words, setting_decision
+
+    analysis = _setting({1408: 0.995, 2048: 0.97, 4096: 0.96, 8192: 0.94})
+    assert analysis.result.decision.action == "lower"
+    row = setting_decision(analysis)
+    assert (row.action, row.cap, row.below_all) == ("lower", 1280, True)
+    assert row.words.startswith("fused loses at every measured Dff (ratio ")
+    assert row.words.endswith(
+        "lower to below the smallest measured Dff 1408 (cap 1280), or disable (MLXCEL_FUSED_MOE=0)"
+    )
+    assert cap_words(row) == "cap 1280 (below every measured Dff; or disable, MLXCEL_FUSED_MOE=0)"
+    # fused winning somewhere: the engine's own lower stands
+    mixed = setting_decision(_setting({1408: 1.05, 2048: 1.03, 4096: 0.97, 8192: 0.94}))
+    assert mixed.action == "lower" and not mixed.below_all and mixed.words == f"lower 8192 → {mixed.cap}"
+    assert mixed.cap in (2048, 1408)
+
+
+def test_the_knob_result_reaches_the_addendum_with_where_to_set_it_and_rows_agree(tmp_path, monkeypatch):
+    """The pasted addendum carries the joint (setting, cap) recommendation, each setting's own decision and where to
+    set the setting (the variable per run; the compiled-in default in mlx_cxx_kernels.cpp); each setting is decided
+    at the plain analysis's cap in force; the joint cap is its setting's row cap; check-reports re-derives it."""
+    from harness.analysis.knobs import analyse_knobs
+    from harness.analysis.pipeline import analyse_path
+
+    monkeypatch.delenv(SGY, raising=False)
+    (tmp_path / "pyproject.toml").write_text("")  # a project: check-reports may read the run
+    run, reports = tmp_path / "run", tmp_path / "reports"
+    done = cli("sweep", _config(tmp_path, {SGY: [4, 8]}, rounds=3), "--out", run, "--report-dir", reports)
+    assert done.returncode == 0, done.stderr
+    result = analyse_knobs(run)
+    plain = analyse_path(run)
+    assert {a.current_default for a in result.analyses.values()} == {plain.current_default} == {8192}
+    assert result.recommended_cap == result.rows[result.recommended].cap
+    (addendum,) = reports.glob("*-dff-crossover.md")
+    text = addendum.read_text()
+    assert f"**Launch knob: {result.reason}" in text.replace("\\", "")
+    assert f"Each setting's own decision: `{SGY}=4`: " in text
+    assert (
+        f"Where to set it: per run: `{result.recommended}` in the environment; the compiled-in default of {SGY} "
+        in text
+    )
+    assert (
+        "(8 on cuda): `int sgy = 8;` in src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp (1–32; default 8, ROCm 2)" in text
+    )
+    checked = cli("check-reports", reports)
+    assert checked.returncode == 0 and "1/1 addenda re-derive" in checked.stdout, checked.stdout + checked.stderr
+
+
+def test_on_rocm_every_setting_is_decided_at_the_plain_analysis_cap_in_force(tmp_path, monkeypatch):
+    """A rocm knob sweep whose config names no cap: every setting's row reads the cap in force the plain analysis
+    resolves (whatever resolves it: each setting is analysed from the run's own provenance and options), and where to
+    set SGY names the ROCm build's compiled-in default, 2."""
+    from harness.analysis.knobs import analyse_knobs
+    from harness.analysis.pipeline import analyse_path
+
+    monkeypatch.delenv(SGY, raising=False)
+    run = tmp_path / "run"
+    config = _config(tmp_path, {SGY: [2, 8]}, rounds=2, backend="rocm", cap=None)
+    done = cli(
+        "sweep", config, "--out", run, "--only", "qwen3-30b-a3b-4bit", "--only", "phi-3.5-moe-4bit", "--no-report"
+    )
+    assert done.returncode == 0, done.stderr
+    result = analyse_knobs(run)
+    assert result.reference == f"{SGY}=2"
+    assert {a.current_default for a in result.analyses.values()} == {analyse_path(run).current_default}
+    assert f"the compiled-in default of {SGY} (2 on rocm): `int sgy = 8;` in " in result.record("rocm")["where"]

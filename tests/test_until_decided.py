@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from harness.analysis.decision_cost import WhiteNoise, curve_truth, fixed, until_decided
-from harness.analysis.decision_value import StopRule, _with_a_pass
+from harness.analysis.decision_value import StopRule, _with_a_pass, final_stop, flipped, settle_words
 from harness.config.duration import parse_duration
+from harness.measure.allocation import Allocation
 from tests.calibration import CURRENT_DEFAULT, run_engine
 from tests.helpers import cli, fake_config
 from tests.simulation import SPARSE, Regime, simulate
@@ -94,3 +95,48 @@ def test_a_pass_per_look_gives_every_point_of_a_measured_family_a_round_within_t
     assert _with_a_pass({(0, 2): 3}, horizons, cost, None) == {(0, 2): 3, (0, 0): 1, (0, 1): 1}
     assert _with_a_pass({(0, 2): 3}, horizons, cost, 7.5) == {(0, 2): 3, (0, 1): 1}  # 6 + 1; point 0 would make 11
     assert _with_a_pass({}, horizons, cost, None) == {}
+
+
+def test_a_decision_that_flipped_across_looks_is_not_called_settled():
+    """Issue 35: keep ↔ lower across looks, then the stop rule held at the last look on keep, while its own hint asked
+    for about 100 rounds. The record says `flipped`, lists the looks' decisions and what would settle it; a decision
+    the looks agreed on, or that moved once as rounds accrued, stays `decided` (settled); another stop keeps its
+    reason and says it flipped beside it; a keep whose hint asks for more rounds than the cap is `undecided`."""
+    rule = StopRule(max_rounds=12)
+    flipping = [("keep", 8192), ("lower", 6400), ("keep", 8192)]
+    assert final_stop("decided", flipping) == "flipped" and flipped(flipping)
+    assert final_stop("decided", [("lower", 6400)] * 3) == "decided"
+    held = [*flipping, ("keep", 8192)]  # flipped, then held at the last two looks: settled, and it says it flipped
+    assert final_stop("decided", held) == "decided" and flipped(held)
+    moved_once = [("keep", 8192), ("lower", 6400), ("lower", 2880)]  # moved as rounds accrued: not back and forth
+    assert final_stop("decided", moved_once) == "decided" and not flipped(moved_once)
+    assert final_stop("looks", flipping) == "looks"
+    record = Allocation(rule, None, looks=3, stop="decided", outcome=("keep", 8192), history=flipping)
+    record.to_settle = settle_words(8192, 100, "keep", rule.max_rounds)
+    told = record.as_record()
+    assert told["stop"] == "flipped" and told["flipped"] and not told["settled"]
+    assert told["looks_decisions"] == ["keep 8192", "lower 6400", "keep 8192"]
+    assert told["reason"] == (
+        "not settled: the decision flipped across looks (keep 8192 → lower 6400 → keep 8192); the stop rule held at "
+        "the final look, but the rounds between looks moved it; to settle it: about 100 rounds per arm at Dff 8192 "
+        "give an 80% chance of a decision (a fixed sweep: --rounds 100)"
+    )
+    steady = Allocation(rule, None, looks=2, stop="decided", outcome=("lower", 6400), history=[("lower", 6400)] * 2)
+    assert steady.as_record()["settled"] and steady.as_record()["reason"].startswith("settled: ")
+    spent = Allocation(rule, 60.0, looks=3, stop="budget", outcome=("keep", 8192), history=flipping)
+    spent.to_settle = settle_words(8192, None, "keep", rule.max_rounds)
+    assert spent.as_record()["reason"] == (
+        "the device-time budget cannot pay another round; the decision flipped across looks (keep 8192 → lower 6400 → "
+        "keep 8192); to settle it: no affordable number of rounds decides at Dff 8192 (its ratio lies near the "
+        "margin's edge): a second sweep at another time, compared with `moecal check`"
+    )
+    assert settle_words(None, None, "lower", 12) == (
+        "a fixed sweep of 12 rounds per point (--rounds 12) that confirms the lower"
+    )
+    # the stop rule held on a keep whose own hint asks for more rounds than the cap: undecided, not settled
+    capped = Allocation(rule, None, looks=2, stop="decided", outcome=("keep", 8192), history=[("keep", 8192)] * 2)
+    capped.keep_needs = 100
+    capped.to_settle = settle_words(8192, 100, "keep", rule.max_rounds)
+    told = capped.as_record()
+    assert told["stop"] == "undecided" and not told["settled"] and not told["flipped"]
+    assert told["reason"].startswith("not settled: no round within the round cap (12) changes the keep")

@@ -49,6 +49,12 @@ STOP_REASONS = {
     # the two passes disagree (harness.analysis.sweep_drift): more rounds in this sweep add to the second pass and
     # cannot undo a drift between the passes, so the loop stops instead of calling a forced keep settled
     "drift": "the two passes disagree (drift between them): the data cannot decide; re-measure on a quiet machine",
+    # the stop rule held at the final look, but the decision the looks read was not the same at every look
+    "flipped": "not settled: the decision flipped across looks ({history}); the stop rule held at the final look, "
+    "but the rounds between looks moved it",
+    # the stop rule held on a keep whose own hint names more rounds than the round cap allows
+    "undecided": "not settled: no round within the round cap ({max_rounds}) changes the keep, but the point it turns "
+    "on is undecided",
 }
 
 
@@ -69,10 +75,68 @@ class StopRule:
     def look_confidence(self) -> float:
         return 1.0 - (1.0 - self.confidence) / max(self.looks, 1)
 
-    def describe(self, reason: str) -> str:
+    def describe(self, reason: str, history: Sequence[Outcome] = ()) -> str:
         return STOP_REASONS[reason].format(
-            epsilon=self.settle_probability, looks=self.looks, level=self.look_confidence
+            epsilon=self.settle_probability,
+            looks=self.looks,
+            level=self.look_confidence,
+            history=" → ".join(outcome_words(o) for o in history),
+            max_rounds=self.max_rounds,
         )
+
+
+def outcome_words(outcome: Outcome) -> str:
+    """`lower 6400`, `keep 8192`: one look's decision."""
+    action, cap = outcome
+    return f"{action} {cap}" if cap is not None else str(action)
+
+
+def flipped(looks: Sequence[Outcome]) -> bool:
+    """Whether the looks' decisions went back and forth: a decision some look left came back at a later one (keep →
+    lower → keep). A decision that moved once as rounds accrued (keep → lower, lower 6400 → lower 2880) did not."""
+    left: list[Outcome] = []
+    for outcome in looks:
+        if left and outcome != left[-1] and outcome in left:
+            return True
+        if not left or outcome != left[-1]:
+            left.append(outcome)
+    return False
+
+
+def final_stop(stop: str, looks: Sequence[Outcome], keep_needs: int | None = None) -> str:
+    """The stop to report, from the stop rule's reason at the final look, every look's decision (the last one: the
+    final analysis of all the runs, at the look level) and `keep_needs`: the final decision is a keep whose rounds
+    hint names more rounds per arm than the round cap allows (None: not).
+
+    `decided` (settled) stands only when the stop rule held at the final look and nothing below undoes it. A decision
+    that went back and forth across looks (keep ↔ lower at a cap near the margin's edge) and met the stop rule at the
+    first look that read it again is `flipped`: a few rounds moved it before and no second look has held it, so
+    calling it settled overstates it (issue 35: a --rounds 3 sweep on rocm flipped keep ↔ lower and stopped
+    "settled" on keep; a fixed 5-round sweep lowered). One that held at the last two looks stays settled, and the
+    record says that it flipped before. A keep the stop rule
+    called settled because no round up to the cap can move it, while its own hint asks for more rounds than that
+    (about 100 in issue 35), is `undecided`: the cap stays, but nothing decided it. The other stops already say the
+    decision is not settled and keep their reason (the record says beside it that the decision flipped)."""
+    if stop == "decided" and flipped(looks) and (len(looks) < 2 or looks[-1] != looks[-2]):
+        return "flipped"
+    return "undecided" if stop == "decided" and keep_needs is not None else stop
+
+
+def settle_words(rounds_dff: int | None, rounds_needed: int | None, action: str, max_rounds: int) -> str:
+    """What would settle a decision the loop did not settle, from the final decision's rounds hint
+    (cap_policy._keep): the rounds that give an 80% chance at the point a keep turns on, none affordable (a truth at
+    the margin's edge), or, for a move, a fixed sweep at the round cap that confirms it."""
+    if rounds_needed is not None and rounds_dff is not None:
+        return (
+            f"about {rounds_needed} rounds per arm at Dff {rounds_dff} give an 80% chance of a decision "
+            f"(a fixed sweep: --rounds {rounds_needed})"
+        )
+    if rounds_dff is not None:
+        return (
+            f"no affordable number of rounds decides at Dff {rounds_dff} (its ratio lies near the margin's edge): "
+            "a second sweep at another time, compared with `moecal check`"
+        )
+    return f"a fixed sweep of {max_rounds} rounds per point (--rounds {max_rounds}) that confirms the {action}"
 
 
 @dataclass(frozen=True)

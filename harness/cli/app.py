@@ -68,7 +68,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "check": (
         "check",
-        "Regression gate: exit 0 ok, 1 regression, changed decision or missing points, 2 unusable input.",
+        "Regression gate: exit 0 ok, 1 regression, contradicted decision or missing points, 2 unusable input.",
     ),
     "check-reports": (
         "check",

@@ -54,7 +54,10 @@ def print_check(result: CheckResult, console: Console) -> None:
     for row in result.dropped:
         console.print(f"dropped ({row['side']}) {row['model']} dff {row['dff']}: {row['reason']}", highlight=False)
     for side, d in result.decisions.items():
-        console.print(f"{side} decision: {d['action']} → {d['recommended_cap']}", highlight=False)
+        at = f" (with cap {d['current_default']} in force)" if "current_default" in d else ""
+        console.print(f"{side.replace('_', ' ')} decision{at}: {d['action']} → {d['recommended_cap']}", highlight=False)
+    for notice in result.notices:
+        console.print(f"notice: {notice}", highlight=False)
     for problem in result.problems:
         console.print(f"[red]{problem}[/red]", highlight=False)
     console.print(f"check: {result.status} (exit {result.exit_code})")
@@ -72,14 +75,24 @@ def check(
     allow_missing: Annotated[
         bool, typer.Option("--allow-missing", help="do not fail when baseline points are missing from the current run")
     ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="also fail on a notice: a raise now supported, a lowered decision that moved, a flipped verdict",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     current_default: CurrentDefaultOpt = None,
     across_decode_paths: AcrossDecodePathsOpt = False,
 ) -> None:
-    """Regression gate: exit 0 ok, 1 regression, changed decision or missing points, 2 unusable input.
+    """Regression gate: exit 0 ok, 1 regression, contradicted decision or missing points, 2 unusable input.
 
-    Exit 1 on a significant regression beyond the threshold, a changed decision (the current data alone raising or
-    lowering the cap in force counts), or baseline points missing from the current run (unless --allow-missing).
+    Exit 1 on a significant regression beyond the threshold, on current data that contradict the baseline's decision
+    (decided with the baseline's cap in force they lower it: fallback wins beyond the margin at or below that cap,
+    one-sided at the decision's level), or on baseline points missing from the current run (unless --allow-missing).
+    A raise the current data now support, a lowered decision that moved or a flipped verdict is a notice: exit 0,
+    exit 1 with --strict.
     """
     from harness.analysis.pipeline import analyse_path
     from harness.analysis.regression import check_runs
@@ -87,7 +100,7 @@ def check(
     options = build_options(exclude, confidence, margin, current_default, inputs=[baseline, current])
     before, after = analyse_path(baseline, options), analyse_path(current, options)
     keyed = key_changes([(str(baseline), before), (str(current), after)], across_decode_paths)
-    result = check_runs(before, after, max_regression, allow_missing)
+    result = check_runs(before, after, max_regression, allow_missing, strict)
     if as_json:
         typer.echo(json.dumps({**result.as_json(), "key_changes": keyed}, indent=1))
     else:

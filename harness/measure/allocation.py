@@ -23,7 +23,17 @@ import pandas as pd
 from harness.analysis.decision import StagedFamily, decide_curves, stage_families
 from harness.analysis.decision_cost import WhiteNoise
 from harness.analysis.decision_cost import until_decided as simulate_until_decided
-from harness.analysis.decision_value import Key, Outcome, StopRule, next_step
+from harness.analysis.decision_record import DecisionResult
+from harness.analysis.decision_value import (
+    Key,
+    Outcome,
+    StopRule,
+    final_stop,
+    flipped,
+    next_step,
+    outcome_words,
+    settle_words,
+)
 from harness.analysis.pipeline import Analysis, analyse_path, withheld_reason
 from harness.analysis.run_policy import recorded_options
 from harness.analysis.stats import DECIDED
@@ -45,16 +55,28 @@ class Allocation:
     budget_s: float | None
     looks: int = 0
     stop: str = ""
-    outcome: Outcome = ("", None)
+    outcome: Outcome = ("", None)  # the final look's: the decision of all the runs at the look level
+    history: list[Outcome] = field(default_factory=list)  # every look's decision, in order (this sweep's looks)
+    to_settle: str = ""  # what would settle a decision the loop did not settle (decision_value.settle_words)
+    keep_needs: int | None = None  # a final keep's hint, when it names more rounds per arm than the round cap
     spent_s: float = 0.0
     extra_runs: int = 0
     expected_extra_s: float | None = None  # after the first pass: simulated device time still to a decision
     rounds: dict[str, int] = field(default_factory=dict)
 
     def as_record(self) -> dict[str, object]:
+        stop = final_stop(self.stop, self.history, self.keep_needs) if self.stop else ""
+        went_back = flipped(self.history)
+        reason = self.rule.describe(stop, self.history) if stop else ""
+        if went_back and stop != "flipped":
+            reason += f"; the decision flipped across looks ({' → '.join(outcome_words(o) for o in self.history)})"
+        settled = stop == "decided"
         return {
-            "stop": self.stop,
-            "reason": self.rule.describe(self.stop) if self.stop else "",
+            "stop": stop,
+            "reason": reason + ("" if settled or not self.to_settle else f"; to settle it: {self.to_settle}"),
+            "settled": settled,
+            "flipped": went_back,
+            "looks_decisions": [outcome_words(o) for o in self.history],
             "looks": self.looks,
             "max_looks": self.rule.looks,
             "look_confidence": round(self.rule.look_confidence, 6),
@@ -81,15 +103,19 @@ def rule_for(measure: Measure, first_rounds: int) -> StopRule:
     )
 
 
-def _decider(analysis: Analysis, rule: StopRule) -> Callable[[Sequence[StagedFamily]], Outcome]:
+def _at_look(analysis: Analysis, rule: StopRule, staged: Sequence[StagedFamily]) -> DecisionResult:
+    """The decision of `staged` (the analysis's curves, or a look's perturbation of them) at the look level, as the
+    final analysis of the run reads it: the A/A withholding and the pass test (passes that disagree: keep) included."""
     withhold = withheld_reason(analysis.aa_beyond_margin, analysis.options.margin)
     policy = analysis.options.policy.at(rule.look_confidence)
+    return decide_curves(
+        staged, analysis.current_default, policy, withhold, table=False, sweep_drift=analysis.sweep_drift
+    )
 
+
+def _decider(analysis: Analysis, rule: StopRule) -> Callable[[Sequence[StagedFamily]], Outcome]:
     def decide(staged: Sequence[StagedFamily]) -> Outcome:
-        # passes that disagree (analysis.sweep_drift): keep, as the final analysis says
-        result = decide_curves(
-            staged, analysis.current_default, policy, withhold, table=False, sweep_drift=analysis.sweep_drift
-        )
+        result = _at_look(analysis, rule, staged)
         return result.decision.action, result.decision.recommended_cap
 
     return decide
@@ -212,8 +238,11 @@ def allocate(
             if record.expected_extra_s is not None:
                 say(f"until decided: after the first pass, about {record.expected_extra_s / 60:.1f} min more expected")
         step = next_step(staged, rounds_done, cost, rule, decide, record.looks, left, unusable(analysis.sweep_drift))
+        if step.stop is None and left is not None and left <= 0:  # the budget is spent: this look is the last
+            step = dataclasses.replace(step, stop="budget", rounds={})
         record.looks += 1
         record.outcome = step.outcome
+        record.history.append(step.outcome)
         flips = ", ".join(
             f"{behind[k][0].label} {p:.0%}" for k, p in sorted(step.flip.items(), key=lambda x: -x[1]) if p > 0
         )
@@ -222,19 +251,24 @@ def allocate(
             + (f"; could still change it: {flips}" if flips else "")
         )
         if step.stop is not None:
+            # every stop is read at a look on all the runs measured so far (a spent budget included: the look after
+            # the last rounds), so the record's decision is the fixed analysis of the run at the look level
             record.stop = step.stop
+            final_decision = _at_look(analysis, rule, staged).decision
+            record.to_settle = settle_words(
+                final_decision.rounds_dff, final_decision.rounds_needed, final_decision.action, rule.max_rounds
+            )
+            needs = final_decision.rounds_needed if final_decision.action == "keep" else None
+            record.keep_needs = needs if needs is not None and needs > rule.max_rounds else None
             break
         for key, extra in step.rounds.items():
             for point in behind[key]:
                 now = rounds_started(rows, point) if rows is not None else rule.first_rounds
                 record.extra_runs += measure_rounds(point, min(now + extra, rule.max_rounds))
-        if budget_s is not None and time.monotonic() - started >= budget_s:
-            record.spent_s = time.monotonic() - started
-            record.stop = "budget"
-            break
     final = _PointRows(RunDirectory(run_dir).read_samples())
     record.rounds = {p.label: rounds_started(final, p) for p in points if not p.skip_reason}
-    say(f"until decided: stopped ({record.stop}): {rule.describe(record.stop)}")
+    told = record.as_record()
+    say(f"until decided: stopped ({told['stop']}): {told['reason']}")
     return record
 
 

@@ -58,6 +58,22 @@ def _decision(data: ReportData) -> list[str]:
     return lines
 
 
+def _knobs(knobs: dict[str, object] | None) -> list[str]:
+    """A knob sweep's joint (setting, cap) recommendation, each setting's own decision and where to set it
+    (harness.analysis.knobs): the result reaches the addendum that gets pasted, not only the -knobs.md beside it."""
+    if not knobs:
+        return []
+    rows = "; ".join(f"{md_code(row['setting'])}: {md_text(row['words'])}" for row in knobs["rows"])
+    return [
+        f"**Launch knob: {md_text(knobs['reason'])}**",
+        "",
+        f"Each setting's own decision: {rows}.",
+        "",
+        f"Where to set it: {knobs['where']}.",
+        "",
+    ]
+
+
 def _synthetic(ctx: dict[str, object]) -> list[str]:
     """Which points are synthetic checkpoints (`moecal synth`: random weights, possibly fewer layers), so a reader
     does not take their tok/s for a real model's."""
@@ -86,5 +102,6 @@ def render_markdown(data: ReportData) -> str:
     lines += table_corrections(data.table_wrong or {})
     lines += ["Findings:", "", *findings(data), ""]
     lines += _decision(data)
+    lines += _knobs(data.knobs)
     lines += [f"![fused/fallback ratio vs Dff]({data.files.plot})", ""]
     return "\n".join(lines)

@@ -13,7 +13,7 @@ import numpy as np
 
 from harness.analysis import figures
 from harness.analysis.curve import format_ci
-from harness.analysis.knobs import KnobResult, analyse_knobs
+from harness.analysis.knobs import KnobResult, analyse_knobs, where_to_set
 from harness.analysis.pipeline import Options
 from harness.config import knobs as launch_knobs
 from harness.output.markdown_text import md_text, plot_label
@@ -26,8 +26,9 @@ def _dff(value: float | None) -> str:
     return "—" if value is None or not math.isfinite(value) else figures.dff(value)
 
 
-def knob_markdown(result: KnobResult) -> str:
-    """The section: one row per setting, then the joint recommendation in bold with its reason."""
+def knob_markdown(result: KnobResult, backend: str) -> str:
+    """The section: one row per setting (its own decision), then the joint recommendation in bold with its reason
+    and where to set it."""
     names = ", ".join(f"`{n}`" for n in launch_knobs.parse_label(result.reference))
     lines = [
         f"#### Launch knobs ({names}): the crossover per setting",
@@ -43,16 +44,17 @@ def knob_markdown(result: KnobResult) -> str:
     ]
     by_setting = {c.setting: c for c in result.candidates}
     for setting, analysis in result.analyses.items():
-        crossover, decision = analysis.result.crossover, analysis.result.decision
+        crossover, row = analysis.result.crossover, result.rows[setting]
         c = by_setting[setting]
         name = f"**{md_text(setting)}**" if setting == result.recommended else md_text(setting)
         interval = "—" if setting == result.reference else figures.speed_change_interval(c.ci_low, c.ci_high)
         gain = "reference" if setting == result.reference else figures.speed_change(c.gain)
         lines.append(
-            f"| {name} | {_dff(crossover.dff)} | {format_ci(crossover)} | {decision.action} | {_dff(c.cap)} | "
+            f"| {name} | {_dff(crossover.dff)} | {format_ci(crossover)} | {md_text(row.words)} | {_dff(c.cap)} | "
             f"{gain} | {interval} |"
         )
     lines += ["", f"**Joint recommendation: {md_text(result.reason)}**", ""]
+    lines += [f"Where to set it: {where_to_set(result.recommended, backend)}.", ""]
     return "\n".join(lines)
 
 
@@ -110,5 +112,6 @@ def write_knob_report(input_path: str | Path, addendum: Path, options: Options =
     md_path, png_path = addendum.with_name(f"{stem}-knobs.md"), addendum.with_name(f"{stem}-knobs.png")
     for path in (md_path, png_path):
         refuse_stored(path, "write the report somewhere else (--out / --report-dir)")
-    write_text_atomic(md_path, knob_markdown(result))
+    backend = str(result.analyses[result.reference].provenance.get("backend") or "")
+    write_text_atomic(md_path, knob_markdown(result, backend))
     return md_path, knob_plot(result, png_path)

@@ -21,6 +21,7 @@ from harness.analysis import figures
 from harness.analysis.backend_defaults import MLXCEL_CONSTANTS
 from harness.analysis.dispatch_evidence import contradictions
 from harness.analysis.inputs import load_input
+from harness.analysis.knobs import analyse_knobs
 from harness.analysis.pin_drift import compare_runs
 from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path, expected_null
 from harness.analysis.regression import join_points
@@ -186,4 +187,11 @@ def build_report_data(
         until_decided=provenance.get("until_decided") or None,
         # where the dispatch pass proved the family table wrong, either way: said, never silently overridden
         table_wrong=wrong or None,
+        # a knob sweep (meta.json `knob_reference`): the joint (setting, cap) recommendation reaches the addendum
+        knobs=_knobs(input_path, analysis, backend) if provenance.get("knob_reference") else None,
     )
+
+
+def _knobs(input_path: Path, analysis: Analysis, backend: str) -> dict[str, object] | None:
+    result = analyse_knobs(input_path, analysis.options)
+    return None if result is None else result.record(backend)

@@ -54,8 +54,9 @@ class ReportFiles:
 
 @dataclass(frozen=True)
 class ReportData:
-    """One addendum's record (module docstring). `until_decided` (how an until-decided sweep stopped) and
-    `table_wrong` (where the dispatch pass proved the family table wrong) are left out of the JSON when empty."""
+    """One addendum's record (module docstring). `until_decided` (how an until-decided sweep stopped),
+    `table_wrong` (where the dispatch pass proved the family table wrong) and `knobs` (a knob sweep's joint
+    recommendation) are left out of the JSON when empty."""
 
     date: str
     host: str
@@ -73,6 +74,7 @@ class ReportData:
     until_decided: dict[str, object] | None = None
     table_wrong: dict[str, str] | None = None
     run_notes: list[str] = field(default_factory=list)  # how the run was taken (harness.output.run_findings)
+    knobs: dict[str, object] | None = None  # a knob sweep's joint recommendation and rows (KnobResult.record)
     format: int = REPORT_FORMAT
 
     def to_json(self) -> dict[str, object]:
@@ -95,6 +97,7 @@ class ReportData:
             **({"until_decided": self.until_decided} if self.until_decided else {}),
             **({"table_wrong": self.table_wrong} if self.table_wrong else {}),
             **({"run_notes": self.run_notes} if self.run_notes else {}),
+            **({"knobs": self.knobs} if self.knobs else {}),
         }
 
     @classmethod
@@ -117,6 +120,7 @@ class ReportData:
             until_decided=data.get("until_decided"),
             table_wrong=data.get("table_wrong"),
             run_notes=[str(n) for n in data.get("run_notes") or []],
+            knobs=data.get("knobs"),
             format=data["moecal_report"],
         )
 
