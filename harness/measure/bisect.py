@@ -113,8 +113,9 @@ def run_sweep(config: Path, out: Path, rounds: int | None, only: Sequence[str]) 
 
 
 def _check(base: Path, run: Path) -> CheckResult:
-    """check's gate between two runs (the current run may hold fewer points: they are decided on alone)."""
-    return check_runs(analyse_path(base), analyse_path(run), NO_THROUGHPUT_GATE, allow_missing=True)
+    """check's gate between two runs (the current run may hold fewer points: they are decided on alone), strict:
+    a bisect looks for any change of the decision, a raise the later build supports as much as a lower."""
+    return check_runs(analyse_path(base), analyse_path(run), NO_THROUGHPUT_GATE, allow_missing=True, strict=True)
 
 
 def decision_problems(base: Path, run: Path) -> list[str]:
