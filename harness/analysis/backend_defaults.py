@@ -29,21 +29,16 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis import dispatch_evidence
+from harness.analysis.decision_facts import MLXCEL_DEFAULT_CAPS
 from harness.analysis.inputs import load_input
 from harness.analysis.parity import PointParity, parity_by_model
 from harness.analysis.pipeline import Analysis, Options, analyse, expected_null
 from harness.analysis.policy import Action
 from harness.analysis.stats import Verdict
-from harness.config.backend_specs import mlxcel_caps
 from harness.config.schema import kind_meaning
 from harness.errors import InputError
 from harness.runs.summary_columns import SummaryCol
 
-# mlxcel's compiled-in caps and the constants that hold them (src/models/switch_layers.rs), for the backends
-# mlxcel has one for (each backend's registry entry says). A backend that inherits another's constant (ROCm takes
-# the CUDA one) has a default but no constant of its own: patching it would change the other backend too.
-MLXCEL_DEFAULT_CAPS = {backend: cap.default for backend, cap in mlxcel_caps().items()}
-MLXCEL_CONSTANTS = {backend: cap.constant for backend, cap in mlxcel_caps().items() if not cap.shared_with}
 DEFAULT_BITS = 4  # imported mlxcel CSVs carry no bits; every published point is 4-bit
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.config.discover import DiscoveredModel
-from harness.config.mlxcel_families import SWITCH_ENV, TABLE, FamilyWiring, lookup
+from harness.config.mlxcel_families import NEVER_RUNS, SWITCH_ENV, TABLE, FamilyWiring, lookup
 
 SWITCH_LAYERS = "src/models/switch_layers.rs"
 
@@ -56,7 +56,7 @@ def predict_null(model: DiscoveredModel, knowledge: Knowledge = SHIPPED) -> str 
         return f"{quant.mode} quantization: the fused kernel runs only affine"
     wiring = lookup(model.family, knowledge.families)
     if wiring is not None and wiring.wiring == "none":
-        return f"family {model.family} never runs the fused kernel ({wiring.source})"
+        return f"family {model.family} {NEVER_RUNS} ({wiring.source})"
     gate, up, down = (quant.projections[role] for role in ("gate", "up", "down"))
     allowed_bits = (("gate", gate, rules.gate_up_bits), ("up", up, rules.gate_up_bits), ("down", down, rules.down_bits))
     for role, pairs, allowed in allowed_bits:

@@ -8,7 +8,8 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.analysis.backend_defaults import MLXCEL_CONSTANTS, Defaults, build_defaults
+from harness.analysis.backend_defaults import Defaults, build_defaults
+from harness.analysis.decision_facts import MLXCEL_CONSTANTS
 from harness.analysis.pipeline import Options
 from harness.output.device_defaults import class_defaults, class_markdown, class_patch, rust_block
 from harness.output.markdown_text import md_code, md_text

@@ -85,7 +85,11 @@ class ReportData:
             "raw_data": self.raw_data,
             "overrides": self.overrides,
             "link_base": self.link_base,
-            "options": {**self.options.settings(), "current_default": self.options.current_default},
+            "options": {
+                **self.options.settings(),
+                "current_default": self.options.current_default,
+                "cap_source": self.options.cap_source,  # where that cap came from (the addendum says it)
+            },
             "files": self.files.to_json(),
             "context": self.context,
             "mlxcel": self.mlxcel,
