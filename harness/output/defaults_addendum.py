@@ -9,8 +9,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.analysis.backend_defaults import Defaults, build_defaults
-from harness.analysis.decision_facts import MLXCEL_CONSTANTS
+from harness.analysis.decision_facts import MLXCEL_CONSTANTS, backend_cap, constant_words
 from harness.analysis.pipeline import Options
+from harness.output.addendum_heading import library_under_test
 from harness.output.device_defaults import class_defaults, class_markdown, class_patch, rust_block
 from harness.output.markdown_text import md_code, md_text
 from harness.output.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
@@ -19,23 +20,38 @@ from harness.runs.rundir import refuse_stored
 
 
 def changed_caps(defaults: Defaults) -> dict[str, int]:
-    """{backend: new cap} for the mlxcel backends whose default the decision changes (nothing for a keep, nothing
-    for a backend mlxcel does not have)."""
+    """{backend: new cap} for the backends whose own mlxcel constant the decision moves (a raise or lower; never a
+    `set` from a cap nobody stated, never a constant another backend shares: ROCm's move is a device-class arm)."""
     return {
         b.backend: b.recommended
         for b in defaults.backends
-        if b.backend in MLXCEL_CONSTANTS and b.recommended is not None and b.recommended != b.current
+        if b.backend in MLXCEL_CONSTANTS and b.action in ("raise", "lower") and b.recommended is not None
     }
 
 
 def apply_lines(defaults: Defaults) -> list[str]:
-    """The mlxcel source constants to set and the environment override, for each default that changes."""
+    """The mlxcel source constants to set and the environment override, for each default that moves; for a
+    backend that shares another's constant, the override and where its move goes instead."""
     lines = []
-    for backend, cap in changed_caps(defaults).items():
-        action = next(b.action for b in defaults.backends if b.backend == backend)
-        lines.append(f"{MLXCEL_CONSTANTS[backend]} = {cap}  // src/models/switch_layers.rs ({action})")
-        lines.append(f"env override on {backend}: MLXCEL_FUSED_MOE_MAX_DFF={cap}")
+    for b in defaults.backends:
+        cap = backend_cap(b.backend)
+        if cap is None or b.action not in ("raise", "lower") or b.recommended is None:
+            continue
+        if b.backend in MLXCEL_CONSTANTS:
+            lines.append(f"{cap.constant} = {b.recommended}  // src/models/switch_layers.rs ({b.action})")
+        else:
+            lines.append(
+                f"{b.backend} reads {cap.constant}, shared with {cap.shared_with}: not rewritten; its {b.action} to "
+                f"{b.recommended} is the device-class arm below"
+            )
+        lines.append(f"env override on {b.backend}: MLXCEL_FUSED_MOE_MAX_DFF={b.recommended}")
     return lines
+
+
+def _backend_cell(backend: str) -> str:
+    """`rocm (FUSED_MOE_MAX_DFF_CUDA (shared with cuda))`: the backend and the constant its build reads."""
+    constant = constant_words(backend)
+    return f"{md_text(backend)} ({md_code(constant)})" if constant else md_text(backend)
 
 
 def _cell(value: float, digits: int) -> str:
@@ -53,7 +69,7 @@ def render_markdown(defaults: Defaults, date: str, source: MlxcelSource | None =
         "",
     ]
     for run in defaults.runs:
-        pin = run.analysis.provenance.get("library_pin") or "library not recorded"
+        pin = library_under_test(run.analysis.provenance, None)  # as the run's own addendum names it
         lines.append(f"- {md_code(run.path)}: {md_text(run.backend)}, {md_text(run.device)}, {md_text(pin)}")
     if source is not None and source.checked:
         version = f"mlxcel {md_text(source.version)}, " if source.version else ""
@@ -67,7 +83,7 @@ def render_markdown(defaults: Defaults, date: str, source: MlxcelSource | None =
     ]
     for b in defaults.backends:
         lines.append(
-            f"| {md_text(b.backend)} | {', '.join(md_text(d) for d in b.devices)} | {b.current or '-'} "
+            f"| {_backend_cell(b.backend)} | {', '.join(md_text(d) for d in b.devices)} | {b.current or '-'} "
             f"| {b.recommended or '-'} | **{b.action}** | {md_text(b.evidence)} |"
         )
     lines += ["", "Per device:", "", "| backend | device | runs | current | recommended | action | evidence |"]
@@ -80,7 +96,8 @@ def render_markdown(defaults: Defaults, date: str, source: MlxcelSource | None =
     if apply_lines(defaults):
         unchecked = "" if source is not None and source.checked else f"; {UNCHECKED_NOTE}"
         where = f" (patch: [{patch}]({patch}){unchecked})" if patch else ""
-        lines += ["", f"Set these constants in mlxcel{where} (and the per-run override):", "", "```"]
+        what = "Set these constants in mlxcel" if changed_caps(defaults) else "No constant is rewritten"
+        lines += ["", f"{what}{where} (and the per-run override):", "", "```"]
         lines += [*apply_lines(defaults), "```", ""]
     else:
         lines += ["", "No mlxcel default changes: every backend keeps its cap (no constant to set).", ""]
@@ -176,7 +193,8 @@ def print_defaults(defaults: Defaults, echo: Callable[[str], None]) -> None:
     """The per-backend decisions, the lines that apply them, regressions and rule recommendations (console)."""
     for b in defaults.backends:
         move = f"{b.action} {b.current or '-'} → {b.recommended or '-'}"
-        echo(f"{b.backend} ({', '.join(b.devices)}): {move} — {b.evidence}")
+        constant = f" [{constant_words(b.backend)}]" if constant_words(b.backend) else ""
+        echo(f"{b.backend}{constant} ({', '.join(b.devices)}): {move} — {b.evidence}")
     for line in apply_lines(defaults):
         echo(f"apply: {line}")
     for p in defaults.regressions:

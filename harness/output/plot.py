@@ -113,8 +113,10 @@ def _draw_interval(ax, c: CrossoverJSON, left: float, right: float, colour: str,
                         arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2})  # fmt: skip
         else:
             ax.plot(end, y, marker="|", color=colour, markersize=10, markeredgewidth=2, zorder=4)
+    # the interval as the tables write it ([6400, >14336]: an open end is past the last measured Dff, never the
+    # estimate the bar is drawn to)
     below, above = "<" if low is None else "", ">" if high is None else ""
-    text = f"{below}{figures.dff(finite_low)} … {above}{figures.dff(finite_high)}"
+    text = c.get("ci_text") or f"{below}{figures.dff(finite_low)} … {above}{figures.dff(finite_high)}"
     ax.annotate(text, (finite_low, y), xytext=(2, 3), textcoords="offset points", fontsize=7, color=colour)
 
 
