@@ -329,6 +329,12 @@ def _float(value: object) -> float:
         return math.nan
 
 
+def losing_under(runs: Sequence[RunResult], backend: str, cap: int | None) -> list[PointCheck]:
+    """The points of `runs` on `backend` that `cap` would send down the path the other beats beyond the margin."""
+    row = BackendRow(backend, (), cap, cap, "keep", "")
+    return [p for p in _point_checks(runs, [row]) if p.regression and p.backend == backend]
+
+
 def _withhold_regressions(backends: list[BackendRow], runs: Sequence[RunResult], margin: float) -> list[BackendRow]:
     """A move the document's own regression check refutes is not proposed: where a measured point would take a
     path the other beats beyond the margin under the moved cap (and not under the current one), the backend keeps
@@ -338,9 +344,8 @@ def _withhold_regressions(backends: list[BackendRow], runs: Sequence[RunResult],
         if row.action not in ("raise", "lower") or row.current is None:
             out.append(row)
             continue
-        moved = [p for p in _point_checks(runs, [row]) if p.regression and p.backend == row.backend]
-        now = _point_checks(runs, [replace(row, recommended=row.current)])
-        already = {(p.device, p.model, p.dff) for p in now if p.regression}
+        already = {(p.device, p.model, p.dff) for p in losing_under(runs, row.backend, row.current)}
+        moved = losing_under(runs, row.backend, row.recommended)
         losing = [p for p in moved if (p.device, p.model, p.dff) not in already]
         if not losing:
             out.append(row)
