@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.decision_facts import cap_in_force, constant_of, constant_words, tree_cap
+from harness.analysis.decision_facts import SWITCH_LABEL, cap_in_force, constant_of, constant_words, tree_cap
 from harness.errors import InputError
 from tests.fake_models import write_models
 from tests.helpers import cli
@@ -123,6 +123,14 @@ def test_imported_cuda_csvs_keep_8192_when_the_crossover_lies_above_it(tmp_path)
     assert {"gemma-4-26b-a4b-4bit", "qwen3-next-80b-a3b-4bit", "qwen3.5-35b-a3b-4bit"} <= set(meta["cap_ignored"])
     d = _crossover(run)
     assert (d["action"], d["recommended_cap"], d["current_default"]) == ("keep", 8192, 8192)
+    # the points measured by switch keep their fused-on-vs-off ratio and interval, out of the cap's decision
+    gemma = next(p for p in d["points"] if p["model"] == "gemma-4-26b-a4b-4bit")
+    assert gemma["verdict"] == "null" and gemma["reason"].startswith(SWITCH_LABEL)
+    assert gemma["ci_low"] is not None and 1.6 < gemma["estimate"] < 1.8  # truth 1.7
+    done = cli("check", "--baseline", run, "--current", run, "--json")
+    assert done.returncode == 0, done.stdout
+    checked = next(p for p in json.loads(done.stdout)["points"] if p["model"] == "gemma-4-26b-a4b-4bit")
+    assert checked["ratio_before"] == checked["ratio_after"] == gemma["estimate"]  # point by point, no nan → nan
 
 
 def test_a_four_point_metal_table_keeps_4096_across_an_unmeasured_range(tmp_path):

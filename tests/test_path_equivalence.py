@@ -35,7 +35,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.backend_defaults import build_defaults
-from harness.analysis.decision_facts import MLXCEL_DEFAULT_CAPS
+from harness.analysis.decision_facts import MLXCEL_DEFAULT_CAPS, is_switch_point
 from harness.analysis.pipeline import Analysis, Options, analyse_path
 from harness.analysis.regression import check_runs
 from harness.config.discover import DiscoveredModel, read_model
@@ -45,6 +45,7 @@ from harness.output.report_files import mlxcel_csv
 from harness.runs.formats import SAMPLE_COLUMNS
 from harness.runs.mlxcel_bench_csv import read_bench_pair
 from harness.runs.mlxcel_csv import MlxcelImport, import_run_dir
+from harness.runs.summary_columns import SummaryCol
 from tests.fake_models import AFFINE_4BIT, write_models
 from tests.synthetic_sweeps import write_run
 
@@ -243,12 +244,17 @@ def _bench_files(scenario: Scenario, runs: dict, root: Path, new_layout: bool) -
 
 
 def _facts(analysis: Analysis) -> tuple[object, ...]:
-    """What every path must agree on: action, cap, the cap in force, crossover and interval, and which points
-    stayed out of the cap's decision (each with its class)."""
+    """What every path must agree on: action, cap, the cap in force, crossover and interval, which points stayed
+    out of the cap's decision (each with its class), and the fused-on-vs-off ratio of the points measured by
+    switch."""
     d = analysis.result.decision
     c = analysis.result.crossover
     rounded = tuple(None if v is None or not math.isfinite(v) else round(v, 6) for v in (c.dff, c.ci_low, c.ci_high))
-    return (d.action, d.recommended_cap, analysis.current_default, *rounded, dict(analysis.point_facts.classes))
+    summary = analysis.summary
+    switch = summary[[is_switch_point(r) for r in summary[SummaryCol.REASON]]]
+    ratios = {str(m): round(float(e), 6) for m, e in zip(switch["model"], switch[SummaryCol.ESTIMATE], strict=True)}
+    classes = dict(analysis.point_facts.classes)
+    return (d.action, d.recommended_cap, analysis.current_default, *rounded, classes, ratios)
 
 
 def _export(run: Path, out: Path) -> Path:
@@ -268,6 +274,7 @@ def test_every_path_gives_the_sweep_paths_decision(scenario: Scenario, tmp_path:
     assert sweep.current_default == MLXCEL_DEFAULT_CAPS[scenario.backend]
     classes = sweep.point_facts.classes
     assert {m: classes.get(m) for m in [*AA, *SWITCH]} == {**dict.fromkeys(AA, "aa"), **dict.fromkeys(SWITCH, "switch")}
+    assert set(expected[-1]) == set(SWITCH) and all(1.5 < r < 1.7 for r in expected[-1].values())  # truth: 1.6
 
     exported = _export(run, tmp_path / "sweep-mlxcel.csv")
     from_csv = analyse_path(exported)

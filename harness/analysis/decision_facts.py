@@ -30,10 +30,13 @@ from typing import Literal
 import pandas as pd
 
 from harness.analysis import dispatch_evidence
+from harness.analysis.point_summary import analyse_points
 from harness.config import mlxcel_families
 from harness.config.backend_specs import MlxcelCap, mlxcel_caps
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
+from harness.runs.formats import point_keys
+from harness.runs.summary_columns import SummaryCol
 
 PointClass = Literal["switch", "aa", "declined", "excluded"]
 SWITCH_LABEL = "fused path on vs off (the family ignores the cap)"
@@ -209,3 +212,37 @@ def point_facts(
             classes[model] = "aa"
     reasons = {**by_name, **ignored, **observed, **expected, **excludes}
     return PointFacts(classes, reasons)
+
+
+def is_switch_point(reason: object) -> bool:
+    """Whether a summary row is a point measured by switch (with_switch_ratios wrote its reason): the documents
+    show its ratio and interval under SWITCH_LABEL and draw it with a marker of its own."""
+    return str(reason or "").startswith(SWITCH_LABEL)
+
+
+def with_switch_ratios(
+    summary: pd.DataFrame, samples: pd.DataFrame | None, facts: PointFacts, confidence: float, margin: float
+) -> pd.DataFrame:
+    """The summary with each point measured by switch given its own fused-on-vs-off ratio and interval (its runs
+    analysed apart, as any point, so nothing of it reaches the points of the cap's decision: not φ, not the drift
+    test), its verdict left null (it stays out of the cap's decision) and its reason saying what the ratio is."""
+    switch = {m for m, kind in facts.classes.items() if kind == "switch"}
+    rows = summary["model"].astype(str).isin(switch).to_numpy() if len(summary) else []
+    if not switch or not any(rows):
+        return summary
+    out = summary.copy()
+    measured: dict[object, str] = {}
+    if samples is not None:
+        own = analyse_points(samples[samples["model"].astype(str).isin(switch)], confidence, margin, {}).summary
+        position = {key: i for i, key in enumerate(point_keys(own))}
+        copied = [c for c in own.columns if c in out.columns and c not in (SummaryCol.VERDICT, SummaryCol.REASON)]
+        out[copied] = out[copied].astype(object)
+        for index, key in point_keys(out[rows]).items():
+            if key in position:
+                row = own.iloc[position[key]]
+                out.loc[index, copied] = row[copied].to_numpy(dtype=object)
+                measured[index] = f": {row[SummaryCol.REASON]}" if row[SummaryCol.REASON] else ""
+    for index in out.index[rows]:
+        model = str(out.at[index, "model"])
+        out.at[index, SummaryCol.REASON] = f"{SWITCH_LABEL}{measured.get(index, '')}; {facts.reasons[model]}"
+    return out.infer_objects()

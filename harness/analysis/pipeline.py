@@ -157,6 +157,7 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
     except ValueError as exc:  # the statistics are pure; only the excludes can be wrong once the options are checked
         name, _, problem = str(exc).partition(": ")
         raise InputError("--exclude", name, problem) from None
+    summary = decision_facts.with_switch_ratios(summary, loaded.samples, facts, options.confidence, options.margin)
     summary = dispatch_evidence.annotate(summary, loaded.samples, loaded.verification, expected_null(loaded.provenance))
     cap = decision_facts.cap_in_force(loaded.provenance, options.current_default, options.cap_source)
     current = cap.value

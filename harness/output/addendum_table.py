@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.analysis import figures
+from harness.analysis.decision_facts import SWITCH_LABEL, is_switch_point
 from harness.analysis.decision_json import PointJSON, TestJSON, ratio_of_medians
 from harness.analysis.decision_words import family_words, point_test_words
 from harness.analysis.dispatch_evidence import parity_words
@@ -88,6 +89,8 @@ def _table(points: list[PointJSON], name: Callable[[str], str], options: Options
             fallback, ratio = f"**{fallback}**", f"**{ratio}**"
         ci = figures.interval(p[SummaryCol.CI_LOW], p[SummaryCol.CI_HIGH])
         verdict = p[SummaryCol.VERDICT] + (" (unstable)" if p[SummaryCol.UNSTABLE] else "")
+        if is_switch_point(p[SummaryCol.REASON]):  # measured, but with the switch: not a point of the cap's curve
+            verdict = SWITCH_LABEL
         cells = [str(p["dff"]), md_text(p["model"]), fallback, fused, ratio, ci, verdict]
         if tested:
             cells.append(_test_cell(p.get("decision_test"), options.margin))

@@ -95,7 +95,7 @@ def mlxcel_csv(analysis: Analysis, data: ReportData) -> str:
         if row[SummaryCol.VERDICT] == "null" and str(row["quant_mode"] or "affine") == "affine"
     }
     # a point measured by switch keeps its class on the way back (the family ignores the cap), the rest are null
-    ignored = {m: why for m, why in nulls.items() if analysis.point_facts.of(m) == "switch"}
+    ignored = {m: analysis.point_facts.reasons[m] for m in nulls if analysis.point_facts.of(m) == "switch"}
     nulls = {m: why for m, why in nulls.items() if m not in ignored}
     keys = {
         "run_id": analysis.provenance.get("run_id", ""),
