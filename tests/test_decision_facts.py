@@ -17,7 +17,8 @@ from harness.analysis.decision_facts import SWITCH_LABEL, cap_in_force, constant
 from harness.errors import InputError
 from tests.fake_models import write_models
 from tests.helpers import cli
-from tests.test_path_equivalence import AA, BENCH_NEW, SWITCH, _moe
+from tests.synthetic_sweeps import write_run
+from tests.test_path_equivalence import AA, BENCH_NEW, SWITCH, Scenario, _models, _moe, _runs, _samples, _sweep_meta
 
 # --- the cap in force: its sources, in order ------------------------------------------------------------------
 
@@ -168,3 +169,30 @@ def test_a_rocm_lower_names_the_shared_cuda_constant_and_rewrites_nothing(tmp_pa
     assert not list(out.glob("*-switch_layers.diff"))  # cuda keeps 8192; the shared constant is not rewritten
     (arms,) = out.glob("*-device-defaults.rs")
     assert f'"rocm-gfx1151" => Some({d["recommended_cap"]})' in arms.read_text()
+
+
+def test_check_reports_re_derives_the_readme_append_to_recipe(tmp_path):
+    """Issue 35: check-reports re-derived 0 of 3 addenda made by README's `report --out <mlxcel docs>/data/<id>
+    --append-to <design doc>` recipe (the sidecar's CSV link runs through --link-base); each addendum and each block
+    inserted in the design doc must check out, and a block edited by hand must fail."""
+    project = tmp_path / "moecal"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("")
+    doc = tmp_path / "mlxcel" / "docs" / "benchmark_results" / "fused-moe-decode-kernel-design.md"
+    doc.parent.mkdir(parents=True)
+    (tmp_path / "mlxcel" / ".git").mkdir()
+    doc.write_text("# design\n")
+    for seed, backend in enumerate(("cuda", "metal")):
+        scenario = Scenario(backend, "curved", ("mixtral", "qwen3_moe"), 5000.0, 1.0, seed)
+        models = _models(scenario, tmp_path / backend)
+        samples = _samples(scenario, models, _runs(scenario, models), paired=True)
+        run = write_run(project / "results" / f"run-{backend}", samples, _sweep_meta(scenario, models))
+        out = doc.parent / "data" / run.name
+        done = cli("report", run, "--out", out, "--append-to", doc, cwd=project)
+        assert done.returncode == 0, done.stderr
+    done = cli("check-reports", doc.parent, cwd=project)
+    assert done.returncode == 0, done.stdout
+    assert "check-reports: 3/3 addenda re-derive" in done.stdout  # two addenda, one design doc with two blocks
+    doc.write_text(doc.read_text().replace("**Decision:", "**Decision (edited):", 1))
+    done = cli("check-reports", doc.parent, cwd=project)
+    assert done.returncode == 1 and "the block of sweep-cuda-curved-2fam-seed0 differs" in done.stdout

@@ -7,13 +7,14 @@ report's analysis on purpose.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import InputError
 from harness.output.addendum_markdown import render_markdown
 from harness.output.report_build import build_report_data, read_report_input
-from harness.output.report_data import ReportData, read_sidecar, sidecar_path
+from harness.output.report_data import ADDENDUM_SUFFIX, ReportData, read_sidecar, sidecar_path
 from harness.output.report_files import mlxcel_csv
 from harness.output.report_links import project_root
 from harness.runs.safe_paths import outside_trees, plain_name_problem
@@ -36,7 +37,7 @@ def verify_report(md_path: Path, trees: Sequence[Path] = ()) -> list[str] | None
     if stored is None:
         if text.startswith(OLD_BLOCK_START):
             return ["an addendum of the old format (its record inside the text): regenerate it with `moecal report`"]
-        return None
+        return _inserted_blocks(md_path, text, trees)
     root = project_root(md_path.parent)
     try:
         raw = root / stored["raw_data"]
@@ -44,7 +45,8 @@ def verify_report(md_path: Path, trees: Sequence[Path] = ()) -> list[str] | None
         here = project_root(Path.cwd())  # the project moecal runs from, when it is one (not any folder, e.g. ~)
         projects = [here] if any((here / marker).exists() for marker in (".git", "pyproject.toml")) else []
         outside = outside_trees([raw, previous], [root, *trees, *projects])
-        bad_name = stored["files"]["mlxcel_csv"] and plain_name_problem(stored["files"]["mlxcel_csv"])
+        # the CSV is read beside the addendum, by its name: the stored link may lead there through --link-base
+        bad_name = stored["files"]["mlxcel_csv"] and plain_name_problem(Path(stored["files"]["mlxcel_csv"]).name)
         if outside or bad_name:
             return [outside or f"files.mlxcel_csv: {bad_name}"]
         record = ReportData.from_json(stored)
@@ -69,6 +71,27 @@ def verify_report(md_path: Path, trees: Sequence[Path] = ()) -> list[str] | None
             "the text differs from what its sidecar renders to (edited by hand, or written by another version): "
             "regenerate it with `moecal report`"
         )
+    return problems
+
+
+_BLOCK = re.compile(r"<!-- moecal:addendum (\S+) -->\r?\n(.*?)\r?\n<!-- /moecal:addendum \1 -->", re.DOTALL)
+
+
+def _inserted_blocks(doc: Path, text: str, trees: Sequence[Path]) -> list[str] | None:
+    """A design doc's `report --append-to` blocks (harness.output.design_doc): each must be its run's addendum as
+    written beside its sidecar (which verify_report re-derives on its own), found under the doc's folder or the
+    folders checked. None: the doc holds no block (not a moecal document)."""
+    blocks = _BLOCK.findall(text)
+    if not blocks:
+        return None
+    problems = []
+    for run_id, body in blocks:
+        name = f"{run_id}{ADDENDUM_SUFFIX}"
+        found = next((p for folder in (doc.parent, *trees) for p in sorted(Path(folder).rglob(name))), None)
+        if found is None:
+            problems.append(f"the block of {run_id}: no {name} under {doc.parent} or the folders checked")
+        elif found.read_text(encoding="utf-8").rstrip("\n").replace("\r\n", "\n") != body.replace("\r\n", "\n"):
+            problems.append(f"the block of {run_id} differs from {found}: report the run again with --append-to")
     return problems
 
 
