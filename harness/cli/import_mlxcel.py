@@ -45,7 +45,9 @@ def import_mlxcel(
     """Each run becomes a sample row (round = run index); NA runs become skip rows with the reason.
 
     `--fallback A.csv --fused B.csv --models DIR` reads mlxcel's scripts/bench_decode.sh CSVs instead, one file per
-    arm and run; files that differ in mlxcel version, prompt, token budget, date or hardware are refused."""
+    arm and run; files that differ in mlxcel version, prompt, token budget, date or hardware are refused. The model
+    folders class each point as `init` does (A/A, declined, ignores the cap). Without --current-default the cap in
+    force is the backend's compiled-in constant (rocm and cuda: FUSED_MOE_MAX_DFF_CUDA; metal: _METAL)."""
     from harness.runs.import_checks import check_distinct_files
     from harness.runs.mlxcel_bench_csv import read_bench_pair
     from harness.runs.mlxcel_csv import import_run_dir
