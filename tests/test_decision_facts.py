@@ -18,7 +18,17 @@ from harness.errors import InputError
 from tests.fake_models import write_models
 from tests.helpers import cli
 from tests.synthetic_sweeps import write_run
-from tests.test_path_equivalence import AA, BENCH_NEW, SWITCH, Scenario, _models, _moe, _runs, _samples, _sweep_meta
+from tests.test_path_equivalence import (
+    AA,
+    SWITCH,
+    Scenario,
+    _models,
+    _moe,
+    _runs,
+    _samples,
+    _sweep_meta,
+    write_bench_files,
+)
 
 # --- the cap in force: its sources, in order ------------------------------------------------------------------
 
@@ -76,31 +86,24 @@ CUDA_CHECKPOINTS = {
 }
 
 
-def _bench_csvs(root: Path, backend: str, ratio_at, runs: int = 3, seed: int = 0) -> tuple[list[Path], list[Path]]:
+def _bench_csvs(root: Path, backend: str, ratio_at, runs: int = 3, seed: int = 0) -> dict[str, list[Path]]:
     """bench_decode.sh CSVs (today's layout), one per arm and run, of every checkpoint written under root/models."""
     rng = np.random.default_rng(seed)
-    files: dict[str, list[Path]] = {"fallback": [], "fused": []}
-    for arm in files:
-        for run in range(runs):
-            lines = [BENCH_NEW]
-            for name, config in CUDA_CHECKPOINTS.items():
-                dff = config.get("moe_intermediate_size") or config["text_config"]["intermediate_size"]
-                ratio = 1.0 if name in AA else 1.7 if name in SWITCH or "qwen3.5" in name else ratio_at(dff)
-                tok_s = 4e5 / dff**0.8 * (ratio if arm == "fused" else 1.0) * math.exp(rng.normal(0, 0.004))
-                lines.append(
-                    f"{name},./models/{name},36,100,9.77,3685.82,{100_000 / tok_s:.3f},{tok_s:.2f},2026-10-01,"
-                    f'synthetic_{backend}_gfx1151,0.7.0,release,100,"Hello",,2fcdbe5f,81ba1c6a'
-                )
-            path = root / f"{backend}_synthetic_2026-10-01_{arm}{run}.csv"
-            path.write_text("\n".join(lines) + "\n")
-            files[arm].append(path)
-    return files["fallback"], files["fused"]
+    measured = {}
+    for name, config in CUDA_CHECKPOINTS.items():
+        dff = config.get("moe_intermediate_size") or config["text_config"]["intermediate_size"]
+        ratio = 1.0 if name in AA else 1.7 if name in SWITCH or "qwen3.5" in name else ratio_at(dff)
+        measured[name] = {
+            arm: [4e5 / dff**0.8 * scale * math.exp(rng.normal(0, 0.004)) for _ in range(runs)]
+            for arm, scale in (("fallback", 1.0), ("fused", ratio))
+        }
+    return write_bench_files(measured, root, backend, f"synthetic_{backend}_gfx1151", new_layout=True)
 
 
 def _import(root: Path, backend: str, ratio_at, name: str, seed: int = 0) -> Path:
     models = write_models(root, CUDA_CHECKPOINTS)
-    fallback, fused = _bench_csvs(root, backend, ratio_at, seed=seed)
-    args = [a for p in fallback for a in ("--fallback", p)] + [a for p in fused for a in ("--fused", p)]
+    files = _bench_csvs(root, backend, ratio_at, seed=seed)
+    args = [a for arm in ("fallback", "fused") for p in files[arm] for a in (f"--{arm}", p)]
     run = root / name
     done = cli("import-mlxcel", *args, "--models", models, "--backend", backend, "--out", run)
     assert done.returncode == 0, done.stderr

@@ -46,7 +46,7 @@ from harness.runs.formats import SAMPLE_COLUMNS
 from harness.runs.mlxcel_bench_csv import read_bench_pair
 from harness.runs.mlxcel_csv import MlxcelImport, import_run_dir
 from harness.runs.summary_columns import SummaryCol
-from tests.fake_models import AFFINE_4BIT, write_models
+from tests.fake_models import AFFINE_4BIT, CONFIGS, write_models
 from tests.synthetic_sweeps import write_run
 
 ROUNDS = 5
@@ -81,18 +81,7 @@ CAP_FAMILIES: dict[str, list[tuple[str, dict]]] = {
 }
 # points kept out of the cap's decision: A/A (never runs the kernel) and measured by switch (ignores the cap)
 AA = {
-    "llama-4-scout-17b-16e-4bit": {
-        "model_type": "llama4",
-        "text_config": {
-            "model_type": "llama4_text",
-            "hidden_size": 5120,
-            "intermediate_size": 8192,
-            "num_local_experts": 16,
-            "num_experts_per_tok": 1,
-            "num_hidden_layers": 48,
-        },
-        "quantization": AFFINE_4BIT,
-    },
+    "llama-4-scout-17b-16e-4bit": CONFIGS["llama-4-scout-17b-16e-4bit"],
     "deepseek-v2-lite-4bit": {**_moe("deepseek_v2", 1408, "n_routed_experts"), "n_shared_experts": 2},
 }
 SWITCH = {
@@ -224,20 +213,23 @@ BENCH_OLD = (
 BENCH_NEW = BENCH_OLD.replace("mlx_version", "mlxcel_version") + ",mlxcel_commit,mlx_commit"
 
 
-def _bench_files(scenario: Scenario, runs: dict, root: Path, new_layout: bool) -> dict[str, list[Path]]:
-    """bench_decode.sh CSVs, one per arm and run (the layout of mlxcel's benchmarks/ before or since 2026-09)."""
+def write_bench_files(
+    runs: dict[str, dict[str, list[float]]], root: Path, backend: str, hardware: str, new_layout: bool
+) -> dict[str, list[Path]]:
+    """bench_decode.sh CSVs of `runs` (model → arm → tok/s per run), one file per arm and run, in the layout of
+    mlxcel's benchmarks/ before or since 2026-09 (`<backend>_…` file names: the import reads the backend there)."""
     out: dict[str, list[Path]] = {"fallback": [], "fused": []}
+    build = ",2fcdbe5f,81ba1c6a" if new_layout else ""  # mlxcel_commit, mlx_commit after prompt_target_len
     for arm in out:
-        for r in range(ROUNDS):
+        for r in range(len(next(iter(runs.values()))[arm])):
             lines = [BENCH_NEW if new_layout else BENCH_OLD]
             for name, arms in runs.items():
                 tok_s = arms[arm][r]
-                build = ",2fcdbe5f,81ba1c6a" if new_layout else ""
                 lines.append(
                     f"{name},./models/{name},36,100,9.77,3685.82,{100_000 / tok_s:.3f},{tok_s:.2f},2026-10-01,"
-                    f'synthetic_{scenario.backend}_device,0.7.0,release,100,"Hello, how are you?",{build and ""}{build}'
+                    f'{hardware},0.7.0,release,100,"Hello, how are you?",{build}'
                 )
-            path = root / f"{scenario.backend}_synthetic_2026-10-01_{arm}{r}.csv"
+            path = root / f"{backend}_synthetic_2026-10-01_{arm}{r}.csv"
             path.write_text("\n".join(lines) + "\n")
             out[arm].append(path)
     return out
@@ -284,7 +276,7 @@ def test_every_path_gives_the_sweep_paths_decision(scenario: Scenario, tmp_path:
     assert _facts(analyse_path(reimported)) == expected, "the exported mlxcel CSV, imported"
 
     new_layout = scenario.seed % 2 == 1  # the two bench_decode.sh layouts take turns (each backend gets both)
-    files = _bench_files(scenario, runs, tmp_path, new_layout)
+    files = write_bench_files(runs, tmp_path, scenario.backend, f"synthetic_{scenario.backend}_device", new_layout)
     bench = tmp_path / "bench"
 
     def read(_: object) -> MlxcelImport:
