@@ -157,6 +157,7 @@ def test_a_four_point_metal_table_keeps_4096_across_an_unmeasured_range(tmp_path
 
 def test_a_rocm_lower_names_the_shared_cuda_constant_and_rewrites_nothing(tmp_path):
     """Issue 35: ROCm reads FUSED_MOE_MAX_DFF_CUDA; a move for ROCm alone is a device-class arm."""
+    (tmp_path / "pyproject.toml").write_text("")  # a project: check-reports reads the runs inside it
     run = _import(tmp_path, "rocm", lambda dff: 1.0 + 0.08 * math.log2(1200 / dff), "rocm-run", seed=1)
     d = _crossover(run)
     assert (d["action"], d["current_default"]) == ("lower", 8192)
@@ -172,6 +173,12 @@ def test_a_rocm_lower_names_the_shared_cuda_constant_and_rewrites_nothing(tmp_pa
     assert not list(out.glob("*-switch_layers.diff"))  # cuda keeps 8192; the shared constant is not rewritten
     (arms,) = out.glob("*-device-defaults.rs")
     assert f'"rocm-gfx1151" => Some({d["recommended_cap"]})' in arms.read_text()
+    # check-reports re-derives the defaults addendum from the runs its sidecar names, and fails an edited one
+    done = cli("check-reports", out, cwd=tmp_path)
+    assert done.returncode == 0 and "check-reports: 1/1 addenda re-derive" in done.stdout, done.stdout
+    addendum.write_text(text.replace("**lower**", "**keep**", 1))
+    done = cli("check-reports", out, cwd=tmp_path)
+    assert done.returncode == 1 and "differs from what its runs re-derive to" in done.stdout, done.stdout
 
 
 def test_check_reports_re_derives_the_readme_append_to_recipe(tmp_path):

@@ -4,6 +4,7 @@ harness.analysis.backend_defaults."""
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from harness.output.addendum_heading import library_under_test
 from harness.output.device_defaults import class_defaults, class_markdown, class_patch, rust_block
 from harness.output.markdown_text import md_code, md_text
 from harness.output.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
+from harness.output.report_links import project_root, relative_path
 from harness.runs.formats import write_text_atomic
 from harness.runs.rundir import refuse_stored
 
@@ -149,44 +151,76 @@ def render_markdown(defaults: Defaults, date: str, source: MlxcelSource | None =
     return "\n".join(lines) + "\n"
 
 
+DEFAULTS_SUFFIX = "-dff-defaults.md"
+DEFAULTS_FORMAT = 1  # the sidecar's `moecal_defaults` version
+
+
 def write_defaults(
     paths: Sequence[Path], out_dir: Path, options: Options = Options(), source: MlxcelSource | None = None
 ) -> tuple[Path, Defaults]:
     """The defaults addendum and, when a default changes, the switch_layers.rs patch beside it (against `source`,
-    the tree read with --mlxcel-src, else the published defaults)."""
+    the tree read with --mlxcel-src, else the published defaults); and its sidecar (`<stem>.json`: the runs
+    relative to the addendum's project, the options, the date, the tree's record and which files were written),
+    from which check-reports re-derives the addendum (defaults_text)."""
     defaults = build_defaults(paths, options)
     date = _dt.date.today().isoformat()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     backends = "-".join(b.backend for b in defaults.backends) or "none"
-    path = out_dir / f"{date}-{backends}-dff-defaults.md"
+    stem = f"{date}-{backends}"
+    path = out_dir / f"{stem}{DEFAULTS_SUFFIX}"
     refuse_stored(path, "write the report somewhere else (--out)")
     patch = cap_patch(source or known_defaults(), changed_caps(defaults))
-    patch_path = out_dir / f"{date}-{backends}-switch_layers.diff"
+    patch_path = out_dir / f"{stem}-switch_layers.diff"
     if patch:
         refuse_stored(patch_path, "write the report somewhere else (--out)")
         write_text_atomic(patch_path, patch)
-    text = render_markdown(defaults, date, source, patch_path.name if patch else "")
-    write_text_atomic(path, text + "\n" + _write_class_defaults(defaults, out_dir, f"{date}-{backends}", source))
+    class_patch_name = _write_class_defaults(defaults, out_dir, stem, source)
+    text = defaults_text(defaults, date, stem, source, patch_path.name if patch else "", class_patch_name)
+    root = project_root(out_dir)
+    record = {
+        "moecal_defaults": DEFAULTS_FORMAT,
+        "date": date,
+        "runs": [relative_path(Path(p), root) for p in paths],
+        "options": {**options.settings(), "current_default": options.current_default, "cap_source": options.cap_source},
+        "mlxcel": source.as_json() if source is not None else None,
+        "patch": patch_path.name if patch else "",
+        "class_patch": class_patch_name,
+    }
+    sidecar = path.with_name(path.name.removesuffix(".md") + ".json")
+    refuse_stored(sidecar, "write the report somewhere else (--out)")
+    write_text_atomic(path, text)
+    write_text_atomic(sidecar, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     return path, defaults
 
 
+def defaults_text(
+    defaults: Defaults, date: str, stem: str, source: MlxcelSource | None, patch: str, class_patch_name: str
+) -> str:
+    """The whole defaults addendum: the table and checks (render_markdown), then the per-device-class section
+    naming the files written beside it (the Rust block; the tree's patch when one was written)."""
+    files = f"Rust match arms: [{stem}-device-defaults.rs]({stem}-device-defaults.rs)"
+    if class_patch_name:
+        files += f"; patch of the --mlxcel-src tree's {SWITCH_LAYERS}: [{class_patch_name}]({class_patch_name})"
+    classes = class_markdown(class_defaults(defaults)) + "\n" + files + ".\n"
+    return render_markdown(defaults, date, source, patch) + "\n" + classes
+
+
 def _write_class_defaults(defaults: Defaults, out_dir: Path, stem: str, source: MlxcelSource | None) -> str:
-    """The per-device-class section (harness.output.device_defaults), with its Rust block written beside the
-    addendum and, with --mlxcel-src, a patch of that tree's switch_layers.rs adding or replacing the block."""
-    rows = class_defaults(defaults)
-    block = rust_block(rows)
+    """The per-device-class Rust block (harness.output.device_defaults) written beside the addendum and, with
+    --mlxcel-src, a patch of that tree's switch_layers.rs adding or replacing the block; the patch's name ('' when
+    none was written)."""
+    block = rust_block(class_defaults(defaults))
     rust_path = out_dir / f"{stem}-device-defaults.rs"
     refuse_stored(rust_path, "write the report somewhere else (--out)")
     write_text_atomic(rust_path, block)
-    files = f"Rust match arms: [{rust_path.name}]({rust_path.name})"
     patch = class_patch(source, block) if source is not None else ""
-    if patch:
-        patch_path = out_dir / f"{stem}-device-defaults.diff"
-        refuse_stored(patch_path, "write the report somewhere else (--out)")
-        write_text_atomic(patch_path, patch)
-        files += f"; patch of the --mlxcel-src tree's {SWITCH_LAYERS}: [{patch_path.name}]({patch_path.name})"
-    return class_markdown(rows) + "\n" + files + ".\n"
+    if not patch:
+        return ""
+    patch_path = out_dir / f"{stem}-device-defaults.diff"
+    refuse_stored(patch_path, "write the report somewhere else (--out)")
+    write_text_atomic(patch_path, patch)
+    return patch_path.name
 
 
 def print_defaults(defaults: Defaults, echo: Callable[[str], None]) -> None:
