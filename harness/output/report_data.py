@@ -88,7 +88,8 @@ class ReportData:
             "options": {
                 **self.options.settings(),
                 "current_default": self.options.current_default,
-                "cap_source": self.options.cap_source,  # where that cap came from (the addendum says it)
+                # where that cap came from when not the command line (the --mlxcel-src tree): the addendum says it
+                **({"cap_source": self.options.cap_source} if self.options.cap_source != Options.cap_source else {}),
             },
             "files": self.files.to_json(),
             "context": self.context,
