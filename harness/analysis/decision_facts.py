@@ -37,6 +37,7 @@ from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.runs.formats import point_keys
 from harness.runs.summary_columns import SummaryCol
+from harness.thresholds import MAX_CAP
 
 PointClass = Literal["switch", "aa", "declined", "excluded"]
 SWITCH_LABEL = "fused path on vs off (the family ignores the cap)"
@@ -116,10 +117,10 @@ def cap_words(cap: CapFact) -> dict[str, str]:
 def _integer(value: object, field: str) -> int:
     try:
         number = int(float(str(value)))
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number, NaN, inf
         raise InputError("provenance", field, f"{value!r} is not an integer") from None
-    if number <= 0:
-        raise InputError("provenance", field, f"{value!r} is not a positive cap")
+    if not 0 < number <= MAX_CAP:
+        raise InputError("provenance", field, f"{value!r} is not a cap (1 … {MAX_CAP})")
     return number
 
 
