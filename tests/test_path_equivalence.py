@@ -13,6 +13,7 @@ on cuda, metal and rocm. They enter through
    states no cap (the backend's compiled-in constant is the cap in force) and no class (the family knowledge of the
    model folders gives it);
 4. a multi-run `report RUN RUN`, whose device row for the run must be the run's own decision;
+5. the run's summary.csv (the stored rows, no samples);
 
 and each must give the same action, cap, crossover and interval. What the paths legitimately differ in, and why
 they still agree here: a bench_decode.sh CSV has no round positions, so its analysis is unpaired (Welch); the run
@@ -20,7 +21,7 @@ directory of the main property is therefore recorded unpaired too (a sweep whose
 tok/s are at the CSVs' two decimals, so every path sees the same numbers. A paired sweep is compared with its own
 exported CSV only (the export keeps each run's position in its round; bench_decode.sh CSVs cannot), and there
 the decision and the interval must agree exactly as well. `check BASE BASE` must pass for every baseline kind the
-tool writes (the run directory, its -mlxcel.csv, and the CSV against the run).
+tool writes (the run directory, its -mlxcel.csv, its summary.csv, each also against the run).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import pytest
 
 from harness.analysis.backend_defaults import build_defaults
 from harness.analysis.decision_facts import MLXCEL_DEFAULT_CAPS, is_switch_point
-from harness.analysis.pipeline import Analysis, Options, analyse_path
+from harness.analysis.pipeline import Analysis, Options, analyse_path, save_summary
 from harness.analysis.regression import check_runs
 from harness.config.discover import DiscoveredModel, read_model
 from harness.config.eligibility import model_entry
@@ -295,8 +296,13 @@ def test_every_path_gives_the_sweep_paths_decision(scenario: Scenario, tmp_path:
     if backend.action != device.action:  # only a move the document's own regression check refutes is withheld
         assert backend.action == "keep" and "withheld" in backend.evidence
 
+    # the summary.csv a sweep writes: the same decision from its stored rows
+    summary_csv = analyse_path(save_summary(sweep, run / "summary.csv"))
+    assert _facts(summary_csv) == expected, "the run's summary.csv"
+
     # `check BASE BASE` for each baseline kind the tool writes, and the exported CSV against its own run
-    for baseline, current in ((sweep, sweep), (from_csv, from_csv), (from_csv, sweep), (imported, sweep)):
+    same = [(a, a) for a in (sweep, from_csv, summary_csv)]
+    for baseline, current in [*same, (from_csv, sweep), (imported, sweep), (summary_csv, sweep)]:
         result = check_runs(baseline, current)
         assert result.exit_code == 0, result.as_json()
 
