@@ -33,7 +33,7 @@ import pandas as pd
 
 from harness.config.backend_specs import BACKEND_NAMES
 from harness.config.discover import DiscoveredModel, read_model
-from harness.config.eligibility import arm_forcing, predict_null
+from harness.config.eligibility import cap_not_read, predict_null
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.runs.formats import read_csv_text
@@ -150,11 +150,10 @@ def _family_knowledge(shapes: dict[str, DiscoveredModel]) -> dict[str, dict[str,
     point), `cap_ignored` for a family that ignores the cap (or is unknown): such points stay out of the cap's
     decision, as they do in a sweep of the same models."""
     declined = {name: why for name, model in shapes.items() if (why := predict_null(model))}
-    ignored = {}
-    for name, model in shapes.items():
-        forced_by, note = arm_forcing(model)
-        if forced_by != "cap":  # the words a sweep records (harness.measure.workloads.command.record_arm_forcing)
-            ignored[name] = f"kept out of the cap's crossover: {note or 'forced by the switch'}"
+    # the words a sweep records (harness.measure.workloads.command.record_arm_forcing), without how the arms were
+    # forced: the CSVs do not say whether the fallback arm set MLXCEL_FUSED_MOE=0
+    why = {name: cap_not_read(model) for name, model in shapes.items()}
+    ignored = {name: f"kept out of the cap's crossover: {reason}" for name, reason in why.items() if reason}
     return {key: value for key, value in (("expect_null", declined), ("cap_ignored", ignored)) if value}
 
 
