@@ -13,7 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.decision_facts import SWITCH_LABEL, cap_in_force, constant_of, constant_words, tree_cap
+from harness.analysis.decision_facts import (
+    SAME_KERNEL,
+    SWITCH_LABEL,
+    cap_in_force,
+    constant_of,
+    constant_words,
+    tree_cap,
+)
+from harness.analysis.pipeline import analyse_path
 from harness.errors import InputError
 from tests.fake_models import write_models
 from tests.helpers import cli
@@ -64,6 +72,20 @@ def test_an_unknown_cap_is_said_with_how_to_give_it_never_guessed():
     for bad in ("-3", "inf", "nan", "9" * 20, "x"):  # a bad record is one line naming the field, never a traceback
         with pytest.raises(InputError, match="current_default"):
             cap_in_force({"current_default": bad})
+
+
+def test_a_switch_point_at_ratio_one_says_what_that_may_mean(tmp_path):
+    """A family that ignores the cap, measured at fused = fallback (SYNTHETIC): its ratio is shown, and the reason
+    says both arms may have run the fused kernel (an input that does not record MLXCEL_FUSED_MOE=0)."""
+    scenario = Scenario("cuda", "flat", ("mixtral",), 5000.0, 1.05, 3)
+    models = _models(scenario, tmp_path)
+    runs = _runs(scenario, models)
+    runs["gemma-4-26b-a4b-4bit"]["fused"] = list(runs["gemma-4-26b-a4b-4bit"]["fallback"])
+    run = write_run(tmp_path / "run", _samples(scenario, models, runs, paired=False), _sweep_meta(scenario, models))
+    summary = analyse_path(run).summary.set_index("model")
+    gemma, qwen = summary.loc["gemma-4-26b-a4b-4bit"], summary.loc["qwen3-next-80b-a3b-4bit"]
+    assert gemma["verdict"] == "null" and abs(gemma["estimate"] - 1.0) < 1e-9 and SAME_KERNEL in gemma["reason"]
+    assert qwen["reason"].startswith(SWITCH_LABEL) and SAME_KERNEL not in qwen["reason"]  # 1.6: on vs off
 
 
 # --- issue 35's cases, end to end through the command line ----------------------------------------------------

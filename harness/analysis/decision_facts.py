@@ -41,12 +41,10 @@ from harness.thresholds import MAX_CAP
 
 PointClass = Literal["switch", "aa", "declined", "excluded"]
 SWITCH_LABEL = "fused path on vs off (the family ignores the cap)"
-CLASS_WORDS: dict[str, str] = {
-    "switch": SWITCH_LABEL,
-    "aa": "A/A point (both arms ran the same code)",
-    "declined": "declined by the fused kernel",
-    "excluded": "excluded by the user",
-}
+SAME_KERNEL = (
+    "no difference shown: where the fallback arm did not set MLXCEL_FUSED_MOE=0 (bench_decode.sh CSVs do not "
+    "record it), both arms ran the fused kernel"
+)
 
 
 # mlxcel's compiled-in caps per backend, and the constants a patch may rewrite: a backend that shares another's
@@ -243,6 +241,8 @@ def with_switch_ratios(
                 row = own.iloc[position[key]]
                 out.loc[index, copied] = row[copied].to_numpy(dtype=object)
                 measured[index] = f": {row[SummaryCol.REASON]}" if row[SummaryCol.REASON] else ""
+                if row[SummaryCol.CI_LOW] <= 1.0 <= row[SummaryCol.CI_HIGH]:  # what 1 may mean (forcing unrecorded)
+                    measured[index] += f" ({SAME_KERNEL})"
     for index in out.index[rows]:
         model = str(out.at[index, "model"])
         out.at[index, SummaryCol.REASON] = f"{SWITCH_LABEL}{measured.get(index, '')}; {facts.reasons[model]}"
