@@ -29,7 +29,7 @@ from harness.cli.app import app
 from harness.errors import InputError
 from harness.measure import sweep_loop as sweeps
 from harness.measure import sweep_setup
-from harness.output.defaults_addendum import render_markdown
+from harness.output.defaults_addendum import changed_caps, render_markdown
 from harness.runs.formats import SAMPLE_COLUMNS, read_samples
 from tests.fake_models import text_generator_command, write_models
 
@@ -63,7 +63,9 @@ def test_report_over_a_metal_and_a_cuda_run_writes_one_defaults_table(calibratio
     assert result.exit_code == 0, result.output
     (addendum,) = (root / "reports").glob("*-metal-cuda-dff-defaults.md")
     text = addendum.read_text()
-    table = [line for line in text.splitlines() if line.startswith("| metal |") or line.startswith("| cuda |")]
+    # the backend rows name the constant each build reads
+    heads = ("| metal (`FUSED_MOE_MAX_DFF_METAL`) |", "| cuda (`FUSED_MOE_MAX_DFF_CUDA`) |")
+    table = [line for line in text.splitlines() if line.startswith(heads)]
     assert "| backend | device(s) | current default | recommended | action | evidence |" in text
     (metal_current, metal_cap), (cuda_current, cuda_cap) = (map(int, row.split(" | ")[2:4]) for row in table[:2])
     # the synthetic truths: fused wins up to Dff 5000 on metal, 12000 on cuda; measured between 768 and 14336
@@ -97,7 +99,9 @@ def test_crossover_over_several_runs_prints_json_per_backend(calibration):
 
 def test_devices_of_one_backend_are_never_pooled(calibration):
     """A second, SYNTHETIC cuda device (the metal run's samples relabelled) must get its own row, and the backend
-    decision must hold for both devices: it lowers to what the slower device supports."""
+    decision must hold for both devices. The slower device lowers; lowering the shared constant to its cap would
+    send the first device's fused-winning points down the fallback path, so the backend keeps its constant, says
+    why (the points that would lose), and writes no constant to set; the device-class arm carries the lower."""
     root, metal, cuda = calibration
     second = root / "run-cuda-device2"
     second.mkdir(exist_ok=True)
@@ -109,8 +113,13 @@ def test_devices_of_one_backend_are_never_pooled(calibration):
     assert (second_row.device, second_row.action) == ("synthetic second GPU", "lower")
     assert second_row.recommended < first.recommended
     (backend,) = defaults.backends
-    assert (backend.backend, backend.action, backend.recommended) == ("cuda", "lower", second_row.recommended)
     assert len(backend.devices) == 2
+    losing = [p for p in build_defaults([cuda]).points if p.faster == "fused" and p.dff > second_row.recommended]
+    assert losing  # the first device measured fused winning above the second's cap: the lower is withheld
+    assert (backend.action, backend.recommended) == ("keep", 8192)
+    assert f"lower 8192 → {second_row.recommended} withheld" in backend.evidence
+    assert changed_caps(defaults) == {}
+    assert "synthetic second GPU (run-cuda-device2): lower 8192 → " in backend.evidence  # the device quoted
 
 
 def test_backend_decision_needs_every_device_to_raise():

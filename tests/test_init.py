@@ -15,7 +15,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from harness.analysis.backend_defaults import MLXCEL_DEFAULT_CAPS
+from harness.analysis.decision_facts import MLXCEL_DEFAULT_CAPS
 from harness.cli.app import app
 from harness.config.discover import DiscoveredModel, read_model, scan
 from harness.config.eligibility import predict_null

@@ -34,16 +34,10 @@ from harness.analysis.parity import PointParity, parity_by_model
 from harness.analysis.pipeline import Analysis, Options, analyse, expected_null
 from harness.analysis.policy import Action
 from harness.analysis.stats import Verdict
-from harness.config.backend_specs import mlxcel_caps
 from harness.config.schema import kind_meaning
 from harness.errors import InputError
 from harness.runs.summary_columns import SummaryCol
 
-# mlxcel's compiled-in caps and the constants that hold them (src/models/switch_layers.rs), for the backends
-# mlxcel has one for (each backend's registry entry says). A backend that inherits another's constant (ROCm takes
-# the CUDA one) has a default but no constant of its own: patching it would change the other backend too.
-MLXCEL_DEFAULT_CAPS = {backend: cap.default for backend, cap in mlxcel_caps().items()}
-MLXCEL_CONSTANTS = {backend: cap.constant for backend, cap in mlxcel_caps().items() if not cap.shared_with}
 DEFAULT_BITS = 4  # imported mlxcel CSVs carry no bits; every published point is 4-bit
 
 
@@ -210,7 +204,18 @@ def faster_path(row: Mapping[str, object]) -> str | None:
     return verdict if verdict in ("fused", "fallback") else None
 
 
+def _device_evidence(run: RunResult) -> str:
+    """One device run's decision as the backend row quotes it: `GB10 (run-a): keep 8192 (crossover 9500 …)`."""
+    d = run.analysis.result.decision
+    current = run.analysis.current_default
+    move = f"{current} → {d.recommended_cap}" if d.action in ("raise", "lower") else str(d.recommended_cap or "-")
+    unknown = f"; {run.analysis.cap.missing}" if current is None else ""
+    return f"{run.device} ({run.path.name}): {d.action} {move}{unknown}"
+
+
 def device_rows(runs: Sequence[RunResult]) -> list[DeviceRow]:
+    """One row per (backend, device). Its cap in force is the one its runs' analyses resolved (decision_facts:
+    never a backend default filled in here); several runs of one device take the smallest decided cap."""
     groups: dict[tuple[str, str], list[RunResult]] = {}
     for run in runs:
         groups.setdefault((run.backend, run.device), []).append(run)
@@ -218,7 +223,6 @@ def device_rows(runs: Sequence[RunResult]) -> list[DeviceRow]:
     for (backend, device), members in groups.items():
         decisions = [m.analysis.result.decision for m in members]
         current = next((m.analysis.current_default for m in members if m.analysis.current_default), None)
-        current = current or MLXCEL_DEFAULT_CAPS.get(backend)
         binding = min(decisions, key=lambda d: math.inf if d.recommended_cap is None else d.recommended_cap)
         evidence = " | ".join(
             f"{m.path.name}: {d.action} — {d.reason}" for m, d in zip(members, decisions, strict=True)
@@ -237,25 +241,37 @@ def _action(recommended: int | None, current: int | None) -> str:
     return "keep" if recommended == current else ("raise" if recommended > current else "lower")
 
 
-def backend_rows(devices: Sequence[DeviceRow]) -> list[BackendRow]:
+def backend_rows(devices: Sequence[DeviceRow], runs: Sequence[RunResult] = ()) -> list[BackendRow]:
+    """The backend's action combines its devices' decisions: a lower when any device with a known cap in force
+    lowers, a raise when every device raises, else keep. A device whose cap in force is unknown (`set`) moves
+    nothing — a `set N` is no evidence that N is below or above a cap nobody stated — and is named as such.
+    The reason quotes each device's own decision."""
     out = []
     for backend in dict.fromkeys(d.backend for d in devices):
         rows = [d for d in devices if d.backend == backend]
         current = next((d.current for d in rows if d.current is not None), None)
         lowers = [d.recommended for d in rows if d.action == "lower" and d.recommended is not None]
-        raises = [d.recommended for d in rows if d.action in ("raise", "set") and d.recommended is not None]
+        raises = [d.recommended for d in rows if d.action == "raise" and d.recommended is not None]
+        unknown = [d for d in rows if d.action == "set"]
         if lowers:
             recommended = min(lowers)
-            why = f"{len(lowers)} of {len(rows)} device(s) show fallback winning at the current default"
+            why = f"{len(lowers)} of {len(rows)} device(s) show fallback winning at or below the current default"
         elif raises and len(raises) == len(rows):
             recommended = min(raises)
             why = f"every device ({len(rows)}) shows fused winning above the current default; the smallest cap holds"
+        elif unknown and current is None:
+            recommended = min((d.recommended for d in unknown if d.recommended is not None), default=None)
+            why = "the cap in force is unknown on every device: a cap is set, no move is claimed"
         else:
             recommended = current
             why = "no device has evidence to move the default" if not raises else "not every device supports a raise"
+        if unknown and current is not None:
+            why += f"; {len(unknown)} device(s) with no known cap in force count for no move"
+        quoted = [_device_evidence(r) for r in runs if r.backend == backend]
+        evidence = f"{why} ({'; '.join(quoted)})" if quoted else why
         action = _action(recommended, current)
         names = tuple(d.device for d in rows)
-        out.append(BackendRow(backend, names, current, recommended, action, why))
+        out.append(BackendRow(backend, names, current, recommended, action, evidence))
     return out
 
 
@@ -283,7 +299,7 @@ def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow]) -> 
                 ci_high=_float(row[SummaryCol.CI_HIGH]),
                 verdict=str(row[SummaryCol.VERDICT]),
                 faster=faster_path(row),
-                parity=parity.label if parity else "no parity data",
+                parity=_parity(parity, row),
                 note="; ".join(x for x in (run.mispredicted.get(model, ""), _null_reason(row)) if x),
             )
             cap = caps.get(run.backend)
@@ -291,6 +307,15 @@ def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow]) -> 
                 check = replace(check, selected="fused" if check.dff <= cap else "fallback")
             out.append(check)
     return out
+
+
+def _parity(tokens: PointParity | None, row: Mapping[str, object]) -> str:
+    """The point's parity as its single-run addendum states it: the token comparison where one was made, else the
+    verification pass's NRMS check (`ok (≤ 0.05)`), else no parity data."""
+    if tokens is not None and tokens.comparisons:
+        return tokens.label
+    nrms = dispatch_evidence.parity_words(row.get("parity_calls"), row.get("parity_calls_over"))
+    return nrms or (tokens.label if tokens is not None else "no parity data")
 
 
 def _null_reason(row: Mapping[str, object]) -> str:
@@ -302,6 +327,36 @@ def _float(value: object) -> float:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
+
+
+def losing_under(runs: Sequence[RunResult], backend: str, cap: int | None) -> list[PointCheck]:
+    """The points of `runs` on `backend` that `cap` would send down the path the other beats beyond the margin."""
+    row = BackendRow(backend, (), cap, cap, "keep", "")
+    return [p for p in _point_checks(runs, [row]) if p.regression and p.backend == backend]
+
+
+def _withhold_regressions(backends: list[BackendRow], runs: Sequence[RunResult], margin: float) -> list[BackendRow]:
+    """A move the document's own regression check refutes is not proposed: where a measured point would take a
+    path the other beats beyond the margin under the moved cap (and not under the current one), the backend keeps
+    its cap and says which points refute the move (no patch, no constant to set follows from it)."""
+    out = []
+    for row in backends:
+        if row.action not in ("raise", "lower") or row.current is None:
+            out.append(row)
+            continue
+        already = {(p.device, p.model, p.dff) for p in losing_under(runs, row.backend, row.current)}
+        moved = losing_under(runs, row.backend, row.recommended)
+        losing = [p for p in moved if (p.device, p.model, p.dff) not in already]
+        if not losing:
+            out.append(row)
+            continue
+        names = ", ".join(f"{p.model} (Dff {p.dff}, {p.device}) {p.loss:.1%}" for p in losing)
+        why = (
+            f"{row.action} {row.current} → {row.recommended} withheld: under it {names} would take the "
+            f"{losing[0].selected} path, slower beyond the {margin:.0%} margin; {row.evidence}"
+        )
+        out.append(replace(row, recommended=row.current, action="keep", evidence=why))
+    return out
 
 
 # --- per-shape rule ---------------------------------------------------------------------------------------------
@@ -383,7 +438,7 @@ def build_defaults(paths: Sequence[Path], options: Options = Options()) -> Defau
             "--current-default", str(options.current_default), "one cap for several backends; leave it to each run"
         )
     devices = device_rows(runs)
-    backends = backend_rows(devices)
+    backends = _withhold_regressions(backend_rows(devices, runs), runs, options.margin)
     points = _point_checks(runs, backends)
     rules = {b.backend: simplest_rule([p for p in points if p.backend == b.backend]) for b in backends}
     return Defaults(runs, devices, backends, points, rules, options.margin)

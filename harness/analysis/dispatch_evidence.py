@@ -35,6 +35,20 @@ from harness.json_input import load_json_object
 RECORD = "verification.json"
 DispatchClass = Literal["verified", "declined", "predicted", "unverified"]  # a point's `dispatch` (module docstring)
 PARITY_LIMIT = 0.05  # mlxcel's default MLXCEL_FUSED_MOE_PARITY_THRESHOLD
+
+
+def parity_words(calls: object, over: object) -> str:
+    """The verification pass's parity in a word (every document says it alike): `ok (≤ 0.05)` when no fused call's
+    NRMS exceeded mlxcel's threshold, `CHECK (k of n calls)` when some did, '' when no call was checked."""
+    try:
+        calls, over = int(float(str(calls))), int(float(str(over or 0)))
+    except ValueError:
+        return ""
+    if calls <= 0:
+        return ""
+    return f"CHECK ({over} of {calls} calls)" if over else f"ok (≤ {PARITY_LIMIT:g})"
+
+
 POINT_FIELDS = (
     "dispatch",
     "dispatch_note",

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis import dispatch_evidence
+from harness.analysis import decision_facts, dispatch_evidence
 from harness.analysis.cap_target import CapTarget
 from harness.analysis.decision import decide
+from harness.analysis.decision_facts import CapFact, PointFacts, expected_null
 from harness.analysis.decision_json import decision_json
 from harness.analysis.decision_record import Decision, DecisionResult
 from harness.analysis.inputs import LoadedInput, load_input, write_summary_csv
 from harness.analysis.point_summary import PointSet, analyse_points, apply_excludes
 from harness.analysis.policy import Interpolation, Policy
 from harness.analysis.stats import CONFIDENCE, MARGIN
-from harness.config import mlxcel_families
 from harness.errors import InputError
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import DEFAULT_GRID
@@ -44,7 +44,8 @@ class Options:
     excludes: Mapping[str, str] = field(default_factory=dict)
     confidence: float = CONFIDENCE
     margin: float = MARGIN
-    current_default: int | None = None  # None: take the run's provenance `current_default`, if any
+    current_default: int | None = None  # None: the cap in force the input states (decision_facts.cap_in_force)
+    cap_source: str = "--current-default"  # what gave current_default (report: the --mlxcel-src tree's constant)
     grid: int = DEFAULT_GRID
     interpolation: Interpolation = "linear"
 
@@ -78,6 +79,8 @@ class Analysis:
     aa_beyond_margin: tuple[str, ...]
     verification: dict[str, dict] | None = None  # the run's dispatch verification record (LoadedInput.verification)
     sweep_drift: float | None = None  # p of the two passes' agreement (analysis.sweep_drift); None: one pass
+    cap: CapFact = CapFact(None, "")  # the cap in force, its source, or what is missing (decision_facts)
+    point_facts: PointFacts = PointFacts({}, {})  # the points kept out of the cap's decision, by class
 
     @property
     def cap_env(self) -> str:
@@ -119,18 +122,6 @@ def withheld_reason(aa_beyond_margin: tuple[str, ...], margin: float) -> str:
     )
 
 
-def _current_default(options: Options, provenance: Mapping[str, object]) -> int | None:
-    if options.current_default is not None:
-        return options.current_default
-    value = provenance.get("current_default")
-    if value in (None, ""):
-        return None
-    try:
-        return int(float(str(value)))
-    except ValueError:
-        raise InputError("provenance", "current_default", f"{value!r} is not an integer") from None
-
-
 def _check_summary_settings(provenance: Mapping[str, object], options: Options) -> None:
     """A summary.csv carries intervals and verdicts at the level and margin it was written with; they cannot be
     re-derived without the samples."""
@@ -143,43 +134,16 @@ def _check_summary_settings(provenance: Mapping[str, object], options: Options) 
             )
 
 
-def expected_null(provenance: Mapping[str, object]) -> dict[str, str]:
-    """The run's `expect_null` provenance (written by `moecal sweep` from the config): model → predicted reason."""
-    value = provenance.get("expect_null")
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
-
-
-def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
-    """The user's --exclude over the models the dispatch verification found declined and over those the run's
-    config expected null: those stay null points in every analysis (measured with --measure-null or not), with
-    the observation or the prediction as their reason."""
+def _null_excludes(loaded: LoadedInput, options: Options) -> PointFacts:
+    """Every point kept out of the cap's decision, with its class and reason (harness.analysis.decision_facts)."""
     frame = loaded.samples if loaded.samples is not None else loaded.summary
-    present = set(frame["model"].astype(str).unique()) if frame is not None else set()
-    predicted = expected_null(loaded.provenance)
-    overridden = loaded.provenance.get("dispatch_overrides") or {}  # the fused kernel ran after all: measured
-    observed = {
-        m: why for m, why in dispatch_evidence.null_reasons(loaded.verification, predicted).items() if m in present
-    }
-    # a prediction the probe confirmed says so ("expected null" is for a prediction nobody observed)
-    expected = {
-        m: f"{observed[m]} (predicted: {why})" if m in observed else f"expected null: {why}"
-        for m, why in predicted.items()
-        if m in present and m not in overridden
-    }
-    ignored = {m: str(why) for m, why in dict(loaded.provenance.get("cap_ignored") or {}).items() if m in present}
-    # a non-affine point is already null for its quantization (the more specific reason); names settle the rest
-    affine = (
-        present
-        if frame is None or "quant_mode" not in frame
-        else set(frame.loc[frame["quant_mode"].astype(str).isin(["affine", "", "nan"]), "model"].astype(str))
-    )
-    by_name = mlxcel_families.nulls_by_name(affine, loaded.provenance)
-    return {**by_name, **ignored, **observed, **expected, **options.excludes}
+    return decision_facts.point_facts(frame, loaded.provenance, loaded.verification, options.excludes)
 
 
 def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
     policy = options.policy  # checked here, before anything is computed
-    excludes = _null_excludes(loaded, options)
+    facts = _null_excludes(loaded, options)
+    excludes = facts.reasons
     try:
         if loaded.samples is not None:
             points = analyse_points(loaded.samples, options.confidence, options.margin, excludes)
@@ -193,8 +157,10 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
     except ValueError as exc:  # the statistics are pure; only the excludes can be wrong once the options are checked
         name, _, problem = str(exc).partition(": ")
         raise InputError("--exclude", name, problem) from None
+    summary = decision_facts.with_switch_ratios(summary, loaded.samples, facts, options.confidence, options.margin)
     summary = dispatch_evidence.annotate(summary, loaded.samples, loaded.verification, expected_null(loaded.provenance))
-    current = _current_default(options, loaded.provenance)
+    cap = decision_facts.cap_in_force(loaded.provenance, options.current_default, options.cap_source)
+    current = cap.value
     # the variable that sets the cap for what was measured: a command run's (the one its arms were forced with),
     # mlxcel's for its CSVs; a built-in workload records "" (no variable of any library sets its cap), so its
     # decision prints no line to apply
@@ -215,6 +181,8 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
         points.aa_beyond_margin,
         loaded.verification,
         points.sweep_drift,
+        cap,
+        facts,
     )
 
 

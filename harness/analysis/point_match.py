@@ -37,12 +37,35 @@ def match_keys(frame: pd.DataFrame, same_machine: bool) -> list[PointKey]:
     return [tuple(key_text(r[c]) for c in columns) for r in records]
 
 
+def comparable_keys(
+    baseline: pd.DataFrame, current: pd.DataFrame, same_machine: bool = True
+) -> tuple[list[PointKey], list[PointKey]]:
+    """Both inputs' match keys, with a column left out (empty on both sides) where one input's format cannot carry
+    it: an mlxcel sweep CSV has no d_model, experts, top_k, bits, group size or dtype, and it would otherwise never
+    match the run it was exported from (`check --baseline RUN-mlxcel.csv --current RUN`: "incomparable"). A column
+    empty in every row of one input says nothing about its points; one that differs where both state it still
+    separates them."""
+    base_keys, cur_keys = match_keys(baseline, same_machine), match_keys(current, same_machine)
+    unstated = [
+        i
+        for i in range(len(match_columns(same_machine)))
+        if all(not k[i] for k in base_keys) or all(not k[i] for k in cur_keys)
+    ]
+    if not unstated or not base_keys or not cur_keys:
+        return base_keys, cur_keys
+
+    def blank(key: PointKey) -> PointKey:
+        return tuple("" if i in unstated else cell for i, cell in enumerate(key))
+
+    return [blank(k) for k in base_keys], [blank(k) for k in cur_keys]
+
+
 def join_points(
     baseline: pd.DataFrame, current: pd.DataFrame, same_machine: bool = True
 ) -> tuple[list[tuple[int, int]], list[PointKey], list[PointKey]]:
     """Row-position pairs (baseline, current) of matched points, in baseline order, then the keys found only in the
     baseline and only in the current frame (in their order)."""
-    base_keys, cur_keys = match_keys(baseline, same_machine), match_keys(current, same_machine)
+    base_keys, cur_keys = comparable_keys(baseline, current, same_machine)
     cur_index = {key: i for i, key in enumerate(cur_keys)}
     pairs = [(i, cur_index[key]) for i, key in enumerate(base_keys) if key in cur_index]
     base_set = set(base_keys)

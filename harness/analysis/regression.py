@@ -69,7 +69,7 @@ def join_points(baseline: pd.DataFrame, current: pd.DataFrame) -> tuple[list[tup
     """Row-position pairs of comparable points (harness.analysis.point_match, on the same machine), and the rows
     dropped from either side with the reason."""
     pairs, base_only, cur_only = point_match.join_points(baseline, current, same_machine=True)
-    base_keys, cur_keys = point_match.match_keys(baseline, True), point_match.match_keys(current, True)
+    base_keys, cur_keys = point_match.comparable_keys(baseline, current, True)
     dropped = []
     for side, keys, other in (("baseline", base_only, cur_keys), ("current", cur_only, base_keys)):
         for key in keys:

@@ -50,7 +50,9 @@ def import_mlxcel(
     """Each run becomes a sample row (round = run index); NA runs become skip rows with the reason.
 
     `--fallback A.csv --fused B.csv --models DIR` reads mlxcel's scripts/bench_decode.sh CSVs instead, one file per
-    arm and run; files that differ in mlxcel version, prompt, token budget, date or hardware are refused.
+    arm and run; files that differ in mlxcel version, prompt, token budget, date or hardware are refused. The model
+    folders class each point as `init` does (A/A, declined, ignores the cap). Without --current-default the cap in
+    force is the backend's compiled-in constant (rocm and cuda: FUSED_MOE_MAX_DFF_CUDA; metal: _METAL).
     A `.jsonl` of mlxcel's scripts/engine_bench_rounds.py is read with --fused-arm, --fallback-arm and --dff
     (harness.runs.engine_rounds_jsonl)."""
     from harness.runs.import_checks import check_distinct_files

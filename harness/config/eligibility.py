@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.config.discover import DiscoveredModel
-from harness.config.mlxcel_families import SWITCH_ENV, TABLE, FamilyWiring, lookup
+from harness.config.mlxcel_families import NEVER_RUNS, SWITCH_ENV, TABLE, FamilyWiring, lookup
 
 SWITCH_LAYERS = "src/models/switch_layers.rs"
 
@@ -56,7 +56,7 @@ def predict_null(model: DiscoveredModel, knowledge: Knowledge = SHIPPED) -> str 
         return f"{quant.mode} quantization: the fused kernel runs only affine"
     wiring = lookup(model.family, knowledge.families)
     if wiring is not None and wiring.wiring == "none":
-        return f"family {model.family} never runs the fused kernel ({wiring.source})"
+        return f"family {model.family} {NEVER_RUNS} ({wiring.source})"
     gate, up, down = (quant.projections[role] for role in ("gate", "up", "down"))
     allowed_bits = (("gate", gate, rules.gate_up_bits), ("up", up, rules.gate_up_bits), ("down", down, rules.down_bits))
     for role, pairs, allowed in allowed_bits:
@@ -73,19 +73,29 @@ def predict_null(model: DiscoveredModel, knowledge: Knowledge = SHIPPED) -> str 
     return None
 
 
+def cap_not_read(model: DiscoveredModel, knowledge: Knowledge = SHIPPED) -> str | None:
+    """Why the model's point says nothing about the cap — its family ignores it, or nothing is known of the
+    family — or None where the family reads MLXCEL_FUSED_MOE_MAX_DFF. What an import states of such a point (it
+    cannot know how the arms were forced); arm_forcing adds how a sweep forces them."""
+    wiring = lookup(model.family, knowledge.families)
+    if wiring is None:
+        return f"eligibility unknown: family {model.family} is not in {knowledge.origin}"
+    return f"ignores the cap ({wiring.source})" if wiring.wiring == "switch" else None
+
+
 def arm_forcing(model: DiscoveredModel, knowledge: Knowledge = SHIPPED) -> tuple[str, str | None]:
     """(forced_by, eligibility note): `cap` where the family reads MLXCEL_FUSED_MOE_MAX_DFF; `switch`
     (MLXCEL_FUSED_MOE=0 for the fallback) where it runs its own kernel copy or is unknown. The note says why a
     point stays out of the cap's crossover, or that nothing is known of the family."""
-    wiring = lookup(model.family, knowledge.families)
-    if wiring is None:
-        return "switch", (
-            f"eligibility unknown: family {model.family} is not in {knowledge.origin}; settled by the dispatch pass, "
-            f"arms forced with {SWITCH_ENV}, kept out of the cap's crossover"
+    why = cap_not_read(model, knowledge)
+    if why is None:
+        return "cap", None
+    if lookup(model.family, knowledge.families) is None:
+        return (
+            "switch",
+            f"{why}; settled by the dispatch pass, arms forced with {SWITCH_ENV}, kept out of the cap's crossover",
         )
-    if wiring.wiring == "switch":
-        return "switch", f"ignores the cap ({wiring.source}); arms forced with {SWITCH_ENV}"
-    return "cap", None
+    return "switch", f"{why}; arms forced with {SWITCH_ENV}"
 
 
 def model_entry(model: DiscoveredModel, knowledge: Knowledge = SHIPPED) -> dict[str, object]:

@@ -28,6 +28,7 @@ Wiring = Literal["cap", "switch", "none"]
 SWITCH_ENV = "MLXCEL_FUSED_MOE"  # mlxcel's kill switch: 0/false/off/no force gather_qmm in every family
 SWITCH_OFF = "0"
 SWITCH_ON = "1"  # any other value keeps the kernel on; set explicitly so a shell's `=0` cannot leak into a fused arm
+NEVER_RUNS = "never runs the fused kernel"  # the words of every A/A reason a family gives (an analysis finds them)
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,8 @@ NAME_PATTERNS: tuple[tuple[str, str], ...] = (
     ("dots.llm1-*", "dots1"),
     ("minimax-*", "minimax"),
     ("nemotron-h-*", "nemotron_h"),
+    ("deepseek-v2-*", "deepseek_v2"),
+    ("deepseek-v3-*", "deepseek_v3"),
 )
 
 
@@ -169,7 +172,7 @@ def null_reason_by_name(model: str, date: str = "") -> str | None:
     family, pattern = found
     wiring = entry.wiring_on(date)
     if wiring == "none":
-        ran = "never runs the fused kernel, so both arms ran gather_qmm"
+        ran = f"{NEVER_RUNS}, so both arms ran gather_qmm"
     elif wiring == "switch":
         built = f" on a binary of {date}" if entry.cap_since else ""
         ran = f"ignores the cap{built}, so both cap-forced arms ran the fused kernel"

@@ -20,6 +20,7 @@ from harness.output.markdown_text import md_code, md_text
 from harness.output.report_data import ReportData
 from harness.output.report_links import shown_path, shown_text
 from harness.runs import provenance as prov
+from harness.runs.mlxcel_csv import build_pin
 from harness.runs.summary_columns import SummaryCol
 
 UNDATED = "undated"
@@ -90,6 +91,8 @@ def library_under_test(provenance: dict[str, object], tree: dict[str, object] | 
         if commit and str(commit)[:7] not in text:
             text += f" (commit {str(commit)[:12]})"
         return text + (f", MLX pin {mlx}" if mlx and str(mlx)[:7] not in text else "")
+    if provenance.get("mlxcel_version") or provenance.get("mlxcel_commit"):  # an mlxcel CSV naming its build
+        return build_pin(provenance)
     kind = kind_meaning(provenance.get("workload"))
     external_run = kind.external and not provenance.get("source_format")
     if external_run and tree and tree.get("checked") and tree.get("version"):

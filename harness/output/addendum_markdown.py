@@ -8,7 +8,7 @@ the record only, never the raw data or the machine it runs on.
 
 from __future__ import annotations
 
-from harness.analysis.backend_defaults import MLXCEL_CONSTANTS
+from harness.analysis.decision_facts import MLXCEL_CONSTANTS, backend_cap, constant_words
 from harness.analysis.decision_json import DecisionJSON
 from harness.analysis.decision_words import family_namer
 from harness.config.schema import kind_of_family
@@ -32,9 +32,11 @@ def action_value(d: DecisionJSON) -> str:
 def _decision_head(d: DecisionJSON, backend: str, context: dict[str, object]) -> str:
     """The decision's first line: the action and the value (and the mlxcel constant it concerns), and where the
     cap in force came from when the input did not state it (an imported sweep: the engine's compiled-in default)."""
-    where = f" ({md_code(MLXCEL_CONSTANTS[backend])})" if backend in MLXCEL_CONSTANTS else ""
-    source = context.get("current_default_source")
+    constant = constant_words(backend)
+    where = f" ({md_code(constant)})" if constant else ""
+    source, missing = context.get("current_default_source"), context.get("current_default_missing")
     assumed = f"; the cap in force, {d['current_default']}, is {md_text(source)}" if source else ""
+    assumed += f"; {md_text(missing)}" if missing else ""
     return f"**Decision: {action_value(d)}**{where}{assumed}"
 
 
@@ -53,6 +55,14 @@ def _decision(data: ReportData) -> list[str]:
             + f"){';' if per_run else ''}{per_run.removeprefix(' (').removesuffix(')')}."
         )  # fmt: skip
         lines.append("")
+    elif changes and backend_cap(data.backend) is not None:
+        shared = backend_cap(data.backend)
+        lines += [
+            f"{md_text(data.backend)} builds read `{shared.constant}`, shared with {md_text(shared.shared_with)}: a "
+            f"move for {md_text(data.backend)} alone is a device-class arm (`moecal report` of several runs writes "
+            f"it){per_run}, never a rewrite of the shared constant.",
+            "",
+        ]
     elif changes:
         lines += [f"{md_text(data.backend)} is not an mlxcel backend: no constant to change{per_run}.", ""]
     return lines

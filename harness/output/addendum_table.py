@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.analysis import figures
+from harness.analysis.decision_facts import SWITCH_LABEL, is_switch_point
 from harness.analysis.decision_json import PointJSON, TestJSON, ratio_of_medians
 from harness.analysis.decision_words import family_words, point_test_words
-from harness.analysis.dispatch_evidence import PARITY_LIMIT
+from harness.analysis.dispatch_evidence import parity_words
 from harness.analysis.pipeline import Options
 from harness.config.kind_meaning import KindMeaning
 from harness.config.schema import kind_meaning, kind_of_family
@@ -88,6 +89,8 @@ def _table(points: list[PointJSON], name: Callable[[str], str], options: Options
             fallback, ratio = f"**{fallback}**", f"**{ratio}**"
         ci = figures.interval(p[SummaryCol.CI_LOW], p[SummaryCol.CI_HIGH])
         verdict = p[SummaryCol.VERDICT] + (" (unstable)" if p[SummaryCol.UNSTABLE] else "")
+        if is_switch_point(p[SummaryCol.REASON]):  # measured, but with the switch: not a point of the cap's curve
+            verdict = SWITCH_LABEL
         cells = [str(p["dff"]), md_text(p["model"]), fallback, fused, ratio, ci, verdict]
         if tested:
             cells.append(_test_cell(p.get("decision_test"), options.margin))
@@ -101,10 +104,8 @@ def _table(points: list[PointJSON], name: Callable[[str], str], options: Options
 def parity_cell(point: PointJSON) -> str:
     """The parity column in a word: `ok (≤ 0.05)` when no fused call's NRMS exceeded mlxcel's threshold, `CHECK`
     (bold) when some did; the figures behind it (calls, worst and median NRMS) are in the sidecar."""
-    calls, over = point.get("parity_calls"), point.get("parity_calls_over")
-    if not calls:
-        return "-"
-    return f"**CHECK** ({over} of {calls} calls)" if over else f"ok (≤ {PARITY_LIMIT:g})"
+    words = parity_words(point.get("parity_calls"), point.get("parity_calls_over"))
+    return f"**{words[:5]}**{words[5:]}" if words.startswith("CHECK") else words or "-"
 
 
 def _test_cell(test: TestJSON | None, margin: float) -> str:

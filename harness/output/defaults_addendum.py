@@ -4,38 +4,57 @@ harness.analysis.backend_defaults."""
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.analysis.backend_defaults import MLXCEL_CONSTANTS, Defaults, build_defaults
+from harness.analysis.backend_defaults import Defaults, build_defaults
+from harness.analysis.decision_facts import MLXCEL_CONSTANTS, backend_cap, constant_words
 from harness.analysis.pipeline import Options
+from harness.output.addendum_heading import library_under_test
 from harness.output.device_defaults import class_defaults, class_markdown, class_patch, rust_block
 from harness.output.markdown_text import md_code, md_text
 from harness.output.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
 from harness.output.replication_section import patch_caps, replication_markdown
+from harness.output.report_links import project_root, relative_path
 from harness.runs.formats import write_text_atomic
 from harness.runs.rundir import refuse_stored
 
 
 def changed_caps(defaults: Defaults) -> dict[str, int]:
-    """{backend: new cap} for the mlxcel backends whose default the decision changes (nothing for a keep, nothing
-    for a backend mlxcel does not have)."""
+    """{backend: new cap} for the backends whose own mlxcel constant the decision moves (a raise or lower; never a
+    `set` from a cap nobody stated, never a constant another backend shares: ROCm's move is a device-class arm)."""
     return {
         b.backend: b.recommended
         for b in defaults.backends
-        if b.backend in MLXCEL_CONSTANTS and b.recommended is not None and b.recommended != b.current
+        if b.backend in MLXCEL_CONSTANTS and b.action in ("raise", "lower") and b.recommended is not None
     }
 
 
 def apply_lines(defaults: Defaults) -> list[str]:
-    """The mlxcel source constants to set and the environment override, for each default that changes."""
+    """The mlxcel source constants to set and the environment override, for each default that moves; for a
+    backend that shares another's constant, the override and where its move goes instead."""
     lines = []
-    for backend, cap in changed_caps(defaults).items():
-        action = next(b.action for b in defaults.backends if b.backend == backend)
-        lines.append(f"{MLXCEL_CONSTANTS[backend]} = {cap}  // src/models/switch_layers.rs ({action})")
-        lines.append(f"env override on {backend}: MLXCEL_FUSED_MOE_MAX_DFF={cap}")
+    for b in defaults.backends:
+        cap = backend_cap(b.backend)
+        if cap is None or b.action not in ("raise", "lower") or b.recommended is None:
+            continue
+        if b.backend in MLXCEL_CONSTANTS:
+            lines.append(f"{cap.constant} = {b.recommended}  // src/models/switch_layers.rs ({b.action})")
+        else:
+            lines.append(
+                f"{b.backend} reads {cap.constant}, shared with {cap.shared_with}: not rewritten; its {b.action} to "
+                f"{b.recommended} is the device-class arm below"
+            )
+        lines.append(f"env override on {b.backend}: MLXCEL_FUSED_MOE_MAX_DFF={b.recommended}")
     return lines
+
+
+def _backend_cell(backend: str) -> str:
+    """`rocm (FUSED_MOE_MAX_DFF_CUDA (shared with cuda))`: the backend and the constant its build reads."""
+    constant = constant_words(backend)
+    return f"{md_text(backend)} ({md_code(constant)})" if constant else md_text(backend)
 
 
 def _cell(value: float, digits: int) -> str:
@@ -53,7 +72,7 @@ def render_markdown(defaults: Defaults, date: str, source: MlxcelSource | None =
         "",
     ]
     for run in defaults.runs:
-        pin = run.analysis.provenance.get("library_pin") or "library not recorded"
+        pin = library_under_test(run.analysis.provenance, None)  # as the run's own addendum names it
         lines.append(f"- {md_code(run.path)}: {md_text(run.backend)}, {md_text(run.device)}, {md_text(pin)}")
     if source is not None and source.checked:
         version = f"mlxcel {md_text(source.version)}, " if source.version else ""
@@ -67,7 +86,7 @@ def render_markdown(defaults: Defaults, date: str, source: MlxcelSource | None =
     ]
     for b in defaults.backends:
         lines.append(
-            f"| {md_text(b.backend)} | {', '.join(md_text(d) for d in b.devices)} | {b.current or '-'} "
+            f"| {_backend_cell(b.backend)} | {', '.join(md_text(d) for d in b.devices)} | {b.current or '-'} "
             f"| {b.recommended or '-'} | **{b.action}** | {md_text(b.evidence)} |"
         )
     lines += ["", "Per device:", "", "| backend | device | runs | current | recommended | action | evidence |"]
@@ -80,7 +99,8 @@ def render_markdown(defaults: Defaults, date: str, source: MlxcelSource | None =
     if apply_lines(defaults):
         unchecked = "" if source is not None and source.checked else f"; {UNCHECKED_NOTE}"
         where = f" (patch: [{patch}]({patch}){unchecked})" if patch else ""
-        lines += ["", f"Set these constants in mlxcel{where} (and the per-run override):", "", "```"]
+        what = "Set these constants in mlxcel" if changed_caps(defaults) else "No constant is rewritten"
+        lines += ["", f"{what}{where} (and the per-run override):", "", "```"]
         lines += [*apply_lines(defaults), "```", ""]
     else:
         lines += ["", "No mlxcel default changes: every backend keeps its cap (no constant to set).", ""]
@@ -132,6 +152,10 @@ def render_markdown(defaults: Defaults, date: str, source: MlxcelSource | None =
     return "\n".join(lines) + "\n"
 
 
+DEFAULTS_SUFFIX = "-dff-defaults.md"
+DEFAULTS_FORMAT = 1  # the sidecar's `moecal_defaults` version
+
+
 def write_defaults(
     paths: Sequence[Path],
     out_dir: Path,
@@ -140,48 +164,85 @@ def write_defaults(
     unreplicated: bool = False,
 ) -> tuple[Path, Defaults]:
     """The defaults addendum and, when a default changes, the switch_layers.rs patch beside it (against `source`,
-    the tree read with --mlxcel-src, else the published defaults)."""
+    the tree read with --mlxcel-src, else the published defaults); and its sidecar (`<stem>.json`: the runs
+    relative to the addendum's project, the options, the date, the tree's record and which files were written),
+    from which check-reports re-derives the addendum (defaults_text)."""
     defaults = build_defaults(paths, options)
     date = _dt.date.today().isoformat()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     backends = "-".join(b.backend for b in defaults.backends) or "none"
-    path = out_dir / f"{date}-{backends}-dff-defaults.md"
+    stem = f"{date}-{backends}"
+    path = out_dir / f"{stem}{DEFAULTS_SUFFIX}"
     refuse_stored(path, "write the report somewhere else (--out)")
     patch = cap_patch(source or known_defaults(), patch_caps(defaults, changed_caps(defaults), unreplicated))
-    patch_path = out_dir / f"{date}-{backends}-switch_layers.diff"
+    patch_path = out_dir / f"{stem}-switch_layers.diff"
     if patch:
         refuse_stored(patch_path, "write the report somewhere else (--out)")
         write_text_atomic(patch_path, patch)
-    text = render_markdown(defaults, date, source, patch_path.name if patch else "")
-    text += "\n" + replication_markdown(defaults, unreplicated)
-    write_text_atomic(path, text + "\n" + _write_class_defaults(defaults, out_dir, f"{date}-{backends}", source))
+    class_patch_name = _write_class_defaults(defaults, out_dir, stem, source)
+    text = defaults_text(defaults, date, stem, source, patch_path.name if patch else "", class_patch_name, unreplicated)
+    root = project_root(out_dir)
+    record = {
+        "moecal_defaults": DEFAULTS_FORMAT,
+        "date": date,
+        "runs": [relative_path(Path(p), root) for p in paths],
+        "options": {**options.settings(), "current_default": options.current_default, "cap_source": options.cap_source},
+        "unreplicated": unreplicated,
+        "mlxcel": source.as_json() if source is not None else None,
+        "patch": patch_path.name if patch else "",
+        "class_patch": class_patch_name,
+    }
+    sidecar = path.with_name(path.name.removesuffix(".md") + ".json")
+    refuse_stored(sidecar, "write the report somewhere else (--out)")
+    write_text_atomic(path, text)
+    write_text_atomic(sidecar, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     return path, defaults
 
 
+def defaults_text(
+    defaults: Defaults,
+    date: str,
+    stem: str,
+    source: MlxcelSource | None,
+    patch: str,
+    class_patch_name: str,
+    unreplicated: bool = False,
+) -> str:
+    """The whole defaults addendum: the table and checks (render_markdown), the replication section (what the
+    patch carries), then the per-device-class section naming the files written beside it (the Rust block; the
+    tree's patch when one was written)."""
+    files = f"Rust match arms: [{stem}-device-defaults.rs]({stem}-device-defaults.rs)"
+    if class_patch_name:
+        files += f"; patch of the --mlxcel-src tree's {SWITCH_LAYERS}: [{class_patch_name}]({class_patch_name})"
+    classes = class_markdown(class_defaults(defaults)) + "\n" + files + ".\n"
+    replicated = replication_markdown(defaults, unreplicated)
+    return render_markdown(defaults, date, source, patch) + "\n" + replicated + "\n" + classes
+
+
 def _write_class_defaults(defaults: Defaults, out_dir: Path, stem: str, source: MlxcelSource | None) -> str:
-    """The per-device-class section (harness.output.device_defaults), with its Rust block written beside the
-    addendum and, with --mlxcel-src, a patch of that tree's switch_layers.rs adding or replacing the block."""
-    rows = class_defaults(defaults)
-    block = rust_block(rows)
+    """The per-device-class Rust block (harness.output.device_defaults) written beside the addendum and, with
+    --mlxcel-src, a patch of that tree's switch_layers.rs adding or replacing the block; the patch's name ('' when
+    none was written)."""
+    block = rust_block(class_defaults(defaults))
     rust_path = out_dir / f"{stem}-device-defaults.rs"
     refuse_stored(rust_path, "write the report somewhere else (--out)")
     write_text_atomic(rust_path, block)
-    files = f"Rust match arms: [{rust_path.name}]({rust_path.name})"
     patch = class_patch(source, block) if source is not None else ""
-    if patch:
-        patch_path = out_dir / f"{stem}-device-defaults.diff"
-        refuse_stored(patch_path, "write the report somewhere else (--out)")
-        write_text_atomic(patch_path, patch)
-        files += f"; patch of the --mlxcel-src tree's {SWITCH_LAYERS}: [{patch_path.name}]({patch_path.name})"
-    return class_markdown(rows) + "\n" + files + ".\n"
+    if not patch:
+        return ""
+    patch_path = out_dir / f"{stem}-device-defaults.diff"
+    refuse_stored(patch_path, "write the report somewhere else (--out)")
+    write_text_atomic(patch_path, patch)
+    return patch_path.name
 
 
 def print_defaults(defaults: Defaults, echo: Callable[[str], None]) -> None:
     """The per-backend decisions, the lines that apply them, regressions and rule recommendations (console)."""
     for b in defaults.backends:
         move = f"{b.action} {b.current or '-'} → {b.recommended or '-'}"
-        echo(f"{b.backend} ({', '.join(b.devices)}): {move} — {b.evidence}")
+        constant = f" [{constant_words(b.backend)}]" if constant_words(b.backend) else ""
+        echo(f"{b.backend}{constant} ({', '.join(b.devices)}): {move} — {b.evidence}")
     for line in apply_lines(defaults):
         echo(f"apply: {line}")
     for p in defaults.regressions:

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from harness.analysis import figures
-from harness.analysis.backend_defaults import Defaults
+from harness.analysis.backend_defaults import Defaults, losing_under
 from harness.analysis.curve import format_ci
 from harness.analysis.knobs import analyse_knobs
 from harness.config import knobs as launch_knobs
@@ -85,6 +85,9 @@ def class_defaults(defaults: Defaults) -> list[ClassDefault]:
     rows = []
     for key, runs in sorted(groups.items()):
         binding = min(runs, key=lambda r: r.analysis.result.decision.recommended_cap or math.inf)
+        cap = binding.analysis.result.decision.recommended_cap
+        # an arm no measured point of the class refutes: where one would lose beyond the margin, no arm
+        losing = losing_under(runs, binding.backend, cap) if cap is not None else []
         prov = binding.analysis.provenance
         sgy, evidence = _sgy(binding.path, prov, binding.backend)
         mlxcel, mlx = str(prov.get("mlxcel_commit") or ""), str(prov.get("mlx_commit") or "")
@@ -97,8 +100,13 @@ def class_defaults(defaults: Defaults) -> list[ClassDefault]:
                 key,
                 binding.backend,
                 tuple(sorted({r.device for r in runs})),
-                binding.analysis.result.decision.recommended_cap,
-                format_ci(binding.analysis.result.crossover),
+                None if losing else cap,
+                format_ci(binding.analysis.result.crossover)
+                + (
+                    f"; cap {cap} withheld: {', '.join(f'{p.model} (Dff {p.dff})' for p in losing)} would lose"
+                    if losing
+                    else ""
+                ),
                 sgy,
                 evidence,
                 mlxcel or "not recorded",

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.analysis.backend_defaults import MLXCEL_CONSTANTS, MLXCEL_DEFAULT_CAPS
+from harness.analysis.decision_facts import MLXCEL_CONSTANTS, MLXCEL_DEFAULT_CAPS
 from harness.config.backend_specs import mlxcel_caps
 from harness.errors import InputError
 from harness.thresholds import MAX_CAP

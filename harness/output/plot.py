@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.analysis import figures
+from harness.analysis.decision_facts import SWITCH_LABEL, is_switch_point
 from harness.analysis.decision_json import CrossoverJSON, DecisionJSON, PointJSON, ratio_of_medians
 from harness.analysis.decision_words import family_namer
 from harness.config.schema import kind_meaning, kind_of_family
@@ -113,8 +114,10 @@ def _draw_interval(ax, c: CrossoverJSON, left: float, right: float, colour: str,
                         arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2})  # fmt: skip
         else:
             ax.plot(end, y, marker="|", color=colour, markersize=10, markeredgewidth=2, zorder=4)
+    # the interval as the tables write it ([6400, >14336]: an open end is past the last measured Dff, never the
+    # estimate the bar is drawn to)
     below, above = "<" if low is None else "", ">" if high is None else ""
-    text = f"{below}{figures.dff(finite_low)} … {above}{figures.dff(finite_high)}"
+    text = c.get("ci_text") or f"{below}{figures.dff(finite_low)} … {above}{figures.dff(finite_high)}"
     ax.annotate(text, (finite_low, y), xytext=(2, 3), textcoords="offset points", fontsize=7, color=colour)
 
 
@@ -124,6 +127,9 @@ def _draw_nulls(ax, points: list[PointJSON], y_low: float, y_high: float) -> Non
     the lower edge when not even that exists (a model that did not run)."""
     verdict, estimate = SummaryCol.VERDICT, SummaryCol.ESTIMATE
     unused = [p for p in points if p[verdict] == "null" or (p[verdict] == "insufficient" and p[estimate] is None)]
+    switch = [p for p in unused if is_switch_point(p[SummaryCol.REASON]) and p[estimate] is not None]
+    _draw_switch_points(ax, switch, y_low, y_high)
+    unused = [p for p in unused if p not in switch]
     for n, p in enumerate(unused):
         value = ratio_of_medians(p)
         y = min(max(value, y_low), y_high) if value is not None else y_low * (y_high / y_low) ** 0.1
@@ -134,6 +140,18 @@ def _draw_nulls(ax, points: list[PointJSON], y_low: float, y_high: float) -> Non
         word = ("null, not run" if null else "not run") if not ran else "null" if null else "too few runs"
         ax.annotate(word, (p["dff"], y), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom",
                     fontsize=7, color="0.35")  # fmt: skip
+
+
+def _draw_switch_points(ax, points: list[PointJSON], y_low: float, y_high: float) -> None:
+    """Points measured by switch (MLXCEL_FUSED_MOE=0: the family ignores the cap) as hollow purple diamonds at
+    their fused-on-vs-off estimate, with their interval: measured, but not points of the cap's curve."""
+    for n, p in enumerate(points):
+        y = min(max(p[SummaryCol.ESTIMATE], y_low), y_high)
+        ax.scatter(p["dff"], y, marker="d", facecolor="none", edgecolor="purple", s=60, linewidth=1.5, zorder=3,
+                   label=plot_label(SWITCH_LABEL) if n == 0 else None)  # fmt: skip
+        if p[SummaryCol.CI_LOW] is not None:
+            low, high = max(p[SummaryCol.CI_LOW], y_low), min(p[SummaryCol.CI_HIGH], y_high)
+            ax.vlines(p["dff"], low, high, color="purple", linewidth=1.0, linestyle=":")
 
 
 def _cap_line(ax, dff: int, label: str, style: str) -> None:
@@ -257,7 +275,9 @@ def draw_plot(data: ReportData):  # -> matplotlib.figure.Figure (matplotlib is i
         estimates = [
             p[SummaryCol.ESTIMATE]
             for p in d["points"]
-            if p[SummaryCol.ESTIMATE] is not None and p[SummaryCol.VERDICT] != "null" and panel(p["family"]) == kind
+            if p[SummaryCol.ESTIMATE] is not None
+            and (p[SummaryCol.VERDICT] != "null" or is_switch_point(p[SummaryCol.REASON]))
+            and panel(p["family"]) == kind
         ]
         y_limits = _plot_limits(estimates or [1.0], margin)
         clipped |= _panel(ax, data, kind, [f for f in families if panel(f) == kind], y_limits)

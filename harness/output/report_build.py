@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import figures
-from harness.analysis.backend_defaults import MLXCEL_CONSTANTS
+from harness.analysis.decision_facts import MLXCEL_CONSTANTS, cap_words, constant_words, tree_cap
 from harness.analysis.dispatch_evidence import contradictions
 from harness.analysis.inputs import load_input
 from harness.analysis.knobs import analyse_knobs
@@ -68,10 +68,11 @@ def read_report_input(
     provenance = with_overrides(loaded.provenance if loaded is not None else analysed.provenance, overrides)
     backend = str(provenance.get("backend") or "unknown-backend")
     tree = mlxcel.as_json() if isinstance(mlxcel, MlxcelSource) else mlxcel or known_defaults().as_json()
-    if backend not in MLXCEL_CONSTANTS:
+    if tree["checked"] and options.current_default is None and tree_cap(tree["caps"], backend) is not None:
+        source = f"the --mlxcel-src tree's {constant_words(backend)}"
+        options = dataclasses.replace(options, current_default=tree_cap(tree["caps"], backend), cap_source=source)
+    if backend not in MLXCEL_CONSTANTS:  # no constant of its own to patch (ROCm shares CUDA's): no tree targeted
         tree = None
-    elif tree["checked"] and options.current_default is None:
-        options = dataclasses.replace(options, current_default=int(tree["caps"][backend]))
     if analysed is None:
         analysed = analyse(loaded._replace(provenance=provenance), options)
     elif analysed.options != options:
@@ -177,7 +178,7 @@ def build_report_data(
         link_base=relative_path(link_base, md_dir),
         options=analysis.options,
         files=_files(_report_stem(provenance, date, host, backend), input_path, md_dir, link_base, csv, changes),
-        context=context(provenance, source_root),
+        context={**context(provenance, source_root), **cap_words(analysis.cap)},
         mlxcel=tree,
         decision=d,
         previous=(

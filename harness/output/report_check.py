@@ -7,13 +7,20 @@ report's analysis on purpose.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.analysis.backend_defaults import build_defaults
+from harness.analysis.pipeline import Options
 from harness.errors import InputError
+from harness.json_input import load_json_object
 from harness.output.addendum_markdown import render_markdown
+from harness.output.defaults_addendum import DEFAULTS_SUFFIX, defaults_text
+from harness.output.device_defaults import class_defaults, rust_block
+from harness.output.mlxcel_source import MlxcelSource
 from harness.output.report_build import build_report_data, read_report_input
-from harness.output.report_data import ReportData, read_sidecar, sidecar_path
+from harness.output.report_data import ADDENDUM_SUFFIX, ReportData, read_sidecar, sidecar_path
 from harness.output.report_files import mlxcel_csv
 from harness.output.report_links import project_root
 from harness.runs.safe_paths import outside_trees, plain_name_problem
@@ -33,18 +40,19 @@ def verify_report(md_path: Path, trees: Sequence[Path] = ()) -> list[str] | None
         stored = read_sidecar(md_path)
     except InputError as exc:
         return [f"unreadable sidecar {sidecar_path(md_path).name}: {exc.field}: {exc.problem}"]
+    if stored is None and md_path.name.endswith(DEFAULTS_SUFFIX):
+        return _verify_defaults(md_path, text, trees)
     if stored is None:
         if text.startswith(OLD_BLOCK_START):
             return ["an addendum of the old format (its record inside the text): regenerate it with `moecal report`"]
-        return None
+        return _inserted_blocks(md_path, text, trees)
     root = project_root(md_path.parent)
     try:
         raw = root / stored["raw_data"]
         previous = root / stored["previous"]["raw_data"] if stored.get("previous") else None
-        here = project_root(Path.cwd())  # the project moecal runs from, when it is one (not any folder, e.g. ~)
-        projects = [here] if any((here / marker).exists() for marker in (".git", "pyproject.toml")) else []
-        outside = outside_trees([raw, previous], [root, *trees, *projects])
-        bad_name = stored["files"]["mlxcel_csv"] and plain_name_problem(stored["files"]["mlxcel_csv"])
+        outside = outside_trees([raw, previous], _readable_trees(root, trees))
+        # the CSV is read beside the addendum, by its name: the stored link may lead there through --link-base
+        bad_name = stored["files"]["mlxcel_csv"] and plain_name_problem(Path(stored["files"]["mlxcel_csv"]).name)
         if outside or bad_name:
             return [outside or f"files.mlxcel_csv: {bad_name}"]
         record = ReportData.from_json(stored)
@@ -69,6 +77,84 @@ def verify_report(md_path: Path, trees: Sequence[Path] = ()) -> list[str] | None
             "the text differs from what its sidecar renders to (edited by hand, or written by another version): "
             "regenerate it with `moecal report`"
         )
+    return problems
+
+
+def _readable_trees(root: Path, trees: Sequence[Path]) -> list[Path]:
+    """Where a sidecar's raw data may be read: the addendum's project, the folders named, and the project moecal
+    runs from when it is one (not any folder, e.g. ~)."""
+    here = project_root(Path.cwd())
+    projects = [here] if any((here / marker).exists() for marker in (".git", "pyproject.toml")) else []
+    return [root, *trees, *projects]
+
+
+def _verify_defaults(md_path: Path, text: str, trees: Sequence[Path]) -> list[str] | None:
+    """A several-runs defaults addendum (harness.output.defaults_addendum): its runs, named by its sidecar, are
+    analysed again with the recorded options and the text and the Rust block beside it must come out the same.
+    None: no moecal defaults sidecar beside it."""
+    sidecar = md_path.with_name(md_path.name.removesuffix(".md") + ".json")
+    if not sidecar.is_file():
+        return None
+    try:
+        stored = load_json_object(sidecar)
+    except InputError as exc:
+        return [f"unreadable sidecar {sidecar.name}: {exc.field}: {exc.problem}"]
+    if "moecal_defaults" not in stored:
+        return None
+    root = project_root(md_path.parent)
+    stem = md_path.name.removesuffix(DEFAULTS_SUFFIX)
+    try:
+        runs = [root / run for run in stored["runs"]]
+        outside = outside_trees(runs, _readable_trees(root, trees))
+        if outside:
+            return [outside]
+        tree = stored["mlxcel"]
+        source = (
+            None
+            if tree is None
+            else MlxcelSource(dict(tree["caps"]), bool(tree["checked"]), tree["mlx_pin"], tree["version"], tree["path"])
+        )
+        defaults = build_defaults(runs, Options(**stored["options"]))
+        fresh = defaults_text(
+            defaults,
+            stored["date"],
+            stem,
+            source,
+            stored["patch"],
+            stored["class_patch"],
+            bool(stored.get("unreplicated")),
+        )
+    except InputError as exc:
+        return [f"cannot re-derive from the raw data: {exc}"]
+    except (KeyError, TypeError) as exc:
+        return [f"malformed sidecar {sidecar.name}: missing or wrong {exc}"]
+    problems = []
+    if text != fresh:
+        problems.append("the text differs from what its runs re-derive to: regenerate it with `moecal report RUN RUN…`")
+    rust = md_path.with_name(f"{stem}-device-defaults.rs")
+    if not rust.is_file() or rust.read_text(encoding="utf-8") != rust_block(class_defaults(defaults)):
+        problems.append(f"{rust.name} is missing or differs from the classes its runs re-derive to")
+    return problems
+
+
+_BLOCK = re.compile(r"<!-- moecal:addendum (\S+) -->\r?\n(.*?)\r?\n<!-- /moecal:addendum \1 -->", re.DOTALL)
+
+
+def _inserted_blocks(doc: Path, text: str, trees: Sequence[Path]) -> list[str] | None:
+    """A design doc's `report --append-to` blocks (harness.output.design_doc): each must be its run's addendum as
+    written beside its sidecar (which verify_report re-derives on its own), found under the doc's folder or the
+    folders checked. None: the doc holds no block (not a moecal document)."""
+    blocks = _BLOCK.findall(text)
+    if not blocks:
+        return None
+    problems = []
+    for run_id, body in blocks:
+        name = f"{run_id}{ADDENDUM_SUFFIX}"
+        found = next((p for folder in (doc.parent, *trees) for p in sorted(Path(folder).rglob(name))), None)
+        if found is None:
+            problems.append(f"the block of {run_id}: no {name} under {doc.parent} or the folders checked")
+        elif found.read_text(encoding="utf-8").rstrip("\n").replace("\r\n", "\n") != body.replace("\r\n", "\n"):
+            problems.append(f"the block of {run_id} differs from {found}: report the run again with --append-to")
     return problems
 
 

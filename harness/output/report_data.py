@@ -88,7 +88,12 @@ class ReportData:
             "raw_data": self.raw_data,
             "overrides": self.overrides,
             "link_base": self.link_base,
-            "options": {**self.options.settings(), "current_default": self.options.current_default},
+            "options": {
+                **self.options.settings(),
+                "current_default": self.options.current_default,
+                # where that cap came from when not the command line (the --mlxcel-src tree): the addendum says it
+                **({"cap_source": self.options.cap_source} if self.options.cap_source != Options.cap_source else {}),
+            },
             "files": self.files.to_json(),
             "context": self.context,
             "mlxcel": self.mlxcel,

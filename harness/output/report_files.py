@@ -94,6 +94,9 @@ def mlxcel_csv(analysis: Analysis, data: ReportData) -> str:
         for _, row in summary.iterrows()
         if row[SummaryCol.VERDICT] == "null" and str(row["quant_mode"] or "affine") == "affine"
     }
+    # a point measured by switch keeps its class on the way back (the family ignores the cap), the rest are null
+    ignored = {m: analysis.point_facts.reasons[m] for m in nulls if analysis.point_facts.of(m) == "switch"}
+    nulls = {m: why for m, why in nulls.items() if m not in ignored}
     keys = {
         "run_id": analysis.provenance.get("run_id", ""),
         "backend": data.backend,
@@ -104,6 +107,7 @@ def mlxcel_csv(analysis: Analysis, data: ReportData) -> str:
         "cap_env": analysis.cap_env,
         **{column: analysis.provenance[column] for column in BUILD_COLUMNS if analysis.provenance.get(column)},
         **({"expect_null": nulls} if nulls else {}),
+        **({"cap_ignored": ignored} if ignored else {}),
         "round_positions": round_positions(analysis.samples, summary),
     }
     return "\n".join(prose) + "\n" + to_mlxcel_csv(analysis.samples, summary, keys)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.analysis import figures
+from harness.analysis.decision_facts import is_switch_point
 from harness.analysis.decision_record import PointTest
 from harness.analysis.stats import DECIDED, family_labels
 from harness.config.schema import kind_of_family
@@ -49,6 +50,8 @@ def print_summary(
             )
             test = tests.get((str(family), int(row["dff"]))) if row[SummaryCol.VERDICT] in DECIDED else None
             verdict = str(row[SummaryCol.VERDICT])
+            if is_switch_point(row[SummaryCol.REASON]):  # measured with the switch: on vs off, not the cap's curve
+                verdict = "on vs off"
             table.add_row(
                 str(int(row["dff"])),
                 str(row["model"]),

@@ -33,6 +33,7 @@ import pandas as pd
 
 from harness.config.backend_specs import BACKEND_NAMES
 from harness.config.discover import DiscoveredModel, read_model
+from harness.config.eligibility import cap_not_read, predict_null
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.runs.formats import read_csv_text
@@ -143,6 +144,19 @@ def _shapes(names: set[str], models_dir: Path | None) -> tuple[dict[str, Discove
     return shapes, skipped
 
 
+def _family_knowledge(shapes: dict[str, DiscoveredModel]) -> dict[str, dict[str, str]]:
+    """What `moecal init` would have written for these models (harness.config.eligibility, the same rules and
+    family table): `expect_null` for a checkpoint the fused kernel declines or a family that never runs it (an A/A
+    point), `cap_ignored` for a family that ignores the cap (or is unknown): such points stay out of the cap's
+    decision, as they do in a sweep of the same models."""
+    declined = {name: why for name, model in shapes.items() if (why := predict_null(model))}
+    # the words a sweep records (harness.measure.workloads.command.record_arm_forcing), without how the arms were
+    # forced: the CSVs do not say whether the fallback arm set MLXCEL_FUSED_MOE=0
+    why = {name: cap_not_read(model) for name, model in shapes.items()}
+    ignored = {name: f"kept out of the cap's crossover: {reason}" for name, reason in why.items() if reason}
+    return {key: value for key, value in (("expect_null", declined), ("cap_ignored", ignored)) if value}
+
+
 def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir: Path | None) -> MlxcelImport:
     """The files of both arms as one run's samples; run i of an arm is its i-th file."""
     files = {Path(p): _rows(Path(p)) for p in (*fallback, *fused)}
@@ -197,6 +211,7 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
         **{column: shared[column] for column in BUILD_COLUMNS if shared.get(column)},
         "prompt": shared.get("prompt", ""),
         "max_tokens": shared.get("max_tokens", ""),
+        **_family_knowledge(shapes),
         "source_format": "mlxcel bench_decode.sh CSVs, one per arm and run",
         "source": ", ".join(map(str, files)),
         **({"backend": backend} if backend in BACKEND_NAMES else {}),  # the file name's first word, if a backend

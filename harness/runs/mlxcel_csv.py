@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.config.backend_specs import mlxcel_caps
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.runs.formats import (
@@ -104,8 +103,9 @@ def _header(path: Path) -> tuple[dict[str, object], list[str]]:
             provenance[key.strip()] = value.strip()
         elif text:
             notes.append(text)
-    # `# expect_null.<model>: why` (what moecal's own export writes for null points) → the dict the analysis reads
-    for group in ("expect_null", "round_positions"):
+    # `# expect_null.<model>: why`, `# cap_ignored.<model>: why` (what moecal's own export writes for the points
+    # kept out of the cap's decision) → the dicts the analysis reads
+    for group in ("expect_null", "cap_ignored", "round_positions"):
         values = {k.removeprefix(f"{group}."): v for k, v in provenance.items() if k.startswith(f"{group}.")}
         if values:
             provenance = {k: v for k, v in provenance.items() if not k.startswith(f"{group}.")}
@@ -225,19 +225,7 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
         "source": str(path),
         **({"notes": " | ".join(notes)} if notes else {}),
     }
-    return MlxcelImport(samples, _compiled_in_cap(provenance), skipped)
-
-
-def _compiled_in_cap(provenance: dict[str, object]) -> dict[str, object]:
-    """An mlxcel sweep measured against the cap its build compiled in: when the CSV names its backend (GB10's
-    `CUDA 13.0`) but no cap, that backend's published default is the cap in force, and the record says where it
-    came from. Without it an imported sweep reads "set 1792" — a cap out of nothing — instead of keep/raise/lower
-    against the 8192 the engine ships with."""
-    cap = mlxcel_caps().get(str(provenance.get("backend") or ""))
-    if cap is None or provenance.get("current_default") not in (None, ""):
-        return provenance
-    source = f"mlxcel's compiled-in {cap.constant} (the CSV states no cap)"
-    return {**provenance, "current_default": cap.default, "current_default_source": source}
+    return MlxcelImport(samples, provenance, skipped)  # the cap in force: harness.analysis.decision_facts
 
 
 def _plain(value: object) -> object:
