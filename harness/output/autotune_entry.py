@@ -66,8 +66,13 @@ def samples_file(path: Path) -> Path:
 
 
 def evidence(runs: Sequence[RunResult]) -> dict[str, object]:
-    """Each run's samples digest and one digest over them (sorted, so the order of the runs does not matter)."""
-    files = sorted((run.path.name, file_sha256(samples_file(run.path))) for run in runs)
+    """Each run's samples digest and one digest over them (sorted, so the order of the runs does not matter). A run
+    named twice is one piece of evidence; two runs of one folder name with other samples are told apart by their
+    digest's first characters (a dict keyed by name alone would keep one of them, and the read-back would refuse
+    the entry)."""
+    pairs = sorted({(run.path.name, file_sha256(samples_file(run.path))) for run in runs})
+    names = [name for name, _ in pairs]
+    files = [(name if names.count(name) == 1 else f"{name}@{digest[:12]}", digest) for name, digest in pairs]
     joined = "\n".join(f"{name} {digest}" for name, digest in files)
     return {
         "digest": hashlib.sha256(joined.encode()).hexdigest(),
