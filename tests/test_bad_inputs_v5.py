@@ -4,12 +4,14 @@ folder; each refused case ends in one `error:` line with exit code 2 and no trac
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
 
 from harness.config import knobs as launch_knobs
 from tests.helpers import cli, fake_config
+from tests.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
 
 
 def _one_error_line(done, expected: str, code: int = 2) -> None:
@@ -56,3 +58,47 @@ def test_the_product_of_settings_is_bounded_before_it_is_built():
         launch_knobs.check_count({"A": list(range(9)), "B": list(range(8))})
     with pytest.raises(ValueError, match="at most 64"):  # counted, never built: 32**6 would not fit in memory
         launch_knobs.check_count({f"K{i}": list(range(32)) for i in range(6)})
+
+
+# --- moecal's own files: a non-finite parity figure ---------------------------------------------------------------
+
+# A SYNTHETIC benchmark whose fused kernel (the fused arm: the cap above its Dff) logs a parity call with a NaN and an
+# overflowing (1e999 → inf) error when the probe is on; every run prints a Decode line.
+NAN_PARITY = """import os, sys
+dff, cap = int(sys.argv[1]), int(os.environ.get("MLXCEL_FUSED_MOE_MAX_DFF", "0"))
+if os.environ.get("MLXCEL_FUSED_MOE_PARITY_CHECK") == "1" and dff <= cap:
+    print(f"[fused-moe-parity] call 1: fused-vs-ref=nan fused-vs-truth=1e999 ref-vs-truth=1.0e-03 ref_rms=1.0e+00 "
+          f"truth_rms=1.0e+00 (act=0 k=8 din=2048 dff={dff})", file=sys.stderr)
+print("Decode: 1.00 ms (100.00 tok/s)")
+"""
+
+
+def test_a_nan_parity_figure_is_recorded_readably_and_reported(tmp_path):
+    import json
+
+    (tmp_path / "bench.py").write_text(NAN_PARITY)
+    workload = {
+        "command": [sys.executable, str(tmp_path / "bench.py"), "{dff}"],
+        "dispatch_check": {},
+        "dispatch_probe": None,
+    }
+    config = fake_config(tmp_path, models=[{"name": "a", "dff": 1024}, {"name": "b", "dff": 2048}], workload=workload)
+    run = tmp_path / "run"
+    done = cli("sweep", config, "--out", run, "--rounds", "2")
+    assert done.returncode in (0, 1), done.stderr
+    record = json.loads((run / "verification.json").read_text())  # strict: no NaN token in the file
+    fused = next(r for r in record["models"]["a"]["runs"] if r["path"] == "fused")
+    assert fused["fused_vs_ref_worst"] == "nan" and fused["fused_vs_truth_worst"] == "inf"
+    summary = cli("summarize", run, "--json")
+    assert summary.returncode == 0, summary.stderr
+    points = {p["model"]: p for p in json.loads(summary.stdout)["points"]}
+    assert "CHECK: non-finite" in points["a"]["parity_class"]
+    assert points["a"]["fused_vs_ref_worst"] is None  # JSON output: null, never NaN
+
+
+@pytest.mark.parametrize("field", ["current_default", "rounds"])
+def test_a_400_digit_integer_in_meta_json_is_one_line(tmp_path, field):
+    meta = {**SYNTHETIC_META, field: int("9" * 400)}
+    run = write_run(tmp_path / "run", synthetic_samples(linear_curve([1024, 4096, 8192], 6000)), meta)
+    for command in ("summarize", "crossover"):
+        _one_error_line(cli(command, run), "(400 digits) does not fit in 64 bits")
