@@ -215,19 +215,18 @@ def annotate(
     generated different counts (greedy decoding stopped at EOS at different places: the arms did different work)."""
     # a stored summary.csv keeps what it was written with; built-in workloads have no dispatch to verify (only an
     # external program's, the command kind's, is probed)
-    if samples is None or not samples["workload"].map(lambda w: kind_meaning(w).external).any():
+    if samples is None or not any(kind_meaning(w).external for w in samples["workload"].unique()):
         return summary
     out = summary.copy()
     facts = per_model(record, expected_null) if record else {}
     tokens = _median_tokens(samples)
-    rows = []
-    for model in out["model"].astype(str):
-        fact = facts.get(model, {"dispatch": "unverified", "dispatch_note": "no verification pass in this run"})
-        fallback, fused = tokens.get((model, "fallback")), tokens.get((model, "fused"))
-        differ = fallback is not None and fused is not None and fallback != fused
-        row = {k: fact.get(k) for k in POINT_FIELDS}
-        rows.append({**row, "tokens_fallback": fallback, "tokens_fused": fused, "tokens_differ": differ})
-    extra = pd.DataFrame(rows, index=out.index, columns=list(POINT_FIELDS))
-    for column in POINT_FIELDS:
-        out[column] = extra[column]
+    models = [str(m) for m in out["model"]]
+    unverified = {"dispatch": "unverified", "dispatch_note": "no verification pass in this run"}
+    known = [facts.get(model, unverified) for model in models]
+    for column in POINT_FIELDS[: POINT_FIELDS.index("tokens_fallback")]:
+        out[column] = [fact.get(column) for fact in known]
+    fallback = [tokens.get((model, "fallback")) for model in models]
+    fused = [tokens.get((model, "fused")) for model in models]
+    out["tokens_fallback"], out["tokens_fused"] = fallback, fused
+    out["tokens_differ"] = [a is not None and b is not None and a != b for a, b in zip(fallback, fused, strict=True)]
     return out

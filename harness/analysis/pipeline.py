@@ -154,7 +154,7 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
     config expected null: those stay null points in every analysis (measured with --measure-null or not), with
     the observation or the prediction as their reason."""
     frame = loaded.samples if loaded.samples is not None else loaded.summary
-    present = set(frame["model"].astype(str).unique()) if frame is not None else set()
+    present = set(map(str, frame["model"].unique())) if frame is not None else set()
     predicted = expected_null(loaded.provenance)
     overridden = loaded.provenance.get("dispatch_overrides") or {}  # the fused kernel ran after all: measured
     observed = {
@@ -171,7 +171,7 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> dict[str, str]:
     affine = (
         present
         if frame is None or "quant_mode" not in frame
-        else set(frame.loc[frame["quant_mode"].astype(str).isin(["affine", "", "nan"]), "model"].astype(str))
+        else set(map(str, frame.loc[frame["quant_mode"].astype(str).isin(["affine", "", "nan"]), "model"].unique()))
     )
     by_name = mlxcel_families.nulls_by_name(affine, loaded.provenance)
     return {**by_name, **ignored, **observed, **expected, **options.excludes}
