@@ -4,6 +4,7 @@ folder; each refused case ends in one `error:` line with exit code 2 and no trac
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -102,3 +103,67 @@ def test_a_400_digit_integer_in_meta_json_is_one_line(tmp_path, field):
     run = write_run(tmp_path / "run", synthetic_samples(linear_curve([1024, 4096, 8192], 6000)), meta)
     for command in ("summarize", "crossover"):
         _one_error_line(cli(command, run), "(400 digits) does not fit in 64 bits")
+
+
+# --- until-decided: its state at every look -----------------------------------------------------------------------
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_an_interrupted_until_decided_sweep_resumes_at_the_next_look(tmp_path, monkeypatch):
+    """SYNTHETIC fake benchmark (seeded): the sweep is interrupted right after its first look was saved. meta.json
+    then holds the look count and the look level (a later analysis reads the run at it), and `--resume
+    --until-decided` goes on with look 2: the alpha spent by the first look is not spent again."""
+    from harness.measure import allocation
+    from tests.helpers import FAKE_BENCH
+
+    command = [str(FAKE_BENCH), "--dff", "{dff}", "--noise", "0.008", "--seed", "0", "--counter", str(tmp_path / "n")]
+    config = fake_config(
+        tmp_path,
+        workload={"command": command},
+        models=[{"name": f"m{d}", "dff": d} for d in (1024, 5120, 6000, 10000)],
+        measure={"rounds": 3, "until_decided": True, "max_rounds": 12, "looks": 4},
+    )
+    saved = allocation.record_into
+
+    def save_then_stop(meta, record):
+        saved(meta, record)
+        raise _Interrupted
+
+    monkeypatch.setattr(allocation, "record_into", save_then_stop)
+    out = tmp_path / "run"
+    with pytest.raises(_Interrupted):
+        from harness.cli.app import main
+
+        main(["sweep", str(config), "--out", str(out), "--no-report"])
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["until_decided"]["looks"] == 1
+    level = meta["until_decided"]["look_confidence"]
+    assert level == pytest.approx(1 - 0.05 / 4) and meta["policy"]["look_confidence"] == level
+    assert json.loads(cli("crossover", out, "--json").stdout)["confidence"] == pytest.approx(level)
+    monkeypatch.setattr(allocation, "record_into", saved)
+    resumed = cli("sweep", config, f"--resume={out}", "--until-decided", "--no-report")
+    assert resumed.returncode == 0, resumed.stderr
+    looks = [line for line in (resumed.stdout + resumed.stderr).splitlines() if line.lstrip().startswith("look ")]
+    assert looks and looks[0].lstrip().startswith("look 2/4"), looks
+    assert json.loads((out / "meta.json").read_text())["until_decided"]["looks"] == 1 + len(looks)
+
+
+@pytest.mark.parametrize(
+    ("measure", "flags", "expected"),
+    [
+        ({"max_rounds": 100000}, [], "measure.max_rounds: 100000: at most"),
+        ({"max_rounds": 10**12}, [], "measure.max_rounds: 1000000000000: at most"),
+        ({}, ["--max-rounds", "100000"], "--max-rounds: 100000: at most"),
+    ],
+)
+def test_max_rounds_beyond_what_a_look_can_analyse_is_one_line(tmp_path, measure, flags, expected):
+    config = fake_config(tmp_path, measure={"rounds": 3, "until_decided": True, **measure})
+    started = time.monotonic()
+    _one_error_line(cli("sweep", config, "--out", tmp_path / "run", *flags), expected)
+    assert not (tmp_path / "run").exists()
+    if not flags:
+        _one_error_line(cli("plan", config), expected)
+    assert time.monotonic() - started < 30

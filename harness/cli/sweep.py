@@ -230,6 +230,11 @@ def _until_decided_options(plan: PreparedSweep, on: bool, max_rounds: int | None
             raise InputError("--budget", budget, str(exc)) from None
         update["budget"] = budget
     measure = measure.model_copy(update=update)
+    if measure.until_decided:
+        from harness.measure.allocation import check_max_rounds
+
+        where = "--max-rounds" if max_rounds is not None else "measure.max_rounds"
+        check_max_rounds(measure.max_rounds, len(plan.points), where)
     if measure.until_decided and measure.max_rounds < plan.plan.rounds:
         raise InputError("--max-rounds", str(measure.max_rounds), f"must be >= the first pass ({plan.plan.rounds})")
     if measure.until_decided and plan.config.knobs:  # the allocation looks at one setting's points (config/schema.py)
