@@ -167,3 +167,65 @@ def test_max_rounds_beyond_what_a_look_can_analyse_is_one_line(tmp_path, measure
     if not flags:
         _one_error_line(cli("plan", config), expected)
     assert time.monotonic() - started < 30
+
+
+# --- odd files: FIFOs, git refs, byte-order marks ---------------------------------------------------------------------
+
+
+def test_a_fifo_in_an_mlxcel_tree_is_skipped_and_never_blocks(tmp_path):
+    import os
+    import threading
+
+    from harness.config.mlxcel_tree import derive
+    from tests.test_mlxcel_families import _tree
+
+    tree = _tree(tmp_path / "mlxcel")
+    os.mkfifo(tree / "src" / "models" / "stuck.rs")
+    result = {}
+    worker = threading.Thread(target=lambda: result.update(derived=derive(tree)), daemon=True)
+    worker.start()
+    worker.join(20)
+    assert "derived" in result, "reading the tree blocked on a FIFO"
+    assert result["derived"][0].families["mixtral"].wiring == "cap"
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        ("ref: ../../outside", ""),
+        ("ref: refs/../../../outside", ""),
+        ("ref: refs/heads/main", "0123456789ab"),
+        ("0123456789abcdef0123456789abcdef01234567", "0123456789ab"),
+        ("not a commit at all", ""),
+    ],
+)
+def test_git_head_is_never_followed_outside_the_tree(tmp_path, head, expected):
+    from harness.config.mlxcel_tree import tree_pin
+
+    root = tmp_path / "tree" / "mlxcel"
+    (root / ".git" / "refs" / "heads").mkdir(parents=True)
+    (root / ".git" / "refs" / "heads" / "main").write_text("0123456789abcdef0123456789abcdef01234567\n")
+    (root / ".git" / "HEAD").write_text(head + "\n")
+    (tmp_path / "tree" / "outside").write_text("SECRET-CONTENT-OUTSIDE\n")
+    (tmp_path / "outside").write_text("SECRET-CONTENT-OUTSIDE\n")
+    pin = tree_pin(root)
+    assert "SECRET" not in pin and pin == " ".join(p for p in ("mlxcel", expected) if p) + f" (tree {root})"
+
+
+def test_a_fifo_given_as_input_is_not_a_regular_file(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "pipe.csv")
+    _one_error_line(cli("crossover", tmp_path / "pipe.csv"), "not a regular file")
+
+
+def test_a_csv_with_a_utf8_byte_order_mark_is_read(tmp_path):
+    samples = synthetic_samples(linear_curve([1024, 4096, 8192], 6000))
+    run = write_run(tmp_path / "run", samples)
+    plain = cli("crossover", run / "samples.csv", "--json")
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + (run / "samples.csv").read_bytes())
+    marked = cli("crossover", bom, "--json")
+    assert plain.returncode == marked.returncode == 0, marked.stderr
+    same = marked.stdout.replace(str(bom), str(run / "samples.csv"))
+    assert json.loads(same) == json.loads(plain.stdout)  # the same analysis, the mark gone

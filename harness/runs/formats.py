@@ -130,11 +130,16 @@ def _one_line(value: object) -> str:
     return text.replace("\n", " ").replace("\r", " ")
 
 
+# every CSV is read as UTF-8 with an optional byte-order mark: Excel's "CSV UTF-8" starts the file with one, which
+# read as plain UTF-8 glues U+FEFF to the first column's name (then "no column model") or hides a `#` header line
+ENCODING = "utf-8-sig"
+
+
 def header_lines(path: Path) -> list[str]:
     """The leading `#` lines of a CSV (without the `#`), the one scanner every reader uses."""
     lines = []
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding=ENCODING) as handle:
             for line in handle:
                 if not line.startswith("#"):
                     break
@@ -147,7 +152,7 @@ def header_lines(path: Path) -> list[str]:
 def csv_columns(path: Path) -> list[str]:
     """The column row of a CSV (the first line after its `#` header); [] for an empty file."""
     skip = len(header_lines(path))
-    with open(path, encoding="utf-8", newline="") as handle:
+    with open(path, encoding=ENCODING, newline="") as handle:
         lines = itertools.islice(handle, skip, skip + 1)
         return next(csv.reader(lines), [])
 
@@ -168,7 +173,7 @@ def read_provenance(path: Path) -> dict[str, str]:
 def read_csv_text(path: Path) -> str:
     """The file's text; unreadable or not UTF-8 → InputError."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding=ENCODING)
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), "", f"cannot read: {exc}") from None
 
