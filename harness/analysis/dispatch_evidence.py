@@ -222,9 +222,9 @@ def annotate(
     tokens = _median_tokens(samples)
     models = [str(m) for m in out["model"]]
     unverified = {"dispatch": "unverified", "dispatch_note": "no verification pass in this run"}
-    known = [facts.get(model, unverified) for model in models]
-    for column in POINT_FIELDS[: POINT_FIELDS.index("tokens_fallback")]:
-        out[column] = [fact.get(column) for fact in known]
+    known = [facts.get(model, unverified) for model in models] if facts else None
+    for column in POINT_FIELDS[: POINT_FIELDS.index("tokens_fallback")]:  # without a record: one value for all
+        out[column] = [fact.get(column) for fact in known] if known else unverified.get(column)
     fallback = [tokens.get((model, "fallback")) for model in models]
     fused = [tokens.get((model, "fused")) for model in models]
     out["tokens_fallback"], out["tokens_fused"] = fallback, fused

@@ -335,15 +335,11 @@ def frame_csv(frame: pd.DataFrame) -> str:
     """A frame as CSV text (no index), its text cells made spreadsheet-safe (sheet_cell)."""
     safe = frame.copy()
     for column in safe.select_dtypes(include=["object", "string"]).columns:
-        # only a cell starting with a formula character or an apostrophe can change: the rest is left as it is
-        # (a million-row summary has a dozen text columns: sheet_cell on every cell took seconds)
-        try:
-            first = safe[column].str.slice(0, 1)
-        except AttributeError:  # no text in the column at all (every cell None or a number)
-            continue
-        risky = first.isin([*FORMULA_STARTS, "'"]).to_numpy(dtype=bool)
-        if risky.any():
-            safe.loc[risky, column] = safe.loc[risky, column].map(sheet_cell)
+        # each distinct value is looked at once (pandas hashes them in C): a million-row summary has a dozen text
+        # columns, most with a handful of values, and sheet_cell on every cell took seconds
+        escaped = {v: cell for v in pd.unique(safe[column]) if (cell := sheet_cell(v)) is not v}
+        if escaped:
+            safe[column] = safe[column].map(lambda v, escaped=escaped: escaped.get(v, v))
     return safe.to_csv(index=False)
 
 
