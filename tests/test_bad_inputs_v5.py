@@ -229,3 +229,37 @@ def test_a_csv_with_a_utf8_byte_order_mark_is_read(tmp_path):
     assert plain.returncode == marked.returncode == 0, marked.stderr
     same = marked.stdout.replace(str(bom), str(run / "samples.csv"))
     assert json.loads(same) == json.loads(plain.stdout)  # the same analysis, the mark gone
+
+
+# --- report --append-to: markers --------------------------------------------------------------------------------------
+
+OPEN, CLOSE = "<!-- moecal:addendum run -->", "<!-- /moecal:addendum run -->"
+
+
+@pytest.mark.parametrize(
+    "markers",
+    [
+        f"{OPEN}\nx\n{CLOSE}\n{OPEN}\ny\n{CLOSE}",
+        f"{CLOSE}\nx\n{OPEN}",
+        f"{OPEN}\nhalf",
+        "other\n<!-- moecal:addendum b -->",
+    ],
+)
+def test_append_to_a_doc_with_broken_markers_writes_nothing(tmp_path, markers):
+    run = write_run(tmp_path / "run", synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=6))
+    doc = tmp_path / "design.md"
+    doc.write_text(f"# Design\n\n{markers}\n")
+    before = doc.read_text()
+    done = cli("report", run, "--out", tmp_path / "reports", "--append-to", doc)
+    _one_error_line(done, "not one opening and one closing comment")
+    assert not (tmp_path / "reports").exists() and doc.read_text() == before
+
+
+def test_a_marker_pair_shown_in_a_code_fence_is_not_replaced():
+    from harness.output.design_doc import insert_addendum
+
+    example = f"Mark a run like this:\n\n```markdown\n{OPEN}\n(the addendum)\n{CLOSE}\n```\n"
+    text, replaced = insert_addendum(f"# Design\n\n{example}", "### New\n", "run")
+    assert not replaced and example in text and text.endswith(f"{OPEN}\n### New\n{CLOSE}\n")
+    again, replaced = insert_addendum(text, "### Newer\n", "run")
+    assert replaced and example in again and "### Newer" in again and "### New\n" not in again
