@@ -263,3 +263,42 @@ def test_a_marker_pair_shown_in_a_code_fence_is_not_replaced():
     assert not replaced and example in text and text.endswith(f"{OPEN}\n### New\n{CLOSE}\n")
     again, replaced = insert_addendum(text, "### Newer\n", "run")
     assert replaced and example in again and "### Newer" in again and "### New\n" not in again
+
+
+# --- JSON outputs: always one strict JSON object --------------------------------------------------------------------
+
+
+def _strict(text: str) -> dict:
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} in JSON output")
+
+    value = json.loads(text, parse_constant=refuse)
+    assert isinstance(value, dict)
+    return value
+
+
+def test_check_json_never_prints_nan(tmp_path):
+    runs = [
+        write_run(tmp_path / name, synthetic_samples(linear_curve([1024, 4096, 8192], crossover), rounds=2, seed=seed))
+        for name, crossover, seed in (("a", 6000, 1), ("b", 5000, 2))
+    ]
+    done = cli("check", "--baseline", runs[0], "--current", runs[1], "--json")
+    assert done.returncode == 0, done.stderr
+    _strict(done.stdout)  # a point of two rounds has no finite interval: null, not NaN
+
+
+def test_sweep_dry_run_json_prints_the_plan_as_json(tmp_path):
+    done = cli("sweep", fake_config(tmp_path), "--dry-run", "--json")
+    assert done.returncode == 0, done.stderr
+    plan = _strict(done.stdout)
+    assert plan["dry_run"] is True and plan["points"] and not (tmp_path / "results").exists()
+
+
+def test_sweep_json_answers_with_an_object_when_every_run_fails(tmp_path):
+    (tmp_path / "bench.py").write_text("import sys\nif '--help' in sys.argv:\n    sys.exit(0)\nsys.exit('broken')\n")
+    workload = {"command": [sys.executable, str(tmp_path / "bench.py"), "{dff}"], "dispatch_probe": None}
+    config = fake_config(tmp_path, models=[{"name": "a", "dff": 1024}], workload=workload)
+    done = cli("sweep", config, "--out", tmp_path / "run", "--rounds", "1", "--json")
+    assert done.returncode == 1
+    answer = _strict(done.stdout)
+    assert "no run succeeded" in answer["error"] and answer["run_dir"] == str(tmp_path / "run")

@@ -19,6 +19,7 @@ from harness.cli.analysis_options import (
     MarginOpt,
     build_options,
 )
+from harness.json_output import finite
 from harness.thresholds import MAX_REGRESSION
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
@@ -85,7 +86,7 @@ def check(
     options = build_options(exclude, confidence, margin, current_default, inputs=[baseline, current])
     result = check_runs(analyse_path(baseline, options), analyse_path(current, options), max_regression, allow_missing)
     if as_json:
-        typer.echo(json.dumps(result.as_json(), indent=1))
+        typer.echo(json.dumps(finite(result.as_json()), indent=1, allow_nan=False))  # null, never NaN
     else:
         print_check(result, Console())
     raise typer.Exit(result.exit_code)
