@@ -302,3 +302,61 @@ def test_sweep_json_answers_with_an_object_when_every_run_fails(tmp_path):
     assert done.returncode == 1
     answer = _strict(done.stdout)
     assert "no run succeeded" in answer["error"] and answer["run_dir"] == str(tmp_path / "run")
+
+
+# --- the device-defaults patch against an odd switch_layers.rs --------------------------------------------------------
+
+
+def _defaults_report(tmp_path, edit):
+    """`report` of a SYNTHETIC metal and cuda run against a SYNTHETIC mlxcel tree whose switch_layers.rs `edit`
+    rewrote (bytes → bytes); returns (the finished command, the tree)."""
+    from harness.output.mlxcel_source import SWITCH_LAYERS
+    from tests.helpers import run_cli
+    from tests.test_device_defaults import _run, fixture_tree
+
+    (tmp_path / "pyproject.toml").write_text("")
+    tree = fixture_tree(tmp_path / "mlxcel")
+    switch = tree / SWITCH_LAYERS
+    switch.write_bytes(edit(switch.read_bytes()))
+    build = {"mlxcel_commit": "2fcdbe5f", "mlx_commit": "81ba1c6a"}
+    metal = _run(tmp_path / "results" / "m3", "metal", "Apple M3 Max", 5000, 4096, build)
+    cuda = _run(tmp_path / "results" / "gb10", "cuda", "NVIDIA GB10", 11000, 8192, build)
+    return run_cli("report", metal, cuda, "--out", tmp_path / "reports", "--mlxcel-src", tree, cwd=tmp_path), tree
+
+
+def _marked(*parts: str):
+    from harness.output.device_defaults import BEGIN, END
+
+    text = "\n".join({"B": BEGIN, "E": END}.get(p, p) for p in parts) + "\n"
+    return lambda source: source + text.encode()
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        _marked("B", "fn x() {}", "E", "B", "fn y() {}", "E"),  # doubled
+        _marked("E", "fn x() {}", "B"),  # reversed
+        _marked("B", "fn x() {}"),  # half
+        lambda source: source + b"pub(crate) fn fused_moe_max_dff_for_class(c: &str) -> Option<i32> { None }\n",
+    ],
+    ids=["doubled", "reversed", "half", "unmarked-copy"],
+)
+def test_a_switch_layers_with_odd_markers_is_refused_and_nothing_written(tmp_path, edit):
+    done, _ = _defaults_report(tmp_path, edit)
+    _one_error_line(done, "moecal markers")
+    assert not (tmp_path / "reports").exists()
+
+
+def test_a_crlf_switch_layers_gets_a_patch_that_applies(tmp_path):
+    import subprocess
+
+    from harness.output.device_defaults import BEGIN
+    from harness.output.mlxcel_source import SWITCH_LAYERS
+
+    done, tree = _defaults_report(tmp_path, lambda source: source.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    assert done.returncode == 0, done.stderr
+    (patch,) = (tmp_path / "reports").glob("*-device-defaults.diff")
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    subprocess.run(["git", "-C", str(tree), "apply", str(patch)], check=True, capture_output=True)
+    patched = (tree / SWITCH_LAYERS).read_bytes()
+    assert BEGIN.encode() + b"\r\n" in patched and b"\n" not in patched.replace(b"\r\n", b"")
