@@ -125,9 +125,13 @@ def format_provenance(meta: Mapping[str, object]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+# every character str.splitlines() breaks at: a reader that splits the text with it would see a new `#` line
+_LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
 def _one_line(value: object) -> str:
     text = json.dumps(value) if isinstance(value, list | tuple) else str(value)
-    return text.replace("\n", " ").replace("\r", " ")
+    return _LINE_BREAKS.sub(" ", text)
 
 
 # every CSV is read as UTF-8 with an optional byte-order mark: Excel's "CSV UTF-8" starts the file with one, which
@@ -345,9 +349,15 @@ def frame_csv(frame: pd.DataFrame) -> str:
 
 def csv_line(values: Iterable[object]) -> str:
     """One CSV row, quoted where needed (a comma or newline in a name stays inside its cell), spreadsheet-safe."""
+    # None and NaN are a missing value: an empty cell, which every reader reads as missing ("nan" would be text)
+    cells = [sheet_cell("" if v is None or (isinstance(v, float) and v != v) else v) for v in values]
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow([sheet_cell("" if v is None else v) for v in values])
-    return buffer.getvalue()
+    csv.writer(buffer, lineterminator="\n").writerow(cells)
+    line = buffer.getvalue()
+    if line.startswith("#"):  # a row must never read as a comment or header line (a model named "#x"): quote it
+        first = str(cells[0])
+        line = '"' + first.replace('"', '""') + '"' + line[len(first) :]
+    return line
 
 
 def refuse_link(path: Path) -> None:
