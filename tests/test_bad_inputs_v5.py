@@ -13,16 +13,7 @@ import pytest
 from harness.config import knobs as launch_knobs
 from tests.helpers import cli, fake_config
 from tests.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
-
-
-def _one_error_line(done, expected: str, code: int = 2) -> None:
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == code, done.stderr + done.stdout
-    assert lines and lines[-1].startswith("error: "), done.stderr
-    assert sum(line.startswith("error: ") for line in lines) == 1, done.stderr
-    assert "Traceback" not in done.stderr + done.stdout, done.stderr
-    assert expected in lines[-1], lines[-1]
-
+from tests.test_bad_inputs_v4 import _one_error_line
 
 # --- knobs: only the binary's launch knobs ----------------------------------------------------------------------------
 

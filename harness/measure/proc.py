@@ -269,10 +269,13 @@ class _Pipes:
             handle.close()
 
 
-def _exited(pid: int) -> bool:
-    """Whether the child `pid` has exited, without reaping it (its pid, and so its group id, stays reserved)."""
+def _exited(proc: subprocess.Popen) -> bool:
+    """Whether the child has exited, without reaping it where os.waitid exists (its pid, and so its group id, stays
+    reserved for the killpg); elsewhere Popen.poll, which reaps."""
+    if not hasattr(os, "waitid"):
+        return proc.poll() is not None
     try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return True
 
@@ -311,12 +314,12 @@ def run_with_deadline(
         def exited() -> bool:
             if not reaper.active and time.monotonic() - run.sampled >= TRACK_S:
                 run.sample()
-            return _exited(proc.pid)
+            return _exited(proc)
 
         try:
             run.sample()
             pipes.read(deadline, exited, wake)
-            by_itself, seconds = _exited(proc.pid), time.monotonic() - started
+            by_itself, seconds = _exited(proc), time.monotonic() - started
             if by_itself:  # what the benchmark printed last may still be in the pipes
                 pipes.read(min(time.monotonic() + drain_s, deadline), lambda: not pipes.open)
         finally:
