@@ -142,3 +142,41 @@ def test_the_subreaper_setting_is_restored(tmp_path, reaper_mode):
     value = ctypes.c_int(-1)
     assert proc_module._PRCTL(proc_module.PR_GET_CHILD_SUBREAPER, ctypes.addressof(value), 0, 0, 0) == 0
     assert value.value == 0  # orphans of anything else this process starts go to init again
+
+
+# A process outside the run (started before it, so neither the run's child nor its token's carrier) that receives
+# the benchmark's stdout over a UNIX socket (SCM_RIGHTS) and keeps it open: only the wide search finds it.
+KEEPER = """
+import socket, sys, time
+server = socket.socket(socket.AF_UNIX)
+server.bind(sys.argv[1])
+server.listen(1)
+print("ready", flush=True)
+connection, _ = server.accept()
+_, fds, _, _ = socket.recv_fds(connection, 16, 1)
+time.sleep(120)
+"""
+GIVER = """
+import socket, sys
+client = socket.socket(socket.AF_UNIX)
+client.connect(sys.argv[1])
+socket.send_fds(client, [b"x"], [1])
+print("Decode: 1.0 ms (123.0 tok/s)", flush=True)
+"""
+
+
+def test_a_process_outside_the_run_holding_its_output_is_found_by_the_wide_search(tmp_path):
+    if not Path("/proc").is_dir():
+        pytest.skip("the pipe's holders are found through /proc")
+    address = str(tmp_path / "keeper.sock")
+    keeper = subprocess.Popen([sys.executable, "-c", KEEPER, address], stdout=subprocess.PIPE, text=True)
+    try:
+        assert keeper.stdout is not None and keeper.stdout.readline().strip() == "ready"
+        started = time.monotonic()
+        finished = run_with_deadline([sys.executable, "-c", GIVER, address], os.environ, 10)
+        assert finished.returncode == 0 and "123.0 tok/s" in finished.stdout
+        assert time.monotonic() - started < 5  # the drain did not wait for the keeper
+        assert keeper.wait(5) == -9, "the process holding the run's output was not ended"
+    finally:
+        keeper.kill()
+        keeper.wait()
