@@ -20,7 +20,7 @@ SWEEP_STOP = $(if $(CONFIG)$(BENCH),,$(if $(filter command line environment,$(or
   MODELS=$(MODELS) given but no mlxcel-bench-decode on PATH: give BENCH=path (or CONFIG= for a built-in sweep)))
 RESUME ?=
 
-.PHONY: check setup test lint sweep bench bench-kernels verify gpu-check device-wheels clean help
+.PHONY: check setup test lint sweep bench bench-kernels bench-harness verify gpu-check device-wheels clean help
 
 help:
 	@echo "make setup          create .venv with the CPU backend, NVRTC compile checks and dev tools"
@@ -28,6 +28,7 @@ help:
 	@echo "make sweep          calibrate mlxcel (BENCH=, MODELS=models) if present, else this machine's config (CONFIG=)"
 	@echo "                    RESUME=1 continues the newest unfinished run, RESUME=results/<run> that one"
 	@echo "make bench-kernels  µs/step and GB/s of fused vs fallback kernels (BACKEND=auto|cpu|cuda|metal)"
+	@echo "make bench-harness  the harness's own CPU/wall per run (no-op benchmark, +500 idle processes), summarize 10k/1M rows"
 	@echo "make verify         every kernel path vs the float64 reference (BACKEND=...)"
 	@echo "make gpu-check      the one prepared GPU script (BACKEND=cuda by default; BACKEND=cpu rehearses it)"
 	@echo "make device-wheels  fetch cp312 wheels the H200 image lacks into .whl/ (carry them to the device)"
@@ -67,6 +68,9 @@ verify: $(STAMP)
 	$(BIN)/moecal verify --backend $(BACKEND)
 
 bench: bench-kernels
+
+bench-harness: $(STAMP)
+	$(BIN)/python scripts/bench_harness.py
 
 bench-kernels: $(STAMP)
 	$(BIN)/moecal bench-kernels --backend $(BACKEND) --out $(or $(OUT),reports/_scratch)/bench-kernels-$(BACKEND).csv

@@ -3,7 +3,8 @@ object, with every way it can be malformed turned into an InputError instead of 
 
 Python's json parser recurses per `[`/`{`, so a file nested a hundred thousand levels deep ends in RecursionError
 (a traceback, after seconds); the depth is therefore counted before parsing. NaN, Infinity and numbers beyond a
-float (1e400) are refused: no field moecal reads means them, and they would travel into sums and comparisons.
+float (1e400) are refused: no field moecal reads means them, and they would travel into sums and comparisons. So are
+integers beyond 64 bits (a 400-digit cap): Python reads them, but the first float() or numpy cast overflows.
 """
 
 from __future__ import annotations
@@ -22,6 +23,15 @@ def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"number {text} is out of range")
+    return value
+
+
+INT_LIMIT = 2**63  # integers moecal writes (caps, rounds, token counts, seconds in ns) all fit a signed 64-bit word
+
+
+def _bounded(text: str) -> int:
+    if len(text.lstrip("-")) > 19 or abs(value := int(text)) >= INT_LIMIT:
+        raise ValueError(f"integer {text[:20]}… ({len(text.lstrip('-'))} digits) does not fit in 64 bits")
     return value
 
 
@@ -55,7 +65,7 @@ def load_json_object(path: Path) -> dict:
     if depth > MAX_NESTING:
         raise InputError(str(path), "(file)", f"nested {depth} levels deep (at most {MAX_NESTING})")
     try:
-        data = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+        data = json.loads(text, parse_float=_finite, parse_int=_bounded, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise InputError(str(path), f"line {exc.lineno}", f"invalid JSON: {exc.msg}") from None
     except ValueError as exc:  # a number beyond a float, NaN, Infinity; an integer of more than 4300 digits

@@ -9,6 +9,7 @@ that reads line by line.
 from __future__ import annotations
 
 import json
+import math
 
 
 def json_text(obj: object) -> str:
@@ -23,3 +24,15 @@ def json_text(obj: object) -> str:
             body = json.dumps(value)
         fields.append(f" {json.dumps(key)}: {body}")
     return "{\n" + ",\n".join(fields) + "\n}"
+
+
+def finite(obj: object) -> object:
+    """`obj` with every non-finite float (NaN, ±inf) as None: Python's json writes them as NaN / Infinity, which no
+    strict JSON reader (jq, JSON.parse, moecal's own) accepts. numpy floats are floats too."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {key: finite(value) for key, value in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite(value) for value in obj]
+    return obj

@@ -180,7 +180,7 @@ def point_facts(
     """The class of every model of `frame` that is not measured under the cap, with its reason; later sources
     win: the model's name (an mlxcel sweep CSV alone), the family ignoring the cap, the dispatch observation,
     the prediction (a prediction the probe confirmed says so), the user's --exclude."""
-    present = set(frame["model"].astype(str).unique()) if frame is not None else set()
+    present = set(map(str, frame["model"].unique())) if frame is not None else set()
     predicted = expected_null(provenance)
     overridden = provenance.get("dispatch_overrides") or {}  # the fused kernel ran after all: measured
     observed = {m: why for m, why in dispatch_evidence.null_reasons(verification, predicted).items() if m in present}
@@ -194,7 +194,7 @@ def point_facts(
     affine = (
         present
         if frame is None or "quant_mode" not in frame
-        else set(frame.loc[frame["quant_mode"].astype(str).isin(["affine", "", "nan"]), "model"].astype(str))
+        else set(map(str, frame.loc[frame["quant_mode"].astype(str).isin(["affine", "", "nan"]), "model"].unique()))
     )
     by_name = mlxcel_families.nulls_by_name(affine, provenance)
     classes: dict[str, PointClass] = {}

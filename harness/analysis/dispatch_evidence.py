@@ -22,6 +22,7 @@ over the probe's default threshold (0.05, mlxcel's own line between rounding and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -127,6 +128,22 @@ def classify(entry: Mapping[str, object], has_probe: bool) -> tuple[DispatchClas
     return "predicted", "not observed: this binary prints no [fused-moe-parity] line for any model", False
 
 
+NON_FINITE = ("nan", "inf", "-inf")  # how verification.json spells a non-finite parity figure (JSON has no such number)
+FIGURES = ("fused_vs_ref_worst", "fused_vs_ref_median", "fused_vs_truth_worst", "fused_vs_truth_median")
+
+
+def recorded_figure(value: float) -> float | str:
+    """A parity figure as verification.json holds it: a non-finite one as its text ("nan", "inf"). A kernel that
+    produces NaN is exactly when the probe matters, and a NaN number would make the file unreadable to moecal's own
+    strict JSON reader, so the run could not be analysed at all."""
+    return value if math.isfinite(value) else str(value)
+
+
+def read_figure(value: object) -> object:
+    """recorded_figure's inverse: "nan" / "inf" / "-inf" back to the float; anything else unchanged."""
+    return float(value) if isinstance(value, str) and value in NON_FINITE else value
+
+
 def within_limit(*errors: object) -> bool:
     """Every parity error is a number in [0, PARITY_LIMIT]. NaN compares false with everything, so `error >
     PARITY_LIMIT` would call a NaN (or a negative, which no RMS can be) within the limit: both are over."""
@@ -138,6 +155,8 @@ def parity_class(run: Mapping[str, object]) -> str:
     if not run.get("calls"):
         return "no parity data"
     worst = f"worst fused-vs-truth {run['fused_vs_truth_worst']:.2e}"
+    if any(isinstance(run.get(k), float) and not math.isfinite(run[k]) for k in FIGURES):
+        return f"non-finite parity error in {run['calls']} calls ({worst}) — CHECK: non-finite"
     if run["over"] or not within_limit(run["fused_vs_ref_worst"], run["fused_vs_truth_worst"]):
         return f"{run['over']} of {run['calls']} calls over {PARITY_LIMIT:g} ({worst}) — CHECK"
     return f"within {PARITY_LIMIT:g} in {run['calls']} calls ({worst})"
@@ -151,6 +170,7 @@ def per_model(record: Mapping[str, dict], expected_null: Mapping[str, str]) -> d
     for model, entry in record.items():
         dispatch, note, null = classify(entry, has_probe)
         fused = next(run for run in entry["runs"] if run["path"] == "fused")
+        fused = {**fused, **{k: read_figure(fused[k]) for k in FIGURES if k in fused}}
         out[model] = {
             "dispatch": dispatch,
             "dispatch_note": note,
@@ -209,19 +229,18 @@ def annotate(
     generated different counts (greedy decoding stopped at EOS at different places: the arms did different work)."""
     # a stored summary.csv keeps what it was written with; built-in workloads have no dispatch to verify (only an
     # external program's, the command kind's, is probed)
-    if samples is None or not samples["workload"].map(lambda w: kind_meaning(w).external).any():
+    if samples is None or not any(kind_meaning(w).external for w in samples["workload"].unique()):
         return summary
     out = summary.copy()
     facts = per_model(record, expected_null) if record else {}
     tokens = _median_tokens(samples)
-    rows = []
-    for model in out["model"].astype(str):
-        fact = facts.get(model, {"dispatch": "unverified", "dispatch_note": "no verification pass in this run"})
-        fallback, fused = tokens.get((model, "fallback")), tokens.get((model, "fused"))
-        differ = fallback is not None and fused is not None and fallback != fused
-        row = {k: fact.get(k) for k in POINT_FIELDS}
-        rows.append({**row, "tokens_fallback": fallback, "tokens_fused": fused, "tokens_differ": differ})
-    extra = pd.DataFrame(rows, index=out.index, columns=list(POINT_FIELDS))
-    for column in POINT_FIELDS:
-        out[column] = extra[column]
+    models = [str(m) for m in out["model"]]
+    unverified = {"dispatch": "unverified", "dispatch_note": "no verification pass in this run"}
+    known = [facts.get(model, unverified) for model in models] if facts else None
+    for column in POINT_FIELDS[: POINT_FIELDS.index("tokens_fallback")]:  # without a record: one value for all
+        out[column] = [fact.get(column) for fact in known] if known else unverified.get(column)
+    fallback = [tokens.get((model, "fallback")) for model in models]
+    fused = [tokens.get((model, "fused")) for model in models]
+    out["tokens_fallback"], out["tokens_fused"] = fallback, fused
+    out["tokens_differ"] = [a is not None and b is not None and a != b for a, b in zip(fallback, fused, strict=True)]
     return out

@@ -57,6 +57,8 @@ def load_input(path: str | Path, all_settings: bool = False) -> LoadedInput:
     if path.is_dir():
         return _load_run_dir(path, all_settings)
     if not path.is_file():
+        if path.exists():  # a FIFO, a device, a socket: reading it could block or never end
+            raise InputError(str(path), "", "not a regular file (expected a run directory or a CSV)")
         raise InputError(str(path), "", "no such file or directory (expected a run directory or a CSV)")
     columns = _columns(path)
     if mlxcel.is_mlxcel(columns):

@@ -326,14 +326,18 @@ def drift_variance(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             z = np.where(mine[..., None], np.nan_to_num(y[..., :m]), 0.0)
             lag = np.abs(np.subtract.outer(np.arange(m), np.arange(m)))
             count = np.sum(mine, axis=-1)
+            # Σ over the family's points of z zᵀ: each grid model's quadratic forms summed over the points are
+            # traces against it, so the points are visited once per run count, not once per grid model
+            scatter = np.einsum("...pi,...pj->...ij", z, z)
             inflation[m] = np.zeros(grid)
             for (i, rho), (j, share) in itertools.product(enumerate(DRIFT_RHOS), enumerate(DRIFT_SHARES)):
                 cov = (1 - share) * np.eye(m) + share * rho**lag
                 inverse = np.linalg.inv(cov)
                 inverse_ones = inverse.sum(axis=-1)
                 total = inverse_ones.sum()  # 1'V⁻¹1
-                residual = np.sum((z @ inverse) * z, axis=-1) - (z @ inverse_ones) ** 2 / total
-                quad[..., i, j] += np.sum(np.where(mine, residual, 0.0), axis=-1)
+                # Σ_p z'V⁻¹z − (1'V⁻¹z)²/1'V⁻¹1 (zero rows, the points of other run counts, add nothing)
+                along = np.einsum("i,...ij,j->...", inverse_ones, scatter, inverse_ones)
+                quad[..., i, j] += np.sum(inverse * scatter, axis=(-2, -1)) - along / total
                 loglik[..., i, j] -= 0.5 * count * (np.linalg.slogdet(cov)[1] + np.log(total))
                 mean_var = cov.sum() / m
                 inflation[m][i, j] = mean_var / ((m - mean_var) / (m - 1))
@@ -506,11 +510,13 @@ def family_labels(frame: pd.DataFrame) -> pd.Series:
     if frame.empty:
         return pd.Series([], dtype=str)
     cache: dict[object, str] = {}
+    whole: dict[object, bool] = {}  # workload → whether its kind is a whole-model one (asked once per workload)
     labels = []
     for shape in zip(*(frame[field].tolist() for field in FAMILY_FIELDS), strict=True):
+        if (is_whole := whole.get(shape[0])) is None:
+            is_whole = whole[shape[0]] = kind_meaning(shape[0]).family_fields == WHOLE_MODEL_FAMILY
         # a whole-model kind's family is its name alone: its shape's NaNs would defeat the cache
-        whole = kind_meaning(shape[0]).family_fields == WHOLE_MODEL_FAMILY
-        key = (shape[0], shape[-1] if is_context(shape[-1]) else "") if whole else shape
+        key = (shape[0], shape[-1] if is_context(shape[-1]) else "") if is_whole else shape
         text = cache.get(key)
         if text is None:
             text = cache[key] = label(*shape)

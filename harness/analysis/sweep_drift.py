@@ -66,10 +66,10 @@ def first_half_runs(rows: pd.DataFrame, mine: np.ndarray, point: np.ndarray, n_p
     the first pass, the later the latest rounds."""
     if PASS_COLUMN not in rows:
         return np.zeros(n_points, int)
-    label = rows[PASS_COLUMN].astype(str).str.replace(".0", "", regex=False).to_numpy()[mine]
+    label = pd.to_numeric(rows[PASS_COLUMN], errors="coerce").to_numpy(dtype=float)[mine]  # "1", 1.0, "" (NaN)
     point = point[mine]
-    first = np.bincount(point[label == "1"], minlength=n_points)
-    second = np.bincount(point[label == "2"], minlength=n_points)
+    first = np.bincount(point[label == 1], minlength=n_points)
+    second = np.bincount(point[label == 2], minlength=n_points)
     return np.where((first > 0) & (second > 0), (first + second) // 2, 0)
 
 

@@ -20,6 +20,7 @@ from harness.cli.analysis_options import (
     build_options,
 )
 from harness.cli.run_key_options import AcrossDecodePathsOpt, key_changes
+from harness.json_output import finite
 from harness.thresholds import MAX_REGRESSION
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
@@ -102,7 +103,8 @@ def check(
     keyed = key_changes([(str(baseline), before), (str(current), after)], across_decode_paths)
     result = check_runs(before, after, max_regression, allow_missing, strict)
     if as_json:
-        typer.echo(json.dumps({**result.as_json(), "key_changes": keyed}, indent=1))
+        record = finite({**result.as_json(), "key_changes": keyed})  # null, never NaN
+        typer.echo(json.dumps(record, indent=1, allow_nan=False))
     else:
         for line in keyed:
             typer.echo(line)

@@ -92,8 +92,9 @@ def _expected_to_decision(sweep: PreparedSweep, per_run: float | None) -> dict[s
 
     from harness.analysis import figures
     from harness.analysis.decision_cost import DEFAULT_NOISE, DEFAULT_SLOPE, curve_truth, expected_rounds
-    from harness.measure.allocation import rule_for
+    from harness.measure.allocation import check_max_rounds, rule_for
 
+    check_max_rounds(sweep.config.measure.max_rounds, len(sweep.points))
     points = [p for p in sweep.points if not p.skip_reason]
     grid = np.array(sorted({int(float(str(p.key.get("dff")))) for p in points}))
     if len(grid) < 2:

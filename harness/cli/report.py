@@ -99,7 +99,7 @@ def report(
     from harness.output.autotune_entry import write_entries
     from harness.output.defaults_addendum import print_defaults, write_defaults
     from harness.output.design_doc import append_to as insert_into
-    from harness.output.design_doc import read_doc
+    from harness.output.design_doc import check_doc
     from harness.output.knob_report import write_knob_report
     from harness.output.mlxcel_source import read_source
     from harness.output.report_data import ADDENDUM_SUFFIX, read_sidecar
@@ -122,7 +122,7 @@ def report(
             typer.echo("autotune entries: a run recorded no mlxcel version or MLX commit; no binary loads its entries")
         return
     if append_to is not None:
-        read_doc(append_to)  # a missing doc or a link is refused before anything is written
+        check_doc(append_to)  # a missing doc, a link or broken markers are refused before anything is written
     base = link_base if link_base is not None else append_to.parent if append_to is not None else None
     md_path, png_path, decision = write_report(
         input_paths[0], out, previous, options, mlxcel=source, overrides=overrides, link_base=base

@@ -20,6 +20,7 @@ from rich.table import Table
 from harness.cli.analysis_options import JsonOpt
 from harness.config import resources
 from harness.errors import InputError
+from harness.json_output import finite
 from harness.measure import noise_check
 
 if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
@@ -187,6 +188,11 @@ def sweep(
     )
     _until_decided_options(plan, until_decided, max_rounds, budget)
     if dry_run:
+        if as_json:  # the plan as data, like `moecal plan --json`: one JSON object on stdout, nothing else there
+            from harness.cli.plan import plan_record
+
+            _emit({"dry_run": True, "run_dir": str(plan.run_dir), **plan_record(plan)}, as_json)
+            return
         print_plan(plan)
         console.print(f"dry run: config, backend and commands are usable; would write {plan.run_dir}")
         return
@@ -239,6 +245,11 @@ def _until_decided_options(plan: PreparedSweep, on: bool, max_rounds: int | None
             raise InputError("--budget", budget, str(exc)) from None
         update["budget"] = budget
     measure = measure.model_copy(update=update)
+    if measure.until_decided:
+        from harness.measure.allocation import check_max_rounds
+
+        where = "--max-rounds" if max_rounds is not None else "measure.max_rounds"
+        check_max_rounds(measure.max_rounds, len(plan.points), where)
     if measure.until_decided and measure.max_rounds < plan.plan.rounds:
         raise InputError("--max-rounds", str(measure.max_rounds), f"must be >= the first pass ({plan.plan.rounds})")
     if measure.until_decided and plan.config.knobs:  # the allocation looks at one setting's points (config/schema.py)
@@ -325,6 +336,7 @@ def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | 
         message, failed = no_result
         if failed:
             print(f"error: {run.samples}: {message}", file=sys.stderr)
+            _emit({**result, "error": message}, as_json)  # --json still answers with an object (exit code 1)
             raise typer.Exit(1)
         console.print(f"{run.samples}: {message}: nothing to summarize or report")
         _emit({**result, "note": f"{message}: nothing to summarize or report"}, as_json)
@@ -444,7 +456,7 @@ def _physics(plan: PreparedSweep, table: pd.DataFrame) -> dict[str, object]:
 
 def _emit(result: dict[str, object], as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps(result, indent=1))
+        typer.echo(json.dumps(finite(result), indent=1, allow_nan=False))
 
 
 def register(app: typer.Typer) -> None:

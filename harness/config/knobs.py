@@ -9,6 +9,15 @@ on gfx1151 SGY 8 made the fused path slower than `gather_qmm` at every Dff). Its
 in mlxcel's `docs/environment-variables.md` ("tune per hardware"). A value outside 1–32 would silently run the
 default, so the config refuses it: the rows would claim a setting the kernel never ran.
 
+Only launch knobs are accepted, and the table below is the whole list: the variables of `mlx_cxx_kernels.cpp` that
+change how the fused kernel launches. The file's other variables decide *whether* the fused path runs or what else
+runs beside it, which would poison the cap decision rather than tune it, so naming them is refused with the reason
+(REFUSED): the kill switch `MLXCEL_FUSED_MOE` (=0 puts both arms on the fallback, read by `switch_layers.rs`), the cap
+`MLXCEL_FUSED_MOE_MAX_DFF` (the very thing calibrated), the probe `MLXCEL_FUSED_MOE_PARITY_CHECK` / `_THRESHOLD`
+(several extra evaluations per MoE call: a ≈ 2.5× slower fused arm). Any other name — a typo such as
+`MLXCEL_FUSED_MOE_SGV` — is refused with the nearest known one: the binary never reads it, so every extra setting
+would be device time spent measuring the same thing.
+
 A knob sweep measures every combination of the knob values (the cartesian product), each as its own pair of arms,
 interleaved within each round like the arms (harness.measure.protocol). A row records its setting as text,
 `MLXCEL_FUSED_MOE_SGY=4` (several knobs: joined by spaces, names sorted), in samples.csv's `knobs` column.
@@ -16,7 +25,9 @@ interleaved within each round like the arms (harness.measure.protocol). A row re
 
 from __future__ import annotations
 
+import difflib
 import itertools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -51,11 +62,45 @@ KNOWN: dict[str, KnobSpec] = {
 }
 
 
-def check_values(name: str, values: list[int]) -> None:
-    """ValueError when a known knob's value lies outside what the binary accepts (it would run its default)."""
-    spec = KNOWN.get(name)
-    if spec is None:
+# names a config may not sweep, and why (mlxcel's docs/environment-variables.md, switch_layers.rs, mlx_cxx_kernels.cpp)
+REFUSED: dict[str, str] = {
+    "MLXCEL_FUSED_MOE": "the kill switch (=0 runs both arms on the fallback, so nothing fused is measured)",
+    "MLXCEL_FUSED_MOE_MAX_DFF": "the cap itself, which the sweep calibrates (the arms set it)",
+    "MLXCEL_FUSED_MOE_PARITY_CHECK": "the parity probe (extra evaluations per MoE call: a slower fused arm)",
+    "MLXCEL_FUSED_MOE_PARITY_THRESHOLD": "the parity probe's threshold (a diagnostic, not a launch setting)",
+}
+MAX_SETTINGS = 64  # combinations of knob values a sweep may measure: each is a pair of arms at every point and round
+
+
+def check_name(name: str) -> None:
+    """ValueError unless `name` is a launch knob of the binary (KNOWN): a refused variable says why, another name
+    names the nearest known one."""
+    if name in KNOWN:
         return
+    if name in REFUSED or name.startswith("MLXCEL_FUSED_MOE_PARITY_CHECK"):
+        why = REFUSED.get(name, REFUSED["MLXCEL_FUSED_MOE_PARITY_CHECK"])
+        raise ValueError(f"{name} is not a launch knob: it is {why}; knobs: {', '.join(sorted(KNOWN))}")
+    near = difflib.get_close_matches(name, [*KNOWN, *REFUSED], n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]}? " if near else ""
+    raise ValueError(
+        f"{name} is not a launch knob the binary reads ({hint}known: {', '.join(sorted(KNOWN))}, from "
+        "mlxcel's mlx_cxx_kernels.cpp)"
+    )
+
+
+def check_count(knobs: Mapping[str, list[int]]) -> None:
+    """ValueError when the combinations of the values exceed MAX_SETTINGS, counted before any is built."""
+    count = math.prod(len(values) for values in knobs.values())
+    if count > MAX_SETTINGS:
+        sizes = " × ".join(str(len(values)) for values in knobs.values())
+        raise ValueError(f"{sizes} = {count} combinations of knob values; at most {MAX_SETTINGS} per sweep")
+
+
+def check_values(name: str, values: list[int]) -> None:
+    """ValueError when `name` is no launch knob (check_name) or a value lies outside what the binary accepts (it
+    would run its default)."""
+    check_name(name)
+    spec = KNOWN[name]
     outside = [v for v in values if not spec.low <= v <= spec.high]
     if outside:
         raise ValueError(

@@ -154,10 +154,17 @@ def lookup(family: str, table: dict[str, FamilyWiring] | None = None) -> FamilyW
     return table.get(ALIASES.get(family, family))
 
 
+# the patterns as one regular expression, one group per pattern in order (a million names: one match call each)
+_NAME_RE = re.compile("|".join(f"({fnmatch.translate(pattern)})" for pattern, _ in NAME_PATTERNS))
+
+
 def family_from_name(model: str) -> tuple[str, str] | None:
     """(family, pattern) a published sweep's model name matches (case-insensitive), first match wins."""
-    name = model.lower()
-    return next(((family, pat) for pat, family in NAME_PATTERNS if fnmatch.fnmatchcase(name, pat)), None)
+    found = _NAME_RE.match(model.lower())
+    if found is None or found.lastindex is None:
+        return None
+    pattern, family = NAME_PATTERNS[found.lastindex - 1]
+    return family, pattern
 
 
 def null_reason_by_name(model: str, date: str = "") -> str | None:

@@ -37,6 +37,8 @@ _MOE_TYPES = ("SwitchGLU", "SparseMoeBlock", "SwitchGeGLU")
 
 
 def _read(path: Path) -> str:
+    if path.exists() and not path.is_file():  # a FIFO would block the read forever, a device never end
+        raise InputError(str(path), "--mlxcel-src", "not a regular file")
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -81,7 +83,8 @@ def _imports(text: str) -> dict[str, str]:
 
 def wiring_from(models: Path, shared_reads_cap: bool) -> dict[str, FamilyWiring]:
     """Family → wiring for every model file of `models` that reaches the fused kernel."""
-    texts = {p.stem: _read(p) for p in sorted(models.glob("*.rs")) if not p.stem.endswith("_tests")}
+    # regular files only: a FIFO or socket named like a model file is no source (and a FIFO would block the read)
+    texts = {p.stem: _read(p) for p in sorted(models.glob("*.rs")) if not p.stem.endswith("_tests") and p.is_file()}
     texts.pop("switch_layers", None)
 
     def direct(stem: str) -> FamilyWiring | None:
@@ -130,6 +133,27 @@ def caps_and_sgy(root: Path) -> list[str]:
     return notes
 
 
+_SHA = re.compile(r"[0-9a-f]{7,64}")
+
+
+def _commit(git: Path) -> str:
+    """The checked-out commit (12 hex digits) from `git`/HEAD, or "". A ref is followed only to a file under
+    .git/refs/ (`ref: ../../outside` would put the start of any file into the config), and only a hex commit id
+    is taken from what is read."""
+    head = git / "HEAD"
+    if not head.is_file():
+        return ""
+    ref = _read(head).strip()
+    if ref.startswith("ref: "):
+        name = ref.removeprefix("ref: ")
+        target = git / name
+        inside = (git / "refs").resolve()
+        if not name.startswith("refs/") or ".." in Path(name).parts or not target.resolve().is_relative_to(inside):
+            return ""
+        ref = _read(target).strip() if target.is_file() else ""
+    return ref[:12] if _SHA.fullmatch(ref) else ""
+
+
 def tree_pin(root: Path) -> str:
     """The tree's identity for meta.json's `library_pin`: crate version, git commit (when the tree is a checkout)
     and MLX pin (src/lib/mlx-cpp/CMakeLists.txt), whichever can be read."""
@@ -138,12 +162,7 @@ def tree_pin(root: Path) -> str:
         if (root / "Cargo.toml").is_file()
         else None
     )
-    head = root / ".git" / "HEAD"
-    commit = ""
-    if head.is_file():
-        ref = _read(head).strip()
-        target = root / ".git" / ref.removeprefix("ref: ") if ref.startswith("ref: ") else None
-        commit = (_read(target).strip() if target and target.is_file() else ref)[:12]
+    commit = _commit(root / ".git")
     cmake = root / "src" / "lib" / "mlx-cpp" / "CMakeLists.txt"
     mlx = (
         re.search(r"ml-explore/mlx(?:\.git)?\"?\s+GIT_TAG\s+([0-9A-Za-z._-]+)", _read(cmake))

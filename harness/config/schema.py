@@ -498,6 +498,7 @@ class SweepConfig(Strict):
             if len(set(values)) != len(values):
                 raise ValueError(f"{name}: a value is listed twice ({values})")
             launch_knobs.check_values(name, values)
+        launch_knobs.check_count(value)
         return value
 
     @model_validator(mode="before")

@@ -40,7 +40,9 @@ from harness.analysis.stats import DECIDED
 from harness.analysis.sweep_drift import unusable
 from harness.config.duration import parse_duration
 from harness.config.schema import Measure
+from harness.errors import InputError
 from harness.measure.protocol import Point
+from harness.runs.run_meta import RunMeta
 from harness.runs.rundir import RunDirectory
 from harness.runs.summary_columns import SummaryCol
 
@@ -210,10 +212,13 @@ def allocate(
     started: float,
     say: Callable[[str], None],
     looks_before: int = 0,
+    on_look: Callable[[Allocation], None] | None = None,
 ) -> Allocation:
     """The loop after the first pass (module docstring). `measure_rounds(point, total_rounds)` runs the point up to
     that many rounds and returns the rows written; `started` is the sweep's time.monotonic() start (the budget
-    counts the first pass too); `looks_before` the looks a resumed run already made."""
+    counts the first pass too); `looks_before` the looks a resumed run already made; `on_look(record)` runs after
+    every look, before its rounds are measured (the sweep saves the record there: an interrupted sweep resumes at
+    the next look, with the alpha spent so far, and is analysed at the look level)."""
     record = Allocation(rule, budget_s, looks=looks_before)
     while True:
         analysis = analyse_path(run_dir, recorded_options(run_dir, current_default))
@@ -261,6 +266,8 @@ def allocate(
             needs = final_decision.rounds_needed if final_decision.action == "keep" else None
             record.keep_needs = needs if needs is not None and needs > rule.max_rounds else None
             break
+        if on_look is not None:
+            on_look(record)
         for key, extra in step.rounds.items():
             for point in behind[key]:
                 now = rounds_started(rows, point) if rows is not None else rule.first_rounds
@@ -272,15 +279,51 @@ def allocate(
     return record
 
 
+# The most rounds per point a look can analyse: the drift model (harness.analysis.stats.drift_variance) inverts an
+# n × n covariance 80 times per run count n, so a look's cost grows as n³ (at 200 rounds about a second; the
+# until-decided simulation at 1000 did not finish in minutes), and at 200 rounds an interval is already ~4.5× narrower
+# than at the 10 of a fixed sweep.
+MAX_ROUNDS = 200
+ROW_BYTES = 4096  # one sample row as an analysis holds it (every column, pandas objects): generous
+
+
+def rounds_ceiling(points: int, arms: int = 2) -> tuple[int, str]:
+    """(the most rounds per point this sweep may ask for, why): MAX_ROUNDS, or fewer when the rows of that many
+    rounds of every point would not fit in half the memory available now."""
+    import psutil
+
+    available = psutil.virtual_memory().available
+    by_memory = int(available // 2 // (max(points, 1) * arms * ROW_BYTES))
+    if by_memory < MAX_ROUNDS:
+        return max(by_memory, 1), (
+            f"the rows of {points} points × {arms} arms must fit in half the {available / 2**30:.1f} GiB available"
+        )
+    return MAX_ROUNDS, "each look's drift model grows as the cube of a point's rounds"
+
+
+def check_max_rounds(max_rounds: int, points: int, where: str = "measure.max_rounds") -> None:
+    """InputError (one line, before anything runs) when `max_rounds` exceeds rounds_ceiling: 1e12 would allocate
+    terabytes at the first look's simulation, 100000 would never finish it."""
+    ceiling, why = rounds_ceiling(points)
+    if max_rounds > ceiling:
+        raise InputError(where, str(max_rounds), f"at most {ceiling} rounds per point ({why})")
+
+
 def budget_seconds(value: str | float | None) -> float | None:
     return None if value is None else parse_duration(str(value))
+
+
+def record_into(meta: RunMeta, record: Allocation) -> None:
+    """The record in a run's meta.json, and the level the looks read the decision at (what a later analysis of the
+    run, finished or interrupted, defaults to)."""
+    meta.provenance[RECORD] = record.as_record()
+    if meta.policy is not None:
+        meta.policy = dataclasses.replace(meta.policy, look_confidence=round(record.rule.look_confidence, 6))
 
 
 def save(run_dir: Path, record: Allocation) -> None:
     """Write the record into meta.json (after the sample writer closed: it rewrites meta.json per row)."""
     run = RunDirectory(run_dir)
     meta = run.read_record()
-    meta.provenance[RECORD] = record.as_record()
-    if meta.policy is not None:  # the level the looks read the decision at: what a later analysis defaults to
-        meta.policy = dataclasses.replace(meta.policy, look_confidence=round(record.rule.look_confidence, 6))
+    record_into(meta, record)
     run.write_record(meta)

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.analysis.dispatch_evidence import RECORD, per_model, read_record, within_limit
+from harness.analysis.dispatch_evidence import RECORD, per_model, read_record, recorded_figure, within_limit
 from harness.config.schema import CommandSettings, DispatchCheck
 from harness.measure.bench_output import ParityCall, decode_path, memory_lines, parity_calls, probe_summaries
 from harness.measure.protocol import Point, RunFailed
@@ -34,10 +34,10 @@ def _figures(calls: list[ParityCall]) -> dict[str, object]:
         "calls": len(calls),
         "dffs": sorted({c.dff for c in calls}),
         "over": sum(not within_limit(c.fused_vs_ref, c.fused_vs_truth) for c in calls),
-        "fused_vs_ref_worst": max(ref, key=_nan_worst),
-        "fused_vs_ref_median": statistics.median(ref),
-        "fused_vs_truth_worst": max(truth, key=_nan_worst),
-        "fused_vs_truth_median": statistics.median(truth),
+        "fused_vs_ref_worst": recorded_figure(max(ref, key=_nan_worst)),
+        "fused_vs_ref_median": recorded_figure(statistics.median(ref)),
+        "fused_vs_truth_worst": recorded_figure(max(truth, key=_nan_worst)),
+        "fused_vs_truth_median": recorded_figure(statistics.median(truth)),
     }
 
 

@@ -1,4 +1,5 @@
-"""Running one benchmark process under a deadline that holds whatever its descendants do.
+"""Running one benchmark process under a deadline that holds whatever its descendants do, and ending every process
+it started — at a cost of microseconds per run, whatever else runs on the host.
 
 `subprocess.communicate()` reads until every copy of the output pipes is closed, so a benchmark that exits but
 leaves a child holding stdout (a daemon it started, a helper that `setsid`'d away) makes the run wait for that
@@ -6,35 +7,45 @@ child, and one that never exits hangs the sweep. Here the pipes are read with `s
 exits (then a short, bounded drain), never past `timeout_s`; a run whose main child exited by itself keeps its exit
 code and output (a lingering descendant does not make it "timed out").
 
-Afterwards every process that belongs to the run is killed: its process group and session (the benchmark runs in
-a session of its own), every descendant seen while it ran (the tree is sampled from /proc, so a grandchild that
-left the group or session is still known, matched by its start time so a reused pid is never hit), and every
-process still holding the run's output pipes, and every process that carries the run's token in its environment
-(RUN_TOKEN_ENV, set when the benchmark starts and inherited from the first instant): a daemon that double-forks,
-leaves the session and closes its output within one sampling interval is known by nothing else. Without /proc
-(macOS) only the process group is killed; the deadline holds there too, because reading stops at it.
+Afterwards every process that belongs to the run is killed, found without scanning the host's process table:
+- the benchmark runs in a session and process group of its own: one `killpg` ends everything that stayed in it;
+- on Linux the harness is a child subreaper while the benchmark runs (`prctl(PR_SET_CHILD_SUBREAPER)`), so a
+  descendant whose parent exits — a double-forked daemon, a helper that left the session — is re-parented to the
+  harness instead of init. The harness's own new children are then exactly the run's escaped processes: they are
+  killed and reaped, and again for their children (re-parented in turn), until none is left. Listing one's own
+  children reads /proc/self/task/*/children (O(own children)); psutil's `children()` would read every process's
+  stat, whose cost grows with the host's processes (it is the fallback where that file does not exist);
+- without a subreaper (macOS) the run's tree is sampled with psutil while it runs, and processes seen outside the
+  group are killed by (pid, create time), so a reused pid is never hit;
+- only when the run's output pipe is still held after all that (some process outside everything above kept a copy
+  of it) is the host searched widely: every process carrying the run's token in its environment (RUN_TOKEN_ENV, set
+  when the benchmark starts and inherited from the first instant) and, where /proc exists, every holder of the pipe.
+One run at a time per process: the adopted children of a run are this process's new children while it runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import itertools
 import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-POLL_S = 0.05  # how often the loop looks at the main child while its pipes are quiet
-TRACK_S = 0.2  # how often the process tree is sampled (a descendant living longer than this is always known)
+import psutil
+
+POLL_S = 0.05  # without a pidfd: how often the loop looks at the main child while its pipes are quiet
+TRACK_S = 0.2  # without a subreaper: how often the run's tree is sampled (a descendant living longer is known)
 DRAIN_S = 0.5  # after the main child exits: how long to keep reading what is left in the pipes
-WAIT_S = 5.0  # the longest wait for the killed main child to be reaped
-PROC = Path("/proc")
+WAIT_S = 5.0  # the longest wait for the killed processes to be reaped
+HELD_S = 0.05  # after the kill: how long the pipes may take to close before the wide search runs
 RUN_TOKEN_ENV = "MOECAL_RUN_TOKEN"  # unique per run: marks every process the benchmark starts, however detached
-
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37  # <linux/prctl.h>
 
 _RUNS = itertools.count()
 
@@ -54,118 +65,169 @@ class Finished:
         return self.returncode is None
 
 
-@dataclass(frozen=True)
-class _Stat:
-    ppid: int
-    pgid: int
-    sid: int
-    start: int  # clock ticks since boot: with the pid, identifies one process for its whole life
-
-
-def _stat(pid: int) -> _Stat | None:
-    try:
-        text = (PROC / str(pid) / "stat").read_text()
-    except OSError:
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl (Linux only; None elsewhere or where libc cannot be loaded)."""
+    if not sys.platform.startswith("linux"):
         return None
-    fields = text.rpartition(")")[2].split()  # the command name may hold spaces and parentheses
     try:
-        return _Stat(int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
-    except (IndexError, ValueError):
+        function = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    function.restype = ctypes.c_int
+    return function
+
+
+_PRCTL = _prctl()
+
+
+class _Subreaper:
+    """This process as child subreaper for the duration of a `with` block (restored afterwards), so the run's
+    orphans come to it rather than to init. `active` False where the kernel or platform has none."""
+
+    def __init__(self) -> None:
+        self.active, self._before = False, 0
+
+    def __enter__(self) -> _Subreaper:
+        if _PRCTL is not None:
+            value = ctypes.c_int(0)
+            if _PRCTL(PR_GET_CHILD_SUBREAPER, ctypes.addressof(value), 0, 0, 0) == 0:
+                self._before = value.value
+                self.active = _PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.active and not self._before:
+            _PRCTL(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)  # type: ignore[misc]
+
+
+def own_children() -> set[int]:
+    """This process's children (zombies included). /proc/self/task/*/children costs one read per thread; where it
+    does not exist (macOS, a kernel without CONFIG_PROC_CHILDREN) psutil, which reads the whole process table."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        tasks = []
+    children: set[int] = set()
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children", "rb") as handle:
+                children.update(int(pid) for pid in handle.read().split())
+        except FileNotFoundError:
+            break  # no such file on this kernel: ask psutil below
+        except OSError:
+            continue  # the thread ended meanwhile
+    else:
+        if tasks:
+            return children
+    return {child.pid for child in psutil.Process().children()}
+
+
+def _carries(pid: int, token: str) -> bool | None:
+    """Whether `pid`'s environment holds RUN_TOKEN_ENV=token (None: a zombie or unreadable)."""
+    try:
+        return psutil.Process(pid).environ().get(RUN_TOKEN_ENV) == token
+    except (psutil.Error, OSError):
         return None
 
 
-def process_table() -> dict[int, _Stat]:
-    """Every process visible in /proc ({} where there is no /proc)."""
-    try:
-        names = os.listdir(PROC)
-    except OSError:
-        return {}
-    table = {}
-    for name in names:
-        if name.isdigit():
-            stat = _stat(int(name))
-            if stat is not None:
-                table[int(name)] = stat
-    return table
+def _reap(pids: set[int], until: float) -> None:
+    """Wait (bounded by `until`) for the killed children `pids` of this process, so none stays a zombie."""
+    waiting = set(pids)
+    while waiting:
+        for pid in list(waiting):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid  # reaped already, or not ours
+            if done:
+                waiting.discard(pid)
+        if not waiting or time.monotonic() >= until:
+            return
+        time.sleep(0.001)
 
 
-def descendants(roots: set[int], table: Mapping[int, _Stat]) -> set[int]:
-    """Every process below `roots` in `table` (children, their children, …)."""
-    children: dict[int, list[int]] = {}
-    for pid, stat in table.items():
-        children.setdefault(stat.ppid, []).append(pid)
-    found, todo = set(), list(roots)
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
+def _kill(pids: set[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _wide_search(token: str, inodes: set[int]) -> set[int]:
+    """Every other process carrying the run's token, or (with /proc) holding one of the pipes `inodes`: reads the
+    whole host, so it runs only when the pipes are still held after everything the run was known to start ended."""
+    wanted = {f"pipe:[{inode}]" for inode in inodes}
+    found = set()
+    for process in psutil.process_iter():
+        if process.pid == os.getpid():
+            continue
+        if _carries(process.pid, token):
+            found.add(process.pid)
+            continue
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{process.pid}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{process.pid}/fd/{fd}") in wanted:
+                        found.add(process.pid)
+                        break
     return found
 
 
-def _token_holders(token: str) -> set[int]:
-    """Processes (other than this one) whose environment holds RUN_TOKEN_ENV=token."""
-    marker = f"\0{RUN_TOKEN_ENV}={token}\0".encode()
-    holders = set()
-    for pid in process_table():
-        if pid == os.getpid():
-            continue
-        try:
-            environ = (PROC / str(pid) / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker in b"\0" + environ + b"\0":
-            holders.add(pid)
-    return holders
+class _Run:
+    """The processes of one run and how to end them all: its group, the children it left this (subreaper)
+    process, and — without a subreaper — its tree as sampled while it ran (pid → create time)."""
 
-
-def _pipe_holders(inodes: set[int]) -> set[int]:
-    """Processes (other than this one) with an open descriptor on one of the pipes `inodes`."""
-    wanted = {f"pipe:[{inode}]" for inode in inodes}
-    holders = set()
-    for pid in process_table():
-        if pid == os.getpid():
-            continue
-        try:
-            links = os.listdir(PROC / str(pid) / "fd")
-        except OSError:
-            continue
-        for fd in links:
-            with contextlib.suppress(OSError):
-                if os.readlink(PROC / str(pid) / "fd" / fd) in wanted:
-                    holders.add(pid)
-                    break
-    return holders
-
-
-class _Tree:
-    """The processes of one run seen so far (pid → start time), to kill them all at the end."""
-
-    def __init__(self, root: int, token: str):
-        self.root, self.token = root, token
-        self.known: dict[int, int] = {}
+    def __init__(self, proc: subprocess.Popen, token: str, reaper: _Subreaper, before: set[int]):
+        self.proc, self.token, self.reaper, self.before = proc, token, reaper, before
+        self.known: dict[int, float] = {}
         self.sampled = 0.0
 
     def sample(self) -> None:
+        """Without a subreaper: remember every process below the main child and below those seen earlier."""
         self.sampled = time.monotonic()
-        table = process_table()
-        roots = {self.root, *(pid for pid, start in self.known.items() if pid in table and table[pid].start == start)}
-        for pid in descendants(roots, table) | {p for p, s in table.items() if self.root in (s.pgid, s.sid)}:
-            self.known.setdefault(pid, table[pid].start)
+        if self.reaper.active:
+            return
+        for pid in [self.proc.pid, *self.known]:
+            with contextlib.suppress(psutil.Error):
+                for child in psutil.Process(pid).children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        self.known.setdefault(child.pid, child.create_time())
 
-    def kill(self, pipe_inodes: set[int]) -> None:
-        """SIGKILL the process group and every process of the run still alive (pids checked by start time)."""
+    def end(self, until: float) -> None:
+        """SIGKILL the group, reap the main child, then every process that was (or became) part of the run."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.root, signal.SIGKILL)
-        self.sample()
-        table = process_table()
-        victims = {pid for pid, start in self.known.items() if pid in table and table[pid].start == start}
-        victims |= _pipe_holders(pipe_inodes) if pipe_inodes and table else set()
-        victims |= _token_holders(self.token) if table else set()
-        victims.discard(os.getpid())
-        for pid in victims:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the main child is still unreaped: its group id is not reused
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(max(0.0, until - time.monotonic()))
+        if self.reaper.active:
+            self._end_adopted(until)
+        else:
+            self.sample()
+            alive = set()
+            for pid, created in self.known.items():
+                with contextlib.suppress(psutil.Error):
+                    if psutil.Process(pid).create_time() == created:
+                        alive.add(pid)
+            _kill(alive)
+
+    def _end_adopted(self, until: float) -> None:
+        """Kill and reap the run's processes re-parented to this one; their own children come next, until none."""
+        seen: set[int] = set()
+        while time.monotonic() < until:
+            # one run at a time per process: every new child is the run's (a process that cleared its environment
+            # carries no token, so the token cannot be the test)
+            adopted = own_children() - self.before - {self.proc.pid} - seen
+            if not adopted:
+                return
+            _kill(adopted)
+            _reap(adopted, until)
+            seen |= adopted
+
+    def end_holders(self, pipes: _Pipes) -> None:
+        """The wide search, only when a process outside everything ended above still holds the run's output."""
+        pipes.read(time.monotonic() + HELD_S, lambda: not pipes.open)
+        if pipes.open:
+            _kill(_wide_search(self.token, pipes.inodes))
 
 
 class _Pipes:
@@ -178,18 +240,21 @@ class _Pipes:
         self.open = list(self.data)
         self.inodes = {os.fstat(fd).st_ino for fd in self.data}
 
-    def read(self, until: float, stop: Callable[[], bool]) -> None:
-        """Collect output until `stop()` is true or `until` passes; once every pipe is closed, keep polling
-        `stop` (still bounded by `until`)."""
+    def read(self, until: float, stop: Callable[[], bool], wake: int | None = None) -> None:
+        """Collect output until `stop()` is true or `until` passes; `wake` (a pidfd) makes select return the
+        moment the main child exits. Once every pipe is closed, keep polling `stop` (still bounded by `until`)."""
         while not stop():
             remaining = until - time.monotonic()
             if remaining <= 0:
                 return
-            if not self.open:
+            watched = self.open + ([wake] if wake is not None else [])
+            if not watched:
                 time.sleep(min(POLL_S, remaining))
                 continue
-            ready, _, _ = select.select(self.open, [], [], min(POLL_S, remaining))
+            ready, _, _ = select.select(watched, [], [], min(POLL_S, remaining))
             for fd in ready:
+                if fd == wake:
+                    continue
                 chunk = os.read(fd, 65536)
                 if chunk:
                     self.data[fd] += chunk
@@ -204,6 +269,25 @@ class _Pipes:
             handle.close()
 
 
+def _exited(proc: subprocess.Popen) -> bool:
+    """Whether the child has exited, without reaping it where os.waitid exists (its pid, and so its group id, stays
+    reserved for the killpg); elsewhere Popen.poll, which reaps."""
+    if not hasattr(os, "waitid"):
+        return proc.poll() is not None
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when `pid` exits (Linux ≥ 5.3), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def run_with_deadline(
     argv: Sequence[str], env: Mapping[str, str], timeout_s: float, drain_s: float = DRAIN_S
 ) -> Finished:
@@ -215,35 +299,38 @@ def run_with_deadline(
     started = time.monotonic()
     deadline = started + timeout_s
     token = f"{os.getpid()}-{next(_RUNS)}-{time.time_ns()}"
-    proc = subprocess.Popen(
-        list(argv),
-        env={**env, RUN_TOKEN_ENV: token},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    pipes = _Pipes(proc)
-    tree = _Tree(proc.pid, token)
+    with _Subreaper() as reaper:
+        before = own_children() if reaper.active else set()
+        proc = subprocess.Popen(
+            list(argv),
+            env={**env, RUN_TOKEN_ENV: token},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        pipes, run, wake = _Pipes(proc), _Run(proc, token, reaper, before), _pidfd(proc.pid)
 
-    def exited() -> bool:
-        if time.monotonic() - tree.sampled >= TRACK_S:
-            tree.sample()
-        return proc.poll() is not None
+        def exited() -> bool:
+            if not reaper.active and time.monotonic() - run.sampled >= TRACK_S:
+                run.sample()
+            return _exited(proc)
 
-    try:
-        tree.sample()
-        pipes.read(deadline, exited)
-        returncode, seconds = proc.poll(), time.monotonic() - started
-        if returncode is not None:  # what the benchmark printed last may still be in the pipes
-            pipes.read(min(time.monotonic() + drain_s, deadline), lambda: not pipes.open)
-    finally:
-        tree.kill(pipes.inodes)
-        pipes.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(WAIT_S)
+        try:
+            run.sample()
+            pipes.read(deadline, exited, wake)
+            by_itself, seconds = _exited(proc), time.monotonic() - started
+            if by_itself:  # what the benchmark printed last may still be in the pipes
+                pipes.read(min(time.monotonic() + drain_s, deadline), lambda: not pipes.open)
+        finally:
+            run.end(time.monotonic() + WAIT_S)
+            if pipes.open:
+                run.end_holders(pipes)
+            pipes.close()
+            if wake is not None:
+                os.close(wake)
     stdout, stderr = pipes.text()
-    return Finished(returncode, stdout, stderr, seconds)
+    return Finished(proc.returncode if by_itself else None, stdout, stderr, seconds)
 
 
 HELP_TIMEOUT_S = 5.0  # a benchmark answers `--help` at once (clap, argparse); one that does not is not waited for

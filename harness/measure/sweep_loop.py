@@ -142,6 +142,7 @@ def _until_decided(
         started,
         say,
         looks_before,
+        on_look=lambda record: writer.update_record(lambda meta: allocation.record_into(meta, record)),
     )
 
 

@@ -29,10 +29,7 @@ from harness.analysis.knobs import analyse_knobs
 from harness.config import knobs as launch_knobs
 from harness.config.backend_specs import known_backend
 from harness.output.markdown_text import md_code, md_text
-from harness.output.mlxcel_source import SWITCH_LAYERS, MlxcelSource
-
-BEGIN = "// moecal: per-device-class fused-MoE defaults (generated; replace the whole block)"
-END = "// moecal: end of per-device-class defaults"
+from harness.output.mlxcel_source import BEGIN, END, SWITCH_LAYERS, MlxcelSource
 
 
 def device_class(backend: str, device: str, provenance: dict[str, object]) -> str:
@@ -171,11 +168,13 @@ def class_patch(source: MlxcelSource, block: str) -> str:
     if not source.lines:
         return ""
     text = "".join(source.lines)
-    start, end = text.find(BEGIN), text.find(END)
-    if start >= 0 and end > start:
-        after = text[:start] + block + text[end + len(END) :].removeprefix("\n")
+    newline = "\r\n" if "\r\n" in text else "\n"  # the file's own line endings, or git apply rejects the patch
+    block = block.replace("\n", newline)
+    start, end = text.find(BEGIN), text.find(END)  # one pair in order, or none: read_source refused the rest
+    if start >= 0:
+        after = text[:start] + block + text[end + len(END) :].removeprefix(newline)
     else:
-        after = text + ("" if text.endswith("\n") else "\n") + "\n" + block
+        after = text + ("" if text.endswith("\n") else newline) + newline + block
     if after == text:
         return ""
     new_lines = after.splitlines(keepends=True)

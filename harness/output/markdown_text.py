@@ -20,9 +20,15 @@ _ENTITY = re.compile(r"&(?=#?\w+;)")
 _LINK = re.compile(r"\](?=[(\[])")
 
 
+# bidirectional controls (embeddings, overrides, isolates, marks): a U+202E in a model name displays the rest of
+# the line reversed, so an addendum could read other than it is (Trojan Source); they are dropped
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def _one_line(text: object) -> str:
-    """Newlines and other control characters become spaces: a user string never starts a markdown block."""
-    return re.sub(r"[\x00-\x1f\x7f]+", " ", str(text)).strip()
+    """Newlines and other control characters (Unicode line and paragraph separators too) become spaces: a user
+    string never starts a markdown block; bidirectional controls are dropped."""
+    return re.sub(r"[\x00-\x1f\x7f\x85\u2028\u2029]+", " ", _BIDI.sub("", str(text))).strip()
 
 
 def md_text(text: object) -> str:

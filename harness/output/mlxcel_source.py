@@ -68,10 +68,30 @@ def _read(path: Path) -> str:
     it) is refused."""
     if path.exists() and not path.is_file():
         raise InputError(str(path), "--mlxcel-src", "not a regular file")
-    try:
-        return path.read_text(encoding="utf-8")
+    try:  # newline="": a CRLF file keeps its \r, so a patch's context lines match its bytes (git apply)
+        with open(path, encoding="utf-8", newline="") as handle:
+            return handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), "--mlxcel-src", f"cannot read: {exc}") from None
+
+
+# the block `report` writes into switch_layers.rs (harness.output.device_defaults): its markers and functions
+BEGIN = "// moecal: per-device-class fused-MoE defaults (generated; replace the whole block)"
+END = "// moecal: end of per-device-class defaults"
+CLASS_FUNCTIONS = ("fused_moe_max_dff_for_class", "fused_moe_sgy_for_class")
+
+
+def _check_class_block(text: str, where: str) -> None:
+    """The per-class block is there once, between one begin and one end marker in order, or not at all: a doubled,
+    reversed or half pair, or the functions outside the markers, would leave a second definition after the patch
+    (a tree that no longer compiles). Checked when the tree is read, before `report` writes anything."""
+    begins, ends = text.count(BEGIN), text.count(END)
+    if (begins, ends) == (1, 1) and text.find(BEGIN) < text.find(END):
+        return
+    if begins or ends:
+        raise InputError(where, "moecal markers", "not one begin and one end marker, in order: fix by hand")
+    if any(f"fn {name}(" in text for name in CLASS_FUNCTIONS):
+        raise InputError(where, "moecal markers", "defines the per-class functions outside moecal's markers")
 
 
 def read_source(root: str | Path) -> MlxcelSource:
@@ -80,6 +100,7 @@ def read_source(root: str | Path) -> MlxcelSource:
     root = Path(root)
     switch = root / SWITCH_LAYERS
     text = _read(switch)
+    _check_class_block(text, str(switch))
     caps = {}
     for backend, name in MLXCEL_CONSTANTS.items():
         found = re.findall(_DECLARATION.format(name=name), text, re.MULTILINE)

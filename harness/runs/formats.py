@@ -126,16 +126,25 @@ def format_provenance(meta: Mapping[str, object]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+# every character str.splitlines() breaks at: a reader that splits the text with it would see a new `#` line
+_LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
 def _one_line(value: object) -> str:
     text = json.dumps(value) if isinstance(value, list | tuple) else str(value)
-    return text.replace("\n", " ").replace("\r", " ")
+    return _LINE_BREAKS.sub(" ", text)
+
+
+# every CSV is read as UTF-8 with an optional byte-order mark: Excel's "CSV UTF-8" starts the file with one, which
+# read as plain UTF-8 glues U+FEFF to the first column's name (then "no column model") or hides a `#` header line
+ENCODING = "utf-8-sig"
 
 
 def header_lines(path: Path) -> list[str]:
     """The leading `#` lines of a CSV (without the `#`), the one scanner every reader uses."""
     lines = []
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding=ENCODING) as handle:
             for line in handle:
                 if not line.startswith("#"):
                     break
@@ -148,7 +157,7 @@ def header_lines(path: Path) -> list[str]:
 def csv_columns(path: Path) -> list[str]:
     """The column row of a CSV (the first line after its `#` header); [] for an empty file."""
     skip = len(header_lines(path))
-    with open(path, encoding="utf-8", newline="") as handle:
+    with open(path, encoding=ENCODING, newline="") as handle:
         lines = itertools.islice(handle, skip, skip + 1)
         return next(csv.reader(lines), [])
 
@@ -169,7 +178,7 @@ def read_provenance(path: Path) -> dict[str, str]:
 def read_csv_text(path: Path) -> str:
     """The file's text; unreadable or not UTF-8 → InputError."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding=ENCODING)
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), "", f"cannot read: {exc}") from None
 
@@ -331,15 +340,25 @@ def frame_csv(frame: pd.DataFrame) -> str:
     """A frame as CSV text (no index), its text cells made spreadsheet-safe (sheet_cell)."""
     safe = frame.copy()
     for column in safe.select_dtypes(include=["object", "string"]).columns:
-        safe[column] = safe[column].map(sheet_cell)
+        # each distinct value is looked at once (pandas hashes them in C): a million-row summary has a dozen text
+        # columns, most with a handful of values, and sheet_cell on every cell took seconds
+        escaped = {v: cell for v in pd.unique(safe[column]) if (cell := sheet_cell(v)) is not v}
+        if escaped:
+            safe[column] = safe[column].map(lambda v, escaped=escaped: escaped.get(v, v))
     return safe.to_csv(index=False)
 
 
 def csv_line(values: Iterable[object]) -> str:
     """One CSV row, quoted where needed (a comma or newline in a name stays inside its cell), spreadsheet-safe."""
+    # None and NaN are a missing value: an empty cell, which every reader reads as missing ("nan" would be text)
+    cells = [sheet_cell("" if v is None or (isinstance(v, float) and v != v) else v) for v in values]
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow([sheet_cell("" if v is None else v) for v in values])
-    return buffer.getvalue()
+    csv.writer(buffer, lineterminator="\n").writerow(cells)
+    line = buffer.getvalue()
+    if line.startswith("#"):  # a row must never read as a comment or header line (a model named "#x"): quote it
+        first = str(cells[0])
+        line = '"' + first.replace('"', '""') + '"' + line[len(first) :]
+    return line
 
 
 def refuse_link(path: Path) -> None:

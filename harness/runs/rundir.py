@@ -379,6 +379,18 @@ class SampleWriter:
             self._undo_row(before)
             raise
 
+    def update_record(self, change: Callable[[RunMeta], None]) -> None:
+        """Apply `change` to meta.json now (atomically, like every rewrite of it). Once rows are being written the
+        change goes into the writer's own copy, which it rewrites after every row: written beside it, the change
+        would be lost at the next row."""
+        if self._fd >= 0:
+            change(self._record)
+            self.run.write_record(self._record)
+            return
+        record = self.run.read_record()
+        change(record)
+        self.run.write_record(record)
+
     def _undo_row(self, size: int) -> None:
         """Cut samples.csv back to `size` bytes: a row is in the file exactly when meta.json counts it."""
         with contextlib.suppress(OSError):
