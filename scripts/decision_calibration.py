@@ -8,6 +8,8 @@ coverage. Nothing is measured and nothing is written; the full table takes minut
     .venv/bin/python scripts/decision_calibration.py --rounds 3 4 5 10 20   # issue 29's one pass vs two passes table
     .venv/bin/python scripts/decision_calibration.py --rounds 3 4 5 10 20 --replication 0 0.5 2   # the rule tried
     .venv/bin/python scripts/decision_calibration.py --rounds 3 5 10 --check-pairs   # `check` on sweep pairs instead
+    .venv/bin/python scripts/decision_calibration.py --rounds 3 5 10 20 --one-visit-rule-off \
+        --regime "sparse flat slow drift, sweep CSV"   # issue 36's imported formats, with and without the rule
 
 A regime named `…, two passes` measures each point's rounds in two passes over the grid (harness.analysis.sweep_drift)
 and is scored on its one-pass twin's truths, noise and drift.
@@ -44,6 +46,12 @@ def main() -> None:
         help="also score the replication rule (each pass beyond 1 ± SHARE·δ; docs/design.md §7, not in the decision)",
     )
     parser.add_argument(
+        "--one-visit-rule-off",
+        action="store_true",
+        help="also score each protocol without the one-visit rule (a move from points measured in one visit, not "
+        "interleaved, not withheld: the engine before issue 36)",
+    )
+    parser.add_argument(
         "--check-pairs",
         action="store_true",
         help="instead: the share of sweep pairs `check` passes, same truth and crossover moved 25%% down (sparse grid)",
@@ -58,6 +66,8 @@ def main() -> None:
         return
     regimes = [PROTOCOL_REGIMES[name] for name in args.regime or PROTOCOL_REGIMES]
     protocols = [fixed(n, share) for n in args.rounds for share in [None, *args.replication]]
+    if args.one_visit_rule_off:
+        protocols += [fixed(n, one_visit_rule=False) for n in args.rounds]
     for line in protocol_table(regimes, protocols, args.sweeps, args.seed):
         print(line, flush=True)
 

@@ -22,7 +22,7 @@ from harness.analysis.decision_record import DecisionResult
 from harness.analysis.regression import current_would_change, decision_moved
 from harness.analysis.stats import CONFIDENCE, FULL_PRECISION_FLOOR, Comparison, estimate_family, ratio_interval
 from harness.analysis.sweep_drift import estimate_in_passes
-from tests.simulation import DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
+from tests.simulation import AR_INNOVATION, AR_RHO, DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
 
 CURRENT_DEFAULT = 8192
 
@@ -42,7 +42,7 @@ class Score:
 
 
 def _in_passes(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray, np.ndarray | None]:
-    paired = np.full(sim.truth.shape, sim.interleaved)
+    paired = np.full(sim.truth.shape, sim.interleaved or sim.by_pass)
     first = np.full(sim.truth.shape, sim.first_pass or 0)
     return estimate_in_passes(estimate_family, sim.fused, sim.fallback, paired, FULL_PRECISION_FLOOR, first)
 
@@ -88,14 +88,21 @@ def replicated(
 
 
 def run_engine(
-    sim: SimulatedSweeps, rounds: int, current_default: int = CURRENT_DEFAULT, replication: float | None = None
+    sim: SimulatedSweeps,
+    rounds: int,
+    current_default: int = CURRENT_DEFAULT,
+    replication: float | None = None,
+    one_visit_rule: bool = True,
 ) -> list[DecisionResult]:
     """The engine on every simulated sweep: estimate_family per family (exactly what the summary runs), then
     decide_curves on the families' curves (exactly what `crossover` runs). `replication` (a share of δ): the
-    replication rule (replicated) applied after, an unreplicated move turned into keep; None: the engine alone."""
+    replication rule (replicated) applied after, an unreplicated move turned into keep; None: the engine alone.
+    `one_visit_rule` False: points measured in one visit, not interleaved, decide as before issue 36 (a move is not
+    withheld), to measure what the rule changed."""
     sweeps, families, points = sim.truth.shape
     comparison, flagged, drift_p = _in_passes(sim)
     passes = pass_means(sim, flagged) if replication is not None else None
+    one_visit = one_visit_rule and not sim.interleaved and sim.first_pass is None  # decide_curves withholds
     results = []
     for s in range(sweeps):
         staged = []
@@ -107,7 +114,7 @@ def run_engine(
                 comparison.se[s, f, keep],
                 comparison.df[s, f, keep],
             )
-            staged.append(StagedFamily(f"layer family {f}", curve, np.full(keep.sum(), rounds)))
+            staged.append(StagedFamily(f"layer family {f}", curve, np.full(keep.sum(), rounds), one_visit=one_visit))
         p = None if drift_p is None else sweep_drift.combined([float(x) for x in drift_p[s]])
         result = decide_curves(staged, current_default, table=False, sweep_drift=p)
         if passes is not None and not replicated(result, passes[s], sim.grid, replication or 0.0):
@@ -214,15 +221,20 @@ class Protocol:
     run: Callable[[SimulatedSweeps], Outcome]
 
 
-def fixed(rounds: int, replication: float | None = None) -> Protocol:
+def fixed(rounds: int, replication: float | None = None, one_visit_rule: bool = True) -> Protocol:
     """The fixed protocol: `rounds` rounds at every point, then one decision (`replication`: with the replication
-    rule at that share of δ, run_engine; named `fixed n r<share>`)."""
+    rule at that share of δ, run_engine; named `fixed n r<share>`; `one_visit_rule` False: named `fixed n 1v-off`)."""
 
     def run(sim: SimulatedSweeps) -> Outcome:
-        results = run_engine(sim, rounds, replication=replication)
+        results = run_engine(sim, rounds, replication=replication, one_visit_rule=one_visit_rule)
         return Outcome(results, np.full(sim.truth.shape[0], rounds * np.prod(sim.truth.shape[1:])))
 
-    return Protocol(f"fixed {rounds}" + ("" if replication is None else f" r{replication:g}"), rounds, run)
+    name = (
+        f"fixed {rounds}"
+        + ("" if replication is None else f" r{replication:g}")
+        + ("" if one_visit_rule else " 1v-off")
+    )
+    return Protocol(name, rounds, run)
 
 
 @dataclass(frozen=True)
@@ -310,6 +322,24 @@ def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int
             )
 
 
+# issue 36: each arm's own slow drift (AR(1) ρ = .95 per run, stationary sd 1%) under mlxcel's publishing formats, not
+# interleaved: bench_decode.sh file pairs (run r: the fallback file over the grid, then the fused file; each pair a
+# pass, paired by pass), the same with every fallback file first, and a sweep CSV (each arm's runs back to back)
+SLOW_ONE_PERCENT = {"drift": "per_arm", "own_rho": 0.95, "own_scale": 0.01 / (AR_INNOVATION / math.sqrt(1 - AR_RHO**2))}
+MLXCEL_FORMATS = {
+    "bench_decode.sh file pairs": {"order": "files", "interleaved": False},
+    "bench_decode.sh files, pass not recorded": {"order": "files", "interleaved": False, "file_passes": False},
+    "bench_decode.sh arm blocks": {"order": "arm_files", "interleaved": False},
+    "sweep CSV": {"interleaved": False},
+}
+FORMAT_REGIMES = {
+    f"sparse {truth} slow drift, {name}": Regime(
+        f"sparse {truth} slow drift, {name}", SPARSE, flat=truth == "flat", **SLOW_ONE_PERCENT, **fmt
+    )
+    for name, fmt in MLXCEL_FORMATS.items()
+    for truth in ("flat", "curved")
+}
+
 REGIMES = {
     "sparse curved": Regime("sparse curved", SPARSE, crossover=(2000.0, 13000.0)),
     "dense curved": Regime("dense curved", DENSE, crossover=(2000.0, 15000.0)),
@@ -327,6 +357,7 @@ REGIMES = {
     "dense 4 families win at 8192": Regime(
         "dense 4 families win at 8192", DENSE, families=4, crossover=(11000.0, 13000.0), slope=(0.08, 0.08)
     ),
+    **FORMAT_REGIMES,
 }
 
 
@@ -380,6 +411,7 @@ PROTOCOL_REGIMES = {
         Regime("dense curved, two passes", DENSE, crossover=(2000.0, 15000.0), order="two_passes"),
         Regime("sparse 3 families curved, two passes", SPARSE, families=3, order="two_passes"),
         Regime("sparse curved 15% outliers, two passes", SPARSE, outlier_rate=0.15, order="two_passes"),
+        *FORMAT_REGIMES.values(),
         # beyond what the engine was calibrated on: the limits of the drift bound (docs/design.md §7)
         *(
             Regime(f"sparse flat {name} drift, two passes", SPARSE, flat=True, order="two_passes", **kwargs)
