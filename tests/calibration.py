@@ -93,16 +93,19 @@ def run_engine(
     current_default: int = CURRENT_DEFAULT,
     replication: float | None = None,
     one_visit_rule: bool = True,
+    one_round_rule: bool = True,
 ) -> list[DecisionResult]:
     """The engine on every simulated sweep: estimate_family per family (exactly what the summary runs), then
     decide_curves on the families' curves (exactly what `crossover` runs). `replication` (a share of δ): the
     replication rule (replicated) applied after, an unreplicated move turned into keep; None: the engine alone.
     `one_visit_rule` False: points measured in one visit, not interleaved, decide as before issue 36 (a move is not
-    withheld), to measure what the rule changed."""
+    withheld), to measure what the rule changed; `one_round_rule` False: likewise for passes of one round."""
     sweeps, families, points = sim.truth.shape
     comparison, flagged, drift_p = _in_passes(sim)
     passes = pass_means(sim, flagged) if replication is not None else None
-    one_visit = one_visit_rule and not sim.interleaved and sim.first_pass is None  # decide_curves withholds
+    # what decide_curves withholds a move for (sweep_drift.unchecked_drift, cap_policy.recommend's short_passes)
+    unchecked = sweep_drift.one_visit_words() if one_visit_rule and not sim.interleaved and not sim.first_pass else ""
+    short = one_round_rule and sim.first_pass is not None and sim.first_pass < sweep_drift.MIN_PASS_ROUNDS
     results = []
     for s in range(sweeps):
         staged = []
@@ -114,7 +117,11 @@ def run_engine(
                 comparison.se[s, f, keep],
                 comparison.df[s, f, keep],
             )
-            staged.append(StagedFamily(f"layer family {f}", curve, np.full(keep.sum(), rounds), one_visit=one_visit))
+            staged.append(
+                StagedFamily(
+                    f"layer family {f}", curve, np.full(keep.sum(), rounds), unchecked=unchecked, short_passes=short
+                )
+            )
         p = None if drift_p is None else sweep_drift.combined([float(x) for x in drift_p[s]])
         result = decide_curves(staged, current_default, table=False, sweep_drift=p)
         if passes is not None and not replicated(result, passes[s], sim.grid, replication or 0.0):
@@ -221,18 +228,24 @@ class Protocol:
     run: Callable[[SimulatedSweeps], Outcome]
 
 
-def fixed(rounds: int, replication: float | None = None, one_visit_rule: bool = True) -> Protocol:
+def fixed(
+    rounds: int, replication: float | None = None, one_visit_rule: bool = True, one_round_rule: bool = True
+) -> Protocol:
     """The fixed protocol: `rounds` rounds at every point, then one decision (`replication`: with the replication
-    rule at that share of δ, run_engine; named `fixed n r<share>`; `one_visit_rule` False: named `fixed n 1v-off`)."""
+    rule at that share of δ, run_engine; named `fixed n r<share>`; `one_visit_rule` False: named `fixed n 1v-off`,
+    `one_round_rule` False: `fixed n 1r-off`)."""
 
     def run(sim: SimulatedSweeps) -> Outcome:
-        results = run_engine(sim, rounds, replication=replication, one_visit_rule=one_visit_rule)
+        results = run_engine(
+            sim, rounds, replication=replication, one_visit_rule=one_visit_rule, one_round_rule=one_round_rule
+        )
         return Outcome(results, np.full(sim.truth.shape[0], rounds * np.prod(sim.truth.shape[1:])))
 
     name = (
         f"fixed {rounds}"
         + ("" if replication is None else f" r{replication:g}")
         + ("" if one_visit_rule else " 1v-off")
+        + ("" if one_round_rule else " 1r-off")
     )
     return Protocol(name, rounds, run)
 
@@ -325,6 +338,7 @@ def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int
 # issue 36: each arm's own slow drift (AR(1) ρ = .95 per run, stationary sd 1%) under mlxcel's publishing formats, not
 # interleaved: bench_decode.sh file pairs (run r: the fallback file over the grid, then the fused file; each pair a
 # pass, paired by pass), the same with every fallback file first, and a sweep CSV (each arm's runs back to back)
+DENSE16 = np.arange(1024, 16385, 1024)
 SLOW_ONE_PERCENT = {"drift": "per_arm", "own_rho": 0.95, "own_scale": 0.01 / (AR_INNOVATION / math.sqrt(1 - AR_RHO**2))}
 MLXCEL_FORMATS = {
     "bench_decode.sh file pairs": {"order": "files", "interleaved": False},
@@ -412,6 +426,9 @@ PROTOCOL_REGIMES = {
         Regime("sparse 3 families curved, two passes", SPARSE, families=3, order="two_passes"),
         Regime("sparse curved 15% outliers, two passes", SPARSE, outlier_rate=0.15, order="two_passes"),
         *FORMAT_REGIMES.values(),
+        # issue 36's dense grid: 16 points (the bound's factor k/χ²ₖ about 2.0), the first pass one round at n = 3
+        Regime("dense16 flat per-arm drift, two passes", DENSE16, flat=True, drift="per_arm", order="two_passes"),
+        Regime("dense16 curved, two passes", DENSE16, crossover=(2000.0, 15000.0), order="two_passes"),
         # beyond what the engine was calibrated on: the limits of the drift bound (docs/design.md §7)
         *(
             Regime(f"sparse flat {name} drift, two passes", SPARSE, flat=True, order="two_passes", **kwargs)
@@ -442,3 +459,41 @@ def table(rounds: tuple[int, ...], sweeps: int) -> list[str]:
 if __name__ == "__main__":
     chosen = tuple(int(a) for a in sys.argv[1:]) or (3, 5, 10, 20, 40)
     print("\n".join(table(chosen, sweeps=400)))
+
+
+@dataclass(frozen=True)
+class HintScore:
+    """The rounds hint of a keep, followed (issue 36): how often it names N, and how often a sweep of the same truth
+    measured at N rounds (new noise) then decides at the hinted Dff."""
+
+    keeps: int  # sweeps whose decision was keep with a hint at a Dff (named or withheld)
+    named: int  # of those, the hint named N
+    followed: int  # of the named, those followed (N up to hint_calibration's limit)
+    decided: int  # of the followed, sweeps at N rounds that decided there
+
+    def share(self) -> float:
+        return self.decided / self.followed if self.followed else math.nan
+
+    def mc_error(self) -> float:
+        p = self.share()
+        return math.sqrt(p * (1 - p) / self.followed) if self.followed else math.nan
+
+
+def hint_calibration(regime: Regime, rounds: int, sweeps: int, seed: int, limit: int = 40) -> HintScore:
+    """Each sweep of the regime at `rounds` whose decision keeps with a rounds hint; where the hint names N ≤ `limit`,
+    the same truth measured again at N rounds at every point: decided when the decision then moves the cap or has no
+    undecided point at the hinted Dff (its hint points elsewhere or nowhere)."""
+    sim = simulate(regime, rounds, sweeps, seed)
+    results = run_engine(sim, rounds)
+    hinted = [(s, r.decision) for s, r in enumerate(results) if r.decision.action == "keep" and r.decision.rounds_dff]
+    named = [(s, d) for s, d in hinted if d.rounds_needed is not None]
+    followed = [(s, d) for s, d in named if (d.rounds_needed or 0) <= limit]
+    decided = 0
+    for n in sorted({int(d.rounds_needed or 0) for _, d in followed}):
+        these = [(s, d) for s, d in followed if d.rounds_needed == n]
+        rows = np.array([s for s, _ in these])
+        again = simulate(regime, n, len(rows), seed + 7919 * n, truth=(sim.truth[rows], sim.crossover[rows]))
+        for (_, before), after in zip(these, run_engine(again, n), strict=True):
+            moved = after.decision.action in ("raise", "lower")
+            decided += int(moved or after.decision.rounds_dff != before.rounds_dff)
+    return HintScore(len(hinted), len(named), len(followed), decided)

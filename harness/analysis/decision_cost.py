@@ -99,7 +99,9 @@ class _Sweep:
             curve = Curve(
                 grid[keep].astype(float), comparison.theta[f, keep], comparison.se[f, keep], comparison.df[f, keep]
             )
-            staged.append(StagedFamily(f"layer family {f}", curve, self.rounds[f, keep]))
+            # as the summary marks it (a pass of one round: point_summary), the move's rule in cap_policy.recommend
+            short = bool(np.any((first[f] > 0) & (first[f] < sweep_drift.MIN_PASS_ROUNDS)))
+            staged.append(StagedFamily(f"layer family {f}", curve, self.rounds[f, keep], short_passes=short))
             index.append(keep)
         return staged, index
 

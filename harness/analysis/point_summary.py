@@ -35,7 +35,6 @@ from harness.runs.formats import COMPARED_ARMS, NULL, POINT_COLUMNS
 from harness.runs.summary_columns import SUMMARY_COLUMNS, SummaryCol
 
 UNSTABLE_SPREAD = 0.05
-ONE_VISIT = sweep_drift.ONE_VISIT  # a point's method names it: decide() withholds raise and lower (sweep_drift)
 # Points are listed shape family by shape family, by increasing Dff within a family.
 POINT_ORDER = ["backend", "device", "workload", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype", "dff"]
 SUMMARY_ARMS = (*COMPARED_ARMS, NULL)  # summary columns n_fallback, n_fused, n_null in this order
@@ -290,12 +289,14 @@ def _family(
     by_pass, one_visit = points.by_pass[usable], points.one_visit()[usable]
     out.method[usable] = [
         ("welch" if not is_paired else "paired" + (" by file pair" if passes else "") + (", pooled" if pooled else ""))
-        + (f", {ONE_VISIT}" if lone and not is_paired else "")
+        + (f", {sweep_drift.ONE_VISIT}" if lone and not is_paired else "")
+        # a half of one round: the passes cannot bound a drift of one arm (decide() withholds raise and lower)
+        + (f", {sweep_drift.ONE_ROUND_PASS}" if is_paired and 0 < half < sweep_drift.MIN_PASS_ROUNDS else "")
         + (f", drift: variance ×{float(ratio):.1f}" if drift else "")
         # why a two-pass point's interval is wider than its runs' spread: the drift its passes cannot exclude
         + (f", two passes: drift bound ×{float(factor):.1f}" if factor >= 1.05 else "")
-        for is_paired, pooled, ratio, drift, factor, passes, lone in zip(
-            paired, result.pooled, inflation, found, bound, by_pass, one_visit, strict=True
+        for is_paired, pooled, ratio, drift, factor, passes, lone, half in zip(
+            paired, result.pooled, inflation, found, bound, by_pass, one_visit, first, strict=True
         )
     ]
     return usable

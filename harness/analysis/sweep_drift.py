@@ -51,6 +51,8 @@ SWEEP_DRIFT_ALPHA = 0.01  # at 5% it withheld 3-5% of right actions on curved tr
 DRIFT_BOUND_LEVEL = CONFIDENCE
 ROUND_SIGMAS = 4.0  # a round further than this many robust σ from its point's median d is left out of the test
 ONE_VISIT = "one visit"  # a point's method when each arm's runs were measured back to back, once (one_visit_words)
+ONE_ROUND_PASS = "a pass of one round"  # a point's method when a half of its passes holds one round (one_round_words)
+MIN_PASS_ROUNDS = 2  # rounds in each half of a point's passes that a raise or lower needs (one_round_words)
 PASS_COLUMN = "pass"  # samples.csv: 1 or 2, the pass over the grid a run belongs to ("" for a one-pass sweep);
 # 1..k for k imported bench_decode.sh file pairs
 
@@ -99,6 +101,24 @@ def one_visit_words() -> str:
         "slow drift of one arm moved all of them alike and reads as a ratio); measure a second --fallback/--fused "
         "pair at another time and import the pairs together (each pair is a pass, whose agreement the decision tests)"
     )
+
+
+def one_round_words() -> str:
+    """Why a raise or lower read from points whose earlier half of passes holds one round is withheld, and the remedy.
+
+    Why: with one round in a pass, each point's pass difference rests on single runs, so the bound on τ² (between
+    passes) is loose where it matters and a slow drift of one arm still acts: dense-grid flat truths under each
+    arm's own drift at 3 rounds (a first pass of one round) moved the cap in 7.5% of sweeps (issue 36)."""
+    return (
+        "drift of one arm not excluded: a pass of one round per point (the passes' agreement rests on single runs); "
+        f"measure at least {2 * MIN_PASS_ROUNDS} rounds ({MIN_PASS_ROUNDS} per pass), or import at least "
+        f"{2 * MIN_PASS_ROUNDS} file pairs"
+    )
+
+
+def unchecked_drift(method: str) -> str:
+    """The words for why a point's method leaves a drift of one arm unchecked ('' when it may be checked: passes)."""
+    return one_visit_words() if ONE_VISIT in method else ""
 
 
 def _masks(shape: tuple[int, ...], first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
