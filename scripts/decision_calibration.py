@@ -89,7 +89,8 @@ def main() -> None:
                 sc = hint_calibration(regime, n, args.sweeps, 53 + args.seed + n)
                 print(
                     f"{regime.name:44} n={n:2d} keeps with a hint {sc.keeps:4d}, named {sc.named:4d}, followed "
-                    f"{sc.followed:4d}, of which decided {sc.share():.3f} ± {sc.mc_error():.3f}",
+                    f"{sc.followed:4d}, of which decided {sc.share():.3f} ± {sc.mc_error():.3f}; withheld, decided "
+                    f"at 20 rounds {sc.withheld_decided:.3f}",
                     flush=True,
                 )
         return

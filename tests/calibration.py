@@ -18,7 +18,7 @@ import numpy as np
 from harness.analysis import sweep_drift
 from harness.analysis.curve import Curve
 from harness.analysis.decision import StagedFamily, decide_curves
-from harness.analysis.decision_record import DecisionResult
+from harness.analysis.decision_record import Decision, DecisionResult
 from harness.analysis.regression import current_would_change, decision_moved
 from harness.analysis.stats import CONFIDENCE, FULL_PRECISION_FLOOR, Comparison, estimate_family, ratio_interval
 from harness.analysis.sweep_drift import estimate_in_passes
@@ -470,6 +470,7 @@ class HintScore:
     named: int  # of those, the hint named N
     followed: int  # of the named, those followed (N up to hint_calibration's limit)
     decided: int  # of the followed, sweeps at N rounds that decided there
+    withheld_decided: float  # of the hints withheld (no N named), the share that decided at the limit's rounds
 
     def share(self) -> float:
         return self.decided / self.followed if self.followed else math.nan
@@ -479,21 +480,32 @@ class HintScore:
         return math.sqrt(p * (1 - p) / self.followed) if self.followed else math.nan
 
 
-def hint_calibration(regime: Regime, rounds: int, sweeps: int, seed: int, limit: int = 40) -> HintScore:
-    """Each sweep of the regime at `rounds` whose decision keeps with a rounds hint; where the hint names N ≤ `limit`,
-    the same truth measured again at N rounds at every point: decided when the decision then moves the cap or has no
-    undecided point at the hinted Dff (its hint points elsewhere or nowhere)."""
+def hint_calibration(regime: Regime, rounds: int, sweeps: int, seed: int, limit: int = 20) -> HintScore:
+    """Each sweep of the regime at `rounds` whose decision keeps with a rounds hint; where the hint names N ≤ `limit`
+    (default: measure.max_rounds' default), the same truth measured again at N rounds at every point, where it names
+    none at `limit` rounds: decided when the decision then moves the cap or has no undecided point at the hinted Dff
+    (its hint points elsewhere or nowhere)."""
     sim = simulate(regime, rounds, sweeps, seed)
     results = run_engine(sim, rounds)
     hinted = [(s, r.decision) for s, r in enumerate(results) if r.decision.action == "keep" and r.decision.rounds_dff]
     named = [(s, d) for s, d in hinted if d.rounds_needed is not None]
     followed = [(s, d) for s, d in named if (d.rounds_needed or 0) <= limit]
-    decided = 0
-    for n in sorted({int(d.rounds_needed or 0) for _, d in followed}):
-        these = [(s, d) for s, d in followed if d.rounds_needed == n]
+    withheld = [(s, d) for s, d in hinted if d.rounds_needed is None]
+
+    def decided_at(n: int, these: list[tuple[int, Decision]], salt: int) -> int:
+        if not these:
+            return 0
         rows = np.array([s for s, _ in these])
-        again = simulate(regime, n, len(rows), seed + 7919 * n, truth=(sim.truth[rows], sim.crossover[rows]))
+        again = simulate(regime, n, len(rows), seed + 7919 * n + salt, truth=(sim.truth[rows], sim.crossover[rows]))
+        out = 0
         for (_, before), after in zip(these, run_engine(again, n), strict=True):
             moved = after.decision.action in ("raise", "lower")
-            decided += int(moved or after.decision.rounds_dff != before.rounds_dff)
-    return HintScore(len(hinted), len(named), len(followed), decided)
+            out += int(moved or after.decision.rounds_dff != before.rounds_dff)
+        return out
+
+    decided = sum(
+        decided_at(n, [(s, d) for s, d in followed if d.rounds_needed == n], 0)
+        for n in sorted({int(d.rounds_needed or 0) for _, d in followed})
+    )
+    late = decided_at(limit, withheld, 1) / len(withheld) if withheld else math.nan
+    return HintScore(len(hinted), len(named), len(followed), decided, late)
