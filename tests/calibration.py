@@ -429,6 +429,9 @@ PROTOCOL_REGIMES = {
         # issue 36's dense grid: 16 points (the bound's factor k/χ²ₖ about 2.0), the first pass one round at n = 3
         Regime("dense16 flat per-arm drift, two passes", DENSE16, flat=True, drift="per_arm", order="two_passes"),
         Regime("dense16 curved, two passes", DENSE16, crossover=(2000.0, 15000.0), order="two_passes"),
+        # step-shaped wins: fused +3% up to the crossover, −3% after (3× the margin at the next Dff)
+        Regime("sparse step 3%, two passes", SPARSE, shape="step", order="two_passes"),
+        Regime("dense16 step 3%, two passes", DENSE16, shape="step", crossover=(2000.0, 15000.0), order="two_passes"),
         # beyond what the engine was calibrated on: the limits of the drift bound (docs/design.md §7)
         *(
             Regime(f"sparse flat {name} drift, two passes", SPARSE, flat=True, order="two_passes", **kwargs)

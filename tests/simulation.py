@@ -28,6 +28,7 @@ Everything is vectorised: arrays (sweeps, families, points, rounds).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,6 +70,9 @@ class Regime:
     # files: whether the import records each file pair as a pass (`pass` column); False: as before issue 36
     file_passes: bool = True
     step: float = 0.0  # a step change of the fused arm's level half way through the sweep (ln units)
+    # curved: a·(C/d − 1); step: fused wins by a constant `win` up to C and loses by it after (issue 36)
+    shape: str = "curved"
+    win: float = math.log(1.03)
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ def draw_truth(regime: Regime, sweeps: int, rng: np.random.Generator) -> tuple[n
     if regime.flat:
         return np.zeros((*shape, len(regime.grid))), np.full(shape, np.nan)
     crossover = rng.uniform(*regime.crossover, size=shape)
+    if regime.shape == "step":
+        return np.where(regime.grid < crossover[..., None], regime.win, -regime.win), crossover
     slope = rng.uniform(*regime.slope, size=shape)
     return slope[..., None] * (crossover[..., None] / regime.grid - 1.0), crossover
 
