@@ -264,6 +264,7 @@ class ProtocolScore:
     actionable: int  # sweeps whose truth calls for a raise or a lower
     crossover_coverage: float  # NaN: flat truth
     action_rate: float
+    unusable: float = math.nan  # share of sweeps whose two passes disagreed (sweep_drift: data unusable, keep)
 
     def mc_error(self, share: float, count: int | None = None) -> float:
         """Monte-Carlo standard error of a share estimated from `count` sweeps (default: all of them)."""
@@ -314,6 +315,7 @@ def score_protocol(regime: Regime, protocol: Protocol, sweeps: int, seed: int) -
         len(hits),
         covered,
         float(np.mean([r.decision.action != "keep" for r in results])),
+        float(np.mean([r.decision.sweep_drift is not None for r in results])),
     )
 
 
@@ -323,7 +325,7 @@ def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int
     same truths, noise and drift, measured in another order."""
     yield (
         f"{'regime':44} {'protocol':9} {'runs':>5} {'wrong':>6} {'over-low':>8} {'power':>6} {'(n)':>5} "
-        f"{'cross cov':>9} {'actions':>7}"
+        f"{'cross cov':>9} {'actions':>7} {'unusable':>8}"
     )
     for regime in regimes:
         k = zlib.crc32(regime.name.removesuffix(TWO_PASSES).encode()) % 1000
@@ -331,7 +333,8 @@ def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int
             sc = score_protocol(regime, protocol, sweeps, seed + 1000 * k + protocol.max_rounds)
             yield (
                 f"{regime.name:44} {protocol.name:9} {sc.runs:5.0f} {sc.wrong_action:6.3f} {sc.over_lower:8.3f} "
-                f"{sc.power:6.3f} {sc.actionable:5d} {sc.crossover_coverage:9.3f} {sc.action_rate:7.3f}"
+                f"{sc.power:6.3f} {sc.actionable:5d} {sc.crossover_coverage:9.3f} {sc.action_rate:7.3f} "
+                f"{sc.unusable:8.3f}"
             )
 
 
@@ -428,6 +431,7 @@ PROTOCOL_REGIMES = {
         *FORMAT_REGIMES.values(),
         # issue 36's dense grid: 16 points (the bound's factor k/χ²ₖ about 2.0), the first pass one round at n = 3
         Regime("dense16 flat per-arm drift, two passes", DENSE16, flat=True, drift="per_arm", order="two_passes"),
+        Regime("dense16 flat slow drift, two passes", DENSE16, flat=True, order="two_passes", **SLOW_ONE_PERCENT),
         Regime("dense16 curved, two passes", DENSE16, crossover=(2000.0, 15000.0), order="two_passes"),
         # step-shaped wins: fused +3% up to the crossover, −3% after (3× the margin at the next Dff)
         Regime("sparse step 3%, two passes", SPARSE, shape="step", order="two_passes"),
