@@ -265,6 +265,8 @@ class ProtocolScore:
     crossover_coverage: float  # NaN: flat truth
     action_rate: float
     unusable: float = math.nan  # share of sweeps whose two passes disagreed (sweep_drift: data unusable, keep)
+    median_width: float = math.nan  # median Dff width of the closed crossover intervals (NaN: none closed)
+    closed: float = math.nan  # share of crossover intervals closed at both ends (NaN: flat truth)
 
     def mc_error(self, share: float, count: int | None = None) -> float:
         """Monte-Carlo standard error of a share estimated from `count` sweeps (default: all of them)."""
@@ -316,7 +318,24 @@ def score_protocol(regime: Regime, protocol: Protocol, sweeps: int, seed: int) -
         covered,
         float(np.mean([r.decision.action != "keep" for r in results])),
         float(np.mean([r.decision.sweep_drift is not None for r in results])),
+        *_widths(sim, results),
     )
+
+
+def _widths(sim: SimulatedSweeps, results: list[DecisionResult]) -> tuple[float, float]:
+    """(median width of the closed crossover intervals, share closed) over families whose true crossover lies inside
+    the measured range ((NaN, NaN): none, a flat truth)."""
+    inside = (sim.crossover > sim.grid[0]) & (sim.crossover < sim.grid[-1])
+    widths = [
+        family.crossover.ci_high - family.crossover.ci_low
+        for s, result in enumerate(results)
+        for f, family in enumerate(result.families)
+        if inside[s, f]
+    ]
+    if not widths:
+        return math.nan, math.nan
+    finite = [w for w in widths if math.isfinite(w)]
+    return (float(np.median(finite)) if finite else math.nan), len(finite) / len(widths)
 
 
 def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int, seed: int = 0) -> Iterator[str]:
@@ -325,7 +344,7 @@ def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int
     same truths, noise and drift, measured in another order."""
     yield (
         f"{'regime':44} {'protocol':9} {'runs':>5} {'wrong':>6} {'over-low':>8} {'power':>6} {'(n)':>5} "
-        f"{'cross cov':>9} {'actions':>7} {'unusable':>8}"
+        f"{'cross cov':>9} {'actions':>7} {'unusable':>8} {'width':>6} {'closed':>6}"
     )
     for regime in regimes:
         k = zlib.crc32(regime.name.removesuffix(TWO_PASSES).encode()) % 1000
@@ -334,7 +353,7 @@ def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int
             yield (
                 f"{regime.name:44} {protocol.name:9} {sc.runs:5.0f} {sc.wrong_action:6.3f} {sc.over_lower:8.3f} "
                 f"{sc.power:6.3f} {sc.actionable:5d} {sc.crossover_coverage:9.3f} {sc.action_rate:7.3f} "
-                f"{sc.unusable:8.3f}"
+                f"{sc.unusable:8.3f} {sc.median_width:6.0f} {sc.closed:6.3f}"
             )
 
 
