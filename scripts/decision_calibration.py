@@ -8,6 +8,9 @@ coverage. Nothing is measured and nothing is written; the full table takes minut
     .venv/bin/python scripts/decision_calibration.py --rounds 3 4 5 10 20   # issue 29's one pass vs two passes table
     .venv/bin/python scripts/decision_calibration.py --rounds 3 4 5 10 20 --replication 0 0.5 2   # the rule tried
     .venv/bin/python scripts/decision_calibration.py --rounds 3 5 10 --sweeps 200 --check-pairs   # `check`'s gate
+    .venv/bin/python scripts/decision_calibration.py --rounds 3 5 10 20 --one-visit-rule-off \
+        --regime "sparse flat slow drift, sweep CSV"   # issue 36's imported formats, with and without the rule
+    .venv/bin/python scripts/decision_calibration.py --rounds 5 10 --hint --regime "sparse curved, two passes"
 
 A regime named `…, two passes` measures each point's rounds in two passes over the grid (harness.analysis.sweep_drift)
 and is scored on its one-pass twin's truths, noise and drift.
@@ -25,7 +28,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.calibration
 
-from tests.calibration import CHECK_REGIMES, PROTOCOL_REGIMES, check_pairs, fixed, protocol_table  # noqa: E402
+from tests.calibration import (  # noqa: E402
+    CHECK_REGIMES,
+    PROTOCOL_REGIMES,
+    check_pairs,
+    fixed,
+    hint_calibration,
+    protocol_table,
+)
 
 
 def main() -> None:
@@ -43,6 +53,23 @@ def main() -> None:
         help="also score the replication rule (each pass beyond 1 ± SHARE·δ; docs/design.md §7, not in the decision)",
     )
     parser.add_argument(
+        "--one-visit-rule-off",
+        action="store_true",
+        help="also score each protocol without the one-visit rule (a move from points measured in one visit, not "
+        "interleaved, not withheld: the engine before issue 36)",
+    )
+    parser.add_argument(
+        "--one-round-rule-off",
+        action="store_true",
+        help="also score each protocol without the one-round rule (a move from two-pass points whose earlier half "
+        "holds one round not withheld: the engine before issue 36)",
+    )
+    parser.add_argument(
+        "--hint",
+        action="store_true",
+        help="instead: the rounds hint of keeps at each --rounds, followed (the same truth measured at the N it names)",
+    )
+    parser.add_argument(
         "--check-pairs",
         action="store_true",
         help="instead: how often `check` fails sweep pairs of one truth (false fails) and of a moved crossover (power)",
@@ -55,7 +82,22 @@ def main() -> None:
                 print(f"check, {name}, {n} rounds, {args.sweeps} pairs: {pairs.words()}", flush=True)
         return
     regimes = [PROTOCOL_REGIMES[name] for name in args.regime or PROTOCOL_REGIMES]
+    if args.hint:
+        for regime in regimes:
+            for n in args.rounds:
+                sc = hint_calibration(regime, n, args.sweeps, 53 + args.seed + n)
+                print(
+                    f"{regime.name:44} n={n:2d} keeps with a hint {sc.keeps:4d}, named {sc.named:4d}, followed "
+                    f"{sc.followed:4d}, of which decided {sc.share():.3f} ± {sc.mc_error():.3f}; withheld, decided "
+                    f"at 20 rounds {sc.withheld_decided:.3f}",
+                    flush=True,
+                )
+        return
     protocols = [fixed(n, share) for n in args.rounds for share in [None, *args.replication]]
+    if args.one_visit_rule_off:
+        protocols += [fixed(n, one_visit_rule=False) for n in args.rounds]
+    if args.one_round_rule_off:
+        protocols += [fixed(n, one_round_rule=False) for n in args.rounds]
     for line in protocol_table(regimes, protocols, args.sweeps, args.seed):
         print(line, flush=True)
 

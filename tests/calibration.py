@@ -19,12 +19,12 @@ import numpy as np
 from harness.analysis import sweep_drift
 from harness.analysis.curve import Curve
 from harness.analysis.decision import StagedFamily, decide_curves
-from harness.analysis.decision_record import DecisionResult
+from harness.analysis.decision_record import Decision, DecisionResult
 from harness.analysis.policy import Policy
 from harness.analysis.regression import judge_decision
 from harness.analysis.stats import CONFIDENCE, FULL_PRECISION_FLOOR, Comparison, estimate_family, ratio_interval
 from harness.analysis.sweep_drift import estimate_in_passes
-from tests.simulation import DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
+from tests.simulation import AR_INNOVATION, AR_RHO, DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
 
 CURRENT_DEFAULT = 8192
 
@@ -44,7 +44,7 @@ class Score:
 
 
 def _in_passes(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray, np.ndarray | None]:
-    paired = np.full(sim.truth.shape, sim.interleaved)
+    paired = np.full(sim.truth.shape, sim.interleaved or sim.by_pass)
     first = np.full(sim.truth.shape, sim.first_pass or 0)
     return estimate_in_passes(estimate_family, sim.fused, sim.fallback, paired, FULL_PRECISION_FLOOR, first)
 
@@ -95,15 +95,22 @@ def run_engine(
     current_default: int | None | Sequence[int | None] = CURRENT_DEFAULT,
     replication: float | None = None,
     policy: Policy = Policy(),
+    one_visit_rule: bool = True,
+    one_round_rule: bool = True,
 ) -> list[DecisionResult]:
     """The engine on every simulated sweep: estimate_family per family (exactly what the summary runs), then
     decide_curves on the families' curves (exactly what `crossover` runs). `current_default`: one for every sweep,
     or one per sweep (the check gate decides each current sweep at its baseline's cap). `replication` (a share of
     δ): the replication rule (replicated) applied after, an unreplicated move turned into keep; None: the engine
-    alone. `policy`: the decision policy (its margin δ: a from-null margin, scripts/null_margin_calibration.py)."""
+    alone. `policy`: the decision policy (its margin δ: a from-null margin, scripts/null_margin_calibration.py).
+    `one_visit_rule` False: points measured in one visit, not interleaved, decide as before issue 36 (a move is not
+    withheld), to measure what the rule changed; `one_round_rule` False: likewise for passes of one round."""
     sweeps, families, points = sim.truth.shape
     comparison, flagged, drift_p = _in_passes(sim)
     passes = pass_means(sim, flagged) if replication is not None else None
+    # what decide_curves withholds a move for (sweep_drift.unchecked_drift, cap_policy.recommend's short_passes)
+    unchecked = sweep_drift.one_visit_words() if one_visit_rule and not sim.interleaved and not sim.first_pass else ""
+    short = one_round_rule and sim.first_pass is not None and sim.first_pass < sweep_drift.MIN_PASS_ROUNDS
     results = []
     for s in range(sweeps):
         staged = []
@@ -115,7 +122,11 @@ def run_engine(
                 comparison.se[s, f, keep],
                 comparison.df[s, f, keep],
             )
-            staged.append(StagedFamily(f"layer family {f}", curve, np.full(keep.sum(), rounds)))
+            staged.append(
+                StagedFamily(
+                    f"layer family {f}", curve, np.full(keep.sum(), rounds), unchecked=unchecked, short_passes=short
+                )
+            )
         p = None if drift_p is None else sweep_drift.combined([float(x) for x in drift_p[s]])
         default = current_default[s] if isinstance(current_default, Sequence) else current_default
         result = decide_curves(staged, default, policy, table=False, sweep_drift=p)
@@ -310,15 +321,26 @@ class Protocol:
     run: Callable[[SimulatedSweeps], Outcome]
 
 
-def fixed(rounds: int, replication: float | None = None) -> Protocol:
+def fixed(
+    rounds: int, replication: float | None = None, one_visit_rule: bool = True, one_round_rule: bool = True
+) -> Protocol:
     """The fixed protocol: `rounds` rounds at every point, then one decision (`replication`: with the replication
-    rule at that share of δ, run_engine; named `fixed n r<share>`)."""
+    rule at that share of δ, run_engine; named `fixed n r<share>`; `one_visit_rule` False: named `fixed n 1v-off`,
+    `one_round_rule` False: `fixed n 1r-off`)."""
 
     def run(sim: SimulatedSweeps) -> Outcome:
-        results = run_engine(sim, rounds, replication=replication)
+        results = run_engine(
+            sim, rounds, replication=replication, one_visit_rule=one_visit_rule, one_round_rule=one_round_rule
+        )
         return Outcome(results, np.full(sim.truth.shape[0], rounds * np.prod(sim.truth.shape[1:])))
 
-    return Protocol(f"fixed {rounds}" + ("" if replication is None else f" r{replication:g}"), rounds, run)
+    name = (
+        f"fixed {rounds}"
+        + ("" if replication is None else f" r{replication:g}")
+        + ("" if one_visit_rule else " 1v-off")
+        + ("" if one_round_rule else " 1r-off")
+    )
+    return Protocol(name, rounds, run)
 
 
 @dataclass(frozen=True)
@@ -335,6 +357,9 @@ class ProtocolScore:
     actionable: int  # sweeps whose truth calls for a raise or a lower
     crossover_coverage: float  # NaN: flat truth
     action_rate: float
+    unusable: float = math.nan  # share of sweeps whose two passes disagreed (sweep_drift: data unusable, keep)
+    median_width: float = math.nan  # median Dff width of the closed crossover intervals (NaN: none closed)
+    closed: float = math.nan  # share of crossover intervals closed at both ends (NaN: flat truth)
 
     def mc_error(self, share: float, count: int | None = None) -> float:
         """Monte-Carlo standard error of a share estimated from `count` sweeps (default: all of them)."""
@@ -390,7 +415,25 @@ def score_protocol(regime: Regime, protocol: Protocol, sweeps: int, seed: int) -
         len(hits),
         covered,
         float(np.mean([r.decision.action != "keep" for r in results])),
+        float(np.mean([r.decision.sweep_drift is not None for r in results])),
+        *_widths(sim, results),
     )
+
+
+def _widths(sim: SimulatedSweeps, results: list[DecisionResult]) -> tuple[float, float]:
+    """(median width of the closed crossover intervals, share closed) over families whose true crossover lies inside
+    the measured range ((NaN, NaN): none, a flat truth)."""
+    inside = (sim.crossover > sim.grid[0]) & (sim.crossover < sim.grid[-1])
+    widths = [
+        family.crossover.ci_high - family.crossover.ci_low
+        for s, result in enumerate(results)
+        for f, family in enumerate(result.families)
+        if inside[s, f]
+    ]
+    if not widths:
+        return math.nan, math.nan
+    finite = [w for w in widths if math.isfinite(w)]
+    return (float(np.median(finite)) if finite else math.nan), len(finite) / len(widths)
 
 
 def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int, seed: int = 0) -> Iterator[str]:
@@ -399,7 +442,7 @@ def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int
     same truths, noise and drift, measured in another order."""
     yield (
         f"{'regime':44} {'protocol':9} {'runs':>5} {'wrong':>6} {'over-low':>8} {'power':>6} {'(n)':>5} "
-        f"{'cross cov':>9} {'actions':>7}"
+        f"{'cross cov':>9} {'actions':>7} {'unusable':>8} {'width':>6} {'closed':>6}"
     )
     for regime in regimes:
         k = zlib.crc32(regime.name.removesuffix(TWO_PASSES).encode()) % 1000
@@ -407,9 +450,29 @@ def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int
             sc = score_protocol(regime, protocol, sweeps, seed + 1000 * k + protocol.max_rounds)
             yield (
                 f"{regime.name:44} {protocol.name:9} {sc.runs:5.0f} {sc.wrong_action:6.3f} {sc.over_lower:8.3f} "
-                f"{sc.power:6.3f} {sc.actionable:5d} {sc.crossover_coverage:9.3f} {sc.action_rate:7.3f}"
+                f"{sc.power:6.3f} {sc.actionable:5d} {sc.crossover_coverage:9.3f} {sc.action_rate:7.3f} "
+                f"{sc.unusable:8.3f} {sc.median_width:6.0f} {sc.closed:6.3f}"
             )
 
+
+# issue 36: each arm's own slow drift (AR(1) ρ = .95 per run, stationary sd 1%) under mlxcel's publishing formats, not
+# interleaved: bench_decode.sh file pairs (run r: the fallback file over the grid, then the fused file; each pair a
+# pass, paired by pass), the same with every fallback file first, and a sweep CSV (each arm's runs back to back)
+DENSE16 = np.arange(1024, 16385, 1024)
+SLOW_ONE_PERCENT = {"drift": "per_arm", "own_rho": 0.95, "own_scale": 0.01 / (AR_INNOVATION / math.sqrt(1 - AR_RHO**2))}
+MLXCEL_FORMATS = {
+    "bench_decode.sh file pairs": {"order": "files", "interleaved": False},
+    "bench_decode.sh files, pass not recorded": {"order": "files", "interleaved": False, "file_passes": False},
+    "bench_decode.sh arm blocks": {"order": "arm_files", "interleaved": False},
+    "sweep CSV": {"interleaved": False},
+}
+FORMAT_REGIMES = {
+    f"sparse {truth} slow drift, {name}": Regime(
+        f"sparse {truth} slow drift, {name}", SPARSE, flat=truth == "flat", **SLOW_ONE_PERCENT, **fmt
+    )
+    for name, fmt in MLXCEL_FORMATS.items()
+    for truth in ("flat", "curved")
+}
 
 REGIMES = {
     "sparse curved": Regime("sparse curved", SPARSE, crossover=(2000.0, 13000.0)),
@@ -428,6 +491,7 @@ REGIMES = {
     "dense 4 families win at 8192": Regime(
         "dense 4 families win at 8192", DENSE, families=4, crossover=(11000.0, 13000.0), slope=(0.08, 0.08)
     ),
+    **FORMAT_REGIMES,
 }
 
 
@@ -481,6 +545,14 @@ PROTOCOL_REGIMES = {
         Regime("dense curved, two passes", DENSE, crossover=(2000.0, 15000.0), order="two_passes"),
         Regime("sparse 3 families curved, two passes", SPARSE, families=3, order="two_passes"),
         Regime("sparse curved 15% outliers, two passes", SPARSE, outlier_rate=0.15, order="two_passes"),
+        *FORMAT_REGIMES.values(),
+        # issue 36's dense grid: 16 points (the bound's factor k/χ²ₖ about 2.0), the first pass one round at n = 3
+        Regime("dense16 flat per-arm drift, two passes", DENSE16, flat=True, drift="per_arm", order="two_passes"),
+        Regime("dense16 flat slow drift, two passes", DENSE16, flat=True, order="two_passes", **SLOW_ONE_PERCENT),
+        Regime("dense16 curved, two passes", DENSE16, crossover=(2000.0, 15000.0), order="two_passes"),
+        # step-shaped wins: fused +3% up to the crossover, −3% after (3× the margin at the next Dff)
+        Regime("sparse step 3%, two passes", SPARSE, shape="step", order="two_passes"),
+        Regime("dense16 step 3%, two passes", DENSE16, shape="step", crossover=(2000.0, 15000.0), order="two_passes"),
         # beyond what the engine was calibrated on: the limits of the drift bound (docs/design.md §7)
         *(
             Regime(f"sparse flat {name} drift, two passes", SPARSE, flat=True, order="two_passes", **kwargs)
@@ -527,3 +599,53 @@ def print_regime_table(
     print(header)
     for name in args.regime or defaults:
         print(row(name, args.rounds, args.sweeps, args.seed), flush=True)
+
+
+@dataclass(frozen=True)
+class HintScore:
+    """The rounds hint of a keep, followed (issue 36): how often it names N, and how often a sweep of the same truth
+    measured at N rounds (new noise) then decides at the hinted Dff."""
+
+    keeps: int  # sweeps whose decision was keep with a hint at a Dff (named or withheld)
+    named: int  # of those, the hint named N
+    followed: int  # of the named, those followed (N up to hint_calibration's limit)
+    decided: int  # of the followed, sweeps at N rounds that decided there
+    withheld_decided: float  # of the hints withheld (no N named), the share that decided at the limit's rounds
+
+    def share(self) -> float:
+        return self.decided / self.followed if self.followed else math.nan
+
+    def mc_error(self) -> float:
+        p = self.share()
+        return math.sqrt(p * (1 - p) / self.followed) if self.followed else math.nan
+
+
+def hint_calibration(regime: Regime, rounds: int, sweeps: int, seed: int, limit: int = 20) -> HintScore:
+    """Each sweep of the regime at `rounds` whose decision keeps with a rounds hint; where the hint names N ≤ `limit`
+    (default: measure.max_rounds' default), the same truth measured again at N rounds at every point, where it names
+    none at `limit` rounds: decided when the decision then moves the cap or has no undecided point at the hinted Dff
+    (its hint points elsewhere or nowhere)."""
+    sim = simulate(regime, rounds, sweeps, seed)
+    results = run_engine(sim, rounds)
+    hinted = [(s, r.decision) for s, r in enumerate(results) if r.decision.action == "keep" and r.decision.rounds_dff]
+    named = [(s, d) for s, d in hinted if d.rounds_needed is not None]
+    followed = [(s, d) for s, d in named if (d.rounds_needed or 0) <= limit]
+    withheld = [(s, d) for s, d in hinted if d.rounds_needed is None]
+
+    def decided_at(n: int, these: list[tuple[int, Decision]], salt: int) -> int:
+        if not these:
+            return 0
+        rows = np.array([s for s, _ in these])
+        again = simulate(regime, n, len(rows), seed + 7919 * n + salt, truth=(sim.truth[rows], sim.crossover[rows]))
+        out = 0
+        for (_, before), after in zip(these, run_engine(again, n), strict=True):
+            moved = after.decision.action in ("raise", "lower")
+            out += int(moved or after.decision.rounds_dff != before.rounds_dff)
+        return out
+
+    decided = sum(
+        decided_at(n, [(s, d) for s, d in followed if d.rounds_needed == n], 0)
+        for n in sorted({int(d.rounds_needed or 0) for _, d in followed})
+    )
+    late = decided_at(limit, withheld, 1) / len(withheld) if withheld else math.nan
+    return HintScore(len(hinted), len(named), len(followed), decided, late)

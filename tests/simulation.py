@@ -28,6 +28,7 @@ Everything is vectorised: arrays (sweeps, families, points, rounds).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,9 +62,17 @@ class Regime:
     own_rho: float = AR_RHO  # per-slot correlation of each arm's own drift (per_arm, fused_only)
     own_scale: float = 1.0  # its stationary size, as a multiple of the shared drift's (about 1.15%)
     # forward: each point's rounds together, points in grid order; two_passes: the first ⌊n/2⌋ rounds of every point
-    # in grid order, then the rest again in grid order (each point measured twice, half a sweep apart)
+    # in grid order, then the rest again in grid order (each point measured twice, half a sweep apart); files:
+    # mlxcel's bench_decode.sh block order, not interleaved: run r is a fallback file (every point in grid order)
+    # then a fused file, one run per point and arm (import-mlxcel --fallback/--fused, one pair per round);
+    # arm_files: every fallback file, then every fused file (the user ran one setting's runs, then the other's)
     order: str = "forward"
+    # files: whether the import records each file pair as a pass (`pass` column); False: as before issue 36
+    file_passes: bool = True
     step: float = 0.0  # a step change of the fused arm's level half way through the sweep (ln units)
+    # curved: a·(C/d − 1); step: fused wins by a constant `win` up to C and loses by it after (issue 36)
+    shape: str = "curved"
+    win: float = math.log(1.03)
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,7 @@ class SimulatedSweeps:
     grid: np.ndarray
     interleaved: bool
     first_pass: int | None = None  # rounds of each point in the first pass (two_passes); None: one pass
+    by_pass: bool = False  # not interleaved, but each pass holds one run of each arm: paired by pass (files)
 
 
 def draw_truth(regime: Regime, sweeps: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -86,6 +96,8 @@ def draw_truth(regime: Regime, sweeps: int, rng: np.random.Generator) -> tuple[n
     if regime.flat:
         return np.zeros((*shape, len(regime.grid))), np.full(shape, np.nan)
     crossover = rng.uniform(*regime.crossover, size=shape)
+    if regime.shape == "step":
+        return np.where(regime.grid < crossover[..., None], regime.win, -regime.win), crossover
     slope = rng.uniform(*regime.slope, size=shape)
     return slope[..., None] * (crossover[..., None] / regime.grid - 1.0), crossover
 
@@ -117,9 +129,15 @@ def simulate(
         "fallback": own_drift(regime.drift == "per_arm"),
     }
     slot = np.arange(slots).reshape(points, rounds, 2)
-    if regime.order != "forward":
+    if regime.order == "two_passes":
         slot = _two_passes(points, rounds)
-    if regime.interleaved:
+    if regime.order == "files":  # run r: the fallback file over the grid, then the fused file
+        files = np.arange(slots).reshape(rounds, 2, points)
+        fallback_slot, fused_slot = files[:, 0, :].T, files[:, 1, :].T
+    elif regime.order == "arm_files":  # every fallback file over the grid, then every fused file
+        files = np.arange(slots).reshape(2, rounds, points)
+        fallback_slot, fused_slot = files[0].T, files[1].T
+    elif regime.interleaved:
         fused_first = np.arange(rounds) % 2 == 1  # rotate: fallback first in even rounds, fused first in odd ones
         fused_slot = np.where(fused_first[None, :], slot[..., 0], slot[..., 1])
         fallback_slot = np.where(fused_first[None, :], slot[..., 1], slot[..., 0])
@@ -138,8 +156,10 @@ def simulate(
     step = np.where(np.arange(slots) >= slots // 2, regime.step, 0.0)[fused_slot]
     fused = arm("fused", fused_slot, ln_ratio[..., None] + step)
     fallback = arm("fallback", fallback_slot, 0.0)
-    first_pass = rounds // 2 if regime.order != "forward" else None
-    return SimulatedSweeps(fused, fallback, ln_ratio, crossover, regime.grid, regime.interleaved, first_pass)
+    by_pass = regime.order in ("files", "arm_files") and regime.file_passes
+    first_pass = rounds // 2 if regime.order == "two_passes" or by_pass else None
+    interleaved = regime.interleaved and regime.order not in ("files", "arm_files")
+    return SimulatedSweeps(fused, fallback, ln_ratio, crossover, regime.grid, interleaved, first_pass, by_pass)
 
 
 def _two_passes(points: int, rounds: int) -> np.ndarray:

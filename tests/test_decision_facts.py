@@ -123,9 +123,9 @@ def _bench_csvs(root: Path, backend: str, ratio_at, runs: int = 3, seed: int = 0
     return write_bench_files(measured, root, backend, f"synthetic_{backend}_gfx1151", new_layout=True)
 
 
-def _import(root: Path, backend: str, ratio_at, name: str, seed: int = 0) -> Path:
+def _import(root: Path, backend: str, ratio_at, name: str, seed: int = 0, runs: int = 3) -> Path:
     models = write_models(root, CUDA_CHECKPOINTS)
-    files = _bench_csvs(root, backend, ratio_at, seed=seed)
+    files = _bench_csvs(root, backend, ratio_at, runs=runs, seed=seed)
     args = [a for arm in ("fallback", "fused") for p in files[arm] for a in (f"--{arm}", p)]
     run = root / name
     done = cli("import-mlxcel", *args, "--models", models, "--backend", backend, "--out", run)
@@ -181,7 +181,8 @@ def test_a_four_point_metal_table_keeps_4096_across_an_unmeasured_range(tmp_path
 def test_a_rocm_lower_names_the_shared_cuda_constant_and_rewrites_nothing(tmp_path):
     """Issue 35: ROCm reads FUSED_MOE_MAX_DFF_CUDA; a move for ROCm alone is a device-class arm."""
     (tmp_path / "pyproject.toml").write_text("")  # a project: check-reports reads the runs inside it
-    run = _import(tmp_path, "rocm", lambda dff: 1.0 + 0.08 * math.log2(1200 / dff), "rocm-run", seed=1)
+    # 4 file pairs: each a pass, 2 per half (3 pairs, a pass of one round, withhold any move: issue 36)
+    run = _import(tmp_path, "rocm", lambda dff: 1.0 + 0.08 * math.log2(1200 / dff), "rocm-run", seed=1, runs=4)
     d = _crossover(run)
     assert (d["action"], d["current_default"]) == ("lower", 8192)
     out = tmp_path / "reports"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from harness.analysis.inputs import load_input
-from harness.analysis.pipeline import analyse
+from harness.analysis.pipeline import Options, analyse
 from harness.errors import InputError
 from harness.output.summary_table import CONSOLE_ROWS
 from harness.runs.mlxcel_csv import import_run_dir, read_mlxcel, to_mlxcel_csv
@@ -132,3 +132,18 @@ def test_a_file_of_many_points_prints_a_bounded_table(tmp_path):
     assert done.stdout.count("\n m") <= CONSOLE_ROWS  # rows start with the Dff column, then the model name
     as_json = cli("crossover", csv, "--json")
     assert len(json.loads(as_json.stdout)["points"]) == CONSOLE_ROWS + 60
+
+
+def test_a_sweep_csv_measured_in_one_visit_per_point_withholds_a_move(tmp_path):
+    """mlxcel's sweep CSV measures each arm's runs of a model back to back, once: a drift of one arm moves them all
+    alike and reads as a ratio, so the raise the design example's wins at 1792 and 6400 would give at cap 4096 is
+    withheld, naming the remedy (issue 36)."""
+    loaded = load_input(design_example(tmp_path))
+    analysis = analyse(loaded, Options(current_default=4096))
+    decision = analysis.result.decision
+    assert decision.action == "keep" and decision.recommended_cap == 4096
+    assert decision.withheld is not None and decision.withheld.move == "raise"
+    assert "drift of one arm not excluded: one visit per point" in decision.reason
+    assert "second --fallback/--fused pair at another time" in decision.reason
+    measured = analysis.summary[analysis.summary["verdict"] != "null"]
+    assert set(measured["method"]) == {"welch, one visit"}

@@ -172,3 +172,26 @@ def test_written_mlxcel_csv_naming_two_builds_is_refused(tmp_path):
     )
     result = cli("crossover", path)
     assert result.returncode == 2 and f"{path}: mlxcel_commit: line 3: '1b6a5773'" in result.stderr, result.stderr
+
+
+def test_each_file_pair_is_a_pass_and_a_single_pair_is_one_visit(tmp_path):
+    """The i-th --fallback and --fused files are pass i (samples.csv `pass`), and each point's runs pair by pass (the
+    summary's method says so); a single pair records no pass (issue 36)."""
+    models = write_models(tmp_path, {n: CONFIGS[n] for n in ("qwen3-30b-a3b-4bit", "mixtral-8x7b-4bit")})
+    tok_s = {"fallback": {"qwen3-30b-a3b-4bit": 100.0, "mixtral-8x7b-4bit": 40.0}}
+    tok_s["fused"] = {"qwen3-30b-a3b-4bit": 107.0, "mixtral-8x7b-4bit": 36.0}
+    for runs in (3, 1):
+        root = tmp_path / f"pairs{runs}"
+        root.mkdir()
+        files = {arm: _files(root, arm, values, runs=runs) for arm, values in tok_s.items()}
+        run = root / "run"
+        result = cli("import-mlxcel", *_args(files["fallback"], files["fused"]), "--models", models, "--out", run)
+        assert result.returncode == 0, result.stderr
+        samples = pd.read_csv(run / "samples.csv", comment="#")
+        ok = samples[samples["status"] == "ok"]
+        if runs == 1:
+            assert ok["pass"].isna().all()
+            continue
+        assert (ok["pass"] == ok["round"] + 1).all() and set(ok["pass"]) == {1, 2, 3}
+        decision = json.loads(cli("crossover", run, "--json").stdout)
+        assert {p["method"].split(",")[0] for p in decision["points"]} == {"paired by file pair"}

@@ -16,8 +16,9 @@ on cuda, metal and rocm. They enter through
 5. the run's summary.csv (the stored rows, no samples);
 
 and each must give the same action, cap, crossover and interval. What the paths legitimately differ in, and why
-they still agree here: a bench_decode.sh CSV has no round positions, so its analysis is unpaired (Welch); the run
-directory of the main property is therefore recorded unpaired too (a sweep whose positions were not kept), and its
+they still agree here: a bench_decode.sh CSV has no round positions, so its runs pair by file pair, each pair a pass
+(issue 36); the run directory of the main property is therefore recorded so too (positions not kept, pass r + 1 for
+round r; the export keeps the passes in `# round_passes`), and its
 tok/s are at the CSVs' two decimals, so every path sees the same numbers. A paired sweep is compared with its own
 exported CSV only (the export keeps each run's position in its round; bench_decode.sh CSVs cannot), and there
 the decision and the interval must agree exactly as well. `check BASE BASE` must pass for every baseline kind the
@@ -198,6 +199,8 @@ def _samples(scenario: Scenario, models: dict[str, DiscoveredModel], runs: dict,
                         "arm": arm,
                         "round": r,
                         "position": position if paired else "",
+                        # unpaired, the run is what the bench_decode.sh file pairs record: pair r is pass r + 1
+                        "pass": "" if paired else r + 1,
                         "tokens": 100,
                         "seconds": 1.0,
                         "tok_s": runs[name][arm][r],

@@ -61,7 +61,7 @@ def test_fewer_than_three_runs_are_insufficient_and_move_nothing(rounds):
 def test_the_design_example_is_welch_because_its_runs_were_not_interleaved(tmp_path):
     summary = analyse(load_input(design_example(tmp_path))).summary.set_index("dff")
     measured = summary.drop(index=8192)  # llama-4-scout: an A/A point (llama4 never runs the fused kernel), null
-    assert set(measured["method"]) == {"welch"} and not summary["paired"].any()
+    assert set(measured["method"]) == {"welch, one visit"} and not summary["paired"].any()
     phi = summary.loc[6400]
     assert (round(phi["ci_low"], 3), round(phi["ci_high"], 3)) == (1.025, 1.050)
     assert summary.loc[8192, "verdict"] == "null"

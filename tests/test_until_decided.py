@@ -18,21 +18,24 @@ from tests.simulation import SPARSE, Regime, simulate
 from tests.until_decided import PrefixRuns, compare, protocols
 
 
-def test_half_the_rounds_of_the_fixed_protocol_and_no_more_wrong_actions():
+def test_fewer_rounds_than_the_fixed_protocol_and_no_more_wrong_actions():
+    """In the sweep's own order (the first rounds in two passes over the grid, issue 36) until-decided spends 0.50 of
+    fixed 10's rounds on one sparse family (60 sweeps: docs/design.md §7, Until decided); 10 sweeps vary more."""
     for regime in (Regime("sparse", SPARSE), Regime("flat drift", SPARSE, drift="per_arm", flat=True)):
         fixed10, until = compare(regime, protocols(fixed_rounds=(10,)), sweeps=10, seed=7)
-        assert until.rounds_per_sweep <= 0.5 * fixed10.rounds_per_sweep, (fixed10, until)
+        assert until.rounds_per_sweep <= 0.6 * fixed10.rounds_per_sweep, (fixed10, until)
         assert until.wrong_action <= fixed10.wrong_action + 0.1, (fixed10, until)
 
 
 @pytest.mark.parametrize("passes", [1, 2])
 def test_rounds_go_to_the_point_the_decision_turns_on_and_stop_when_settled(passes):
     # white noise around a curve crossing at 7000 (0.87% below 1 at the cap 8192: keep or lower turns on that point);
-    # seed 7 looks twice both ways. Dff 768 and 14336 cannot change the decision: in one pass they stay at the first
-    # pass's 3 rounds, in two they get one round per look that measures (a pass over the grid: the drift bound)
+    # seed 11 looks twice both ways (its first pass drawn in two passes over the grid since issue 36). Dff 768 and
+    # 14336 cannot change the decision: in one pass they stay at the first pass's 3 rounds, in two they get one round
+    # per look that measures (a pass over the grid: the drift bound)
     truth = curve_truth(SPARSE, 7000.0)[None]
     rule = StopRule(max_rounds=16, passes=passes)
-    sim = until_decided(WhiteNoise(truth, 0.01, np.random.default_rng(7)), SPARSE, 1, rule, 8192)
+    sim = until_decided(WhiteNoise(truth, 0.01, np.random.default_rng(11)), SPARSE, 1, rule, 8192)
     assert sim.stop in ("decided", "max_rounds", "looks")
     at_cap = int(np.flatnonzero(SPARSE == 8192)[0])
     assert sim.rounds[0, at_cap] == sim.rounds.max() > 3 and sim.rounds.max() <= 16

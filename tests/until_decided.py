@@ -39,6 +39,7 @@ class DriftingRuns:
             "fallback": _ar1(rng, (slots,)) if regime.drift == "per_arm" else np.zeros(slots),
         }
         self.slot = 0
+        self.done: dict[tuple[int, int], int] = {}  # rounds handed out per point: the arm order rotates on from there
 
     def _run(self, arm: str, level: float) -> float:
         t = min(self.slot, len(self.shared) - 1)
@@ -49,8 +50,10 @@ class DriftingRuns:
     def draw(self, family: int, point: int, rounds: int) -> tuple[np.ndarray, np.ndarray]:
         level = float(np.log(1e5 / self.regime.grid[point]))
         fused, fallback = np.empty(rounds), np.empty(rounds)
-        for r in range(rounds):  # the arm order rotates every round
-            order = ("fallback", "fused") if r % 2 == 0 else ("fused", "fallback")
+        start = self.done.get((family, point), 0)
+        self.done[(family, point)] = start + rounds
+        for r in range(rounds):  # the arm order rotates every round, across the point's visits
+            order = ("fallback", "fused") if (start + r) % 2 == 0 else ("fused", "fallback")
             for arm in order:
                 value = self._run(arm, level)
                 if arm == "fused":

@@ -25,8 +25,9 @@ import numpy as np
 from harness.analysis import decision_words as words
 from harness.analysis.curve import Crossover, Curve, format_ci
 from harness.analysis.decision_record import CapOption, Decision, PointTest, Switch, Withheld
-from harness.analysis.policy import Move, Policy
+from harness.analysis.policy import Move, Policy, WithheldWhy
 from harness.analysis.stats import AFFORDABLE_ROUNDS, decision_chance, ratio_interval, rounds_to_decide, t_quantile
+from harness.analysis.sweep_drift import MIN_PASS_ROUNDS, one_round_words
 
 
 def candidate_caps(curve: Curve, current: int | None, policy: Policy) -> tuple[CapOption, ...]:
@@ -168,11 +169,15 @@ def recommend(
     lower_confidence: float | None = None,
     rounds: np.ndarray | None = None,
     withhold: str = "",
+    withhold_why: WithheldWhy = "aa_drift",
     table: bool = True,
+    short_passes: bool = False,
 ) -> Decision:
     """Keep / raise / lower / set for one family from its measured points (module docstring); `withhold` (a
-    reason) turns a raise or lower into keep; `table`: attach the candidate-cap table (simulations skip it);
-    `rounds`: the rounds per arm behind each point (for a keep's rounds hint).
+    reason, recorded as `withhold_why`) turns a raise or lower into keep; `table`: attach the candidate-cap table
+    (simulations skip it); `rounds`: the rounds per arm behind each point (for a keep's rounds hint, and, with
+    `short_passes` — the family was measured in passes and a point's earlier half holds one round — a move read at
+    a point of fewer than 2·MIN_PASS_ROUNDS rounds is withheld: its passes cannot bound a drift of one arm).
     Raises are tested at the policy's confidence: a raise needs every family and every point it switches to agree
     (an intersection-union test needs no multiplicity correction); lowers, which any one family can trigger, at
     `lower_confidence`."""
@@ -188,9 +193,11 @@ def recommend(
     c = current_default
     read = _read(curve, c, policy, lower_confidence or policy.confidence)
     move = _move(curve, read, c, policy)
+    if move is not None and not withhold and short_passes and _short(read, curve, rounds):
+        withhold, withhold_why = one_round_words(), "drift_not_excluded"
     if move is not None and withhold:
         verb, cap, evidence, _ = move
-        held = Withheld(verb, cap, "aa_drift", because=withhold)
+        held = Withheld(verb, cap, withhold_why, because=withhold)
         reason = words.withheld_reason(finding, evidence, held.words())
         return Decision("keep", c, reason, caps=caps, tests=read.tests, withheld=held)
     if move is not None:
@@ -203,6 +210,15 @@ def recommend(
         return Decision(verb, cap, reason, caps=caps, tests=read.tests)
     rounds = np.zeros(len(curve.dffs), int) if rounds is None else rounds
     return _keep(curve, crossover, read, c, policy, rounds, finding, caps)
+
+
+def _short(read: _Reading, curve: Curve, rounds: np.ndarray | None) -> bool:
+    """Whether a point the move passed its test at has fewer rounds than two passes of MIN_PASS_ROUNDS each (unknown
+    rounds: yes). Only the points the move reads: a look of --until-decided that adds rounds there lifts it."""
+    if rounds is None:
+        return True
+    at = {int(d): n for d, n in zip(curve.dffs, np.asarray(rounds), strict=True)}
+    return any(at.get(t.dff, 0) < 2 * MIN_PASS_ROUNDS for t in read.tests if t.passed)
 
 
 def _below_all(curve: Curve, grid: int) -> int:

@@ -4,6 +4,9 @@
 Several deciding families: a raise needs every family (intersection-union test, no correction); a lower needs one, so
 each family's lower test runs at the Bonferroni level 1 − α/k. The overall decision is the most conservative
 (smallest) family cap. Drift between points (between_points) widens a layer family's curve before it is read.
+Points measured in one visit each, not interleaved (an imported mlxcel sweep CSV), or in passes whose earlier half
+holds one round, withhold raise and lower: a drift of one arm cannot be told from a ratio there, or not bounded
+(sweep_drift.one_visit_words, one_round_words; issue 36).
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ from harness.analysis.between_points import widen_for_scatter
 from harness.analysis.cap_policy import recommend
 from harness.analysis.curve import Curve, family_curve, find_crossover
 from harness.analysis.decision_record import Decision, DecisionResult, FamilyDecision, Withheld, deciding_families
-from harness.analysis.policy import Interpolation, Policy
+from harness.analysis.policy import Interpolation, Policy, WithheldWhy
 from harness.analysis.stats import DECIDED, family_labels
-from harness.analysis.sweep_drift import marked_unusable, unusable, unusable_words
+from harness.analysis.sweep_drift import ONE_ROUND_PASS, marked_unusable, unchecked_drift, unusable, unusable_words
 from harness.config.schema import kind_meaning, kind_of_family
 from harness.runs.summary_columns import SummaryCol
 
@@ -38,7 +41,10 @@ def stage_families(summary: pd.DataFrame, interpolation: Interpolation = "linear
         positions = positions[np.argsort(summary["dff"].to_numpy()[positions], kind="stable")]
         curve, rounds, notes = family_curve(summary, positions, interpolation)
         rows = tuple(int(i) for i in np.flatnonzero(labels == family))
-        staged.append(StagedFamily(str(family), curve, rounds, notes, rows))
+        methods = summary[SummaryCol.METHOD].iloc[positions].astype(str).tolist() if len(positions) else []
+        unchecked = next(filter(None, map(unchecked_drift, methods)), "")
+        short = any(ONE_ROUND_PASS in m for m in methods)
+        staged.append(StagedFamily(str(family), curve, rounds, notes, rows, unchecked, short))
     return staged
 
 
@@ -51,6 +57,12 @@ class StagedFamily:
     rounds: np.ndarray | None = None
     notes: tuple[str, ...] = ()
     rows: tuple[int, ...] = ()
+    # why a drift of one arm is not excluded at the curve's points ('' when the passes check it:
+    # sweep_drift.one_visit_words): raise and lower are withheld
+    unchecked: str = ""
+    # measured in passes, a point's earlier half of one round: a move needs 2·MIN_PASS_ROUNDS rounds at the points it
+    # reads (cap_policy.recommend; sweep_drift.one_round_words)
+    short_passes: bool = False
 
 
 def _no_families(result: DecisionResult) -> DecisionResult:
@@ -71,6 +83,9 @@ def decide_curves(
     over the families); below sweep_drift.SWEEP_DRIFT_ALPHA the data are unusable for a decision: keep, say so."""
     if unusable(sweep_drift):
         withhold = "; ".join(filter(None, [withhold, unusable_words(sweep_drift)]))
+    unchecked = "; ".join(dict.fromkeys(s.unchecked for s in staged if s.unchecked))
+    why: WithheldWhy = "drift_not_excluded" if unchecked else "aa_drift"
+    withhold = "; ".join(filter(None, [withhold, unchecked]))
     # drift between points widens the curve the decision reads (between_points), never a point's own interval; only
     # a kernel family's points differ in Dff alone (a whole-model family's are different models, whose ratios need
     # not be monotone in Dff)
@@ -101,7 +116,9 @@ def decide_curves(
             lower_confidence=lower_confidence,
             rounds=s.rounds,
             withhold=withhold,
+            withhold_why=why,
             table=table,
+            short_passes=s.short_passes,
         )
         if tau is not None:
             decision = replace(

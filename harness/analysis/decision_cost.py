@@ -75,11 +75,20 @@ class _Sweep:
         self.passes = passes
         self.drift_p: float | None = None  # the pass test of the last `staged` (sweep_drift.combined)
 
+    def first_pass(self, rounds: int) -> None:
+        """`rounds` at every point in the sweep's own order (harness.measure.sweep_loop): in two passes, the first
+        ⌊n/2⌋ rounds of every point in grid order (family by family), then the rest again in grid order, so a
+        drifting source sees each point's halves half a sweep apart. Drawn point by point, the halves were adjacent
+        in time and the proof ran on a sweep that is not the one measured (issue 36)."""
+        split = self.passes == 2 and rounds >= 2
+        self.two_passes[:] = split
+        for share in (rounds // 2, rounds - rounds // 2) if split else (rounds,):
+            for family, point in np.ndindex(self.rounds.shape):
+                self.measure(family, point, share)
+
     def measure(self, family: int, point: int, rounds: int) -> None:
         start = self.rounds[family, point]
         rounds = min(rounds, self.fused.shape[-1] - start)
-        if start == 0:
-            self.two_passes[family, point] = self.passes == 2 and rounds >= 2
         fused, fallback = self.source.draw(family, point, rounds)
         self.fused[family, point, start : start + rounds] = fused
         self.fallback[family, point, start : start + rounds] = fallback
@@ -99,7 +108,9 @@ class _Sweep:
             curve = Curve(
                 grid[keep].astype(float), comparison.theta[f, keep], comparison.se[f, keep], comparison.df[f, keep]
             )
-            staged.append(StagedFamily(f"layer family {f}", curve, self.rounds[f, keep]))
+            # as the summary marks it (a pass of one round: point_summary), the move's rule in cap_policy.recommend
+            short = bool(np.any((first[f] > 0) & (first[f] < sweep_drift.MIN_PASS_ROUNDS)))
+            staged.append(StagedFamily(f"layer family {f}", curve, self.rounds[f, keep], short_passes=short))
             index.append(keep)
         return staged, index
 
@@ -123,9 +134,7 @@ def fixed(
 ) -> Simulated:
     """The fixed protocol: `rounds` rounds at every point (in `passes` passes), one look at `confidence`."""
     sweep = _Sweep(source, families, len(grid), rounds, passes)
-    for f in range(families):
-        for p in range(len(grid)):
-            sweep.measure(f, p, rounds)
+    sweep.first_pass(rounds)
     staged, _ = sweep.staged(grid)
     outcome = outcome_of(staged, current_default, Policy(confidence, margin), sweep.drift_p)
     return Simulated(outcome, sweep.rounds, "fixed", 1)
@@ -146,9 +155,7 @@ def until_decided(
     in the same unit."""
     cost = np.ones((families, len(grid))) if cost is None else cost
     sweep = _Sweep(source, families, len(grid), rule.max_rounds, rule.passes)
-    for f in range(families):
-        for p in range(len(grid)):
-            sweep.measure(f, p, rule.first_rounds)
+    sweep.first_pass(rule.first_rounds)
 
     policy = Policy(rule.look_confidence, margin)  # every look reads the one policy: built once, not per engine call
 

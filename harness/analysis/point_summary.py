@@ -83,14 +83,24 @@ class _Points:
     interleaved: np.ndarray
     null: np.ndarray
     first_pass: np.ndarray  # runs of each point in the first of two passes over the grid (0: one pass; sweep_drift)
+    # not interleaved, but every ok fallback run in a pass of its own (imported bench_decode.sh file pairs)
+    by_pass: np.ndarray
 
     def paired(self, other: str) -> np.ndarray:
-        """Every ok run of both arms has its partner of the same round, and the rows were measured in rounds."""
+        """Every ok run of both arms has its partner of the same round, and the rows were measured in rounds, or
+        (by_pass) in passes of one run per arm: run i of each arm comes from file pair i, so the pair's difference
+        cancels what both files shared (the machine's state that day) and the passes' spread carries what they did
+        not (sweep_drift)."""
         a, b = self.runs[other], self.runs["fallback"]
         width = min(a.rounds.shape[1], b.rounds.shape[1])  # beyond it, equal counts leave only NaN in both
         ra, rb = a.rounds[:, :width], b.rounds[:, :width]
         same = (a.counts == b.counts) & np.all((ra == rb) | (np.isnan(ra) & np.isnan(rb)), axis=-1)
-        return self.interleaved & a.unique_rounds() & b.unique_rounds() & same
+        return (self.interleaved | self.by_pass) & a.unique_rounds() & b.unique_rounds() & same
+
+    def one_visit(self) -> np.ndarray:
+        """Points measured neither in rounds nor in passes: each arm's runs back to back, at one time (an imported
+        mlxcel sweep CSV): a drift of one arm moved every run of the arm alike, and nothing in the data shows it."""
+        return ~self.interleaved & (self.first_pass == 0)
 
 
 @dataclass(frozen=True)
@@ -124,8 +134,14 @@ def _gather(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, exclud
         _null_reason(str(model), quant_mode, bool(unmatched), excludes)
         for model, quant_mode, unmatched in zip(keys["model"], keys["quant_mode"], probed & ~matched, strict=True)
     ]
-    first_pass = sweep_drift.first_half_runs(ordered, ok & (arm == "fallback"), point, n_points)
-    return _Points(runs, interleaved, np.array(null, dtype=object), first_pass)
+    fallback = ok & (arm == "fallback")
+    first_pass = sweep_drift.first_half_runs(ordered, fallback, point, n_points)
+    by_pass = (
+        ~interleaved
+        & (first_pass > 0)
+        & (sweep_drift.passes_of(ordered, fallback, point, n_points) == runs["fallback"].counts)
+    )
+    return _Points(runs, interleaved, np.array(null, dtype=object), first_pass, by_pass)
 
 
 def analyse_points(
@@ -270,12 +286,18 @@ def _family(
     found = np.broadcast_to(result.drift_found, result.se.shape)
     bound = np.broadcast_to(result.pass_bound, result.se.shape)
     out.theta[usable], out.se[usable], out.df[usable] = result.theta, result.se, result.df
+    by_pass, one_visit = points.by_pass[usable], points.one_visit()[usable]
     out.method[usable] = [
-        ("welch" if not is_paired else ("paired, pooled" if pooled else "paired"))
+        ("welch" if not is_paired else "paired" + (" by file pair" if passes else "") + (", pooled" if pooled else ""))
+        + (f", {sweep_drift.ONE_VISIT}" if lone and not is_paired else "")
+        # a half of one round: the passes cannot bound a drift of one arm (decide() withholds raise and lower)
+        + (f", {sweep_drift.ONE_ROUND_PASS}" if is_paired and 0 < half < sweep_drift.MIN_PASS_ROUNDS else "")
         + (f", drift: variance ×{float(ratio):.1f}" if drift else "")
         # why a two-pass point's interval is wider than its runs' spread: the drift its passes cannot exclude
         + (f", two passes: drift bound ×{float(factor):.1f}" if factor >= 1.05 else "")
-        for is_paired, pooled, ratio, drift, factor in zip(paired, result.pooled, inflation, found, bound, strict=True)
+        for is_paired, pooled, ratio, drift, factor, passes, lone, half in zip(
+            paired, result.pooled, inflation, found, bound, by_pass, one_visit, first, strict=True
+        )
     ]
     return usable
 

@@ -50,13 +50,19 @@ SWEEP_DRIFT_ALPHA = 0.01  # at 5% it withheld 3-5% of right actions on curved tr
 # or lower has to stand under any drift of one arm the two passes cannot exclude at the level it is taken at
 DRIFT_BOUND_LEVEL = CONFIDENCE
 ROUND_SIGMAS = 4.0  # a round further than this many robust σ from its point's median d is left out of the test
-PASS_COLUMN = "pass"  # samples.csv: 1 or 2, the pass over the grid a run belongs to ("" for a one-pass sweep)
+ONE_VISIT = "one visit"  # a point's method when each arm's runs were measured back to back, once (one_visit_words)
+ONE_ROUND_PASS = "a pass of one round"  # a point's method when a half of its passes holds one round (one_round_words)
+MIN_PASS_ROUNDS = 2  # rounds in each half of a point's passes that a raise or lower needs (one_round_words)
+PASS_COLUMN = "pass"  # samples.csv: 1 or 2, the pass over the grid a run belongs to ("" for a one-pass sweep);
+# 1..k for k imported bench_decode.sh file pairs
 
 
 def first_half_runs(rows: pd.DataFrame, mine: np.ndarray, point: np.ndarray, n_points: int) -> np.ndarray:
     """Per point measured in both passes, how many of the `mine` rows (one arm's ok runs; `point`: each row's point
     index) form the earlier half of its runs: ⌊n/2⌋, which is the first pass of a fixed sweep; 0 where the point has
-    no run in one of the passes (a one-pass sweep, an imported CSV, a point that refinement added later).
+    no run in one of the passes (a one-pass sweep, an imported sweep CSV, a point that refinement added later).
+    Imported bench_decode.sh CSVs label each `--fallback/--fused` file pair a pass (1, 2, 3, …): the halves are then
+    the earlier and the later ⌊k/2⌋ and ⌈k/2⌉ pairs.
 
     Why halves and not the pass labels: `--until-decided` adds its rounds after both passes, labelled as the second,
     and a point's passes then grew unequal (1 round against 19). The upper bound on τ² (between_passes) rests on
@@ -66,11 +72,53 @@ def first_half_runs(rows: pd.DataFrame, mine: np.ndarray, point: np.ndarray, n_p
     the first pass, the later the latest rounds."""
     if PASS_COLUMN not in rows:
         return np.zeros(n_points, int)
-    label = pd.to_numeric(rows[PASS_COLUMN], errors="coerce").to_numpy(dtype=float)[mine]  # "1", 1.0, "" (NaN)
+    label = pd.to_numeric(rows[PASS_COLUMN], errors="coerce").to_numpy(float)[mine]
     point = point[mine]
-    first = np.bincount(point[label == 1], minlength=n_points)
-    second = np.bincount(point[label == 2], minlength=n_points)
-    return np.where((first > 0) & (second > 0), (first + second) // 2, 0)
+    labelled = ~np.isnan(label)
+    runs = np.bincount(point[labelled], minlength=n_points)
+    # a point is in two passes or more (an imported bench_decode.sh file pair per pass) when its labels differ
+    low, high = (np.full(n_points, bound) for bound in (np.inf, -np.inf))
+    np.minimum.at(low, point[labelled], label[labelled])
+    np.maximum.at(high, point[labelled], label[labelled])
+    return np.where(high > low, runs // 2, 0)
+
+
+def passes_of(rows: pd.DataFrame, mine: np.ndarray, point: np.ndarray, n_points: int) -> np.ndarray:
+    """Distinct pass labels among each point's `mine` rows (0 without the column): with one run per pass, a point's
+    runs can be paired by pass (point_summary: imported bench_decode.sh file pairs)."""
+    if PASS_COLUMN not in rows:
+        return np.zeros(n_points, int)
+    label = pd.to_numeric(rows[PASS_COLUMN], errors="coerce").to_numpy(float)[mine]
+    labelled = ~np.isnan(label)
+    pairs = np.unique(np.stack([point[mine][labelled], label[labelled]]), axis=1)
+    return np.bincount(pairs[0].astype(int), minlength=n_points)
+
+
+def one_visit_words() -> str:
+    """Why a raise or lower read from points measured in one visit each is withheld, and the remedy."""
+    return (
+        "drift of one arm not excluded: one visit per point (each arm's runs were measured back to back, once, so a "
+        "slow drift of one arm moved all of them alike and reads as a ratio); measure a second --fallback/--fused "
+        "pair at another time and import the pairs together (each pair is a pass, whose agreement the decision tests)"
+    )
+
+
+def one_round_words() -> str:
+    """Why a raise or lower read from points whose earlier half of passes holds one round is withheld, and the remedy.
+
+    Why: with one round in a pass, each point's pass difference rests on single runs, so the bound on τ² (between
+    passes) is loose where it matters and a slow drift of one arm still acts: dense-grid flat truths under each
+    arm's own drift at 3 rounds (a first pass of one round) moved the cap in 7.5% of sweeps (issue 36)."""
+    return (
+        "drift of one arm not excluded: a pass of one round per point (the passes' agreement rests on single runs); "
+        f"measure at least {2 * MIN_PASS_ROUNDS} rounds ({MIN_PASS_ROUNDS} per pass), or import at least "
+        f"{2 * MIN_PASS_ROUNDS} file pairs"
+    )
+
+
+def unchecked_drift(method: str) -> str:
+    """The words for why a point's method leaves a drift of one arm unchecked ('' when it may be checked: passes)."""
+    return one_visit_words() if ONE_VISIT in method else ""
 
 
 def _masks(shape: tuple[int, ...], first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -25,7 +25,11 @@ if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/t
 def import_mlxcel(
     csv_path: Annotated[Path | None, typer.Argument(help="the mlxcel sweep CSV", show_default=False)] = None,
     fallback: Annotated[
-        list[Path] | None, typer.Option(help="bench_decode.sh CSV of the fallback arm (repeat: one per run)")
+        list[Path] | None,
+        typer.Option(
+            help="bench_decode.sh CSV of the fallback arm (repeat: one per run; the i-th --fallback and --fused "
+            "files are pass i, measure the pairs at different times)"
+        ),
     ] = None,
     fused: Annotated[list[Path] | None, typer.Option(help="bench_decode.sh CSV of the fused arm (repeat)")] = None,
     models: Annotated[
@@ -52,7 +56,9 @@ def import_mlxcel(
     `--fallback A.csv --fused B.csv --models DIR` reads mlxcel's scripts/bench_decode.sh CSVs instead, one file per
     arm and run; files that differ in mlxcel version, prompt, token budget, date or hardware are refused. The model
     folders class each point as `init` does (A/A, declined, ignores the cap). Without --current-default the cap in
-    force is the backend's compiled-in constant (rocm and cuda: FUSED_MOE_MAX_DFF_CUDA; metal: _METAL).
+    force is the backend's compiled-in constant (rocm and cuda: FUSED_MOE_MAX_DFF_CUDA; metal: _METAL). The i-th
+    files of both arms are pass i: two pairs or more let the decision test their agreement (drift of one arm); one
+    visit per point (a single pair, a sweep CSV) withholds any raise or lower.
     A `.jsonl` of mlxcel's scripts/engine_bench_rounds.py is read with --fused-arm, --fallback-arm and --dff
     (harness.runs.engine_rounds_jsonl)."""
     from harness.runs.import_checks import check_distinct_files

@@ -22,7 +22,7 @@ from harness.output.report_build import build_report_data, read_report_input, wh
 from harness.output.report_data import ReportData, read_sidecar
 from harness.output.report_links import project_root
 from harness.runs.formats import write_text_atomic
-from harness.runs.mlxcel_csv import BUILD_COLUMNS, round_positions, to_mlxcel_csv
+from harness.runs.mlxcel_csv import BUILD_COLUMNS, round_passes, round_positions, to_mlxcel_csv
 from harness.runs.rundir import refuse_stored
 from harness.runs.summary_columns import SummaryCol
 
@@ -109,6 +109,7 @@ def mlxcel_csv(analysis: Analysis, data: ReportData) -> str:
         **({"expect_null": nulls} if nulls else {}),
         **({"cap_ignored": ignored} if ignored else {}),
         "round_positions": round_positions(analysis.samples, summary),
+        "round_passes": round_passes(analysis.samples, summary),
     }
     return "\n".join(prose) + "\n" + to_mlxcel_csv(analysis.samples, summary, keys)
 

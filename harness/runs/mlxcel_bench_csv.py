@@ -19,6 +19,11 @@ and one without are different builds as far as anyone can tell). The CSV has no 
 from its folder under `--models` (harness.config.discover). Each row becomes one sample row: tok/s = `decode_tok_s`
 (the binary's decode throughput), `tokens` = `generated_tokens`. The build columns go into the run's provenance
 under the names of the new layout (BUILD_COLUMNS), which the mlxcel CSV moecal writes carries again.
+
+File pairs are passes: with k ≥ 2 files per arm, the i-th `--fallback` and `--fused` files form pass i (samples.csv
+`pass`), measured at their own time; each point's runs are then paired by pass and the two-pass drift bound and
+pass test apply (harness.analysis.sweep_drift). A single pair, or a sweep CSV whose runs of an arm were measured back
+to back, is one visit per point: its raise or lower is withheld (drift of one arm not excluded).
 """
 
 from __future__ import annotations
@@ -169,6 +174,9 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
     if not shapes:
         raise InputError(str(models_dir or "--models"), "--models", "no model of the CSVs has a MoE config.json there")
     samples = []
+    # each file pair (the i-th --fallback and --fused file) is a pass over the models, measured at its own time:
+    # the passes' agreement is what shows a drift of one arm (harness.analysis.sweep_drift; issue 36)
+    passes = len(fallback) == len(fused) >= 2
     for arm, paths in (("fallback", fallback), ("fused", fused)):
         for index, path in enumerate(map(Path, paths)):
             for row in files[path]:
@@ -185,6 +193,7 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
                     "arm": arm,
                     "round": index,
                     "status": "ok",
+                    "pass": index + 1 if passes else "",
                 }
                 if row["status"]:
                     kind = "fail" if row["status"].startswith("FAIL:") else "skip"
@@ -219,6 +228,6 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
     frame = samples_frame(pd.DataFrame(samples), str(first.stem), provenance)
     for column in ("d_model", "n_experts", "top_k"):
         frame[column] = [s.get(column) for s in samples]
-    for column in ("tokens", "seconds", "error"):
+    for column in ("tokens", "seconds", "error", "pass"):
         frame[column] = [s.get(column, "") for s in samples]
     return MlxcelImport(frame, provenance, skipped)

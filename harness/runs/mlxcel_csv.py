@@ -105,7 +105,7 @@ def _header(path: Path) -> tuple[dict[str, object], list[str]]:
             notes.append(text)
     # `# expect_null.<model>: why`, `# cap_ignored.<model>: why` (what moecal's own export writes for the points
     # kept out of the cap's decision) → the dicts the analysis reads
-    for group in ("expect_null", "cap_ignored", "round_positions"):
+    for group in ("expect_null", "cap_ignored", "round_positions", "round_passes"):
         values = {k.removeprefix(f"{group}."): v for k, v in provenance.items() if k.startswith(f"{group}.")}
         if values:
             provenance = {k: v for k, v in provenance.items() if not k.startswith(f"{group}.")}
@@ -135,6 +135,20 @@ def _position_column(
     for model, dff in zip(point["model"], point["dff"], strict=True):
         arm_positions = _positions(provenance, str(model), int(dff)).get(arm, [])
         cells.append(arm_positions[index] if len(arm_positions) == n_runs else "")
+    return np.array(cells, dtype=object)
+
+
+def _pass_column(provenance: dict[str, object], point: pd.DataFrame, index: int, n_runs: int) -> np.ndarray | str:
+    """Run `index`'s pass for every row: `# round_passes.<model>@<dff>: 1,1,2` (moecal's export of a sweep measured
+    in passes, or of imported bench_decode.sh file pairs), so the read-back tests the passes as the run did; ""
+    without the line (mlxcel's own CSVs: each arm's runs measured back to back, one visit per point)."""
+    groups = provenance.get("round_passes")
+    if not isinstance(groups, dict):
+        return ""
+    cells = []
+    for model, dff in zip(point["model"], point["dff"], strict=True):
+        passes = str(groups.get(f"{model}@{dff}", "")).split(",")
+        cells.append(passes[index] if len(passes) == n_runs else "")
     return np.array(cells, dtype=object)
 
 
@@ -202,6 +216,7 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
                 arm=arm,
                 round=index,
                 position=_position_column(provenance, point, arm, index, len(runs[arm])),
+                **{"pass": _pass_column(provenance, point, index, len(runs[arm]))},
                 tok_s=tok_s,
                 status=np.where(measured, "ok", "skip"),
                 error=np.where(measured, "", NA_REASON),
@@ -351,6 +366,22 @@ def round_positions(samples: pd.DataFrame, summary: pd.DataFrame) -> dict[str, s
         if rounds["fallback"] == rounds["fused"] and len(arms["fused"]) and all(v.notna().all() for v in arms.values()):
             text = {arm: ",".join(str(int(p)) for p in arms[arm]) for arm in COMPARED_ARMS}
             out[f"{point['model']}@{int(point['dff'])}"] = " ".join(f"{arm} {text[arm]}" for arm in COMPARED_ARMS)
+    return out
+
+
+def round_passes(samples: pd.DataFrame, summary: pd.DataFrame) -> dict[str, str]:
+    """`{<model>@<dff>: "1,1,2"}`: each round's pass (sweep_drift), per point whose every ok run of both arms carries
+    one and whose arms ran the same rounds, for the header of an exported CSV (round_positions' twin)."""
+    ok = samples[(samples["status"] == "ok") & samples["arm"].isin(COMPARED_ARMS)]
+    ok_keys = list(point_keys(ok))
+    out = {}
+    for _, point in summary.iterrows():
+        mine = ok[[k == point_key(point.to_dict()) for k in ok_keys]].sort_values("round")
+        arms = {arm: mine[mine["arm"] == arm] for arm in COMPARED_ARMS}
+        passes = {arm: pd.to_numeric(rows["pass"], errors="coerce") for arm, rows in arms.items()}
+        same = arms["fallback"]["round"].tolist() == arms["fused"]["round"].tolist()
+        if same and len(arms["fused"]) and all(v.notna().all() for v in passes.values()):
+            out[f"{point['model']}@{int(point['dff'])}"] = ",".join(str(int(v)) for v in passes["fallback"])
     return out
 
 
