@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +85,15 @@ def _build_columns(path: Path, frame: pd.DataFrame, first_line: int) -> dict[str
 class MlxcelImport:
     samples: pd.DataFrame  # SAMPLE_COLUMNS
     provenance: dict[str, object]
-    skipped: list[str]  # one line per NA run group, for the user
+    # one line per NA run group, for the user; or what makes them when asked: only import-mlxcel prints them, and a
+    # million-row sweep with NA runs has hundreds of thousands of lines that summarize and crossover never read
+    skipped_lines: list[str] | Callable[[], list[str]]
+
+    @property
+    def skipped(self) -> list[str]:
+        if callable(self.skipped_lines):
+            self.skipped_lines = self.skipped_lines()
+        return self.skipped_lines
 
 
 def is_mlxcel(columns: Sequence[str]) -> bool:
@@ -190,7 +199,7 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
         {
             "model": frame["model"].astype(str),
             "dff": dff.astype(np.int64),
-            "quant_mode": frame["quant_mode"].map(lambda v: "" if pd.isna(v) else str(v)),
+            "quant_mode": _text(frame["quant_mode"]),
         }
     )
     repeated = point.duplicated(["model", "dff"]).to_numpy()
@@ -213,7 +222,8 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
                 str(path), column, f"line {line}: throughput must be finite and > 0 (NA if it did not run)"
             )
     samples = samples_frame(_run_rows(provenance, point, runs, columns, tok_s, measured), run_id, provenance)
-    skipped = _skipped(point, samples, len(columns))
+    runs_made = samples[["arm", "round", "status"]]  # as read (import_run_dir may set other columns later)
+    skipped = partial(_skipped, point, runs_made, len(columns))
     provenance = {**provenance, **_build_columns(path, frame, first_line)}
     provenance = {
         "workload": "command",
@@ -271,6 +281,13 @@ def _repeated_text(values: list[str], codes: np.ndarray) -> pd.Series:
     """values[codes] as a text column, taken from the few distinct values: each of ten million cells converted to
     text on its own took seconds, and the column is the same (pandas' text dtype, its cells the same strings)."""
     return pd.Series(values, dtype="str").take(codes).reset_index(drop=True)
+
+
+def _text(cells: pd.Series) -> pd.Series:
+    """Cells as text, "" where missing: a column read as text needs only its gaps filled (no step per cell)."""
+    if isinstance(cells.dtype, pd.StringDtype):
+        return cells.fillna("")
+    return cells.map(lambda v: "" if pd.isna(v) else str(v))
 
 
 def _plain(value: object) -> object:
