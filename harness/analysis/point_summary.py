@@ -169,11 +169,19 @@ def analyse_points(
     # only the columns read below are sorted: a million-point file has ten million rows, and each column the
     # analysis never reads (the run's constants, the empty ones) was another copy in a new order
     ordered = samples[[c for c in samples.columns if c in ANALYSED_COLUMNS]]
-    ordered = ordered.sort_values([*POINT_ORDER, "model", "quant_mode"], kind="stable")
+    # a key column that holds one value (the backend of one run, the shape columns an import leaves empty) neither
+    # orders nor splits anything: sorting and grouping by it hashed ten million cells each, for the same result
+    varying = [c for c in POINT_COLUMNS if not _one_value(samples[c])]
+    order_by = [c for c in [*POINT_ORDER, "model", "quant_mode"] if c in varying]
+    ordered = ordered.sort_values(order_by, kind="stable") if order_by else ordered
     if ordered.empty:
         return PointSet(pd.DataFrame([], columns=SUMMARY_COLUMNS), 1.0, 0, ())
     # points in order of first appearance (groupby's sort=False numbering), each with its first row's key
-    point = ordered.groupby(POINT_COLUMNS, dropna=False, sort=False).ngroup().to_numpy()
+    point = (
+        ordered.groupby(varying, dropna=False, sort=False).ngroup().to_numpy()
+        if varying
+        else np.zeros(len(ordered), dtype=np.int64)
+    )
     first = np.unique(point, return_index=True)[1]
     keys = pd.DataFrame(
         list(zip(*(ordered[c].to_numpy()[first] for c in POINT_COLUMNS), strict=True)), columns=POINT_COLUMNS
@@ -225,6 +233,15 @@ def analyse_points(
     summary[SummaryCol.VERDICT], summary[SummaryCol.REASON] = [v for v, _ in verdicts], [r for _, r in verdicts]
     names = [f"{summary['model'].iat[i]} (Dff {int(summary['dff'].iat[i])})" for i in beyond]
     return PointSet(summary[SUMMARY_COLUMNS], phi, len(aa_points), tuple(names), sweep_drift.combined(pass_tests))
+
+
+def _one_value(cells: pd.Series) -> bool:
+    """True when every cell holds the same value, or every cell is missing (and for no cells at all)."""
+    missing = cells.isna().to_numpy()
+    if missing.all() or missing.any():
+        return bool(missing.all())
+    values = cells.to_numpy()
+    return bool((values == values[0]).all())
 
 
 def _describe(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, points: _Points) -> pd.DataFrame:
