@@ -31,7 +31,7 @@ from harness.analysis.stats import (
     relative_spread,
     row_median,
 )
-from harness.runs.formats import COMPARED_ARMS, NULL, POINT_COLUMNS
+from harness.runs.formats import COMPARED_ARMS, NULL, POINT_COLUMNS, cell_numbers
 from harness.runs.summary_columns import SUMMARY_COLUMNS, SummaryCol
 
 UNSTABLE_SPREAD = 0.05
@@ -135,9 +135,9 @@ def _gather(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, exclud
         mine = ok & (arm == name)
         rounds = ordered["round"].to_numpy()[mine].astype(float)
         runs[name] = _ArmRuns.gather(point[mine], rounds, ordered["tok_s"].to_numpy()[mine].astype(float), n_points)
-    positioned = pd.to_numeric(ordered["position"], errors="coerce").notna().to_numpy()
+    positioned = ~np.isnan(cell_numbers(ordered["position"]))
     interleaved = np.bincount(point[~positioned], minlength=n_points) == 0
-    probe = pd.to_numeric(ordered["dispatch_ok"], errors="coerce").to_numpy(float)
+    probe = cell_numbers(ordered["dispatch_ok"])
     fused = ok & (arm == "fused") & ~np.isnan(probe)
     probed = np.bincount(point[fused], minlength=n_points) > 0
     matched = np.bincount(point[fused & (probe == 1)], minlength=n_points) > 0
