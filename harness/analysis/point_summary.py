@@ -143,7 +143,9 @@ def _gather(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, exclud
     matched = np.bincount(point[fused & (probe == 1)], minlength=n_points) > 0
     null = [
         _null_reason(str(model), quant_mode, bool(unmatched), excludes)
-        for model, quant_mode, unmatched in zip(keys["model"], keys["quant_mode"], probed & ~matched, strict=True)
+        for model, quant_mode, unmatched in zip(
+            keys["model"].tolist(), keys["quant_mode"].tolist(), probed & ~matched, strict=True
+        )
     ]
     fallback = ok & (arm == "fallback")
     first_pass = sweep_drift.first_half_runs(ordered, fallback, point, n_points)
@@ -167,11 +169,13 @@ def analyse_points(
     if not 0.5 <= confidence < 1.0:
         raise ValueError(f"confidence must be in [0.5, 1), got {confidence}")
     # only the columns read below are sorted: a million-point file has ten million rows, and each column the
-    # analysis never reads (the run's constants, the empty ones) was another copy in a new order
-    ordered = samples[[c for c in samples.columns if c in ANALYSED_COLUMNS]]
-    # a key column that holds one value (the backend of one run, the shape columns an import leaves empty) neither
-    # orders nor splits anything: sorting and grouping by it hashed ten million cells each, for the same result
+    # analysis never reads (the run's constants, the empty ones) was another copy in a new order. A key column that
+    # holds one value (the backend of one run, the shape columns an import leaves empty) neither orders nor splits
+    # anything: sorting and grouping by it hashed ten million cells each for the same result, so it is left out of
+    # both and not reordered either (the points' keys read it from the samples as they are)
     varying = [c for c in POINT_COLUMNS if not _one_value(samples[c])]
+    taken = [c for c in samples.columns if c in ANALYSED_COLUMNS and (c in varying or c not in POINT_COLUMNS)]
+    ordered = samples[taken].reset_index(drop=True)  # its index: each row's position in the samples
     order_by = [c for c in [*POINT_ORDER, "model", "quant_mode"] if c in varying]
     ordered = ordered.sort_values(order_by, kind="stable") if order_by else ordered
     if ordered.empty:
@@ -183,9 +187,9 @@ def analyse_points(
         else np.zeros(len(ordered), dtype=np.int64)
     )
     first = np.unique(point, return_index=True)[1]
-    keys = pd.DataFrame(
-        list(zip(*(ordered[c].to_numpy()[first] for c in POINT_COLUMNS), strict=True)), columns=POINT_COLUMNS
-    )
+    rows = ordered.index.to_numpy()[first]
+    cells = (ordered[c].to_numpy()[first] if c in varying else samples[c].to_numpy()[rows] for c in POINT_COLUMNS)
+    keys = pd.DataFrame(list(zip(*cells, strict=True)), columns=POINT_COLUMNS)
     points = _gather(ordered, point, keys, excludes)
     summary = _describe(ordered, point, keys, points)
     labels = family_labels(keys).to_numpy()
