@@ -6,10 +6,12 @@ import hashlib
 import json
 import shutil
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from harness.errors import InputError
-from harness.runs.formats import SAMPLE_COLUMNS, read_samples
+from harness.runs.formats import SAMPLE_COLUMNS, cell_numbers, read_samples
 from harness.runs.run_meta import FORMAT_KEY, FORMAT_VERSION, MIGRATIONS, migrate_meta, migrate_v0_to_v1
 from harness.runs.rundir import RunDirectory, SampleWriter
 from tests.helpers import REPO, cli
@@ -90,3 +92,18 @@ def test_continuing_a_format_0_run_upgrades_its_own_meta_json(tmp_path):
     assert after[FORMAT_KEY] == FORMAT_VERSION
     assert {k: v for k, v in after.items() if k not in (FORMAT_KEY, "segments")} == before
     assert [s["start"] for s in after["segments"]][0] == before["date"], "the pre-segment run stays its first segment"
+
+
+def test_cell_numbers_reads_like_to_numeric_and_an_all_empty_column_is_nan():
+    """cell_numbers' shortcut for an all-"" text column (the positions, probes and passes of an imported sweep) must
+    give what pd.to_numeric(errors="coerce") gives, and so must every other column."""
+    columns = [
+        pd.Series(["", "", ""], dtype=object),
+        pd.Series(["", "", ""], dtype="str"),
+        pd.Series(["", "1", "x", "2.5"], dtype=object),
+        pd.Series([1.0, np.nan, 3.0]),
+        pd.Series([], dtype=object),
+    ]
+    for cells in columns:
+        expected = pd.to_numeric(cells, errors="coerce").to_numpy(float)
+        np.testing.assert_array_equal(cell_numbers(cells), expected)

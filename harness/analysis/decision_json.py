@@ -23,6 +23,7 @@ from harness.analysis.decision_record import (
     Withheld,
     deciding_families,
 )
+from harness.analysis.dispatch_evidence import POINT_FIELDS
 from harness.analysis.figures import json_exact, json_rounded
 from harness.analysis.policy import Action, Move, Side, WithheldWhy
 from harness.analysis.stats import AFFORDABLE_ROUNDS, DECIDED, Verdict, family_labels
@@ -294,6 +295,28 @@ def point_json(row: Mapping[str, object], family: str, test: PointTest | None = 
     }
 
 
+# the summary columns point_json and dispatch_json read
+POINT_JSON_COLUMNS = {
+    "model",
+    "dff",
+    SummaryCol.FALLBACK_TOK_S,
+    SummaryCol.FUSED_TOK_S,
+    SummaryCol.RATIO,
+    SummaryCol.ESTIMATE,
+    SummaryCol.CI_LOW,
+    SummaryCol.CI_HIGH,
+    SummaryCol.METHOD,
+    SummaryCol.VERDICT,
+    SummaryCol.UNSTABLE,
+    SummaryCol.N_FALLBACK,
+    SummaryCol.N_FUSED,
+    SummaryCol.NULL_RATIO,
+    SummaryCol.OUTLIERS,
+    SummaryCol.REASON,
+    *POINT_FIELDS,
+}
+
+
 def _optional(row: Mapping[str, object], column: str) -> object:
     value = row.get(column)
     return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value
@@ -335,7 +358,8 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
     labels = family_labels(summary)
     d = result.decision
     used = used_tests(result)
-    records = summary.to_dict("records")
+    # only the columns point_json reads: a million-point summary has forty-odd columns, each cell boxed per row
+    records = summary[[c for c in summary.columns if c in POINT_JSON_COLUMNS]].to_dict("records")
     out = {
         **crossover_json(result.crossover),
         # rows as plain dicts: a Series per row (iterrows) cost most of `crossover --json` on 10,000 points

@@ -32,6 +32,7 @@ import pandas as pd
 from harness.config.schema import kind_meaning
 from harness.errors import InputError
 from harness.json_input import load_json_object
+from harness.runs.formats import cell_numbers
 
 RECORD = "verification.json"
 DispatchClass = Literal["verified", "declined", "predicted", "unverified"]  # a point's `dispatch` (module docstring)
@@ -212,8 +213,12 @@ def _median_tokens(samples: pd.DataFrame) -> dict[tuple[str, str], float]:
     frame would make the annotation quadratic in the number of points)."""
     if "tokens" not in samples:
         return {}
-    ok = samples[samples["status"] == "ok"]
-    tokens = pd.to_numeric(ok["tokens"], errors="coerce")
+    # the three columns read, not the whole frame: an import of a million-row CSV has ten million rows and no token
+    # counts at all, which is known before any grouping
+    ok = samples.loc[samples["status"] == "ok", ["model", "arm", "tokens"]]
+    tokens = pd.Series(cell_numbers(ok["tokens"]), index=ok.index)
+    if tokens.isna().all():
+        return {}
     medians = tokens.groupby([ok["model"].astype(str), ok["arm"]]).median().dropna()
     return {(str(model), str(arm)): float(value) for (model, arm), value in medians.items()}
 

@@ -31,13 +31,24 @@ from harness.analysis.stats import (
     relative_spread,
     row_median,
 )
-from harness.runs.formats import COMPARED_ARMS, NULL, POINT_COLUMNS
+from harness.runs.formats import COMPARED_ARMS, NULL, POINT_COLUMNS, cell_numbers
 from harness.runs.summary_columns import SUMMARY_COLUMNS, SummaryCol
 
 UNSTABLE_SPREAD = 0.05
 # Points are listed shape family by shape family, by increasing Dff within a family.
 POINT_ORDER = ["backend", "device", "workload", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype", "dff"]
 SUMMARY_ARMS = (*COMPARED_ARMS, NULL)  # summary columns n_fallback, n_fused, n_null in this order
+# the samples columns analyse_points reads (a point's key, then each run's facts)
+ANALYSED_COLUMNS = {
+    *POINT_COLUMNS,
+    "arm",
+    "status",
+    "round",
+    "tok_s",
+    "position",
+    "dispatch_ok",
+    sweep_drift.PASS_COLUMN,
+}
 
 
 @dataclass(frozen=True)
@@ -124,15 +135,17 @@ def _gather(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, exclud
         mine = ok & (arm == name)
         rounds = ordered["round"].to_numpy()[mine].astype(float)
         runs[name] = _ArmRuns.gather(point[mine], rounds, ordered["tok_s"].to_numpy()[mine].astype(float), n_points)
-    positioned = pd.to_numeric(ordered["position"], errors="coerce").notna().to_numpy()
+    positioned = ~np.isnan(cell_numbers(ordered["position"]))
     interleaved = np.bincount(point[~positioned], minlength=n_points) == 0
-    probe = pd.to_numeric(ordered["dispatch_ok"], errors="coerce").to_numpy(float)
+    probe = cell_numbers(ordered["dispatch_ok"])
     fused = ok & (arm == "fused") & ~np.isnan(probe)
     probed = np.bincount(point[fused], minlength=n_points) > 0
     matched = np.bincount(point[fused & (probe == 1)], minlength=n_points) > 0
     null = [
         _null_reason(str(model), quant_mode, bool(unmatched), excludes)
-        for model, quant_mode, unmatched in zip(keys["model"], keys["quant_mode"], probed & ~matched, strict=True)
+        for model, quant_mode, unmatched in zip(
+            keys["model"].tolist(), keys["quant_mode"].tolist(), probed & ~matched, strict=True
+        )
     ]
     fallback = ok & (arm == "fallback")
     first_pass = sweep_drift.first_half_runs(ordered, fallback, point, n_points)
@@ -155,15 +168,28 @@ def analyse_points(
     excludes = excludes or {}
     if not 0.5 <= confidence < 1.0:
         raise ValueError(f"confidence must be in [0.5, 1), got {confidence}")
-    ordered = samples.sort_values([*POINT_ORDER, "model", "quant_mode"], kind="stable")
+    # only the columns read below are sorted: a million-point file has ten million rows, and each column the
+    # analysis never reads (the run's constants, the empty ones) was another copy in a new order. A key column that
+    # holds one value (the backend of one run, the shape columns an import leaves empty) neither orders nor splits
+    # anything: sorting and grouping by it hashed ten million cells each for the same result, so it is left out of
+    # both and not reordered either (the points' keys read it from the samples as they are)
+    varying = [c for c in POINT_COLUMNS if not _one_value(samples[c])]
+    taken = [c for c in samples.columns if c in ANALYSED_COLUMNS and (c in varying or c not in POINT_COLUMNS)]
+    ordered = samples[taken].reset_index(drop=True)  # its index: each row's position in the samples
+    order_by = [c for c in [*POINT_ORDER, "model", "quant_mode"] if c in varying]
+    ordered = ordered.sort_values(order_by, kind="stable") if order_by else ordered
     if ordered.empty:
         return PointSet(pd.DataFrame([], columns=SUMMARY_COLUMNS), 1.0, 0, ())
     # points in order of first appearance (groupby's sort=False numbering), each with its first row's key
-    point = ordered.groupby(POINT_COLUMNS, dropna=False, sort=False).ngroup().to_numpy()
-    first = np.unique(point, return_index=True)[1]
-    keys = pd.DataFrame(
-        list(zip(*(ordered[c].to_numpy()[first] for c in POINT_COLUMNS), strict=True)), columns=POINT_COLUMNS
+    point = (
+        ordered.groupby(varying, dropna=False, sort=False).ngroup().to_numpy()
+        if varying
+        else np.zeros(len(ordered), dtype=np.int64)
     )
+    first = np.unique(point, return_index=True)[1]
+    rows = ordered.index.to_numpy()[first]
+    cells = (ordered[c].to_numpy()[first] if c in varying else samples[c].to_numpy()[rows] for c in POINT_COLUMNS)
+    keys = pd.DataFrame(list(zip(*cells, strict=True)), columns=POINT_COLUMNS)
     points = _gather(ordered, point, keys, excludes)
     summary = _describe(ordered, point, keys, points)
     labels = family_labels(keys).to_numpy()
@@ -211,6 +237,15 @@ def analyse_points(
     summary[SummaryCol.VERDICT], summary[SummaryCol.REASON] = [v for v, _ in verdicts], [r for _, r in verdicts]
     names = [f"{summary['model'].iat[i]} (Dff {int(summary['dff'].iat[i])})" for i in beyond]
     return PointSet(summary[SUMMARY_COLUMNS], phi, len(aa_points), tuple(names), sweep_drift.combined(pass_tests))
+
+
+def _one_value(cells: pd.Series) -> bool:
+    """True when every cell holds the same value, or every cell is missing (and for no cells at all)."""
+    missing = cells.isna().to_numpy()
+    if missing.all() or missing.any():
+        return bool(missing.all())
+    values = cells.to_numpy()
+    return bool((values == values[0]).all())
 
 
 def _describe(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, points: _Points) -> pd.DataFrame:

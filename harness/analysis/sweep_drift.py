@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from harness.runs.formats import cell_numbers
 from harness.thresholds import CONFIDENCE
 
 # stats.Comparison and decision_record.Decision, as type variables: this module imports neither layer it serves
@@ -72,7 +73,7 @@ def first_half_runs(rows: pd.DataFrame, mine: np.ndarray, point: np.ndarray, n_p
     the first pass, the later the latest rounds."""
     if PASS_COLUMN not in rows:
         return np.zeros(n_points, int)
-    label = pd.to_numeric(rows[PASS_COLUMN], errors="coerce").to_numpy(float)[mine]
+    label = cell_numbers(rows[PASS_COLUMN])[mine]
     point = point[mine]
     labelled = ~np.isnan(label)
     runs = np.bincount(point[labelled], minlength=n_points)
@@ -88,7 +89,7 @@ def passes_of(rows: pd.DataFrame, mine: np.ndarray, point: np.ndarray, n_points:
     runs can be paired by pass (point_summary: imported bench_decode.sh file pairs)."""
     if PASS_COLUMN not in rows:
         return np.zeros(n_points, int)
-    label = pd.to_numeric(rows[PASS_COLUMN], errors="coerce").to_numpy(float)[mine]
+    label = cell_numbers(rows[PASS_COLUMN])[mine]
     labelled = ~np.isnan(label)
     pairs = np.unique(np.stack([point[mine][labelled], label[labelled]]), axis=1)
     return np.bincount(pairs[0].astype(int), minlength=n_points)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +85,15 @@ def _build_columns(path: Path, frame: pd.DataFrame, first_line: int) -> dict[str
 class MlxcelImport:
     samples: pd.DataFrame  # SAMPLE_COLUMNS
     provenance: dict[str, object]
-    skipped: list[str]  # one line per NA run group, for the user
+    # one line per NA run group, for the user; or what makes them when asked: only import-mlxcel prints them, and a
+    # million-row sweep with NA runs has hundreds of thousands of lines that summarize and crossover never read
+    skipped_lines: list[str] | Callable[[], list[str]]
+
+    @property
+    def skipped(self) -> list[str]:
+        if callable(self.skipped_lines):
+            self.skipped_lines = self.skipped_lines()
+        return self.skipped_lines
 
 
 def is_mlxcel(columns: Sequence[str]) -> bool:
@@ -190,7 +199,7 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
         {
             "model": frame["model"].astype(str),
             "dff": dff.astype(np.int64),
-            "quant_mode": frame["quant_mode"].map(lambda v: "" if pd.isna(v) else str(v)),
+            "quant_mode": _text(frame["quant_mode"]),
         }
     )
     repeated = point.duplicated(["model", "dff"]).to_numpy()
@@ -201,31 +210,20 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
             str(path), "model", f"line {first_line + first}: {model!r} at dff {value} already has a row above"
         )
     columns = [(arm, index, column) for arm, names in runs.items() for index, column in enumerate(names)]
-    blocks = []
-    for block, (arm, index, column) in enumerate(columns):
-        tok_s, missing = _numbers(frame, path, column, first_line)
-        measured = ~missing
-        bad = measured & ~(np.isfinite(tok_s) & (tok_s > 0))
+    tok_s = np.empty((len(point), len(columns)))  # row by row, fallback runs then fused runs: the file's order
+    measured = np.empty(tok_s.shape, dtype=bool)
+    for block, (_, _, column) in enumerate(columns):
+        tok_s[:, block], missing = _numbers(frame, path, column, first_line)
+        measured[:, block] = ~missing
+        bad = measured[:, block] & ~(np.isfinite(tok_s[:, block]) & (tok_s[:, block] > 0))
         if bad.any():
             line = first_line + int(np.argmax(bad))
             raise InputError(
                 str(path), column, f"line {line}: throughput must be finite and > 0 (NA if it did not run)"
             )
-        blocks.append(
-            point.assign(
-                arm=arm,
-                round=index,
-                position=_position_column(provenance, point, arm, index, len(runs[arm])),
-                **{"pass": _pass_column(provenance, point, index, len(runs[arm]))},
-                tok_s=tok_s,
-                status=np.where(measured, "ok", "skip"),
-                error=np.where(measured, "", NA_REASON),
-                order=np.arange(len(point)) * len(columns) + block,  # row by row, fallback runs then fused runs
-            )
-        )
-    rows = pd.concat(blocks, ignore_index=True).sort_values("order", kind="stable").reset_index(drop=True)
-    samples = samples_frame(rows, run_id, provenance)
-    skipped = _skipped(point, rows, len(columns))
+    samples = samples_frame(_run_rows(provenance, point, runs, columns, tok_s, measured), run_id, provenance)
+    runs_made = samples[["arm", "round", "status"]]  # as read (import_run_dir may set other columns later)
+    skipped = partial(_skipped, point, runs_made, len(columns))
     provenance = {**provenance, **_build_columns(path, frame, first_line)}
     provenance = {
         "workload": "command",
@@ -241,6 +239,55 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
         **({"notes": " | ".join(notes)} if notes else {}),
     }
     return MlxcelImport(samples, provenance, skipped)  # the cap in force: harness.analysis.decision_facts
+
+
+def _run_rows(
+    provenance: dict[str, object],
+    point: pd.DataFrame,
+    runs: dict[str, list[str]],
+    columns: list[tuple[str, int, str]],
+    tok_s: np.ndarray,
+    measured: np.ndarray,
+) -> pd.DataFrame:
+    """One row per run, built column by column in the file's order (each CSV row's runs together, `columns` in
+    turn): a million-row file has ten million runs, and a frame per run column concatenated and sorted back into
+    this order held several copies of all of them at once."""
+    per_row = len(columns)
+    rows = point.iloc[np.repeat(np.arange(len(point)), per_row)].reset_index(drop=True)
+
+    def run_cells(cells: Callable[[str, int, int], np.ndarray | str]) -> np.ndarray | str:
+        # "" for every run of a file without the header lines (mlxcel's own CSVs): no per-row look-up at all
+        blocks = [cells(arm, index, len(runs[arm])) for arm, index, _ in columns]
+        if all(isinstance(b, str) for b in blocks):
+            return ""
+        return np.column_stack([np.full(len(point), b, dtype=object) if isinstance(b, str) else b for b in blocks])
+
+    position = run_cells(lambda arm, index, n: _position_column(provenance, point, arm, index, n))
+    passes = run_cells(lambda _arm, index, n: _pass_column(provenance, point, index, n))
+    block = np.tile(np.arange(per_row), len(point))
+    skip = (~measured.ravel()).astype(np.intp)
+    return rows.assign(
+        arm=_repeated_text([arm for arm, _, _ in columns], block),
+        round=np.array([index for _, index, _ in columns], dtype=np.int64)[block],
+        position=position if isinstance(position, str) else position.ravel(),
+        **{"pass": passes if isinstance(passes, str) else passes.ravel()},
+        tok_s=tok_s.ravel(),
+        status=_repeated_text(["ok", "skip"], skip),
+        error=_repeated_text(["", NA_REASON], skip),
+    )
+
+
+def _repeated_text(values: list[str], codes: np.ndarray) -> pd.Series:
+    """values[codes] as a text column, taken from the few distinct values: each of ten million cells converted to
+    text on its own took seconds, and the column is the same (pandas' text dtype, its cells the same strings)."""
+    return pd.Series(values, dtype="str").take(codes).reset_index(drop=True)
+
+
+def _text(cells: pd.Series) -> pd.Series:
+    """Cells as text, "" where missing: a column read as text needs only its gaps filled (no step per cell)."""
+    if isinstance(cells.dtype, pd.StringDtype):
+        return cells.fillna("")
+    return cells.map(lambda v: "" if pd.isna(v) else str(v))
 
 
 def _plain(value: object) -> object:
@@ -310,7 +357,9 @@ def samples_frame(rows: pd.DataFrame, run_id: str, provenance: dict[str, object]
         "knobs",
         "pass",
     ]
-    frame[text] = frame[text].astype(object).fillna("")
+    for column in text:  # a column the rows do not have is all empty: made so at once, not converted cell by cell
+        empty = column not in rows.columns
+        frame[column] = pd.Series("", frame.index, dtype=object) if empty else frame[column].astype(object).fillna("")
     for column in ("d_model", "n_experts", "top_k", "bits", "group_size"):
         frame[column] = np.nan
     frame["tok_s"] = frame["tok_s"].astype(float)
