@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.analysis import dispatch_evidence
+from harness.analysis.decision_facts import expected_null
 from harness.errors import InputError
 from harness.measure import dispatch
 from harness.measure.protocol import Point, ProgressHook, RoundSchedule, measure_point
@@ -156,12 +157,12 @@ def verify_dispatch(sweep: PreparedSweep) -> None:
         return
     sweep.run_dir.mkdir(parents=True, exist_ok=True)
     record = dispatch.verify(sweep.points, sweep.workload.open, settings, sweep.run_dir)
-    overrides = dispatch.settle(sweep.points, record, dict(sweep.meta.get("expect_null") or {}))
+    overrides = dispatch.settle(sweep.points, record, expected_null(sweep.meta))
     if overrides:
         sweep.meta["dispatch_overrides"] = overrides
     if sweep.measure_null:
         return
-    declined = dispatch_evidence.null_reasons(record, dict(sweep.meta.get("expect_null") or {}))
+    declined = dispatch_evidence.null_reasons(record, expected_null(sweep.meta))
     for point in sweep.points:
         reason = declined.get(str(point.key["model"]))
         if reason and not point.skip_reason:
@@ -214,8 +215,6 @@ def quick_table(run_dir: Path, summary: pd.DataFrame) -> pd.DataFrame:
     counts = samples.groupby(keys)["status"].value_counts().unstack(fill_value=0)
     counts = counts.reindex(columns=["ok", "fail", "skip"], fill_value=0).reset_index()
     table = table.merge(counts, on=keys, how="outer").fillna({"ok": 0, "fail": 0, "skip": 0})
-    facts = dispatch_evidence.per_model(
-        dispatch_evidence.read_record(run_dir), dict(run.read_meta().get("expect_null") or {})
-    )
+    facts = dispatch_evidence.per_model(dispatch_evidence.read_record(run_dir), expected_null(run.read_meta()))
     table["dispatch"] = [str(facts.get(str(m), {}).get("dispatch", "")) for m in table["model"]]
     return table.sort_values(["workload", "d_model", "dff"])
