@@ -163,6 +163,65 @@ REGIMES = (
 )
 
 
+FIXED_ROUNDS = (3, 5, 10, 20)  # the fixed protocols until-decided is matched against
+
+# issue 36: each regime with a curved truth (power) and a flat one (false actions), sparse and on the dense grid
+MATCHED = (
+    Regime("sparse 1 family", SPARSE),
+    Regime("sparse 1 family, flat", SPARSE, flat=True),
+    Regime("sparse 3 families", SPARSE, families=3),
+    Regime("sparse 3 families, flat", SPARSE, families=3, flat=True),
+    Regime("dense 1 family", COARSE_DENSE),
+    Regime("dense 1 family, flat", COARSE_DENSE, flat=True),
+)
+
+
+def fixed_at_power(power: float, fixed_rows: list[Row]) -> float | None:
+    """Rounds per sweep of a fixed protocol with `power`: linear between the two fixed round counts whose powers
+    bracket it (power grows with rounds; a non-monotone stretch, Monte Carlo noise, is read at its first crossing);
+    None outside the measured range (the table then says below the fewest or beyond the most)."""
+    ordered = sorted(fixed_rows, key=lambda r: r.rounds_per_sweep)
+    for low, high in zip(ordered, ordered[1:], strict=False):
+        if low.right_action <= power <= high.right_action and high.right_action > low.right_action:
+            share = (power - low.right_action) / (high.right_action - low.right_action)
+            return low.rounds_per_sweep + share * (high.rounds_per_sweep - low.rounds_per_sweep)
+        if power == low.right_action:
+            return low.rounds_per_sweep
+    return None
+
+
+def matched(sweeps: int, seed: int = 36, regimes: tuple[Regime, ...] = MATCHED) -> list[str]:
+    """Until-decided beside the fixed protocol of equal power (issue 36: matched power, not matched rounds): per
+    regime its rounds per sweep and power, the fixed rounds that reach that power (fixed_at_power over
+    FIXED_ROUNDS) and the ratio; the false-action rate of both (a flat truth: every action is false)."""
+    lines = [
+        "| regime | until-decided rounds | power | false actions | stops | fixed n: power, false actions "
+        "| fixed rounds at equal power | ratio |",
+        "|---|--:|--:|--:|---|---|--:|--:|",
+    ]
+    for regime in regimes:
+        rows = compare(regime, protocols(fixed_rounds=FIXED_ROUNDS), sweeps, seed)
+        until, fixed_rows = rows[-1], rows[:-1]
+        wrong = "action_rate" if regime.flat else "wrong_action"
+        fixed_words = "; ".join(
+            f"{n}: {'—' if regime.flat else f'{r.right_action:.2f}'}, {getattr(r, wrong):.3f}"
+            for n, r in zip(FIXED_ROUNDS, fixed_rows, strict=True)
+        )
+        at = None if regime.flat else fixed_at_power(until.right_action, fixed_rows)
+        if regime.flat:
+            equal, ratio = "—", "—"
+        elif at is None:
+            below = until.right_action < min(r.right_action for r in fixed_rows)
+            equal, ratio = ("< fixed 3" if below else "> fixed 20"), "—"
+        else:
+            equal, ratio = f"{at:.1f}", f"{until.rounds_per_sweep / at:.2f}"
+        lines.append(
+            f"| {regime.name} | {until.rounds_per_sweep:.1f} | {'—' if regime.flat else f'{until.right_action:.2f}'} "
+            f"| {getattr(until, wrong):.3f} | {until.stops} | {fixed_words} | {equal} | {ratio} |"
+        )
+    return lines
+
+
 def table(sweeps: int) -> list[str]:
     lines = [
         "| regime | protocol | rounds per sweep | action rate | wrong action | power | stops |",
@@ -177,5 +236,16 @@ def table(sweeps: int) -> list[str]:
     return lines
 
 
+def main(argv: list[str]) -> None:
+    """`python -m tests.until_decided [SWEEPS]`: the protocols at matched rounds (fixed 5 and 10);
+    `--matched [SWEEPS] [REGIME …]` (regimes by their MATCHED name): at matched power."""
+    if argv[:1] == ["--matched"]:
+        names = argv[2:]
+        chosen = tuple(r for r in MATCHED if not names or r.name in names)
+        print("\n".join(matched(int(argv[1]) if len(argv) > 1 else 100, regimes=chosen)))
+        return
+    print("\n".join(table(int(argv[0]) if argv else 200)))
+
+
 if __name__ == "__main__":
-    print("\n".join(table(int(sys.argv[1]) if len(sys.argv) > 1 else 200)))
+    main(sys.argv[1:])
