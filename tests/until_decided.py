@@ -140,12 +140,15 @@ def compare(regime: Regime, protocols: Mapping[str, Protocol], sweeps: int, seed
     return rows
 
 
-def _fixed(source: RunSource, grid: np.ndarray, families: int, rounds: int) -> Simulated:
-    return fixed(source, grid, families, rounds, CURRENT_DEFAULT)
+def _fixed(source: RunSource, grid: np.ndarray, families: int, rounds: int, passes: int = 2) -> Simulated:
+    return fixed(source, grid, families, rounds, CURRENT_DEFAULT, passes=passes)
 
 
 def protocols(rule: StopRule = StopRule(), fixed_rounds: tuple[int, ...] = (5, 10)) -> dict[str, Protocol]:
-    out: dict[str, Protocol] = {f"fixed {n}": functools.partial(_fixed, rounds=n) for n in fixed_rounds}
+    """The fixed protocols and until-decided, all measured in `rule.passes` passes over the grid."""
+    out: dict[str, Protocol] = {
+        f"fixed {n}": functools.partial(_fixed, rounds=n, passes=rule.passes) for n in fixed_rounds
+    }
     out["until-decided"] = lambda src, grid, fam: until_decided(src, grid, fam, rule, CURRENT_DEFAULT)
     return out
 
@@ -190,17 +193,20 @@ def fixed_at_power(power: float, fixed_rows: list[Row]) -> float | None:
     return None
 
 
-def matched(sweeps: int, seed: int = 36, regimes: tuple[Regime, ...] = MATCHED) -> list[str]:
+def matched(
+    sweeps: int, seed: int = 36, regimes: tuple[Regime, ...] = MATCHED, rule: StopRule = StopRule()
+) -> list[str]:
     """Until-decided beside the fixed protocol of equal power (issue 36: matched power, not matched rounds): per
     regime its rounds per sweep and power, the fixed rounds that reach that power (fixed_at_power over
-    FIXED_ROUNDS) and the ratio; the false-action rate of both (a flat truth: every action is false)."""
+    FIXED_ROUNDS) and the ratio; the false-action rate of both (a flat truth: every action is false). Every
+    protocol is measured in `rule.passes` passes (1: the counterfactual without the two passes' drift bound)."""
     lines = [
         "| regime | until-decided rounds | power | false actions | stops | fixed n: power, false actions "
         "| fixed rounds at equal power | ratio |",
         "|---|--:|--:|--:|---|---|--:|--:|",
     ]
     for regime in regimes:
-        rows = compare(regime, protocols(fixed_rounds=FIXED_ROUNDS), sweeps, seed)
+        rows = compare(regime, protocols(rule, FIXED_ROUNDS), sweeps, seed)
         until, fixed_rows = rows[-1], rows[:-1]
         wrong = "action_rate" if regime.flat else "wrong_action"
         fixed_words = "; ".join(
@@ -238,13 +244,17 @@ def table(sweeps: int) -> list[str]:
 
 def main(argv: list[str]) -> None:
     """`python -m tests.until_decided [SWEEPS]`: the protocols at matched rounds (fixed 5 and 10);
-    `--matched [SWEEPS] [REGIME …]` (regimes by their MATCHED name): at matched power."""
-    if argv[:1] == ["--matched"]:
-        names = argv[2:]
-        chosen = tuple(r for r in MATCHED if not names or r.name in names)
-        print("\n".join(matched(int(argv[1]) if len(argv) > 1 else 100, regimes=chosen)))
+    `--matched [--passes 1] [SWEEPS] [REGIME …]` (regimes by their MATCHED name, all by default): at matched power."""
+    if argv[:1] != ["--matched"]:
+        print("\n".join(table(int(argv[0]) if argv else 200)))
         return
-    print("\n".join(table(int(argv[0]) if argv else 200)))
+    args = argv[1:]
+    passes = 2
+    if args[:1] == ["--passes"]:
+        passes, args = int(args[1]), args[2:]
+    sweeps = int(args[0]) if args else 100
+    chosen = tuple(r for r in MATCHED if len(args) < 2 or r.name in args[1:])
+    print("\n".join(matched(sweeps, regimes=chosen, rule=StopRule(passes=passes))))
 
 
 if __name__ == "__main__":
