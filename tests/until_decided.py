@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from harness.analysis.decision_cost import RunSource, Simulated, fixed, until_decided
+from harness.analysis.decision_cost import RunSource, Simulated, WhiteNoise, _Sweep, curve_truth, fixed, until_decided
 from harness.analysis.decision_value import StopRule
 from tests.calibration import CURRENT_DEFAULT, _false_action
 from tests.simulation import DENSE, NOISE, OUTLIER_DROP, SPARSE, TREND, Regime, SimulatedSweeps, _ar1, draw_truth
@@ -228,6 +228,32 @@ def matched(
     return lines
 
 
+def floor(reps: int = 100, seed: int = 36) -> list[str]:
+    """Why rounds at the deciding point alone buy little in two passes: the median standard error at Dff 8192 when
+    every point has `others` rounds and it alone `deciding` (white noise of 1% per run, a curve crossing at 8000),
+    and the drift bound's variance factor there. The bound on τ² (sweep_drift.between_passes) rests on the mean of
+    1/n₁ + 1/n₂ over the family's points and is added to every point's variance whatever its own rounds: a floor
+    only rounds at every point lower."""
+    lines = ["| grid | rounds elsewhere | rounds at 8192 | median se at 8192 | its runs alone | bound factor |"]
+    lines.append("|---|--:|--:|--:|--:|--:|")
+    for name, grid in (("sparse", SPARSE), ("dense 16", COARSE_DENSE)):
+        at = int(np.flatnonzero(grid == 8192)[0]) if 8192 in grid else int(np.argmin(abs(grid - 8192)))
+        truth = curve_truth(grid, 8000.0)[None]
+        for others, deciding in ((3, 3), (10, 10), (20, 20), (3, 10), (3, 20), (5, 20)):
+            rng = np.random.default_rng(seed)
+            se, factor = [], []
+            for _ in range(reps):
+                sweep = _Sweep(WhiteNoise(truth, NOISE, rng), 1, len(grid), deciding, passes=2)
+                sweep.first_pass(others)
+                sweep.measure(0, at, deciding - others)
+                comparison = sweep.comparison()
+                se.append(comparison.se[0, at])
+                factor.append(np.broadcast_to(comparison.pass_bound, comparison.se.shape)[0, at])
+            alone, bound = NOISE * np.sqrt(2 / deciding), np.nanmedian(factor)  # one sweep in 100 had a NaN at 8192
+            lines.append(f"| {name} | {others} | {deciding} | {np.nanmedian(se):.2%} | {alone:.2%} | {bound:.1f} |")
+    return lines
+
+
 def table(sweeps: int) -> list[str]:
     lines = [
         "| regime | protocol | rounds per sweep | action rate | wrong action | power | stops |",
@@ -244,7 +270,11 @@ def table(sweeps: int) -> list[str]:
 
 def main(argv: list[str]) -> None:
     """`python -m tests.until_decided [SWEEPS]`: the protocols at matched rounds (fixed 5 and 10);
-    `--matched [--passes 1] [SWEEPS] [REGIME …]` (regimes by their MATCHED name, all by default): at matched power."""
+    `--matched [--passes 1] [SWEEPS] [REGIME …]` (regimes by their MATCHED name, all by default): at matched power;
+    `--floor [REPS]`: the standard error rounds at the deciding point alone reach in two passes (floor)."""
+    if argv[:1] == ["--floor"]:
+        print("\n".join(floor(int(argv[1]) if len(argv) > 1 else 100)))
+        return
     if argv[:1] != ["--matched"]:
         print("\n".join(table(int(argv[0]) if argv else 200)))
         return

@@ -26,7 +26,7 @@ from harness.analysis.curve import Curve
 from harness.analysis.decision import StagedFamily, decide_curves
 from harness.analysis.decision_value import Key, Outcome, StopRule, next_step
 from harness.analysis.policy import Policy
-from harness.analysis.stats import CONFIDENCE, FULL_PRECISION_FLOOR, MARGIN, estimate_family
+from harness.analysis.stats import CONFIDENCE, FULL_PRECISION_FLOOR, MARGIN, Comparison, estimate_family
 
 DEFAULT_NOISE = 0.01  # ln tok/s spread of one run when nothing was measured yet (1%: mlxcel's GB10 sweeps)
 DEFAULT_SLOPE = 0.06  # a in ln ratio = a·(C/d − 1), mid-range of the simulated truths (tests/simulation.py)
@@ -94,14 +94,23 @@ class _Sweep:
         self.fallback[family, point, start : start + rounds] = fallback
         self.rounds[family, point] += rounds
 
-    def staged(self, grid: np.ndarray) -> tuple[list[StagedFamily], list[np.ndarray]]:
-        """Each family's curve of points with an interval, and which grid point each curve point is."""
+    def first_halves(self) -> np.ndarray:
+        """Each point's earlier half of its runs (sweep_drift.first_half_runs), 0 for a point measured in one pass."""
+        return np.where(self.two_passes, self.rounds // 2, 0)
+
+    def comparison(self) -> Comparison:
+        """Every point's estimate as the summary makes it (two passes: the drift bound and the pass test included);
+        the pass test's p lands in `drift_p`."""
         paired = np.ones(self.rounds.shape, bool)
-        first = np.where(self.two_passes, self.rounds // 2, 0)
         comparison, _, p = sweep_drift.estimate_in_passes(
-            estimate_family, self.fused, self.fallback, paired, FULL_PRECISION_FLOOR, first
+            estimate_family, self.fused, self.fallback, paired, FULL_PRECISION_FLOOR, self.first_halves()
         )
         self.drift_p = None if p is None else sweep_drift.combined([float(x) for x in np.atleast_1d(p)])
+        return comparison
+
+    def staged(self, grid: np.ndarray) -> tuple[list[StagedFamily], list[np.ndarray]]:
+        """Each family's curve of points with an interval, and which grid point each curve point is."""
+        comparison, first = self.comparison(), self.first_halves()
         staged, index = [], []
         for f in range(self.rounds.shape[0]):
             keep = np.flatnonzero(np.isfinite(comparison.se[f]))
