@@ -10,6 +10,7 @@ prints the whole table.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import sys
 from collections.abc import Callable, Mapping
@@ -270,21 +271,24 @@ def table(sweeps: int) -> list[str]:
 
 def main(argv: list[str]) -> None:
     """`python -m tests.until_decided [SWEEPS]`: the protocols at matched rounds (fixed 5 and 10);
-    `--matched [--passes 1] [SWEEPS] [REGIME …]` (regimes by their MATCHED name, all by default): at matched power;
-    `--floor [REPS]`: the standard error rounds at the deciding point alone reach in two passes (floor)."""
-    if argv[:1] == ["--floor"]:
-        print("\n".join(floor(int(argv[1]) if len(argv) > 1 else 100)))
-        return
-    if argv[:1] != ["--matched"]:
-        print("\n".join(table(int(argv[0]) if argv else 200)))
-        return
-    args = argv[1:]
-    passes = 2
-    if args[:1] == ["--passes"]:
-        passes, args = int(args[1]), args[2:]
-    sweeps = int(args[0]) if args else 100
-    chosen = tuple(r for r in MATCHED if len(args) < 2 or r.name in args[1:])
-    print("\n".join(matched(sweeps, regimes=chosen, rule=StopRule(passes=passes))))
+    `--matched [--passes 1] [--looks K] [SWEEPS] [REGIME …]` (regimes by their MATCHED name, all by default): at
+    matched power; `--floor [REPS]`: the standard error rounds at the deciding point alone reach in two passes."""
+    parser = argparse.ArgumentParser(prog="python -m tests.until_decided", description=main.__doc__)
+    parser.add_argument("--matched", action="store_true", help="until-decided beside the fixed protocol of equal power")
+    parser.add_argument("--floor", action="store_true", help="the deciding point's standard error (floor)")
+    parser.add_argument("--passes", type=int, default=2, choices=(1, 2), help="passes over the grid (1: no bound)")
+    parser.add_argument("--looks", type=int, default=StopRule.looks, help="until-decided's K looks")
+    parser.add_argument("sweeps", type=int, nargs="?", help="sweeps per regime (--floor: repetitions)")
+    parser.add_argument("regimes", nargs="*", help="--matched: the MATCHED regimes to run, by name")
+    args = parser.parse_args(argv)
+    if args.floor:
+        print("\n".join(floor(args.sweeps or 100)))
+    elif args.matched:
+        chosen = tuple(r for r in MATCHED if not args.regimes or r.name in args.regimes)
+        rule = StopRule(passes=args.passes, looks=args.looks)
+        print("\n".join(matched(args.sweeps or 100, regimes=chosen, rule=rule)))
+    else:
+        print("\n".join(table(args.sweeps or 200)))
 
 
 if __name__ == "__main__":
