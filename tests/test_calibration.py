@@ -214,7 +214,7 @@ def two_pass_powers() -> dict[int, ProtocolScore]:
 def test_more_rounds_do_not_lower_power_under_white_noise(passes, sparse_powers, two_pass_powers):
     """The same truths at 3, 4, 5 (and 10) rounds: power does not fall. One pass measured 0.51, 0.58, 0.59 (before
     issue 29 the drift model's widening, applied to white runs too, gave 0.51, 0.46, 0.43). Two passes: the drift
-    bound (sweep_drift.between_passes) is loose with few rounds and tightens as they grow, so power rises with them
+    bound (sweep_drift.drift_trend's τ²) is loose with few rounds and tightens as they grow, so power rises with them
     (.28 .37 .39 .55 on 400 sweeps, scripts/decision_calibration.py)."""
     powers = sparse_powers if passes == "one pass" else two_pass_powers
     rounds = sorted(powers)
@@ -366,7 +366,7 @@ def test_slow_drift_of_one_arm_on_a_dense_grid_is_estimated_not_called_unusable(
     """Issue 36: each arm's own slow drift (AR(1) ρ = .95 per run, sd 1%) on a 16-point grid, flat truth. The pass F
     test called .825/.990 of these sweeps unusable at 10/20 rounds (200 sweeps), while the bound alone acted on none;
     with the drift estimated (a quadratic trend in time, τ² bounded around it) only the residual test can withhold,
-    measured .100/.050 on 100 sweeps (target ≤ 10%), and the cap still does not move."""
+    measured .050/.045 on 200 sweeps (target ≤ 10%; docs/design.md §7), and the cap still does not move."""
     sc = score_protocol(PROTOCOL_REGIMES["dense16 flat slow drift, two passes"], fixed(n), 150, seed=60 + n)
     assert sc.unusable <= 0.10 + 2 * sc.mc_error(0.10), sc
     assert sc.wrong_action <= 0.03 + 2 * sc.mc_error(0.03), sc
