@@ -50,8 +50,9 @@ def _in_passes(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray, np.ndarray
 
 
 def estimate(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray | None]:
-    """Every point's comparison and each family's pass test (None: one pass), exactly as the summary runs them
-    (sweep_drift.estimate_in_passes around stats.estimate_family: two passes centred, widened and tested)."""
+    """Every point's comparison and each family's residual test (None: one pass), exactly as the summary runs them
+    (sweep_drift.estimate_in_passes around stats.estimate_family: two passes centred, drift-corrected, widened and
+    tested)."""
     comparison, _, drift_p = _in_passes(sim)
     return comparison, drift_p
 
@@ -357,7 +358,7 @@ class ProtocolScore:
     actionable: int  # sweeps whose truth calls for a raise or a lower
     crossover_coverage: float  # NaN: flat truth
     action_rate: float
-    unusable: float = math.nan  # share of sweeps whose two passes disagreed (sweep_drift: data unusable, keep)
+    unusable: float = math.nan  # share of sweeps whose drift the trend could not fit (sweep_drift: unusable, keep)
     median_width: float = math.nan  # median Dff width of the closed crossover intervals (NaN: none closed)
     closed: float = math.nan  # share of crossover intervals closed at both ends (NaN: flat truth)
 

@@ -122,7 +122,7 @@ class PointSet:
     noise_scale: float  # φ ≥ 1 (1: the A/A arm showed no extra drift, or there is no A/A arm)
     aa_points: int  # points with an A/A estimate
     aa_beyond_margin: tuple[str, ...]  # points whose A/A interval lies beyond 1 ± δ
-    sweep_drift: float | None = None  # p of the two passes' agreement (sweep_drift); None: measured in one pass
+    sweep_drift: float | None = None  # p of the drift trend's residual test (sweep_drift); None: measured in one pass
 
 
 def _gather(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, excludes: Mapping[str, str]) -> _Points:

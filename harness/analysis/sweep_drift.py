@@ -313,8 +313,8 @@ def unusable(p: float | None) -> bool:
 
 
 def marked_unusable(decision: D, p: float) -> D:
-    """A decision (analysis.decision_record.Decision) made on data the pass test called unusable: its p-value recorded
-    (`sweep_drift`), and its reason saying so even where there was no raise or lower to withhold."""
+    """A decision (analysis.decision_record.Decision) made on data the residual test called unusable: its p-value
+    recorded (`sweep_drift`), and its reason saying so even where there was no raise or lower to withhold."""
     words = unusable_words(p)
     reason = decision.reason if words in decision.reason else f"{decision.reason} Not decided: {words}."
     return dataclasses.replace(decision, sweep_drift=p, reason=reason)
