@@ -205,15 +205,23 @@ class DriftTrend:
     p: np.ndarray
 
 
-def _visit_times(p: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _visit_times(p: dict[str, np.ndarray], dff: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Each point's mean run time in each pass (..., points), in rounds from the family's first: `moecal sweep`
-    visits the grid in order in the first pass, then again in the second (module docstring), so the family's
-    rounds before a visit are its earlier points' rounds of that pass (and the whole first pass, in the second).
-    Family-local: another family's visits between them stretch time alike in both passes (what the residual test
-    and the bound answer for)."""
+    visits the grid in order of Dff in the first pass, then again in the second (module docstring), so the family's
+    rounds before a visit are its smaller Dff's rounds of that pass (and the whole first pass, in the second).
+    `dff` (..., points): each point's Dff (None: the points are in that order already); the points' own order is
+    the reader's (a sweep's samples sort by d_model first, an imported CSV by model), and times read in it made the
+    same runs decide differently by path. Family-local: another family's visits between them stretch time alike in
+    both passes (what the residual test and the bound answer for)."""
     n1, n2 = (np.where(p["usable"], p[key], 0) for key in ("n1", "n2"))
+    order = np.argsort(np.broadcast_to(dff, n1.shape), axis=-1, kind="stable") if dff is not None else None
+    if order is not None:
+        n1, n2 = (np.take_along_axis(n, order, axis=-1) for n in (n1, n2))
     t1 = np.cumsum(n1, axis=-1) - n1 + (n1 - 1) / 2.0
     t2 = np.sum(n1, axis=-1, keepdims=True) + np.cumsum(n2, axis=-1) - n2 + (n2 - 1) / 2.0
+    if order is not None:
+        back = np.argsort(order, axis=-1)
+        t1, t2 = (np.take_along_axis(t, back, axis=-1) for t in (t1, t2))
     return t1, t2
 
 
@@ -234,7 +242,7 @@ def _fit(columns: np.ndarray, used: np.ndarray, y: np.ndarray) -> tuple[np.ndarr
     return np.einsum("...ij,...j->...i", inverse, np.einsum("...pi,...p->...i", x, y)) * used, inverse
 
 
-def drift_trend(p: dict[str, np.ndarray]) -> DriftTrend:
+def drift_trend(p: dict[str, np.ndarray], dff: np.ndarray | None = None) -> DriftTrend:
     """The estimate of a drift of one arm from a family's screened passes (`p`, _screened_passes): model
 
         d̄ₚ(j) = θⱼ + g(tₚ(j)) + uⱼₚ + noise,  g a polynomial in run time (order _trend_order), uⱼₚ ~ (0, τ²)
@@ -258,7 +266,7 @@ def drift_trend(p: dict[str, np.ndarray]) -> DriftTrend:
         warnings.simplefilter("ignore", RuntimeWarning)  # a family without a point in both passes: no trend
         usable = p["usable"]
         n1, n2 = (np.where(usable, p[key], 0) for key in ("n1", "n2"))
-        t1, t2 = _visit_times(p)
+        t1, t2 = _visit_times(p, dff)
         span = np.fmax(np.max(np.where(usable, t2, 0.0), axis=-1, keepdims=True), 1.0)  # times in [0, 1]
         t1, t2 = t1 / span, t2 / span
         gap = np.where(usable, p["m1"] - p["m2"], 0.0)
@@ -338,20 +346,21 @@ def estimate_in_passes(
     paired: np.ndarray,
     floor: tuple[np.ndarray | float, np.ndarray | float],
     first: np.ndarray,
+    dff: np.ndarray | None = None,
 ) -> tuple[C, np.ndarray, np.ndarray | None]:
     """`estimate(a, b, paired, floor)` (stats.estimate_family) for a family (..., points, runs) whose paired points
     may have two passes (`first` (..., points): runs in the first pass, 0: one pass): the passes centred before the
     outlier screen, each point's θ̂ corrected by the family's drift trend and its se widened by what the trend
-    leaves (drift_trend; the variance factor in `pass_bound`), and the residual test's p-values (...) (None: no
-    point has two passes, and then exactly the one-pass estimate: stored
-    runs and imported CSVs decide as before)."""
+    leaves (drift_trend, its visits in order of `dff`, None: the points' order; the variance factor in
+    `pass_bound`), and the residual test's p-values (...) (None: no point has two passes, and then exactly the
+    one-pass estimate: stored runs and imported CSVs decide as before)."""
     first = np.where(paired, first, 0)
     if not np.any(first):
         return (*estimate(a, b, paired, floor), None)
     centred_a, centred_b = centre_passes(a, b, first)
     result, flagged = estimate(centred_a, centred_b, paired, floor)
     kept = np.where(flagged.any(axis=0), np.nan, centred_a - centred_b)
-    trend = drift_trend(_screened_passes(kept, first))
+    trend = drift_trend(_screened_passes(kept, first), dff)
     var = result.se**2 + trend.extra
     with np.errstate(all="ignore"):
         factor = np.where(result.se > 0, var / result.se**2, 1.0)
