@@ -50,8 +50,9 @@ def _in_passes(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray, np.ndarray
 
 
 def estimate(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray | None]:
-    """Every point's comparison and each family's pass test (None: one pass), exactly as the summary runs them
-    (sweep_drift.estimate_in_passes around stats.estimate_family: two passes centred, widened and tested)."""
+    """Every point's comparison and each family's residual test (None: one pass), exactly as the summary runs them
+    (sweep_drift.estimate_in_passes around stats.estimate_family: two passes centred, drift-corrected, widened and
+    tested)."""
     comparison, _, drift_p = _in_passes(sim)
     return comparison, drift_p
 
@@ -357,7 +358,7 @@ class ProtocolScore:
     actionable: int  # sweeps whose truth calls for a raise or a lower
     crossover_coverage: float  # NaN: flat truth
     action_rate: float
-    unusable: float = math.nan  # share of sweeps whose two passes disagreed (sweep_drift: data unusable, keep)
+    unusable: float = math.nan  # share of sweeps whose drift the trend could not fit (sweep_drift: unusable, keep)
     median_width: float = math.nan  # median Dff width of the closed crossover intervals (NaN: none closed)
     closed: float = math.nan  # share of crossover intervals closed at both ends (NaN: flat truth)
 
@@ -536,6 +537,9 @@ PROTOCOL_REGIMES = {
             order="two_passes",
         ),
         Regime("sparse flat step 2%, two passes", SPARSE, flat=True, step=0.02, order="two_passes"),
+        # a drift of the fused arm that bends (8% by the sweep's end, quadratic in time): more than the sparse grid's
+        # linear trend fits (sweep_drift.drift_trend's residual test: unusable)
+        Regime("sparse flat bending drift 8%, two passes", SPARSE, flat=True, bend=0.08, order="two_passes"),
         Regime("sparse flat, two passes", SPARSE, flat=True, order="two_passes"),
         Regime("sparse flat 15% outliers, two passes", SPARSE, flat=True, outlier_rate=0.15, order="two_passes"),
         Regime("sparse curved, two passes", SPARSE, order="two_passes"),

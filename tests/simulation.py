@@ -21,6 +21,7 @@ One simulated sweep measures each family's grid one point after another, each po
   makes it slower at the same stationary size, about 1.15%: ρ = 0.98 wanders over tens of runs, so a point's runs
   share most of their offset and only the spread between points shows it; `own_scale` makes it larger);
 - fused-only drift: the fused arm alone gets one (the A/A arm, fallback against fallback, cannot see it);
+- a step (`step`) or a bend (`bend`, quadratic in time) of the fused arm's level over the sweep;
 - outliers: a share of runs (1 in 20, or 15% in the outlier regime) loses 10–20% (a background task).
 
 Everything is vectorised: arrays (sweeps, families, points, rounds).
@@ -70,6 +71,9 @@ class Regime:
     # files: whether the import records each file pair as a pass (`pass` column); False: as before issue 36
     file_passes: bool = True
     step: float = 0.0  # a step change of the fused arm's level half way through the sweep (ln units)
+    # a drift of the fused arm that bends: bend·(slot/slots)² (ln units at the sweep's end), more than the linear
+    # trend of sweep_drift.drift_trend can fit on a sparse grid (its residual test; issue 36)
+    bend: float = 0.0
     # curved: a·(C/d − 1); step: fused wins by a constant `win` up to C and loses by it after (issue 36)
     shape: str = "curved"
     win: float = math.log(1.03)
@@ -154,6 +158,7 @@ def simulate(
         return level + effect + drift[..., slots_of] + noise + outliers
 
     step = np.where(np.arange(slots) >= slots // 2, regime.step, 0.0)[fused_slot]
+    step = step + regime.bend * (np.arange(slots) / slots)[fused_slot] ** 2
     fused = arm("fused", fused_slot, ln_ratio[..., None] + step)
     fallback = arm("fallback", fallback_slot, 0.0)
     by_pass = regime.order in ("files", "arm_files") and regime.file_passes

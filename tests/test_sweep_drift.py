@@ -17,8 +17,8 @@ from harness.analysis.decision_json import decision_json
 from harness.analysis.decision_value import StopRule
 from harness.analysis.inputs import LoadedInput
 from harness.analysis.pipeline import Options, analyse
-from harness.analysis.stats import screen_outliers
-from harness.analysis.sweep_drift import SWEEP_DRIFT_ALPHA, centre_passes, pass_difference
+from harness.analysis.stats import FULL_PRECISION_FLOOR, estimate_family, screen_outliers
+from harness.analysis.sweep_drift import SWEEP_DRIFT_ALPHA, centre_passes, estimate_in_passes, residual_test
 from harness.measure import sweep_loop
 from harness.measure.allocation import allocate
 from harness.measure.protocol import RoundSchedule
@@ -33,18 +33,53 @@ def test_without_drift_the_test_rejects_at_its_level():
     (below it at 3 rounds, where the round screen also drops clean rounds: measured 3.4% at 5%, 0.4% at 1%)."""
     rng = np.random.default_rng(3)
     for n in (3, 5, 10):
-        p = pass_difference(rng.normal(0.0, 0.014, size=(4000, 6, n)), n // 2)
+        p = residual_test(rng.normal(0.0, 0.014, size=(4000, 6, n)), n // 2)
         for level in (0.05, SWEEP_DRIFT_ALPHA):
             assert 0.3 * level <= np.mean(p < level) <= 1.4 * level, (n, level)
 
 
-def test_a_step_of_one_arm_between_the_passes_is_found():
-    """The fused arm 2% faster in the second pass than in the first (a governor settling half way): the passes of
-    every point disagree by 2% against 1.4% noise per round; found in most sweeps at 10 rounds (5 per pass)."""
+def _sweep_times(points: int, rounds: int) -> np.ndarray:
+    """Each round's time (points, rounds) in a two-pass sweep of one family: the first ⌊n/2⌋ rounds of every point
+    in grid order, then the rest (sweep_drift's model of time), as a share of the sweep."""
+    first = rounds // 2
+    r = np.arange(rounds)
+    j = np.arange(points)[:, None]
+    t = np.where(r < first, j * first + r, points * first + j * (rounds - first) + r - first)
+    return t / (points * rounds)
+
+
+def test_a_step_of_one_arm_between_the_passes_is_a_trend_the_model_fits_and_a_bend_is_not():
+    """SYNTHETIC per-round differences, 6 points, 10 rounds in two passes, 1.4% noise. The fused arm 2% faster in
+    the second pass (a governor settling half way): before issue 36 the pass F test called 90% of such sweeps
+    unusable; the trend fits it, so the residual test stays near its level. A drift that bends (quadratic in time,
+    20% by the end) leaves a slope in the residuals the linear trend cannot fit: found in most sweeps."""
     rng = np.random.default_rng(4)
     d = rng.normal(0.0, 0.014, size=(1000, 6, 10))
-    d[..., 5:] += 0.02
-    assert np.mean(pass_difference(d, 5) < SWEEP_DRIFT_ALPHA) >= 0.9
+    step = d.copy()
+    step[..., 5:] += 0.02
+    assert np.mean(residual_test(step, 5) < SWEEP_DRIFT_ALPHA) <= 0.03
+    bend = d + 0.2 * _sweep_times(6, 10) ** 2
+    assert np.mean(residual_test(bend, 5) < SWEEP_DRIFT_ALPHA) >= 0.8
+
+
+def test_a_linear_drift_of_one_arm_is_estimated_and_taken_out_of_the_points():
+    """SYNTHETIC flat truth, 6 points, 10 rounds in two passes, the fused arm drifting linearly by 4% over the sweep:
+    each point's plain mean carries the drift at its mean time (a slope of 1.6% across the grid, which the points'
+    order turns into a Dff-dependent ratio); drift-corrected, the slope is gone to within its noise, and the
+    correction's uncertainty is in each point's se (wider than the runs' alone)."""
+    rng = np.random.default_rng(8)
+    shape = (400, 6, 10)
+    fallback = rng.normal(0.0, 0.01, size=shape)
+    fused = rng.normal(0.0, 0.01, size=shape) + 0.04 * _sweep_times(6, 10)
+    first = np.full(shape[:-1], 5)
+    paired = np.ones(shape[:-1], bool)
+    plain, _ = estimate_family(fused, fallback, paired, FULL_PRECISION_FLOOR)
+    corrected, _, p = estimate_in_passes(estimate_family, fused, fallback, paired, FULL_PRECISION_FLOOR, first)
+    slope = [np.mean(c.theta[:, -1] - c.theta[:, 0]) for c in (plain, corrected)]
+    assert slope[0] == pytest.approx(0.04 * 25 / 60, abs=0.002)
+    assert abs(slope[1]) < 0.002
+    assert np.all(corrected.se >= plain.se)
+    assert np.mean(p < SWEEP_DRIFT_ALPHA) <= 0.03  # the model fits: not unusable
 
 
 def test_one_slowed_round_does_not_decide_the_test():
@@ -52,15 +87,18 @@ def test_one_slowed_round_does_not_decide_the_test():
     rng = np.random.default_rng(5)
     d = rng.normal(0.0, 0.014, size=(2000, 6, 3))
     d[:, 2, 0] -= 0.15
-    assert np.mean(pass_difference(d, 1) < 0.05) <= 0.08
+    assert np.mean(residual_test(d, 1) < 0.05) <= 0.08
 
 
 def test_nothing_to_test_gives_p_one():
     """One pass only, or every point's first pass dropped: p = 1 (no evidence either way)."""
     d = np.random.default_rng(6).normal(size=(6, 4))
-    assert pass_difference(d, 4) == 1.0
+    assert residual_test(d, 4) == 1.0
     d[:, 0] = np.nan
-    assert pass_difference(d, 1) == 1.0
+    assert residual_test(d, 1) == 1.0
+
+
+BENDING = "sparse flat bending drift 8%, two passes"  # a drift the linear trend cannot fit (residual test)
 
 
 def _raising_family() -> list[StagedFamily]:
@@ -82,11 +120,11 @@ def test_a_rejected_two_pass_test_withholds_the_action_and_says_so_in_the_record
     assert "sweep_drift" not in decision_json(pd.DataFrame(), usable)
 
 
-def test_a_sweep_whose_passes_disagree_is_unusable_through_the_pipeline_and_one_pass_rows_are_not_tested():
-    """SYNTHETIC sweep rows (a flat truth whose fused arm gets 2% faster half way, 10 rounds in two passes), read as
-    samples.csv rows with their `pass`: `crossover` keeps, says why and records the p-value; the same rows without
-    `pass` (a one-pass sweep, an imported CSV) are not tested."""
-    sim = simulate(PROTOCOL_REGIMES["sparse flat step 2%, two passes"], 10, 20, seed=5)
+def test_a_sweep_whose_drift_the_model_cannot_fit_is_unusable_through_the_pipeline_and_one_pass_rows_are_not_tested():
+    """SYNTHETIC sweep rows (a flat truth whose fused arm drifts 8% by the end, bending, 10 rounds in two passes),
+    read as samples.csv rows with their `pass`: `crossover` keeps, says why and records the p-value; the same rows
+    without `pass` (a one-pass sweep, an imported CSV) are not tested."""
+    sim = simulate(PROTOCOL_REGIMES[BENDING], 10, 20, seed=5)
     _, drift_p = estimate(sim)
     sweep = int(np.argmin(drift_p[:, 0]))
     assert drift_p[sweep, 0] < SWEEP_DRIFT_ALPHA
@@ -100,9 +138,9 @@ def test_a_sweep_whose_passes_disagree_is_unusable_through_the_pipeline_and_one_
 
 
 def test_until_decided_stops_on_passes_that_disagree_instead_of_calling_the_forced_keep_settled(tmp_path):
-    """The SYNTHETIC disagreeing sweep as a run directory: the until-decided loop looks once, spends no round (more
+    """The SYNTHETIC unusable sweep as a run directory: the until-decided loop looks once, spends no round (more
     rounds add to the second pass and cannot undo drift between the passes) and stops as `drift`, saying why."""
-    sim = simulate(PROTOCOL_REGIMES["sparse flat step 2%, two passes"], 10, 20, seed=5)
+    sim = simulate(PROTOCOL_REGIMES[BENDING], 10, 20, seed=5)
     _, drift_p = estimate(sim)
     samples = as_samples(sim, int(np.argmin(drift_p[:, 0])))
     run = write_run(tmp_path / "run", samples, {**SYNTHETIC_META, "device": samples["device"].iloc[0]})

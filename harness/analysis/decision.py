@@ -79,7 +79,7 @@ def decide_curves(
 ) -> DecisionResult:
     """Each family's crossover and decision, then the overall one (_overall). Lowers are tested at the Bonferroni
     level 1 − α/k over the k deciding families (any one can trigger a lower), raises at the plain level.
-    `sweep_drift`: the p-value of the two-pass test for drift of one arm (sweep_drift.pass_difference, Bonferroni
+    `sweep_drift`: the p-value of the two-pass residual test for drift of one arm (sweep_drift.drift_trend, Bonferroni
     over the families); below sweep_drift.SWEEP_DRIFT_ALPHA the data are unusable for a decision: keep, say so."""
     if unusable(sweep_drift):
         withhold = "; ".join(filter(None, [withhold, unusable_words(sweep_drift)]))

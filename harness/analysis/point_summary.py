@@ -122,7 +122,7 @@ class PointSet:
     noise_scale: float  # φ ≥ 1 (1: the A/A arm showed no extra drift, or there is no A/A arm)
     aa_points: int  # points with an A/A estimate
     aa_beyond_margin: tuple[str, ...]  # points whose A/A interval lies beyond 1 ± δ
-    sweep_drift: float | None = None  # p of the two passes' agreement (sweep_drift); None: measured in one pass
+    sweep_drift: float | None = None  # p of the drift trend's residual test (sweep_drift); None: measured in one pass
 
 
 def _gather(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, excludes: Mapping[str, str]) -> _Points:
@@ -199,10 +199,11 @@ def analyse_points(
     aa_order: list[np.ndarray] = []  # A/A points family by family: φ averages them in this order
     pass_tests: list[float] = []
     aa = _Estimates.empty(len(keys))
+    dff = pd.to_numeric(keys["dff"], errors="coerce").to_numpy(float)
     for family in dict.fromkeys(labels):
         members = np.flatnonzero(labels == family)
-        _family(points, members, "fused", step, main, pass_tests)
-        aa_order.append(_family(points, members, "null", step, aa))
+        _family(points, members, "fused", step, main, dff, pass_tests)
+        aa_order.append(_family(points, members, "null", step, aa, dff))
     aa_points = np.concatenate(aa_order)
     phi = noise_scale(Comparison(aa.theta[aa_points], aa.se[aa_points], aa.df[aa_points], np.zeros(0, bool)))
     se = main.se * phi
@@ -295,11 +296,17 @@ class _Estimates:
 
 
 def _family(
-    points: _Points, members: np.ndarray, arm: str, step: float, out: _Estimates, pass_tests: list[float] | None = None
+    points: _Points,
+    members: np.ndarray,
+    arm: str,
+    step: float,
+    out: _Estimates,
+    dff: np.ndarray,
+    pass_tests: list[float] | None = None,
 ) -> np.ndarray:
     """θ̂, se, df, method of `arm` vs fallback for the family's points that can have one (outliers screened), into
     `out`; returns those points. `step` is the input's precision (precision_step), which floors each arm's per-run
-    variance."""
+    variance; `dff`, every point's, orders a family's visits in time (sweep_drift.estimate_in_passes)."""
     runs, fallback = points.runs[arm], points.runs["fallback"]
     enough = np.minimum(runs.counts[members], fallback.counts[members]) >= MIN_RUNS
     usable = members[enough & (points.null[members] == "")]
@@ -311,7 +318,7 @@ def _family(
     b = fallback.log_matrix(usable, max(int(rounds.max()), int(fallback.counts[usable].max()), 1))
     floor = tuple(precision_floor(step, np.exp(np.nanmedian(y, axis=-1))) for y in (a, b))
     first = points.first_pass[usable]
-    result, flagged, drift_p = sweep_drift.estimate_in_passes(estimate_family, a, b, paired, floor, first)
+    result, flagged, drift_p = sweep_drift.estimate_in_passes(estimate_family, a, b, paired, floor, first, dff[usable])
     if drift_p is not None and pass_tests is not None:
         pass_tests.append(float(drift_p))
     if arm == "fused":

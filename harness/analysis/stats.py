@@ -87,7 +87,7 @@ class Comparison:
     pooled: np.ndarray  # bool: the variance is the family's pooled one
     drift: np.ndarray | float = 1.0  # variance inflation for runs that drift (drift_inflation), 1: none seen
     drift_found: np.ndarray | bool = False  # the batch-means test found drift (named in the point's method)
-    # the variance factor of the drift bound of two passes (sweep_drift.between_passes, named in the method), 1: none
+    # the variance factor of the drift bound of two passes (sweep_drift.drift_trend, named in the method), 1: none
     pass_bound: np.ndarray | float = 1.0
 
 

@@ -20,12 +20,17 @@ fixed sweep, first_half_runs; 0: one pass, nothing changes), here called its pas
 - centre_passes: the drift both arms share moves a point's two passes apart; the per-arm outlier screen
   (stats.screen_outliers) would read that shift as spread and drop fewer slowed runs. Each pass is shifted by its
   shared move before screening (paired differences are unchanged).
-- between_passes: the variance of a point's mean that a drift of one arm adds and its runs' spread does not show
-  (τ², the variance of a pass's offset), added to its standard error in every sweep at the largest value the
-  family's passes cannot exclude at the decision's level (DRIFT_BOUND_LEVEL), not at its point estimate.
-- pass_difference: the F test of the passes' agreement; rejected (at SWEEP_DRIFT_ALPHA, Bonferroni over the
-  families) the data are unusable for a decision: keep, said in the reason and in `sweep_drift` of the record, and
-  measure again.
+- drift_trend: the drift estimated, not only bounded (issue 36): a trend in run time (a polynomial, its order by
+  the family's points) fitted to the points' pass differences, each point's mean corrected by it, and the variance
+  the trend's uncertainty and the visit-to-visit drift around it (τ², the variance of a visit's offset) add to its
+  standard error, τ² at the largest value the family's residuals cannot exclude at the decision's level
+  (DRIFT_BOUND_LEVEL), not at its point estimate.
+- residual test: whether the residuals leave a trend of the next order along the sweep (drift_trend); rejected (at
+  SWEEP_DRIFT_ALPHA, Bonferroni over the families) the drift bends more than the model can fit, the data are
+  unusable for a decision: keep, said in the reason and in `sweep_drift` of the record, and measure again. Passes
+  that merely disagree (a step of one arm between them, a drift the trend and τ² absorb) decide: before issue 36 an
+  F test of the passes' agreement made such sweeps unusable (a 16-point grid under slow drift: .38/.83/.99 of
+  sweeps at 5/10/20 rounds), though deciding on them with the bound acted no more often on flat truths.
 """
 
 from __future__ import annotations
@@ -47,9 +52,11 @@ C = TypeVar("C")
 D = TypeVar("D")
 
 SWEEP_DRIFT_ALPHA = 0.01  # at 5% it withheld 3-5% of right actions on curved truths without drift, for little
-# between_passes: the one-sided level of the upper bound on τ², the decision's own (thresholds.CONFIDENCE): a raise
+# drift_trend: the one-sided level of the upper bound on τ², the decision's own (thresholds.CONFIDENCE): a raise
 # or lower has to stand under any drift of one arm the two passes cannot exclude at the level it is taken at
 DRIFT_BOUND_LEVEL = CONFIDENCE
+MIN_TREND_POINTS = 3  # points in both passes a trend is fitted on (fewer: τ² read about zero, no trend)
+QUADRATIC_TREND_POINTS = 8  # from this many, the trend bends (_trend_order)
 ROUND_SIGMAS = 4.0  # a round further than this many robust σ from its point's median d is left out of the test
 ONE_VISIT = "one visit"  # a point's method when each arm's runs were measured back to back, once (one_visit_words)
 ONE_ROUND_PASS = "a pass of one round"  # a point's method when a half of its passes holds one round (one_round_words)
@@ -66,7 +73,7 @@ def first_half_runs(rows: pd.DataFrame, mine: np.ndarray, point: np.ndarray, n_p
     the earlier and the later ⌊k/2⌋ and ⌈k/2⌉ pairs.
 
     Why halves and not the pass labels: `--until-decided` adds its rounds after both passes, labelled as the second,
-    and a point's passes then grew unequal (1 round against 19). The upper bound on τ² (between_passes) rests on
+    and a point's passes then grew unequal (1 round against 19). The upper bound on τ² (drift_trend) rests on
     the smaller one, so it stayed as loose as after the first pass however many rounds were added (simulated sparse
     curved truths, `python -m tests.until_decided 60`, each look a pass over the grid: power .19 on the labels, .50 on
     halves). Re-drawn at ⌊n/2⌋ in time order, the halves stay equal and still lie apart in time: the earlier holds
@@ -182,58 +189,126 @@ def _passes(d: np.ndarray, first: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _screened_passes(d: np.ndarray, first: np.ndarray) -> dict[str, np.ndarray]:
-    """_passes of d after the round screen: what both between_passes and pass_difference read."""
+    """_passes of d after the round screen: what drift_trend reads."""
     return _passes(_screened(np.asarray(d, float)), first)
 
 
-def between_passes(p: dict[str, np.ndarray]) -> np.ndarray:
-    """The variance (..., points) to add to each point's mean: τ²·(n₁² + n₂²)/n², where τ² is the variance of a
-    pass's offset, at the upper end of what the family's passes allow. Each point with both passes gives
-    (d̄₁ − d̄₂)² with E = 2τ² + s²(1/n₁ + 1/n₂); over the family's k such points, k·mean/(2τ² + s²·c̄) is about χ²ₖ,
-    so at DRIFT_BOUND_LEVEL τ² ≤ (k·mean/χ²ₖ(1 − level) − s²·c̄)/2 (0 where that is negative, and where a point has
-    one pass). `p`: the family's screened passes (_screened_passes), which the pass test reads too.
+@dataclasses.dataclass(frozen=True)
+class DriftTrend:
+    """The drift of one arm a family's two passes show, estimated (drift_trend): each point's shift by the trend in
+    run time (`shift`: subtract from θ̂), the variance that the trend's uncertainty and the visit-to-visit drift left
+    around it add to each point's mean (`extra`), arrays (..., points), and the residual test's p-value (`p` (...):
+    does the trend plus random visit offsets fit? 1 where it cannot be tested)."""
 
-    Why the bound and not the estimate: the drift that made simulated flat truths act is the one the passes cannot
-    prove, and most of it shows in both passes alike (under the previous rule, at 4/5/10 rounds, 96-98% of the false
-    actions had both passes of the deciding point beyond the margin on the action's side; 4,000 sweeps each).
-    Widening by the estimate where the passes disagree (at 10%, the previous rule) left flat truths acting at
-    3/4/5/10/20 rounds under each arm's own drift in .055 .037 .020 .015 0 of sweeps and under the same drift 5x
-    slower in .085 .083 .087 .037 .003; by the bound: .018 .003 .003 .005 0 and .028 .020 .015 .003 0
-    (scripts/decision_calibration.py, 400 sweeps per cell). The price is power, most at few rounds, where k·mean/χ²ₖ
-    is loose with a handful of points (sparse curved: .489 .580 .625 .665 .765 → .279 .370 .391 .551 .706); without
-    drift the bound shrinks as rounds grow, so a further round still adds power (docs/design.md §7)."""
+    shift: np.ndarray
+    extra: np.ndarray
+    p: np.ndarray
+
+
+def _visit_times(p: dict[str, np.ndarray], dff: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each point's mean run time in each pass (..., points), in rounds from the family's first: `moecal sweep`
+    visits the grid in order of Dff in the first pass, then again in the second (module docstring), so the family's
+    rounds before a visit are its smaller Dff's rounds of that pass (and the whole first pass, in the second).
+    `dff` (..., points): each point's Dff (None: the points are in that order already); the points' own order is
+    the reader's (a sweep's samples sort by d_model first, an imported CSV by model), and times read in it made the
+    same runs decide differently by path. Family-local: another family's visits between them stretch time alike in
+    both passes (what the residual test and the bound answer for)."""
+    n1, n2 = (np.where(p["usable"], p[key], 0) for key in ("n1", "n2"))
+    order = np.argsort(np.broadcast_to(dff, n1.shape), axis=-1, kind="stable") if dff is not None else None
+    if order is not None:
+        n1, n2 = (np.take_along_axis(n, order, axis=-1) for n in (n1, n2))
+    t1 = np.cumsum(n1, axis=-1) - n1 + (n1 - 1) / 2.0
+    t2 = np.sum(n1, axis=-1, keepdims=True) + np.cumsum(n2, axis=-1) - n2 + (n2 - 1) / 2.0
+    if order is not None:
+        back = np.argsort(order, axis=-1)
+        t1, t2 = (np.take_along_axis(t, back, axis=-1) for t in (t1, t2))
+    return t1, t2
+
+
+def _trend_order(k: np.ndarray) -> np.ndarray:
+    """The trend's order per family: 0 (β = 0) below MIN_TREND_POINTS points in both passes, 1 (linear in time) up
+    to QUADRATIC_TREND_POINTS, 2 from there. Each order costs the bound on τ² a degree of freedom: at 6 points that
+    widened every interval by a fifth, at 16 by a twentieth, while a bending drift of the dense grid's length was
+    what the residual test found in most of its rejections (docs/design.md §7)."""
+    return np.where(k >= QUADRATIC_TREND_POINTS, 2, np.where(k >= MIN_TREND_POINTS, 1, 0))
+
+
+def _fit(columns: np.ndarray, used: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Least squares of y (..., points) on the used columns (..., points, Q) (`used` (..., Q)): (coefficients
+    (..., Q), the inverse normal matrix (..., Q, Q)), 0 for an unused column."""
+    x = columns * used[..., None, :]
+    normal = np.einsum("...pi,...pj->...ij", x, x) + np.eye(used.shape[-1]) * ~used[..., None, :]
+    inverse = np.linalg.pinv(normal)
+    return np.einsum("...ij,...j->...i", inverse, np.einsum("...pi,...p->...i", x, y)) * used, inverse
+
+
+def drift_trend(p: dict[str, np.ndarray], dff: np.ndarray | None = None) -> DriftTrend:
+    """The estimate of a drift of one arm from a family's screened passes (`p`, _screened_passes): model
+
+        d̄ₚ(j) = θⱼ + g(tₚ(j)) + uⱼₚ + noise,  g a polynomial in run time (order _trend_order), uⱼₚ ~ (0, τ²)
+
+    independent visit offsets, so each point's pass difference Δⱼ = d̄₁ − d̄₂ = g(t₁) − g(t₂) + (u₁ − u₂) + noise.
+    Every point is visited twice half a sweep apart, so g (but its level) is identified from the Δⱼ by least
+    squares, and θⱼ's drift-corrected estimate is the mean minus g's mean over its runs, relative to g's mean over
+    the family's points: g's level over the sweep is a constant offset of one arm, which *is* a ratio, and stays in
+    θ (no design can split it). τ², from the residuals (E Σr² = (k − q)(2τ² + s²c̄)), is taken at the upper end the
+    family cannot exclude at DRIFT_BOUND_LEVEL, as the bound was, and so is the trend's covariance; each point's
+    mean gets τ²(n₁² + n₂²)/n² + the variance of its correction.
+
+    What two visits cannot identify: a drift component periodic with half the sweep (uⱼ₁ = uⱼ₂) moves both visits
+    of a point alike and is a Dff-dependent ratio to any reading of the data. The model assumes the visit offsets'
+    mean and difference have the same variance (true of drift that decorrelates within half a sweep) and that g's
+    unseen part is the polynomial's. The residual test checks what two passes can: that the residuals carry no
+    trend of the next order along the sweep (a drift that bends more than g, whose unseen part would bend the curve
+    too), F on one degree of freedom against k − q − 1. A rejection (SWEEP_DRIFT_ALPHA, Bonferroni over families)
+    is drift the model cannot fit: unusable_words asks for more passes."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a family without a point in both passes: no τ²
+        warnings.simplefilter("ignore", RuntimeWarning)  # a family without a point in both passes: no trend
         usable = p["usable"]
-        spread = np.nanmean(np.where(usable, (p["m1"] - p["m2"]) ** 2, np.nan), axis=-1, keepdims=True)
-        noise = p["s2"][..., None] * np.nanmean(
-            np.where(usable, 1.0 / p["n1"] + 1.0 / p["n2"], np.nan), axis=-1, keepdims=True
-        )
-        k = np.sum(usable, axis=-1, keepdims=True)
-        bound = spread * k / scipy_stats.chi2.ppf(1.0 - DRIFT_BOUND_LEVEL, np.maximum(k, 1))
-        tau2 = np.fmax((bound - noise) / 2.0, 0.0)
-        n = p["n1"] + p["n2"]
-        extra = tau2 * (p["n1"] ** 2 + p["n2"] ** 2) / n**2
-    return np.where(usable & np.isfinite(extra), extra, 0.0)
-
-
-def pass_difference(d: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """p-value (...) of the passes' agreement for a family's per-round differences d = y_fused − y_fallback
-    (..., points, rounds) in round order, each point's first `first` rounds from the first pass (NaN: a dropped
-    round): F = mean over points of (d̄₁ − d̄₂)²/(s²(1/n₁ + 1/n₂)), s² pooled within passes, with (points, Σ(n₁ − 1
-    + n₂ − 1)) degrees of freedom. 1 where no point has a run in each pass and three in all (nothing to test)."""
-    return _difference(_screened_passes(d, first))
-
-
-def _difference(p: dict[str, np.ndarray]) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        usable = p["usable"] & (p["n1"] + p["n2"] >= 3)
+        n1, n2 = (np.where(usable, p[key], 0) for key in ("n1", "n2"))
+        t1, t2 = _visit_times(p, dff)
+        span = np.fmax(np.max(np.where(usable, t2, 0.0), axis=-1, keepdims=True), 1.0)  # times in [0, 1]
+        t1, t2 = t1 / span, t2 / span
+        gap = np.where(usable, p["m1"] - p["m2"], 0.0)
         k = np.sum(usable, axis=-1)
-        dof = np.sum(np.where(usable, p["dof"], 0), axis=-1)
-        gap = (p["m1"] - p["m2"]) ** 2 / (1.0 / p["n1"] + 1.0 / p["n2"])
-        ratio = np.sum(np.where(usable, gap, 0.0), axis=-1) / k / p["s2"]
-        value = scipy_stats.f.sf(ratio, np.maximum(k, 1), np.maximum(dof, 1))
-    return np.where((k >= 1) & (dof >= 1) & np.isfinite(value), value, 1.0)
+        q = _trend_order(k)
+        powers = np.arange(1, 4)
+        differences = np.where(usable[..., None], t1[..., None] ** powers - t2[..., None] ** powers, 0.0)
+        used = powers <= q[..., None]
+        beta, inverse = _fit(differences, used, gap)
+        resid = np.where(usable, gap - np.einsum("...pi,...i->...p", differences, beta), 0.0)
+        rss = np.sum(resid**2, axis=-1)
+        upper = rss / scipy_stats.chi2.ppf(1.0 - DRIFT_BOUND_LEVEL, np.maximum(k - q, 1))  # Var(Δ) at its bound
+        noise = p["s2"] * np.nanmean(np.where(usable, 1.0 / n1 + 1.0 / n2, np.nan), axis=-1)
+        tau2 = np.fmax((upper - noise) / 2.0, 0.0)[..., None]
+        n = n1 + n2
+        means = (n1[..., None] * t1[..., None] ** powers + n2[..., None] * t2[..., None] ** powers) / n[..., None]
+        centre = np.nanmean(np.where(usable[..., None], means, np.nan), axis=-2, keepdims=True)
+        lever = np.where(usable[..., None], means - centre, 0.0) * used[..., None, :]
+        shift = np.einsum("...pi,...i->...p", lever, beta)
+        spread = np.einsum("...pi,...ij,...pj->...p", lever, inverse * used[..., None] * used[..., None, :], lever)
+        extra = tau2 * (n1**2 + n2**2) / n**2 + upper[..., None] * spread
+        # the residual test: the next order's column, what the fitted ones explain of it projected out
+        following = powers == q[..., None] + 1
+        column = np.sum(differences * following[..., None, :], axis=-1)
+        along = column - np.einsum("...pi,...i->...p", differences, _fit(differences, used, column)[0])
+        along = np.where(usable, along, 0.0)
+        explained = np.sum(resid * along, axis=-1) ** 2 / np.sum(along**2, axis=-1)
+        left = k - q - 1
+        value = scipy_stats.f.sf(explained / ((rss - explained) / np.maximum(left, 1)), 1, np.maximum(left, 1))
+        testable = (q > 0) & (left >= 1) & np.isfinite(value)
+    return DriftTrend(
+        np.where(usable, shift, 0.0),
+        np.where(usable & np.isfinite(extra), extra, 0.0),
+        np.where(testable, value, 1.0),
+    )
+
+
+def residual_test(d: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """p-value (...) of drift_trend's residual test for a family's per-round differences d = y_fused − y_fallback
+    (..., points, rounds) in round order, each point's first `first` rounds from the first pass (NaN: a dropped
+    round); 1 where it cannot be tested (fewer than MIN_TREND_POINTS + 1 points with a run in each pass)."""
+    return drift_trend(_screened_passes(np.asarray(d, float), first)).p
 
 
 def combined(p_values: Sequence[float]) -> float | None:
@@ -246,18 +321,21 @@ def unusable(p: float | None) -> bool:
 
 
 def marked_unusable(decision: D, p: float) -> D:
-    """A decision (analysis.decision_record.Decision) made on data the pass test called unusable: its p-value recorded
-    (`sweep_drift`), and its reason saying so even where there was no raise or lower to withhold."""
+    """A decision (analysis.decision_record.Decision) made on data the residual test called unusable: its p-value
+    recorded (`sweep_drift`), and its reason saying so even where there was no raise or lower to withhold."""
     words = unusable_words(p)
     reason = decision.reason if words in decision.reason else f"{decision.reason} Not decided: {words}."
     return dataclasses.replace(decision, sweep_drift=p, reason=reason)
 
 
 def unusable_words(p: float) -> str:
-    """Why a sweep whose two passes disagree decides nothing, and what to do instead."""
+    """Why a sweep whose drift the model cannot fit decides nothing, and what would fix it."""
     return (
-        f"the two passes over the points disagree by more than the runs' noise (drift of one arm, p = {p:.2g}): the "
-        "data are unusable for a decision; measure again (more rounds, on a quieter machine)"
+        f"the two passes over the points disagree in a way a drift of one arm that trends in time cannot explain (the "
+        f"pass differences bend along the sweep, p = {p:.2g}): two visits per point cannot tell that drift from a "
+        "ratio that changes with Dff, so the data are unusable for a decision; measure again on a quieter machine "
+        "(clocks pinned, background jobs stopped), or in shorter sweeps (fewer points per sweep), over which the "
+        "drift has less time to bend"
     )
 
 
@@ -268,21 +346,23 @@ def estimate_in_passes(
     paired: np.ndarray,
     floor: tuple[np.ndarray | float, np.ndarray | float],
     first: np.ndarray,
+    dff: np.ndarray | None = None,
 ) -> tuple[C, np.ndarray, np.ndarray | None]:
     """`estimate(a, b, paired, floor)` (stats.estimate_family) for a family (..., points, runs) whose paired points
     may have two passes (`first` (..., points): runs in the first pass, 0: one pass): the passes centred before the
-    outlier screen, each point's se widened by between_passes (its variance factor in `pass_bound`), and the
-    pass_difference p-values (...) (None: no point has two passes, and then exactly the one-pass estimate: stored
-    runs and imported CSVs decide as before)."""
+    outlier screen, each point's θ̂ corrected by the family's drift trend and its se widened by what the trend
+    leaves (drift_trend, its visits in order of `dff`, None: the points' order; the variance factor in
+    `pass_bound`), and the residual test's p-values (...) (None: no point has two passes, and then exactly the
+    one-pass estimate: stored runs and imported CSVs decide as before)."""
     first = np.where(paired, first, 0)
     if not np.any(first):
         return (*estimate(a, b, paired, floor), None)
     centred_a, centred_b = centre_passes(a, b, first)
     result, flagged = estimate(centred_a, centred_b, paired, floor)
     kept = np.where(flagged.any(axis=0), np.nan, centred_a - centred_b)
-    passes = _screened_passes(kept, first)  # screened and split once for both the test and the widening
-    p = _difference(passes)
-    var = result.se**2 + between_passes(passes)
+    trend = drift_trend(_screened_passes(kept, first), dff)
+    var = result.se**2 + trend.extra
     with np.errstate(all="ignore"):
         factor = np.where(result.se > 0, var / result.se**2, 1.0)
-    return dataclasses.replace(result, se=np.sqrt(var), pass_bound=factor), flagged, p
+    corrected = dataclasses.replace(result, theta=result.theta - trend.shift, se=np.sqrt(var), pass_bound=factor)
+    return corrected, flagged, trend.p
