@@ -233,9 +233,9 @@ def matched(
 def floor(reps: int = 100, seed: int = 36) -> list[str]:
     """Why rounds at the deciding point alone buy little in two passes: the median standard error at Dff 8192 when
     every point has `others` rounds and it alone `deciding` (white noise of 1% per run, a curve crossing at 8000),
-    and the drift bound's variance factor there. The bound on τ² (sweep_drift.between_passes) rests on the mean of
-    1/n₁ + 1/n₂ over the family's points and is added to every point's variance whatever its own rounds: a floor
-    only rounds at every point lower."""
+    and the drift bound's variance factor there. The bound on τ² (sweep_drift.drift_trend's τ² around the trend)
+    rests on the mean of 1/n₁ + 1/n₂ over the family's points and is added to every point's variance whatever its
+    own rounds: a floor only rounds at every point lower."""
     lines = ["| grid | rounds elsewhere | rounds at 8192 | median se at 8192 | its runs alone | bound factor |"]
     lines.append("|---|--:|--:|--:|--:|--:|")
     for name, grid in (("sparse", SPARSE), ("dense 16", COARSE_DENSE)):

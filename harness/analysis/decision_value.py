@@ -47,9 +47,10 @@ STOP_REASONS = {
     "budget": "the device-time budget cannot pay another round",
     "max_rounds": "every point that could change the decision is at its round cap",
     "looks": "all {looks} looks are spent (each read the decision at {level:.4f})",
-    # the two passes disagree (harness.analysis.sweep_drift): more rounds in this sweep add to the second pass and
-    # cannot undo a drift between the passes, so the loop stops instead of calling a forced keep settled
-    "drift": "the two passes disagree (drift between them): the data cannot decide; re-measure on a quiet machine",
+    # the residual test (harness.analysis.sweep_drift) found a drift its trend cannot fit: more rounds in this sweep
+    # add to the second pass and cannot undo it, so the loop stops instead of calling a forced keep settled
+    "drift": "the two passes disagree in a way a drift trending in time cannot explain (residual test): the data "
+    "cannot decide; re-measure on a quiet machine",
     # the stop rule held at the final look, but the decision the looks read was not the same at every look
     "flipped": "not settled: the decision flipped across looks ({history}); the stop rule held at the final look, "
     "but the rounds between looks moved it",
@@ -296,11 +297,11 @@ def _with_a_pass(
     left (the rounds the flip probabilities chose are priced first).
 
     Why: measured in two passes, each point's interval carries the drift of one arm that the family's passes cannot
-    exclude (harness.analysis.sweep_drift.between_passes), an upper bound that rests on every point's two halves and
-    shrinks only as all of them grow. Rounds at the one or two points the decision turns on left it where the first
-    pass put it, and their intervals stopped narrowing (simulated sparse curved truths, `python -m tests.until_decided
-    60`: power .15 at 24 rounds per sweep, against .58 for a fixed 10 rounds at 60; one round everywhere per look: .50
-    at 30).
+    exclude (harness.analysis.sweep_drift.drift_trend: τ² around the trend), an upper bound that rests on every
+    point's two halves and shrinks only as all of them grow. Rounds at the one or two points the decision turns on
+    left it where the first pass put it, and their intervals stopped narrowing (simulated sparse curved truths,
+    `python -m tests.until_decided 60`: power .15 at 24 rounds per sweep, against .58 for a fixed 10 rounds at 60;
+    one round everywhere per look: .50 at 30).
 
     Why a reach and not the whole grid: on a 16-point dense grid the pass over every point cost 16 rounds a look, and
     until-decided spent more than fixed 5 for fixed 5's power (`python -m tests.until_decided --matched 40 "dense 1
