@@ -22,6 +22,7 @@ from harness.analysis.decision import StagedFamily, decide_curves
 from harness.analysis.decision_record import Decision, DecisionResult
 from harness.analysis.policy import Policy
 from harness.analysis.regression import judge_decision
+from harness.analysis.rounds_hint import BUDGET_ROUNDS
 from harness.analysis.stats import CONFIDENCE, FULL_PRECISION_FLOOR, Comparison, estimate_family, ratio_interval
 from harness.analysis.sweep_drift import estimate_in_passes
 from tests.simulation import AR_INNOVATION, AR_RHO, DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
@@ -97,6 +98,7 @@ def run_engine(
     policy: Policy = Policy(),
     one_visit_rule: bool = True,
     one_round_rule: bool = True,
+    hint: bool = False,
 ) -> list[DecisionResult]:
     """The engine on every simulated sweep: estimate_family per family (exactly what the summary runs), then
     decide_curves on the families' curves (exactly what `crossover` runs). `current_default`: one for every sweep,
@@ -104,13 +106,17 @@ def run_engine(
     δ): the replication rule (replicated) applied after, an unreplicated move turned into keep; None: the engine
     alone. `policy`: the decision policy (its margin δ: a from-null margin, scripts/null_margin_calibration.py).
     `one_visit_rule` False: points measured in one visit, not interleaved, decide as before issue 36 (a move is not
-    withheld), to measure what the rule changed; `one_round_rule` False: likewise for passes of one round."""
+    withheld), to measure what the rule changed; `one_round_rule` False: likewise for passes of one round. `hint`:
+    simulate each keep's rounds hint (rounds_hint: the sweeps' drift bound factors and passes as the summary records
+    them; off by default, since only hint_calibration reads it)."""
     sweeps, families, points = sim.truth.shape
     comparison, flagged, drift_p = _in_passes(sim)
     passes = pass_means(sim, flagged) if replication is not None else None
     # what decide_curves withholds a move for (sweep_drift.unchecked_drift, cap_policy.recommend's short_passes)
     unchecked = sweep_drift.one_visit_words() if one_visit_rule and not sim.interleaved and not sim.first_pass else ""
     short = one_round_rule and sim.first_pass is not None and sim.first_pass < sweep_drift.MIN_PASS_ROUNDS
+    bound = np.broadcast_to(comparison.pass_bound, comparison.se.shape)
+    grid_passes = 2 if sim.first_pass else 1  # passes over the grid, as the rounds hint simulates them
     results = []
     for s in range(sweeps):
         staged = []
@@ -124,12 +130,18 @@ def run_engine(
             )
             staged.append(
                 StagedFamily(
-                    f"layer family {f}", curve, np.full(keep.sum(), rounds), unchecked=unchecked, short_passes=short
+                    f"layer family {f}",
+                    curve,
+                    np.full(keep.sum(), rounds),
+                    unchecked=unchecked,
+                    short_passes=short,
+                    bound=bound[s, f, keep],
+                    passes=grid_passes,
                 )
             )
         p = None if drift_p is None else sweep_drift.combined([float(x) for x in drift_p[s]])
         default = current_default[s] if isinstance(current_default, Sequence) else current_default
-        result = decide_curves(staged, default, policy, table=False, sweep_drift=p)
+        result = decide_curves(staged, default, policy, table=False, sweep_drift=p, hint=hint)
         if passes is not None and not replicated(result, passes[s], sim.grid, replication or 0.0):
             result = replace(result, decision=replace(result.decision, action="keep", recommended_cap=default))
         results.append(result)
@@ -550,6 +562,7 @@ PROTOCOL_REGIMES = {
         Regime("dense16 flat per-arm drift, two passes", DENSE16, flat=True, drift="per_arm", order="two_passes"),
         Regime("dense16 flat slow drift, two passes", DENSE16, flat=True, order="two_passes", **SLOW_ONE_PERCENT),
         Regime("dense16 curved, two passes", DENSE16, crossover=(2000.0, 15000.0), order="two_passes"),
+        Regime("dense16 curved", DENSE16, crossover=(2000.0, 15000.0)),  # its one-pass twin (the rounds hint)
         # step-shaped wins: fused +3% up to the crossover, −3% after (3× the margin at the next Dff)
         Regime("sparse step 3%, two passes", SPARSE, shape="step", order="two_passes"),
         Regime("dense16 step 3%, two passes", DENSE16, shape="step", crossover=(2000.0, 15000.0), order="two_passes"),
@@ -620,13 +633,25 @@ class HintScore:
         return math.sqrt(p * (1 - p) / self.followed) if self.followed else math.nan
 
 
-def hint_calibration(regime: Regime, rounds: int, sweeps: int, seed: int, limit: int = 20) -> HintScore:
+def decided_after(before: Decision, after: Decision) -> bool:
+    """Whether a sweep that followed a keep's hint decided: it raises or lowers, or its keep no longer turns on the
+    hinted Dff (that point's test passed either way, or another point is now the undecided one) while its passes
+    agree and it withheld no move for drift (a withheld move, or data the pass test calls unusable, decide nothing:
+    the rounds hint's own simulation, harness.analysis.rounds_hint, counts them alike)."""
+    if after.action in ("raise", "lower"):
+        return True
+    drifted = after.sweep_drift is not None or (
+        after.withheld is not None and after.withheld.why in ("aa_drift", "drift_not_excluded")
+    )
+    return not drifted and after.rounds_dff != before.rounds_dff
+
+
+def hint_calibration(regime: Regime, rounds: int, sweeps: int, seed: int, limit: int = BUDGET_ROUNDS) -> HintScore:
     """Each sweep of the regime at `rounds` whose decision keeps with a rounds hint; where the hint names N ≤ `limit`
-    (default: measure.max_rounds' default), the same truth measured again at N rounds at every point, where it names
-    none at `limit` rounds: decided when the decision then moves the cap or has no undecided point at the hinted Dff
-    (its hint points elsewhere or nowhere)."""
+    (default: the most a hint names, measure.max_rounds' default), the same truth measured again at N rounds at every
+    point, where it names none at `limit` rounds: decided_after."""
     sim = simulate(regime, rounds, sweeps, seed)
-    results = run_engine(sim, rounds)
+    results = run_engine(sim, rounds, hint=True)
     hinted = [(s, r.decision) for s, r in enumerate(results) if r.decision.action == "keep" and r.decision.rounds_dff]
     named = [(s, d) for s, d in hinted if d.rounds_needed is not None]
     followed = [(s, d) for s, d in named if (d.rounds_needed or 0) <= limit]
@@ -637,11 +662,10 @@ def hint_calibration(regime: Regime, rounds: int, sweeps: int, seed: int, limit:
             return 0
         rows = np.array([s for s, _ in these])
         again = simulate(regime, n, len(rows), seed + 7919 * n + salt, truth=(sim.truth[rows], sim.crossover[rows]))
-        out = 0
-        for (_, before), after in zip(these, run_engine(again, n), strict=True):
-            moved = after.decision.action in ("raise", "lower")
-            out += int(moved or after.decision.rounds_dff != before.rounds_dff)
-        return out
+        return sum(
+            decided_after(before, after.decision)
+            for (_, before), after in zip(these, run_engine(again, n), strict=True)
+        )
 
     decided = sum(
         decided_at(n, [(s, d) for s, d in followed if d.rounds_needed == n], 0)

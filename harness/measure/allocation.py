@@ -105,19 +105,20 @@ def rule_for(measure: Measure, first_rounds: int) -> StopRule:
     )
 
 
-def _at_look(analysis: Analysis, rule: StopRule, staged: Sequence[StagedFamily]) -> DecisionResult:
+def _at_look(analysis: Analysis, rule: StopRule, staged: Sequence[StagedFamily], hint: bool = True) -> DecisionResult:
     """The decision of `staged` (the analysis's curves, or a look's perturbation of them) at the look level, as the
-    final analysis of the run reads it: the A/A withholding and the pass test (passes that disagree: keep) included."""
+    final analysis of the run reads it: the A/A withholding and the pass test (passes that disagree: keep) included;
+    `hint` False for a look's perturbations (only their action and cap are read)."""
     withhold = withheld_reason(analysis.aa_beyond_margin, analysis.options.margin)
     policy = analysis.options.policy.at(rule.look_confidence)
     return decide_curves(
-        staged, analysis.current_default, policy, withhold, table=False, sweep_drift=analysis.sweep_drift
+        staged, analysis.current_default, policy, withhold, table=False, sweep_drift=analysis.sweep_drift, hint=hint
     )
 
 
 def _decider(analysis: Analysis, rule: StopRule) -> Callable[[Sequence[StagedFamily]], Outcome]:
     def decide(staged: Sequence[StagedFamily]) -> Outcome:
-        result = _at_look(analysis, rule, staged)
+        result = _at_look(analysis, rule, staged, hint=False)
         return result.decision.action, result.decision.recommended_cap
 
     return decide
