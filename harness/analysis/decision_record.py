@@ -89,7 +89,7 @@ class Decision:
     # points scatter no more than their intervals allow
     drift_between_points: float | None = None
     # the rounds hint of a keep: the measured Dff it is about and the runs per arm that give an 80% chance of a
-    # decision there (None with a Dff: no affordable number does, stats.AFFORDABLE_ROUNDS)
+    # decision there (None with a Dff: no affordable number does, rounds_hint.BUDGET_ROUNDS)
     rounds_dff: int | None = None
     rounds_needed: int | None = None
     withheld: Withheld | None = None  # the raise or lower a keep held back, and why

@@ -17,11 +17,11 @@ What is drawn, per simulated sweep and point (posterior under flat priors, so a 
 - the truth θ ~ θ̂ + (σ/√n)·z: the estimate's uncertainty from its runs' noise, not the bound's upper end;
 - N new rounds per arm at that truth and noise, split ⌊N/2⌋ / ⌈N/2⌉ over two passes when the sweep had two.
 
-Why not the earlier closed form (stats.decision_chance): it took the drift-inflated standard error for the truth's
-uncertainty, so its chance could never pass Φ(gap/se) however many rounds; at 3 rounds in two passes, where the bound
-multiplies the variance by about 3.7 on 6 points, it said "no affordable number decides" in 86% of sparse keeps,
-truths 3-4% past the margin that 20 rounds decided included (issue 36). Here the bound at N is whatever the
-estimator makes of N new rounds.
+Why not the closed form it replaces (issue 29's decision_chance): it took the drift-inflated standard error for
+the truth's uncertainty, so its chance could never pass Φ(gap/se) however many rounds; at 3 rounds in two passes,
+where the bound multiplies the variance by about 3.7 on 6 points, it said "no affordable number decides" in 86% of
+sparse keeps, truths 3-4% past the margin that 20 rounds decided included (issue 36). Here the bound at N is whatever
+the estimator makes of N new rounds.
 
 The simulated sweeps carry no drift of one arm: a drift the current passes showed is not carried into the new ones
 (the bound at N bounds only what the new runs show), so under such drift the hint is optimistic
