@@ -624,6 +624,9 @@ class HintScore:
     followed: int  # of the named, those followed (N up to hint_calibration's limit)
     decided: int  # of the followed, sweeps at N rounds that decided there
     withheld_decided: float  # of the hints withheld (no N named), the share that decided at the limit's rounds
+    # of the hints withheld, the mean chance of a decision at the budget they quoted (rounds_hint's simulation):
+    # beside withheld_decided, whether withholding was right on average
+    withheld_chance: float = math.nan
 
     def share(self) -> float:
         return self.decided / self.followed if self.followed else math.nan
@@ -672,4 +675,7 @@ def hint_calibration(regime: Regime, rounds: int, sweeps: int, seed: int, limit:
         for n in sorted({int(d.rounds_needed or 0) for _, d in followed})
     )
     late = decided_at(limit, withheld, 1) / len(withheld) if withheld else math.nan
-    return HintScore(len(hinted), len(named), len(followed), decided, late)
+    quoted = [d.rounds_chance for _, d in withheld if d.rounds_chance is not None]
+    return HintScore(
+        len(hinted), len(named), len(followed), decided, late, float(np.mean(quoted)) if quoted else math.nan
+    )

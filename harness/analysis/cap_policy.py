@@ -157,9 +157,10 @@ def _tested(curve: Curve, test: PointTest, margin: float, role: str) -> str:
 
 def _to_decide(
     curve: Curve, i: int, read: _Reading, policy: Policy, lower_level: float, rounds: np.ndarray, sweep: Sweep
-) -> tuple[str, int | None]:
-    """The rounds hint of a keep at measured point i (decision_words.rounds_hint), and the rounds per arm that give
-    an 80% chance of a decision there (None: no number up to rounds_hint.BUDGET_ROUNDS does), from simulated fresh
+) -> tuple[str, int | None, float | None]:
+    """The rounds hint of a keep at measured point i (decision_words.rounds_hint), the rounds per arm that give
+    an 80% chance of a decision there (None: no number up to rounds_hint.BUDGET_ROUNDS does) and the chance at that
+    budget (None: nothing simulated, the point has the budget already or no spread to scale), from simulated fresh
     sweeps of the family (rounds_hint.rounds_to_decide) decided by the tests this decision read: a sweep decides
     when it lowers or raises (a move its passes or `sweep.withhold` would withhold decides nothing) or point i's
     own test passes either way, its passes agreeing."""
@@ -180,7 +181,8 @@ def _to_decide(
     needed = hint.needed if hint else None
     spread = hint is not None
     chance = hint.chance if hint else 0.0
-    return words.rounds_hint(int(curve.dffs[i]), n, needed, spread, BUDGET_ROUNDS, chance), needed
+    said = words.rounds_hint(int(curve.dffs[i]), n, needed, spread, BUDGET_ROUNDS, chance)
+    return said, needed, (chance if hint and math.isfinite(chance) else None)
 
 
 @dataclass(frozen=True)
@@ -301,10 +303,10 @@ def _keep(
         parts.append(_tested(curve, test, policy.margin, role))
     near = ([m] if m is not None else []) + [int(j) for j in above[:1]]
     undecided = [i for i in near if not (read.worse[i] or read.better[i])]
-    hint, needed = (
+    hint, needed, chance = (
         _to_decide(curve, undecided[0], read, policy, lower_level, rounds, sweep)
         if undecided and sweep is not None
-        else ("", None)
+        else ("", None, None)
     )
     line = _line_raise(curve, c, policy)
     held = None
@@ -314,4 +316,14 @@ def _keep(
         held = Withheld("raise", line[0], "unmeasured_gap", gap=gap, measure_next=measure)
     reason = words.keep_reason(finding, parts, c, held.words() if held else "", hint)
     at = int(curve.dffs[undecided[0]]) if undecided else None
-    return Decision("keep", c, reason, caps=caps, tests=read.tests, rounds_dff=at, rounds_needed=needed, withheld=held)
+    return Decision(
+        "keep",
+        c,
+        reason,
+        caps=caps,
+        tests=read.tests,
+        rounds_dff=at,
+        rounds_needed=needed,
+        rounds_chance=chance,
+        withheld=held,
+    )
