@@ -557,12 +557,13 @@ PROTOCOL_REGIMES = {
         Regime("dense curved, two passes", DENSE, crossover=(2000.0, 15000.0), order="two_passes"),
         Regime("sparse 3 families curved, two passes", SPARSE, families=3, order="two_passes"),
         Regime("sparse curved 15% outliers, two passes", SPARSE, outlier_rate=0.15, order="two_passes"),
+        # the rounds hint's simulation draws no outliers: its calibration without them (decision_calibration.py --hint)
+        Regime("sparse curved no outliers, two passes", SPARSE, outlier_rate=0.0, order="two_passes"),
         *FORMAT_REGIMES.values(),
         # issue 36's dense grid: 16 points (the bound's factor k/χ²ₖ about 2.0), the first pass one round at n = 3
         Regime("dense16 flat per-arm drift, two passes", DENSE16, flat=True, drift="per_arm", order="two_passes"),
         Regime("dense16 flat slow drift, two passes", DENSE16, flat=True, order="two_passes", **SLOW_ONE_PERCENT),
         Regime("dense16 curved, two passes", DENSE16, crossover=(2000.0, 15000.0), order="two_passes"),
-        Regime("dense16 curved", DENSE16, crossover=(2000.0, 15000.0)),  # its one-pass twin (the rounds hint)
         # step-shaped wins: fused +3% up to the crossover, −3% after (3× the margin at the next Dff)
         Regime("sparse step 3%, two passes", SPARSE, shape="step", order="two_passes"),
         Regime("dense16 step 3%, two passes", DENSE16, shape="step", crossover=(2000.0, 15000.0), order="two_passes"),

@@ -194,7 +194,7 @@ def rounds_hint(dff: int, now: int, needed: int | None, spread: bool, affordable
         )
     return (
         f"no affordable number of rounds is likely to decide at {where}: even {affordable} per arm (now {now}) "
-        f"give about a {chance:.0%} chance (the ratio may sit on the margin's edge)"
+        f"give about a {chance:.0%} chance (the ratio may lie within its noise of the margin's edge)"
     )
 
 
