@@ -60,14 +60,15 @@ class Allocation:
     outcome: Outcome = ("", None)  # the final look's: the decision of all the runs at the look level
     history: list[Outcome] = field(default_factory=list)  # every look's decision, in order (this sweep's looks)
     to_settle: str = ""  # what would settle a decision the loop did not settle (decision_value.settle_words)
-    keep_needs: int | None = None  # a final keep's hint, when it names more rounds per arm than the round cap
+    # a final keep's hint names no rounds per arm within the round cap (more than the cap, or none up to its budget)
+    keep_undecided: bool = False
     spent_s: float = 0.0
     extra_runs: int = 0
     expected_extra_s: float | None = None  # after the first pass: simulated device time still to a decision
     rounds: dict[str, int] = field(default_factory=dict)
 
     def as_record(self) -> dict[str, object]:
-        stop = final_stop(self.stop, self.history, self.keep_needs) if self.stop else ""
+        stop = final_stop(self.stop, self.history, self.keep_undecided) if self.stop else ""
         went_back = flipped(self.history)
         reason = self.rule.describe(stop, self.history) if stop else ""
         if went_back and stop != "flipped":
@@ -264,8 +265,9 @@ def allocate(
             record.to_settle = settle_words(
                 final_decision.rounds_dff, final_decision.rounds_needed, final_decision.action, rule.max_rounds
             )
-            needs = final_decision.rounds_needed if final_decision.action == "keep" else None
-            record.keep_needs = needs if needs is not None and needs > rule.max_rounds else None
+            needs = final_decision.rounds_needed
+            hinted = final_decision.action == "keep" and final_decision.rounds_dff is not None
+            record.keep_undecided = hinted and (needs is None or needs > rule.max_rounds)
             break
         if on_look is not None:
             on_look(record)
