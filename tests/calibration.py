@@ -57,6 +57,23 @@ def estimate(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray | None]:
     return comparison, drift_p
 
 
+def _slowed(sim: SimulatedSweeps, flagged: np.ndarray) -> list[list[tuple[float, float]]]:
+    """Per sweep and family, the share of runs the outlier screen dropped and their median ln deviation from the
+    arm's median: what the summary's outliers column tells the rounds hint (decision._slowed reads it there)."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        dev = np.stack([y - np.nanmedian(y, axis=-1, keepdims=True) for y in (sim.fused, sim.fallback)])
+    sweeps, families = sim.truth.shape[:2]
+    out = []
+    for s in range(sweeps):
+        row = []
+        for f in range(families):
+            found = dev[:, s, f][flagged[:, s, f]]
+            row.append((found.size / flagged[:, s, f].size, float(np.median(found))) if found.size else (0.0, 0.0))
+        out.append(row)
+    return out
+
+
 def pass_means(sim: SimulatedSweeps, flagged: np.ndarray) -> np.ndarray | None:
     """Each pass's own estimate of every point's ln ratio (sweeps, families, points, 2): the mean of its rounds'
     y_fused − y_fallback, the runs the estimate dropped left out; None for a one-pass sweep."""
@@ -116,6 +133,7 @@ def run_engine(
     unchecked = sweep_drift.one_visit_words() if one_visit_rule and not sim.interleaved and not sim.first_pass else ""
     short = one_round_rule and sim.first_pass is not None and sim.first_pass < sweep_drift.MIN_PASS_ROUNDS
     bound = np.broadcast_to(comparison.pass_bound, comparison.se.shape)
+    slowed = _slowed(sim, flagged)
     grid_passes = 2 if sim.first_pass else 1  # passes over the grid, as the rounds hint simulates them
     results = []
     for s in range(sweeps):
@@ -137,6 +155,7 @@ def run_engine(
                     short_passes=short,
                     bound=bound[s, f, keep],
                     passes=grid_passes,
+                    slowed=slowed[s][f],
                 )
             )
         p = None if drift_p is None else sweep_drift.combined([float(x) for x in drift_p[s]])

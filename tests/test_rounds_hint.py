@@ -8,12 +8,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from harness.analysis.curve import Curve
-from harness.analysis.decision import StagedFamily, decide_curves
+from harness.analysis.decision import StagedFamily, decide_curves, stage_families
 from harness.analysis.decision_record import Decision
+from harness.analysis.point_summary import summarize
 from harness.analysis.policy import Policy
 from tests.calibration import PROTOCOL_REGIMES, hint_calibration
+from tests.synthetic_sweeps import synthetic_samples
 
 GRID = np.array([2048.0, 4096.0, 8192.0, 16384.0])
 CAP = 8192
@@ -78,3 +81,18 @@ def test_followed_hints_decide_as_often_as_they_say():
     assert score.share() >= 0.80 - 3 * math.sqrt(0.8 * 0.2 / score.followed), score
     withheld = score.keeps - score.named
     assert abs(score.withheld_decided - score.withheld_chance) <= 3 * math.sqrt(0.3 * 0.7 / withheld), score
+
+
+def test_the_runs_the_screen_dropped_are_slowed_in_the_hints_sweeps_too():
+    """SYNTHETIC samples, one fused run slowed 15%: the summary lists it among the outliers, and the family staged
+    from that summary carries its share of the runs (1 of 2 arms × 3 points × 5 rounds) and its slowdown, which the
+    hint's simulated sweeps draw (outliers unpool a point and cost its round; drawn without them the hint promised
+    too much: docs/design.md §7)."""
+    samples = synthetic_samples({1024: 1.05, 2048: 1.05, 4096: 1.05}, rounds=5, noise=0.005, seed=6)
+    hit = (samples["dff"] == 2048) & (samples["arm"] == "fused") & (samples["round"] == 3)
+    samples.loc[hit, "tok_s"] *= 0.85
+    (family,) = stage_families(summarize(samples))
+    share, slowdown = family.slowed
+    assert share == pytest.approx(1 / 30, rel=0.25) and math.log(0.8) < slowdown < math.log(0.9), family.slowed
+    (clean,) = stage_families(summarize(synthetic_samples({1024: 1.05, 2048: 1.05}, rounds=5, noise=0.005, seed=6)))
+    assert clean.slowed == (0.0, 0.0)

@@ -167,7 +167,7 @@ def _to_decide(
     n = int(rounds[i])
     at, above = read.at, (int(read.above[0]) if read.above.size else None)
     bound = np.ones(len(curve.dffs)) if sweep.bound is None else np.asarray(sweep.bound, float)
-    measured = Measured(curve.theta, curve.se, curve.df, np.asarray(rounds), bound, sweep.passes)
+    measured = Measured(curve.theta, curve.se, curve.df, np.asarray(rounds), bound, sweep.passes, *sweep.slowed)
 
     def decided(theta: np.ndarray, se: np.ndarray, df: np.ndarray, drifted: np.ndarray, n: int) -> np.ndarray:
         worse, better = _point_tests(theta, se, df, policy, lower_level)
@@ -188,12 +188,14 @@ def _to_decide(
 @dataclass(frozen=True)
 class Sweep:
     """How the family's points were measured, as the rounds hint simulates the sweep that follows it: the drift
-    bound's variance factor in each point's se² (None: none), the passes over the grid, and a reason that withholds
-    every move (recommend's `withhold`)."""
+    bound's variance factor in each point's se² (None: none), the passes over the grid, a reason that withholds
+    every move (recommend's `withhold`), and the share of runs the outlier screen dropped with their typical slowdown
+    (ln)."""
 
     bound: np.ndarray | None = None
     passes: int = 1
     withhold: str = ""
+    slowed: tuple[float, float] = (0.0, 0.0)
 
 
 def recommend(

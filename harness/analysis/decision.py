@@ -46,11 +46,26 @@ def stage_families(summary: pd.DataFrame, interpolation: Interpolation = "linear
         unchecked = next(filter(None, map(unchecked_drift, methods)), "")
         short = any(ONE_ROUND_PASS in m for m in methods)
         bound, passes = _as_measured(methods) if len(curve.dffs) == len(methods) else (None, 1)
-        staged.append(StagedFamily(str(family), curve, rounds, notes, rows, unchecked, short, bound, passes))
+        has = SummaryCol.OUTLIERS in summary and len(positions)
+        dropped = summary[SummaryCol.OUTLIERS].iloc[positions].tolist() if has else []
+        slowed = _slowed(dropped, rounds)
+        staged.append(StagedFamily(str(family), curve, rounds, notes, rows, unchecked, short, bound, passes, slowed))
     return staged
 
 
 _BOUND = re.compile(r"drift bound ×([0-9.]+)")
+_DROPPED = re.compile(r"\(([+-][0-9.]+)%\)")
+
+
+def _slowed(dropped: Sequence[object], rounds: np.ndarray | None) -> tuple[float, float]:
+    """The share of the family's runs the outlier screen dropped and their median ln deviation from the arm's median,
+    read from the summary's outliers column (point_summary._outlier_text: `fused r2 (-14.8%)` per dropped run): how
+    often, and by how much, the rounds hint's simulated sweeps slow a run. (0, 0) when none was dropped."""
+    found = [float(x) / 100.0 for text in dropped if isinstance(text, str) for x in _DROPPED.findall(text)]
+    runs = 2.0 * float(np.sum(rounds)) if rounds is not None else 0.0
+    if not found or runs <= 0:
+        return 0.0, 0.0
+    return min(len(found) / runs, 1.0), float(np.log1p(np.median(found)))
 
 
 def _as_measured(methods: Sequence[str]) -> tuple[np.ndarray, int]:
@@ -83,6 +98,9 @@ class StagedFamily:
     # factor in se² (None: none) and the passes over the grid
     bound: np.ndarray | None = None
     passes: int = 1
+    # the share of the family's runs the outlier screen dropped and their median slowdown (ln): the rounds hint's
+    # simulated sweeps slow as many
+    slowed: tuple[float, float] = (0.0, 0.0)
 
 
 def _no_families(result: DecisionResult) -> DecisionResult:
@@ -142,7 +160,7 @@ def decide_curves(
             withhold_why=why,
             table=table,
             short_passes=s.short_passes,
-            sweep=Sweep(s.bound, s.passes, s.unchecked) if hint else None,
+            sweep=Sweep(s.bound, s.passes, s.unchecked, s.slowed) if hint else None,
         )
         if tau is not None:
             decision = replace(

@@ -61,7 +61,8 @@ Decided = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int], np.nda
 @dataclass(frozen=True)
 class Measured:
     """A family's points as the current sweep measured them: estimate, standard error, degrees of freedom and rounds
-    per arm, the drift bound's variance factor in se² (1: none), and whether the rounds lay in two passes."""
+    per arm, the drift bound's variance factor in se² (1: none), whether the rounds lay in two passes, and the runs
+    the outlier screen dropped: their share of the family's runs and their typical slowdown (ln, ≤ 0)."""
 
     theta: np.ndarray
     se: np.ndarray
@@ -69,6 +70,8 @@ class Measured:
     rounds: np.ndarray
     bound: np.ndarray
     passes: int = 1
+    slowed: float = 0.0
+    slowdown: float = 0.0
 
     def usable(self) -> bool:
         return bool(np.all(np.isfinite(self.se) & (self.se > 0) & (self.rounds >= 1)))
@@ -98,6 +101,9 @@ class _Draw:
         # each arm's runs carry half the variance of their difference; pass 2's columns drawn apart from pass 1's so
         # a prefix of each stays one draw at every N
         self.noise = sigma[..., None] / np.sqrt(2.0) * rng.standard_normal((2, 2, sims, points, half))
+        # the new runs slowed as often and as much as the screen found in the current ones (drawn last: none slowed,
+        # the rest of the draw is unchanged)
+        self.noise += np.where(rng.random(self.noise.shape) < m.slowed, m.slowdown, 0.0)
         self.passes = m.passes
 
     def runs(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
