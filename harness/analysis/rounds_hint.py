@@ -15,7 +15,11 @@ What is drawn, per simulated sweep and point (posterior under flat priors, so a 
   where F is the variance factor of the drift bound of two passes (Comparison.pass_bound, the summary's method
   `two passes: drift bound ×F`); σ² is drawn as σ̂²·df/χ²_df (at 3 rounds σ is known to about a factor of 2);
 - the truth θ ~ θ̂ + (σ/√n)·z: the estimate's uncertainty from its runs' noise, not the bound's upper end;
-- N new rounds per arm at that truth and noise, split ⌊N/2⌋ / ⌈N/2⌉ over two passes when the sweep had two.
+- N new rounds per arm at that truth and noise, split ⌊N/2⌋ / ⌈N/2⌉ over two passes when the sweep had two;
+- outliers: each new run slowed, as often and by as much as the runs the screen dropped from the current sweep
+  (Measured.slowed, .slowdown: the summary's outliers column), so the screen drops their rounds and unpools their
+  points as it will in the sweep that follows (drawn without them, named hints at n = 5 decided in .56 of followed
+  sweeps with 1 run in 20 slowed).
 
 Why not the closed form it replaces (issue 29's decision_chance): it took the drift-inflated standard error for
 the truth's uncertainty, so its chance could never pass Φ(gap/se) however many rounds; at 3 rounds in two passes,
@@ -24,10 +28,8 @@ sparse keeps, truths 3-4% past the margin that 20 rounds decided included (issue
 the estimator makes of N new rounds.
 
 The simulated sweeps carry no drift of one arm (a drift the current passes showed is not carried into the new ones:
-the bound at N bounds only what the new runs show) and no outliers (the screen drops a slowed run's round and the
-point's pooled variance), so under either the hint is optimistic: with 1 run in 20 slowed, named hints decided in
-.71 and .56 of sweeps at n = 3 / 5 against .76 and .74 without (scripts/decision_calibration.py --hint; docs/design.md
-§7).
+the bound at N bounds only what the new runs show), so under such drift the hint is optimistic
+(scripts/decision_calibration.py --hint measures it; docs/design.md §7).
 
 Common random numbers: each N reads prefixes of one draw of runs, so the chance grows with N as the truth does and
 the search over HINT_ROUNDS can bisect; one fixed seed, so the same data always give the same hint (check-reports
