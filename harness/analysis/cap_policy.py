@@ -169,11 +169,11 @@ def _to_decide(
     bound = np.ones(len(curve.dffs)) if sweep.bound is None else np.asarray(sweep.bound, float)
     measured = Measured(curve.theta, curve.se, curve.df, np.asarray(rounds), bound, sweep.passes, *sweep.slowed)
 
-    def decided(theta: np.ndarray, se: np.ndarray, df: np.ndarray, drifted: np.ndarray, n: int) -> np.ndarray:
+    def decided(theta: np.ndarray, se: np.ndarray, df: np.ndarray, drifted: np.ndarray, then: int) -> np.ndarray:
         worse, better = _point_tests(theta, se, df, policy, lower_level)
         lowered = worse[:, at] if at is not None else np.zeros(len(theta), bool)
         raised = ~lowered & better[:, above] if above is not None else np.zeros(len(theta), bool)
-        held = bool(sweep.withhold) or (sweep.passes == 2 and n // 2 < MIN_PASS_ROUNDS)
+        held = bool(sweep.withhold) or (sweep.passes == 2 and then // 2 < MIN_PASS_ROUNDS)
         moves = (lowered | raised) & (drifted | held)  # moves the decision would withhold: nothing decided
         return ((lowered | raised) & ~moves) | ((worse[:, i] | better[:, i]) & ~moves & ~drifted)
 
