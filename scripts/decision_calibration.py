@@ -89,7 +89,7 @@ def main() -> None:
                 print(
                     f"{regime.name:44} n={n:2d} keeps with a hint {sc.keeps:4d}, named {sc.named:4d}, followed "
                     f"{sc.followed:4d}, of which decided {sc.share():.3f} ± {sc.mc_error():.3f}; withheld, decided "
-                    f"at 20 rounds {sc.withheld_decided:.3f}",
+                    f"at 20 rounds {sc.withheld_decided:.3f} (the chance they quoted {sc.withheld_chance:.3f})",
                     flush=True,
                 )
         return

@@ -22,6 +22,7 @@ from harness.analysis.decision import StagedFamily, decide_curves
 from harness.analysis.decision_record import Decision, DecisionResult
 from harness.analysis.policy import Policy
 from harness.analysis.regression import judge_decision
+from harness.analysis.rounds_hint import BUDGET_ROUNDS
 from harness.analysis.stats import CONFIDENCE, FULL_PRECISION_FLOOR, Comparison, estimate_family, ratio_interval
 from harness.analysis.sweep_drift import estimate_in_passes
 from tests.simulation import AR_INNOVATION, AR_RHO, DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
@@ -55,6 +56,23 @@ def estimate(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray | None]:
     tested)."""
     comparison, _, drift_p = _in_passes(sim)
     return comparison, drift_p
+
+
+def _slowed(sim: SimulatedSweeps, flagged: np.ndarray) -> list[list[tuple[float, float]]]:
+    """Per sweep and family, the share of runs the outlier screen dropped and their median ln deviation from the
+    arm's median: what the summary's outliers column tells the rounds hint (decision._slowed reads it there)."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        dev = np.stack([y - np.nanmedian(y, axis=-1, keepdims=True) for y in (sim.fused, sim.fallback)])
+    sweeps, families = sim.truth.shape[:2]
+    out = []
+    for s in range(sweeps):
+        row = []
+        for f in range(families):
+            found = dev[:, s, f][flagged[:, s, f]]
+            row.append((found.size / flagged[:, s, f].size, float(np.median(found))) if found.size else (0.0, 0.0))
+        out.append(row)
+    return out
 
 
 def pass_means(sim: SimulatedSweeps, flagged: np.ndarray) -> np.ndarray | None:
@@ -98,6 +116,7 @@ def run_engine(
     policy: Policy = Policy(),
     one_visit_rule: bool = True,
     one_round_rule: bool = True,
+    hint: bool = False,
 ) -> list[DecisionResult]:
     """The engine on every simulated sweep: estimate_family per family (exactly what the summary runs), then
     decide_curves on the families' curves (exactly what `crossover` runs). `current_default`: one for every sweep,
@@ -105,13 +124,18 @@ def run_engine(
     δ): the replication rule (replicated) applied after, an unreplicated move turned into keep; None: the engine
     alone. `policy`: the decision policy (its margin δ: a from-null margin, scripts/null_margin_calibration.py).
     `one_visit_rule` False: points measured in one visit, not interleaved, decide as before issue 36 (a move is not
-    withheld), to measure what the rule changed; `one_round_rule` False: likewise for passes of one round."""
+    withheld), to measure what the rule changed; `one_round_rule` False: likewise for passes of one round. `hint`:
+    simulate each keep's rounds hint (rounds_hint: the sweeps' drift bound factors and passes as the summary records
+    them; off by default, since only hint_calibration reads it)."""
     sweeps, families, points = sim.truth.shape
     comparison, flagged, drift_p = _in_passes(sim)
     passes = pass_means(sim, flagged) if replication is not None else None
     # what decide_curves withholds a move for (sweep_drift.unchecked_drift, cap_policy.recommend's short_passes)
     unchecked = sweep_drift.one_visit_words() if one_visit_rule and not sim.interleaved and not sim.first_pass else ""
     short = one_round_rule and sim.first_pass is not None and sim.first_pass < sweep_drift.MIN_PASS_ROUNDS
+    bound = np.broadcast_to(comparison.pass_bound, comparison.se.shape)
+    slowed = _slowed(sim, flagged)
+    grid_passes = 2 if sim.first_pass else 1  # passes over the grid, as the rounds hint simulates them
     results = []
     for s in range(sweeps):
         staged = []
@@ -125,12 +149,19 @@ def run_engine(
             )
             staged.append(
                 StagedFamily(
-                    f"layer family {f}", curve, np.full(keep.sum(), rounds), unchecked=unchecked, short_passes=short
+                    f"layer family {f}",
+                    curve,
+                    np.full(keep.sum(), rounds),
+                    unchecked=unchecked,
+                    short_passes=short,
+                    bound=bound[s, f, keep],
+                    passes=grid_passes,
+                    slowed=slowed[s][f],
                 )
             )
         p = None if drift_p is None else sweep_drift.combined([float(x) for x in drift_p[s]])
         default = current_default[s] if isinstance(current_default, Sequence) else current_default
-        result = decide_curves(staged, default, policy, table=False, sweep_drift=p)
+        result = decide_curves(staged, default, policy, table=False, sweep_drift=p, hint=hint)
         if passes is not None and not replicated(result, passes[s], sim.grid, replication or 0.0):
             result = replace(result, decision=replace(result.decision, action="keep", recommended_cap=default))
         results.append(result)
@@ -549,6 +580,8 @@ PROTOCOL_REGIMES = {
         Regime("dense curved, two passes", DENSE, crossover=(2000.0, 15000.0), order="two_passes"),
         Regime("sparse 3 families curved, two passes", SPARSE, families=3, order="two_passes"),
         Regime("sparse curved 15% outliers, two passes", SPARSE, outlier_rate=0.15, order="two_passes"),
+        # the rounds hint's simulation draws no outliers: its calibration without them (decision_calibration.py --hint)
+        Regime("sparse curved no outliers, two passes", SPARSE, outlier_rate=0.0, order="two_passes"),
         *FORMAT_REGIMES.values(),
         # issue 36's dense grid: 16 points (the bound's factor k/χ²ₖ about 2.0), the first pass one round at n = 3
         Regime("dense16 flat per-arm drift, two passes", DENSE16, flat=True, drift="per_arm", order="two_passes"),
@@ -615,6 +648,9 @@ class HintScore:
     followed: int  # of the named, those followed (N up to hint_calibration's limit)
     decided: int  # of the followed, sweeps at N rounds that decided there
     withheld_decided: float  # of the hints withheld (no N named), the share that decided at the limit's rounds
+    # of the hints withheld, the mean chance of a decision at the budget they quoted (rounds_hint's simulation):
+    # beside withheld_decided, whether withholding was right on average
+    withheld_chance: float = math.nan
 
     def share(self) -> float:
         return self.decided / self.followed if self.followed else math.nan
@@ -624,13 +660,25 @@ class HintScore:
         return math.sqrt(p * (1 - p) / self.followed) if self.followed else math.nan
 
 
-def hint_calibration(regime: Regime, rounds: int, sweeps: int, seed: int, limit: int = 20) -> HintScore:
+def decided_after(before: Decision, after: Decision) -> bool:
+    """Whether a sweep that followed a keep's hint decided: it raises or lowers, or its keep no longer turns on the
+    hinted Dff (that point's test passed either way, or another point is now the undecided one) while its passes
+    agree and it withheld no move for drift (a withheld move, or data the pass test calls unusable, decide nothing:
+    the rounds hint's own simulation, harness.analysis.rounds_hint, counts them alike)."""
+    if after.action in ("raise", "lower"):
+        return True
+    drifted = after.sweep_drift is not None or (
+        after.withheld is not None and after.withheld.why in ("aa_drift", "drift_not_excluded")
+    )
+    return not drifted and after.rounds_dff != before.rounds_dff
+
+
+def hint_calibration(regime: Regime, rounds: int, sweeps: int, seed: int, limit: int = BUDGET_ROUNDS) -> HintScore:
     """Each sweep of the regime at `rounds` whose decision keeps with a rounds hint; where the hint names N ≤ `limit`
-    (default: measure.max_rounds' default), the same truth measured again at N rounds at every point, where it names
-    none at `limit` rounds: decided when the decision then moves the cap or has no undecided point at the hinted Dff
-    (its hint points elsewhere or nowhere)."""
+    (default: the most a hint names, measure.max_rounds' default), the same truth measured again at N rounds at every
+    point, where it names none at `limit` rounds: decided_after."""
     sim = simulate(regime, rounds, sweeps, seed)
-    results = run_engine(sim, rounds)
+    results = run_engine(sim, rounds, hint=True)
     hinted = [(s, r.decision) for s, r in enumerate(results) if r.decision.action == "keep" and r.decision.rounds_dff]
     named = [(s, d) for s, d in hinted if d.rounds_needed is not None]
     followed = [(s, d) for s, d in named if (d.rounds_needed or 0) <= limit]
@@ -641,15 +689,17 @@ def hint_calibration(regime: Regime, rounds: int, sweeps: int, seed: int, limit:
             return 0
         rows = np.array([s for s, _ in these])
         again = simulate(regime, n, len(rows), seed + 7919 * n + salt, truth=(sim.truth[rows], sim.crossover[rows]))
-        out = 0
-        for (_, before), after in zip(these, run_engine(again, n), strict=True):
-            moved = after.decision.action in ("raise", "lower")
-            out += int(moved or after.decision.rounds_dff != before.rounds_dff)
-        return out
+        return sum(
+            decided_after(before, after.decision)
+            for (_, before), after in zip(these, run_engine(again, n), strict=True)
+        )
 
     decided = sum(
         decided_at(n, [(s, d) for s, d in followed if d.rounds_needed == n], 0)
         for n in sorted({int(d.rounds_needed or 0) for _, d in followed})
     )
     late = decided_at(limit, withheld, 1) / len(withheld) if withheld else math.nan
-    return HintScore(len(hinted), len(named), len(followed), decided, late)
+    quoted = [d.rounds_chance for _, d in withheld if d.rounds_chance is not None]
+    return HintScore(
+        len(hinted), len(named), len(followed), decided, late, float(np.mean(quoted)) if quoted else math.nan
+    )

@@ -14,10 +14,8 @@ from harness.analysis.point_summary import analyse_points, summarize
 from harness.analysis.stats import (
     classify,
     compare_arms,
-    decision_chance,
     ratio_interval,
     relative_spread,
-    rounds_to_decide,
     row_median,
     split_arms,
 )
@@ -167,16 +165,6 @@ def test_pure_functions_reject_bad_input():
         classify(0.9, 1.1, margin=0.7)
     with pytest.raises(ValueError, match="confidence"):
         ratio_interval(0.0, 0.01, 5, confidence=1.5)
-
-
-def test_rounds_to_decide_grows_as_the_estimate_nears_the_margin():
-    far = rounds_to_decide(np.log(0.96), 0.01, 4, 5)
-    nearer = rounds_to_decide(np.log(0.97), 0.01, 4, 5)
-    assert far is not None and nearer is not None and 5 < far < nearer
-    # within its noise of the edge (0.2 se): no number of rounds gives 80%, whatever θ̂ alone would suggest
-    assert rounds_to_decide(np.log(0.988), 0.01, 4, 5) is None
-    assert rounds_to_decide(np.log(0.99), 0.01, 4, 5) is None  # exactly on the edge: nothing decides
-    assert decision_chance(np.log(0.988), 0.01, 4, 5, 10_000) < 0.6  # the chance tends to T(gap/se), not to 1
 
 
 def test_relative_spread_is_sigma_over_mu_for_normal_noise():

@@ -156,9 +156,9 @@ def test_a_decision_that_flipped_across_looks_is_not_called_settled():
     assert settle_words(None, None, "lower", 12) == (
         "a fixed sweep of 12 rounds per point (--rounds 12) that confirms the lower"
     )
-    # the stop rule held on a keep whose own hint asks for more rounds than the cap: undecided, not settled
+    # the stop rule held on a keep whose own hint asks for more rounds than the cap, or names none: undecided
     capped = Allocation(rule, None, looks=2, stop="decided", outcome=("keep", 8192), history=[("keep", 8192)] * 2)
-    capped.keep_needs = 100
+    capped.keep_undecided = True
     capped.to_settle = settle_words(8192, 100, "keep", rule.max_rounds)
     told = capped.as_record()
     assert told["stop"] == "undecided" and not told["settled"] and not told["flipped"]

@@ -26,7 +26,8 @@ from harness.analysis import decision_words as words
 from harness.analysis.curve import Crossover, Curve, format_ci
 from harness.analysis.decision_record import CapOption, Decision, PointTest, Switch, Withheld
 from harness.analysis.policy import Move, Policy, WithheldWhy
-from harness.analysis.stats import AFFORDABLE_ROUNDS, decision_chance, ratio_interval, rounds_to_decide, t_quantile
+from harness.analysis.rounds_hint import BUDGET_ROUNDS, Measured, rounds_to_decide
+from harness.analysis.stats import ratio_interval, t_quantile
 from harness.analysis.sweep_drift import MIN_PASS_ROUNDS, one_round_words
 
 
@@ -83,12 +84,21 @@ class _Reading:
     tests: tuple[PointTest, ...]
 
 
+def _point_tests(
+    theta: np.ndarray, se: np.ndarray, df: np.ndarray, policy: Policy, lower_level: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(worse, better) per point, any shape: fallback wins beyond 1 − δ at `lower_level`, fused beyond 1 + δ at the
+    policy's confidence, each one-sided (the questions the decision asks; the rounds hint's simulated sweeps ask
+    them too)."""
+    t_low, t_raise = t_quantile(2 * lower_level - 1, df), t_quantile(2 * policy.confidence - 1, df)
+    return theta + t_low * se < math.log1p(-policy.margin), theta - t_raise * se > math.log1p(policy.margin)
+
+
 def _read(curve: Curve, current: int, policy: Policy, lower_level: float) -> _Reading:
     # one-sided questions (does fused win beyond δ at every point a raise switches?), so one-sided tests at α
     levels = (lower_level, policy.confidence)
     t_low, t_raise = t_quantile(2 * lower_level - 1, curve.df), t_quantile(2 * policy.confidence - 1, curve.df)
-    worse = curve.theta + t_low * curve.se < math.log1p(-policy.margin)
-    better = curve.theta - t_raise * curve.se > math.log1p(policy.margin)
+    worse, better = _point_tests(curve.theta, curve.se, curve.df, policy, lower_level)
     fused_now = np.flatnonzero(curve.dffs <= current)
     above = np.flatnonzero(curve.dffs > current)
     m = int(fused_now[-1]) if fused_now.size else None
@@ -145,19 +155,47 @@ def _tested(curve: Curve, test: PointTest, margin: float, role: str) -> str:
     return words.tested(test.dff, role, math.exp(curve.theta[i]), test.words(margin))
 
 
-def _to_decide(curve: Curve, i: int, policy: Policy, rounds: np.ndarray) -> tuple[str, int | None]:
-    """The rounds hint of a keep at measured point i (decision_words.rounds_hint), and the rounds per arm that give
-    an 80% chance of a decision there (None: no affordable number does)."""
+def _to_decide(
+    curve: Curve, i: int, read: _Reading, policy: Policy, lower_level: float, rounds: np.ndarray, sweep: Sweep
+) -> tuple[str, int | None, float | None]:
+    """The rounds hint of a keep at measured point i (decision_words.rounds_hint), the rounds per arm that give
+    an 80% chance of a decision there (None: no number up to rounds_hint.BUDGET_ROUNDS does) and the chance at that
+    budget (None: nothing simulated, the point has the budget already or no spread to scale), from simulated fresh
+    sweeps of the family (rounds_hint.rounds_to_decide) decided by the tests this decision read: a sweep decides
+    when it lowers or raises (a move its passes or `sweep.withhold` would withhold decides nothing) or point i's
+    own test passes either way, its passes agreeing."""
     n = int(rounds[i])
-    theta, se, df = curve.theta[i], curve.se[i], curve.df[i]
-    needed = rounds_to_decide(theta, se, df, n, policy.margin, policy.confidence)
-    spread = bool(np.isfinite(se) and se > 0 and n >= 1)
-    chance = (
-        float(decision_chance(theta, se, df, n, AFFORDABLE_ROUNDS, policy.margin, policy.confidence))
-        if needed is None and spread
-        else 0.0
-    )
-    return words.rounds_hint(int(curve.dffs[i]), n, needed, spread, AFFORDABLE_ROUNDS, chance), needed
+    at, above = read.at, (int(read.above[0]) if read.above.size else None)
+    bound = np.ones(len(curve.dffs)) if sweep.bound is None else np.asarray(sweep.bound, float)
+    measured = Measured(curve.theta, curve.se, curve.df, np.asarray(rounds), bound, sweep.passes, *sweep.slowed)
+
+    def decided(theta: np.ndarray, se: np.ndarray, df: np.ndarray, drifted: np.ndarray, then: int) -> np.ndarray:
+        worse, better = _point_tests(theta, se, df, policy, lower_level)
+        lowered = worse[:, at] if at is not None else np.zeros(len(theta), bool)
+        raised = ~lowered & better[:, above] if above is not None else np.zeros(len(theta), bool)
+        held = bool(sweep.withhold) or (sweep.passes == 2 and then // 2 < MIN_PASS_ROUNDS)
+        moves = (lowered | raised) & (drifted | held)  # moves the decision would withhold: nothing decided
+        return ((lowered | raised) & ~moves) | ((worse[:, i] | better[:, i]) & ~moves & ~drifted)
+
+    hint = rounds_to_decide(measured, decided) if measured.usable() and n >= 1 else None
+    needed = hint.needed if hint else None
+    spread = hint is not None
+    chance = hint.chance if hint else 0.0
+    said = words.rounds_hint(int(curve.dffs[i]), n, needed, spread, BUDGET_ROUNDS, chance)
+    return said, needed, (chance if hint and math.isfinite(chance) else None)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """How the family's points were measured, as the rounds hint simulates the sweep that follows it: the drift
+    bound's variance factor in each point's se² (None: none), the passes over the grid, a reason that withholds
+    every move (recommend's `withhold`), and the share of runs the outlier screen dropped with their typical slowdown
+    (ln)."""
+
+    bound: np.ndarray | None = None
+    passes: int = 1
+    withhold: str = ""
+    slowed: tuple[float, float] = (0.0, 0.0)
 
 
 def recommend(
@@ -172,6 +210,7 @@ def recommend(
     withhold_why: WithheldWhy = "aa_drift",
     table: bool = True,
     short_passes: bool = False,
+    sweep: Sweep | None = Sweep(),
 ) -> Decision:
     """Keep / raise / lower / set for one family from its measured points (module docstring); `withhold` (a
     reason, recorded as `withhold_why`) turns a raise or lower into keep; `table`: attach the candidate-cap table
@@ -180,7 +219,8 @@ def recommend(
     a point of fewer than 2·MIN_PASS_ROUNDS rounds is withheld: its passes cannot bound a drift of one arm).
     Raises are tested at the policy's confidence: a raise needs every family and every point it switches to agree
     (an intersection-union test needs no multiplicity correction); lowers, which any one family can trigger, at
-    `lower_confidence`."""
+    `lower_confidence`. `sweep`: how the points were measured, for a keep's rounds hint (None: no hint simulated,
+    for the engine's own simulations, which read only the action and cap)."""
     caps = candidate_caps(curve, current_default, policy) if table else ()
     if crossover.outcome == "no_points":
         return Decision("keep", current_default, words.NO_POINTS)
@@ -209,7 +249,7 @@ def recommend(
         reason = words.move_reason(finding, evidence, verb, cap, where, gap)
         return Decision(verb, cap, reason, caps=caps, tests=read.tests)
     rounds = np.zeros(len(curve.dffs), int) if rounds is None else rounds
-    return _keep(curve, crossover, read, c, policy, rounds, finding, caps)
+    return _keep(curve, crossover, read, c, policy, lower_confidence or policy.confidence, rounds, sweep, finding, caps)
 
 
 def _short(read: _Reading, curve: Curve, rounds: np.ndarray | None) -> bool:
@@ -250,7 +290,9 @@ def _keep(
     read: _Reading,
     c: int,
     policy: Policy,
+    lower_level: float,
     rounds: np.ndarray,
+    sweep: Sweep | None,
     finding: str,
     caps: tuple[CapOption, ...],
 ) -> Decision:
@@ -263,7 +305,11 @@ def _keep(
         parts.append(_tested(curve, test, policy.margin, role))
     near = ([m] if m is not None else []) + [int(j) for j in above[:1]]
     undecided = [i for i in near if not (read.worse[i] or read.better[i])]
-    hint, needed = _to_decide(curve, undecided[0], policy, rounds) if undecided else ("", None)
+    hint, needed, chance = (
+        _to_decide(curve, undecided[0], read, policy, lower_level, rounds, sweep)
+        if undecided and sweep is not None
+        else ("", None, None)
+    )
     line = _line_raise(curve, c, policy)
     held = None
     if line is not None:
@@ -272,4 +318,14 @@ def _keep(
         held = Withheld("raise", line[0], "unmeasured_gap", gap=gap, measure_next=measure)
     reason = words.keep_reason(finding, parts, c, held.words() if held else "", hint)
     at = int(curve.dffs[undecided[0]]) if undecided else None
-    return Decision("keep", c, reason, caps=caps, tests=read.tests, rounds_dff=at, rounds_needed=needed, withheld=held)
+    return Decision(
+        "keep",
+        c,
+        reason,
+        caps=caps,
+        tests=read.tests,
+        rounds_dff=at,
+        rounds_needed=needed,
+        rounds_chance=chance,
+        withheld=held,
+    )

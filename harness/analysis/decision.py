@@ -12,6 +12,7 @@ holds one round, withhold raise and lower: a drift of one arm cannot be told fro
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -20,7 +21,7 @@ import pandas as pd
 
 from harness.analysis import decision_words as words
 from harness.analysis.between_points import widen_for_scatter
-from harness.analysis.cap_policy import recommend
+from harness.analysis.cap_policy import Sweep, recommend
 from harness.analysis.curve import Curve, family_curve, find_crossover
 from harness.analysis.decision_record import Decision, DecisionResult, FamilyDecision, Withheld, deciding_families
 from harness.analysis.policy import Interpolation, Policy, WithheldWhy
@@ -44,8 +45,38 @@ def stage_families(summary: pd.DataFrame, interpolation: Interpolation = "linear
         methods = summary[SummaryCol.METHOD].iloc[positions].astype(str).tolist() if len(positions) else []
         unchecked = next(filter(None, map(unchecked_drift, methods)), "")
         short = any(ONE_ROUND_PASS in m for m in methods)
-        staged.append(StagedFamily(str(family), curve, rounds, notes, rows, unchecked, short))
+        bound, passes = _as_measured(methods) if len(curve.dffs) == len(methods) else (None, 1)
+        has = SummaryCol.OUTLIERS in summary and len(positions)
+        dropped = summary[SummaryCol.OUTLIERS].iloc[positions].tolist() if has else []
+        slowed = _slowed(dropped, rounds)
+        staged.append(StagedFamily(str(family), curve, rounds, notes, rows, unchecked, short, bound, passes, slowed))
     return staged
+
+
+_BOUND = re.compile(r"drift bound ×([0-9.]+)")
+_DROPPED = re.compile(r"\(([+-][0-9.]+)%\)")
+
+
+def _slowed(dropped: Sequence[object], rounds: np.ndarray | None) -> tuple[float, float]:
+    """The share of the family's runs the outlier screen dropped and their median ln deviation from the arm's median,
+    read from the summary's outliers column (point_summary._outlier_text: `fused r2 (-14.8%)` per dropped run): how
+    often, and by how much, the rounds hint's simulated sweeps slow a run. (0, 0) when none was dropped."""
+    found = [float(x) / 100.0 for text in dropped if isinstance(text, str) for x in _DROPPED.findall(text)]
+    runs = 2.0 * float(np.sum(rounds)) if rounds is not None else 0.0
+    if not found or runs <= 0:
+        return 0.0, 0.0
+    return min(len(found) / runs, 1.0), float(np.log1p(np.median(found)))
+
+
+def _as_measured(methods: Sequence[str]) -> tuple[np.ndarray, int]:
+    """Each point's drift-bound variance factor and the family's passes, read from the summary's method column
+    (point_summary writes `two passes: drift bound ×F` where F ≥ 1.05, `a pass of one round`, `by file pair`): what
+    the rounds hint needs to tell a point's per-run noise from the bound, and to simulate the sweep in passes. The
+    summary keeps no other record of them (its columns are fixed), so a summary read back gives the same hint."""
+    found = [_BOUND.search(m) for m in methods]
+    bound = np.array([float(f.group(1)) if f else 1.0 for f in found])
+    passes = 2 if any(f for f in found) or any(ONE_ROUND_PASS in m or "by file pair" in m for m in methods) else 1
+    return bound, passes
 
 
 @dataclass(frozen=True)
@@ -63,6 +94,13 @@ class StagedFamily:
     # measured in passes, a point's earlier half of one round: a move needs 2·MIN_PASS_ROUNDS rounds at the points it
     # reads (cap_policy.recommend; sweep_drift.one_round_words)
     short_passes: bool = False
+    # the rounds hint's model of how the points were measured (cap_policy.Sweep): each point's drift-bound variance
+    # factor in se² (None: none) and the passes over the grid
+    bound: np.ndarray | None = None
+    passes: int = 1
+    # the share of the family's runs the outlier screen dropped and their median slowdown (ln): the rounds hint's
+    # simulated sweeps slow as many
+    slowed: tuple[float, float] = (0.0, 0.0)
 
 
 def _no_families(result: DecisionResult) -> DecisionResult:
@@ -76,11 +114,14 @@ def decide_curves(
     withhold: str = "",
     table: bool = True,
     sweep_drift: float | None = None,
+    hint: bool = True,
 ) -> DecisionResult:
     """Each family's crossover and decision, then the overall one (_overall). Lowers are tested at the Bonferroni
     level 1 − α/k over the k deciding families (any one can trigger a lower), raises at the plain level.
     `sweep_drift`: the p-value of the two-pass residual test for drift of one arm (sweep_drift.drift_trend, Bonferroni
-    over the families); below sweep_drift.SWEEP_DRIFT_ALPHA the data are unusable for a decision: keep, say so."""
+    over the families); below sweep_drift.SWEEP_DRIFT_ALPHA the data are unusable for a decision: keep, say so.
+    `hint`: simulate a keep's rounds hint (rounds_hint; False in the engine's own simulations, which read only the
+    action and cap)."""
     if unusable(sweep_drift):
         withhold = "; ".join(filter(None, [withhold, unusable_words(sweep_drift)]))
     unchecked = "; ".join(dict.fromkeys(s.unchecked for s in staged if s.unchecked))
@@ -119,6 +160,7 @@ def decide_curves(
             withhold_why=why,
             table=table,
             short_passes=s.short_passes,
+            sweep=Sweep(s.bound, s.passes, s.unchecked, s.slowed) if hint else None,
         )
         if tau is not None:
             decision = replace(

@@ -127,7 +127,7 @@ class _Sweep:
 def outcome_of(
     staged: Sequence[StagedFamily], current_default: int | None, policy: Policy, drift_p: float | None = None
 ) -> Outcome:
-    result = decide_curves(staged, current_default, policy, table=False, sweep_drift=drift_p)
+    result = decide_curves(staged, current_default, policy, table=False, sweep_drift=drift_p, hint=False)
     return result.decision.action, result.decision.recommended_cap
 
 

@@ -26,7 +26,8 @@ from harness.analysis.decision_record import (
 from harness.analysis.dispatch_evidence import POINT_FIELDS
 from harness.analysis.figures import json_exact, json_rounded
 from harness.analysis.policy import Action, Move, Side, WithheldWhy
-from harness.analysis.stats import AFFORDABLE_ROUNDS, DECIDED, Verdict, family_labels
+from harness.analysis.rounds_hint import BUDGET_ROUNDS
+from harness.analysis.stats import DECIDED, Verdict, family_labels
 from harness.runs.summary_columns import SummaryCol
 
 
@@ -140,6 +141,7 @@ class RoundsHintJSON(TypedDict):
     dff: int
     rounds: int | None
     affordable: int
+    chance: NotRequired[float | None]  # additive (2026-12): the simulated chance at `affordable` rounds
 
 
 class FamilyJSON(CrossoverJSON):
@@ -374,7 +376,12 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
         "candidate_caps": caps_json(result.decision.caps),
         "tests": [test_json(t) for t in d.tests],
         "drift_between_points": json_rounded(d.drift_between_points, 5),
-        "rounds_hint": {"dff": d.rounds_dff, "rounds": d.rounds_needed, "affordable": AFFORDABLE_ROUNDS}
+        "rounds_hint": {
+            "dff": d.rounds_dff,
+            "rounds": d.rounds_needed,
+            "affordable": BUDGET_ROUNDS,
+            "chance": json_rounded(d.rounds_chance, 3),
+        }
         if d.rounds_dff is not None
         else None,
         # additive (2026-12): what a keep held back, structured, so the plot need not search the reason's words
@@ -415,6 +422,7 @@ def decision_from_json(d: DecisionJSON) -> Decision:
         drift_between_points=d.get("drift_between_points"),
         rounds_dff=(d.get("rounds_hint") or {}).get("dff"),
         rounds_needed=(d.get("rounds_hint") or {}).get("rounds"),
+        rounds_chance=(d.get("rounds_hint") or {}).get("chance"),
         withheld=Withheld(held["move"], held["cap"], held["why"]) if held else None,
         sweep_drift=d.get("sweep_drift"),
     )

@@ -89,9 +89,12 @@ class Decision:
     # points scatter no more than their intervals allow
     drift_between_points: float | None = None
     # the rounds hint of a keep: the measured Dff it is about and the runs per arm that give an 80% chance of a
-    # decision there (None with a Dff: no affordable number does, stats.AFFORDABLE_ROUNDS)
+    # decision there (None with a Dff: no affordable number does, rounds_hint.BUDGET_ROUNDS)
     rounds_dff: int | None = None
     rounds_needed: int | None = None
+    # the hint's simulated chance of a decision at rounds_hint.BUDGET_ROUNDS per arm (what a withheld hint quotes;
+    # None: nothing was simulated), so calibrations can set it beside how often the budget's rounds then decided
+    rounds_chance: float | None = None
     withheld: Withheld | None = None  # the raise or lower a keep held back, and why
     # the two-pass test for drift of one arm (sweep_drift), its p-value when it made the data unusable for a
     # decision (a raise or lower withheld, or none to withhold), None when it was not run or did not reject

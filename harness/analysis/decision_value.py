@@ -105,10 +105,11 @@ def flipped(looks: Sequence[Outcome]) -> bool:
     return False
 
 
-def final_stop(stop: str, looks: Sequence[Outcome], keep_needs: int | None = None) -> str:
+def final_stop(stop: str, looks: Sequence[Outcome], keep_undecided: bool = False) -> str:
     """The stop to report, from the stop rule's reason at the final look, every look's decision (the last one: the
-    final analysis of all the runs, at the look level) and `keep_needs`: the final decision is a keep whose rounds
-    hint names more rounds per arm than the round cap allows (None: not).
+    final analysis of all the runs, at the look level) and `keep_undecided`: the final decision is a keep whose rounds
+    hint names no number of rounds per arm within the round cap (more than the cap, or none up to the hint's budget,
+    harness.analysis.rounds_hint).
 
     `decided` (settled) stands only when the stop rule held at the final look and nothing below undoes it. A decision
     that went back and forth across looks (keep ↔ lower at a cap near the margin's edge) and met the stop rule at the
@@ -117,11 +118,12 @@ def final_stop(stop: str, looks: Sequence[Outcome], keep_needs: int | None = Non
     "settled" on keep; a fixed 5-round sweep lowered). One that held at the last two looks stays settled, and the
     record says that it flipped before. A keep the stop rule
     called settled because no round up to the cap can move it, while its own hint asks for more rounds than that
-    (about 100 in issue 35), is `undecided`: the cap stays, but nothing decided it. The other stops already say the
-    decision is not settled and keep their reason (the record says beside it that the decision flipped)."""
+    (about 100 in issue 35) or names none, is `undecided`: the cap stays, but nothing decided it. The other stops
+    already say the decision is not settled and keep their reason (the record says beside it that the decision
+    flipped)."""
     if stop == "decided" and flipped(looks) and (len(looks) < 2 or looks[-1] != looks[-2]):
         return "flipped"
-    return "undecided" if stop == "decided" and keep_needs is not None else stop
+    return "undecided" if stop == "decided" and keep_undecided else stop
 
 
 def settle_words(rounds_dff: int | None, rounds_needed: int | None, action: str, max_rounds: int) -> str:

@@ -10,6 +10,7 @@ it appears. Every figure goes through harness.analysis.figures.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 
@@ -179,15 +180,21 @@ def withheld_reason(curve_finding: str, evidence: str, withheld: str) -> str:
 
 def rounds_hint(dff: int, now: int, needed: int | None, spread: bool, affordable: int, chance: float) -> str:
     """`about N rounds per arm at Dff D (now n) give an 80% chance of a decision`, or why no affordable number does
-    (`spread`: the interval has a spread to scale; `chance`: the chance at `affordable` rounds)."""
+    (`spread`: the interval has a spread to scale; `chance`: the chance at `affordable` rounds, NaN: the point already
+    has that many)."""
     where = f"Dff {dff}"
     if needed is not None:
         return f"about {needed} rounds per arm at {where} (now {now}) give an 80% chance of a decision"
     if not spread:
         return f"no number of rounds at {where} can be suggested (its interval has no spread to scale)"
+    if math.isnan(chance):
+        return (
+            f"no number of rounds at {where} can be suggested: it has {now} per arm, the most a hint names is "
+            f"{affordable}"
+        )
     return (
         f"no affordable number of rounds is likely to decide at {where}: even {affordable} per arm (now {now}) "
-        f"give about a {chance:.0%} chance (the ratio may sit on the margin's edge)"
+        f"give about a {chance:.0%} chance (the ratio may lie within its noise of the margin's edge)"
     )
 
 

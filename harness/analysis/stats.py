@@ -56,7 +56,6 @@ from harness.config.schema import kind_meaning
 from harness.thresholds import CONFIDENCE, MARGIN
 
 POWER = 0.80  # the rounds hint: the chance that the suggested rounds give a decision
-AFFORDABLE_ROUNDS = 100  # the rounds hint looks no further: runs per arm at one point
 MIN_RUNS = 3
 OUTLIER_SIGMAS = 6.0
 SPLIT_RUNS = 4  # below this many runs two slowed runs can move an arm's median (split_arms)
@@ -387,56 +386,6 @@ def classify(low: np.ndarray | float, high: np.ndarray | float, margin: float = 
     out[(low >= 1.0 - margin) & (high <= 1.0 + margin)] = "equivalent"
     out[np.isnan(low) | np.isnan(high)] = "insufficient"
     return out
-
-
-def decision_chance(
-    theta: float,
-    se: float,
-    df: float,
-    n: int,
-    rounds: np.ndarray | int,
-    margin: float = MARGIN,
-    confidence: float = CONFIDENCE,
-) -> np.ndarray:
-    """The chance that `rounds` runs per arm in all (the n already measured kept) put the interval beyond the nearest
-    margin edge on the side the estimate is now, averaged over where the true θ may be given the data (θ ~ N(θ̂, se²)).
-
-    Why averaged, not at θ̂: a hint computed as if θ̂ were the truth promised 80% at the margin's edge where the real
-    chance was 2–10% at any n up to 96 (issue 29). The future estimate is (n·θ̂ + (N − n)·θ̂_new)/N with θ̂_new ~
-    N(θ̂, se² + σ²/(N − n)), so the chance tends to Φ(gap/se) as N grows: a point whose gap to the edge is within
-    its noise never reaches 80%, however many rounds. The t distribution at the current degrees of freedom, not Φ:
-    at 3 rounds σ itself is known to within a factor of about 2."""
-    rounds = np.asarray(rounds, float)
-    sigma = se * np.sqrt(n)
-    edges = np.log([1.0 - margin, 1.0 + margin])
-    gap = float(np.min(np.abs(theta - edges)))
-    df_then = np.fmax(1.0, df * (rounds - 1) / max(n - 1, 1)) if np.isfinite(df) else np.fmax(1.0, rounds - 1)
-    half = t_quantile(confidence, df_then) * sigma / np.sqrt(rounds)
-    with np.errstate(all="ignore"):
-        spread = (rounds - n) / rounds * np.sqrt(se**2 + sigma**2 / np.fmax(rounds - n, 1e-9))
-        z = np.where(spread > 0, (gap - half) / spread, np.where(gap > half, np.inf, -np.inf))
-    return scipy_stats.t.cdf(z, df) if np.isfinite(df) else scipy_stats.norm.cdf(z)
-
-
-def rounds_to_decide(
-    theta: float,
-    se: float,
-    df: float,
-    n: int,
-    margin: float = MARGIN,
-    confidence: float = CONFIDENCE,
-    power: float = POWER,
-    limit: int = AFFORDABLE_ROUNDS,
-) -> int | None:
-    """The fewest runs per arm in total (at most `limit`) that give a `power` chance of a decision (decision_chance);
-    None when no number up to `limit` does — the estimate sits within its noise of the margin's edge, or the edge is
-    too close for an affordable sweep — or when nothing is estimable."""
-    if not (np.isfinite(theta) and np.isfinite(se) and se > 0 and n >= 1):
-        return None
-    candidates = np.arange(n + 1, max(limit, n + 1) + 1)
-    chance = decision_chance(theta, se, df, n, candidates, margin, confidence)
-    enough = np.flatnonzero(chance >= power)
-    return int(candidates[enough[0]]) if enough.size else None
 
 
 def precision_step(values: np.ndarray) -> float:

@@ -60,14 +60,15 @@ class Allocation:
     outcome: Outcome = ("", None)  # the final look's: the decision of all the runs at the look level
     history: list[Outcome] = field(default_factory=list)  # every look's decision, in order (this sweep's looks)
     to_settle: str = ""  # what would settle a decision the loop did not settle (decision_value.settle_words)
-    keep_needs: int | None = None  # a final keep's hint, when it names more rounds per arm than the round cap
+    # a final keep's hint names no rounds per arm within the round cap (more than the cap, or none up to its budget)
+    keep_undecided: bool = False
     spent_s: float = 0.0
     extra_runs: int = 0
     expected_extra_s: float | None = None  # after the first pass: simulated device time still to a decision
     rounds: dict[str, int] = field(default_factory=dict)
 
     def as_record(self) -> dict[str, object]:
-        stop = final_stop(self.stop, self.history, self.keep_needs) if self.stop else ""
+        stop = final_stop(self.stop, self.history, self.keep_undecided) if self.stop else ""
         went_back = flipped(self.history)
         reason = self.rule.describe(stop, self.history) if stop else ""
         if went_back and stop != "flipped":
@@ -105,19 +106,20 @@ def rule_for(measure: Measure, first_rounds: int) -> StopRule:
     )
 
 
-def _at_look(analysis: Analysis, rule: StopRule, staged: Sequence[StagedFamily]) -> DecisionResult:
+def _at_look(analysis: Analysis, rule: StopRule, staged: Sequence[StagedFamily], hint: bool = True) -> DecisionResult:
     """The decision of `staged` (the analysis's curves, or a look's perturbation of them) at the look level, as the
-    final analysis of the run reads it: the A/A withholding and the pass test (passes that disagree: keep) included."""
+    final analysis of the run reads it: the A/A withholding and the pass test (passes that disagree: keep) included;
+    `hint` False for a look's perturbations (only their action and cap are read)."""
     withhold = withheld_reason(analysis.aa_beyond_margin, analysis.options.margin)
     policy = analysis.options.policy.at(rule.look_confidence)
     return decide_curves(
-        staged, analysis.current_default, policy, withhold, table=False, sweep_drift=analysis.sweep_drift
+        staged, analysis.current_default, policy, withhold, table=False, sweep_drift=analysis.sweep_drift, hint=hint
     )
 
 
 def _decider(analysis: Analysis, rule: StopRule) -> Callable[[Sequence[StagedFamily]], Outcome]:
     def decide(staged: Sequence[StagedFamily]) -> Outcome:
-        result = _at_look(analysis, rule, staged)
+        result = _at_look(analysis, rule, staged, hint=False)
         return result.decision.action, result.decision.recommended_cap
 
     return decide
@@ -263,8 +265,9 @@ def allocate(
             record.to_settle = settle_words(
                 final_decision.rounds_dff, final_decision.rounds_needed, final_decision.action, rule.max_rounds
             )
-            needs = final_decision.rounds_needed if final_decision.action == "keep" else None
-            record.keep_needs = needs if needs is not None and needs > rule.max_rounds else None
+            needs = final_decision.rounds_needed
+            hinted = final_decision.action == "keep" and final_decision.rounds_dff is not None
+            record.keep_undecided = hinted and (needs is None or needs > rule.max_rounds)
             break
         if on_look is not None:
             on_look(record)

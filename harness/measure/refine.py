@@ -127,7 +127,7 @@ def refine(
         staged = stage_families(analysis.summary, analysis.options.interpolation)
 
         def decide(curves: Sequence[StagedFamily], analysis: Analysis = analysis) -> Outcome:
-            result = decide_curves(curves, analysis.current_default, analysis.options.policy, table=False)
+            result = decide_curves(curves, analysis.current_default, analysis.options.policy, table=False, hint=False)
             return result.decision.action, result.decision.recommended_cap
 
         chosen = None
