@@ -37,16 +37,16 @@ def _keep(at_cap: float, se: float, bound: float | None, rounds: int = 3) -> Dec
 
 
 def test_a_drift_bound_is_not_noise_more_rounds_cannot_shrink():
-    """Fallback 2.5% faster at the cap, se 1.2% at 3 rounds: when most of that se is the drift bound (variance ×3.7,
+    """Fallback 2.8% faster at the cap, se 1.2% at 3 rounds: when most of that se is the drift bound (variance ×3.7,
     what two passes of 3 rounds give on 6 points), the runs' own noise is small and a sweep at N rounds re-derives the
     bound from its own passes, so a number is named; taken as per-run noise (as the closed form did), the truth's
     uncertainty is 1.9× wider and more rounds are needed, or none up to the budget decide."""
-    bounded = _keep(-0.025, 0.012, 3.7)
-    as_noise = _keep(-0.025, 0.012, None)
+    bounded = _keep(-0.028, 0.012, 3.7)
+    as_noise = _keep(-0.028, 0.012, None)
     assert bounded.rounds_needed is not None and bounded.rounds_needed <= 20, bounded.reason
     assert as_noise.rounds_needed is None or as_noise.rounds_needed > bounded.rounds_needed, as_noise.reason
     assert f"about {bounded.rounds_needed} rounds per arm at Dff {CAP} (now 3)" in bounded.reason
-    assert _keep(-0.025, 0.012, 3.7) == bounded  # one fixed seed: the same data give the same hint (check-reports)
+    assert _keep(-0.028, 0.012, 3.7) == bounded  # one fixed seed: the same data give the same hint (check-reports)
 
 
 def test_a_ratio_on_the_margins_edge_gets_no_number():
@@ -60,10 +60,11 @@ def test_a_ratio_on_the_margins_edge_gets_no_number():
 
 
 def test_a_ratio_further_past_the_edge_needs_fewer_rounds():
-    """Fallback 2.8% rather than 2.5% faster at the cap (same se, same bound): fewer rounds decide, and the hint says
+    """Fallback 3% rather than 2.7% faster at the cap (same se, same bound): fewer rounds decide, and the hint says
     so (each N reads prefixes of one draw of runs, so the chance grows with the gap as with N); 2% faster is within
-    its noise of the edge at every affordable number."""
-    nearer, further = _keep(-0.025, 0.012, 3.7), _keep(-0.028, 0.012, 3.7)
+    its noise of the edge at every affordable number (since the drift trend of issue 36 widened the two-pass bound,
+    2.5% is too)."""
+    nearer, further = _keep(-0.027, 0.012, 3.7), _keep(-0.03, 0.012, 3.7)
     assert nearer.rounds_needed is not None and further.rounds_needed is not None
     assert further.rounds_needed < nearer.rounds_needed, (further.reason, nearer.reason)
     assert _keep(-0.02, 0.012, 3.7).rounds_needed is None
