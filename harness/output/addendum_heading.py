@@ -21,6 +21,7 @@ from harness.output.report_data import ReportData
 from harness.output.report_links import shown_path, shown_text
 from harness.runs import provenance as prov
 from harness.runs.mlxcel_csv import build_pin
+from harness.runs.provenance_keys import LIBRARY_COMMIT, LIBRARY_VERSION, MLX_PIN
 from harness.runs.summary_columns import SummaryCol
 
 UNDATED = "undated"
@@ -47,9 +48,9 @@ CONTEXT_KEYS = (
     "notes",
     "order",
     "current_default_source",
-    prov.LIBRARY_VERSION,
-    prov.LIBRARY_COMMIT,
-    prov.MLX_PIN,
+    LIBRARY_VERSION,
+    LIBRARY_COMMIT,
+    MLX_PIN,
 )
 # recorded strings that may hold paths of the machine that measured (shown relative to the project, or by name)
 PATH_KEYS = ("command", "bench_command", "notes", "config_path")
@@ -82,8 +83,8 @@ def library_under_test(provenance: dict[str, object], tree: dict[str, object] | 
     """The heading's "under …": the binary's own version and commit (and its MLX pin) when the sweep recorded
     them, else the mlxcel tree given with --mlxcel-src for a run of an external program, else the packages the
     workload kind names as its own (with the versions the run recorded), else the recorded pin (the backend's)."""
-    version, commit = provenance.get(prov.LIBRARY_VERSION), provenance.get(prov.LIBRARY_COMMIT)
-    mlx = provenance.get(prov.MLX_PIN) or (tree or {}).get("mlx_pin")
+    version, commit = provenance.get(LIBRARY_VERSION), provenance.get(LIBRARY_COMMIT)
+    mlx = provenance.get(MLX_PIN) or (tree or {}).get("mlx_pin")
     if version or commit:
         text = str(version or "the benchmark's build")
         # a binary's own version line often names its commit and MLX already (`… 0.6.0 (mlxcel 77afbb1d, MLX

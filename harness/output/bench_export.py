@@ -37,7 +37,8 @@ from harness.analysis.decision_json import DecisionJSON, PointJSON
 from harness.runs.formats import write_text_atomic
 from harness.runs.mlxcel_bench_csv import COLUMNS as BENCH_COLUMNS
 from harness.runs.mlxcel_bench_csv import OPTIONAL as BENCH_OPTIONAL
-from harness.runs.provenance import LIBRARY_COMMIT, LIBRARY_VERSION, MLX_PIN, iso_date
+from harness.runs.provenance import iso_date
+from harness.runs.provenance_keys import LIBRARY_COMMIT, LIBRARY_VERSION, MLX_PIN
 from harness.runs.rundir import refuse_stored
 from harness.thresholds import CONFIDENCE
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness.config import resources
 from harness.config.backend_specs import known_backend
+from harness.runs.provenance_keys import BACKEND_DEVICE_MISSING
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("moecal", "numpy", "scipy", "pandas", "numba", "mlx", "cupy-cuda13x", "cupy-cuda12x", "cupy")
@@ -156,16 +157,6 @@ def collect(backend: str, device_info: dict[str, str] | None = None) -> dict[str
 
 
 # --- what the addendum heading states, by key ---------------------------------------------------------------------
-# meta.json keys for the library under test of a command run (written where the sweep asks the binary, read by the
-# addendum heading): the binary's `--version` text, the commit it was built from, the MLX pin it links. Named once
-# here so the reader and the writer (measure/bench_capabilities.py: `Capabilities.as_meta`) cannot drift apart.
-LIBRARY_VERSION = "bench_version"
-LIBRARY_COMMIT = "bench_commit"
-MLX_PIN = "bench_mlx_pin"
-# why the machine that measured had no device of the run's backend (a run labelled cuda on a machine without an
-# NVIDIA GPU, e.g. an emulated binary); absent or empty when it had one, and in runs that predate the key
-BACKEND_DEVICE_MISSING = "backend_device_missing"
-
 _ISO_DATE = re.compile(r"(?<!\d)(20\d\d)-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])(?!\d)")
 _MLX_PIN = re.compile(r"\bMLX(?: pin)?[ :]+`?([0-9a-f]{7,40}|\d+\.\d+(?:\.\d+)?)`?", re.IGNORECASE)
 _FORCED = re.compile(r"\b(fallback|fused) side forced with (\w+=\d+)(?: \(([^)]*)\))?", re.IGNORECASE)

@@ -61,6 +61,7 @@ from harness.runs.formats import (
     refuse_link,
     write_text_atomic,
 )
+from harness.runs.provenance_keys import SEGMENTS, check_provenance
 from harness.runs.run_meta import RunMeta, RunPolicy
 
 DEFAULT_RESULTS = Path("results")
@@ -191,7 +192,9 @@ class RunDirectory:
         return self.read_record().policy
 
     def write_record(self, record: RunMeta) -> None:
-        """meta.json at the current format, replaced atomically (a reader never sees half a file)."""
+        """meta.json at the current format, replaced atomically (a reader never sees half a file); a value the
+        registry refuses (harness.runs.provenance_keys) is an InputError before anything is written."""
+        check_provenance(record.provenance, self.meta_path)
         write_text_atomic(self.meta_path, record.to_text())
 
     def read_samples(self) -> pd.DataFrame:
@@ -280,7 +283,7 @@ class RunLock:
 
 def segments(meta: Mapping[str, object]) -> list[dict]:
     """The run's segments; a run written before segments existed counts as one, described by its top level."""
-    stored = meta.get("segments")
+    stored = meta.get(SEGMENTS)
     if isinstance(stored, list):
         return [dict(s) for s in stored if isinstance(s, dict)]
     if not meta:
@@ -334,6 +337,7 @@ class SampleWriter:
         return self.run.done_runs()
 
     def _start(self) -> None:
+        check_provenance(self.meta, self.run.meta_path)  # before samples.csv's header states it
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             previous = self.run.read_record()
@@ -344,7 +348,7 @@ class SampleWriter:
                 write_text_atomic(self.path, format_provenance(self.meta) + csv_line(SAMPLE_COLUMNS))
             earlier = previous.provenance
             self._record = RunMeta(
-                {**(earlier or self.meta), "segments": [*segments(earlier), self.segment]},
+                {**(earlier or self.meta), SEGMENTS: [*segments(earlier), self.segment]},
                 previous.policy if earlier else self.policy,
             )
             self.run.write_record(self._record)
@@ -401,7 +405,7 @@ class SampleWriter:
         """meta.json with this segment's rows and end as of now: after every row, so a sweep killed by SIGKILL
         leaves a segment that says how far it got (the last row's time as its end)."""
         self.segment["end"] = _now()
-        self._record.provenance["segments"][-1] = self.segment  # type: ignore[index]
+        self._record.provenance[SEGMENTS][-1] = self.segment  # type: ignore[index]
         self.run.write_record(self._record)
 
     def close(self) -> None:
