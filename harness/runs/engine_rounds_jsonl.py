@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -24,7 +25,7 @@ from harness.runs.mlxcel_csv import MlxcelImport, samples_frame
 NULL_SUFFIX = "-null"  # engine_bench_rounds.py's NULL_SUFFIX
 
 
-def _lines(path: Path) -> list[tuple[int, dict]]:
+def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
     out = []
     try:
         text = path.read_text()
@@ -54,7 +55,8 @@ def read_engine_rounds(path: Path, fused_arm: str, fallback_arm: str, dff: int) 
     if len(models) != 1:
         raise InputError(str(path), "model", f"the headers name several models ({', '.join(sorted(models))})")
     arms = {fused_arm: "fused", fallback_arm: "fallback", fallback_arm + NULL_SUFFIX: "null"}
-    rows, other = [], set()
+    rows: list[dict[str, Any]] = []  # JSON values, checked as they are converted below
+    other: set[str] = set()
     for number, record in records:
         if record.get("kind") == "header":
             continue

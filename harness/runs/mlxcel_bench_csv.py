@@ -33,6 +33,7 @@ import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -157,8 +158,8 @@ def _family_knowledge(shapes: dict[str, DiscoveredModel]) -> dict[str, dict[str,
     declined = {name: why for name, model in shapes.items() if (why := predict_null(model))}
     # the words a sweep records (harness.measure.workloads.command.record_arm_forcing), without how the arms were
     # forced: the CSVs do not say whether the fallback arm set MLXCEL_FUSED_MOE=0
-    why = {name: cap_not_read(model) for name, model in shapes.items()}
-    ignored = {name: f"kept out of the cap's crossover: {reason}" for name, reason in why.items() if reason}
+    not_read = {name: cap_not_read(model) for name, model in shapes.items()}
+    ignored = {name: f"kept out of the cap's crossover: {reason}" for name, reason in not_read.items() if reason}
     return {key: value for key, value in (("expect_null", declined), ("cap_ignored", ignored)) if value}
 
 
@@ -173,7 +174,7 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
     shapes, skipped = _shapes(names, models_dir)
     if not shapes:
         raise InputError(str(models_dir or "--models"), "--models", "no model of the CSVs has a MoE config.json there")
-    samples = []
+    samples: list[dict[str, Any]] = []  # one per run: text and numbers as the files give them
     # each file pair (the i-th --fallback and --fused file) is a pass over the models, measured at its own time:
     # the passes' agreement is what shows a drift of one arm (harness.analysis.sweep_drift; issue 36)
     passes = len(fallback) == len(fused) >= 2

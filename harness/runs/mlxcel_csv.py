@@ -17,7 +17,7 @@ provenance, and a file whose rows name two builds is refused (its points were no
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -55,7 +55,7 @@ BUILD_COLUMNS = ("mlxcel_version", "mlxcel_commit", "mlx_commit", "mlx_rocm_over
 ROCM_COLUMNS = BUILD_COLUMNS[3:]  # written only when the run recorded one of them, as bench_decode.sh does
 
 
-def build_pin(build: dict[str, object]) -> str:
+def build_pin(build: Mapping[str, object]) -> str:
     """`mlxcel 0.7.0 (2fcdbe5f) / MLX 81ba1c6a / ROCm overlay 75915908 / HIP 7.15.26333` from BUILD_COLUMNS values,
     as far as they are known: the library line of the addendum."""
     version, commit = (str(build.get(c) or "") for c in BUILD_COLUMNS[:2])
@@ -396,7 +396,7 @@ def import_run_dir(
     return imported
 
 
-def _format(value: float, digits: int) -> str:
+def _format(value: float | None, digits: int) -> str:
     return "NA" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
 
 

@@ -213,7 +213,8 @@ def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Pat
         out["bench_description"] = said["Harness"].rstrip(".")
     forced = {m.group(1).lower(): m for m in _FORCED.finditer(text)}
     if {"fallback", "fused"} <= forced.keys():  # both, or the recorded convention stands
-        arms = dict(out.get("arms") or {}) if isinstance(out.get("arms"), dict) else {}
+        stated = out.get("arms")
+        arms: dict[str, object] = dict(stated) if isinstance(stated, dict) else {}
         for arm, m in forced.items():
             arms[arm] = m.group(2) + (f" ({m.group(3)})" if m.group(3) else "") + ", as the CSV's header states"
         out["arms"] = arms

@@ -44,6 +44,7 @@ import re
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
@@ -206,7 +207,7 @@ class RunDirectory:
         return done_runs(self.samples)
 
 
-def same_run_kind(meta: dict, wanted: dict) -> str | None:
+def same_run_kind(meta: Mapping[str, object], wanted: Mapping[str, object]) -> str | None:
     """The first of config hash, backend, device on which an existing run differs from `wanted`, else None."""
     for key in ("config_sha256", "backend", "device"):
         if meta.get(key) != wanted.get(key):
@@ -214,7 +215,7 @@ def same_run_kind(meta: dict, wanted: dict) -> str | None:
     return None
 
 
-def newest_resumable(results: Path, wanted: dict, pending: Callable[[Path], int]) -> Path | None:
+def newest_resumable(results: Path, wanted: Mapping[str, object], pending: Callable[[Path], int]) -> Path | None:
     """The newest run directory under `results` of the same config, backend and device with runs still to do.
 
     Newest by the run's start date in meta.json (run ids sort by time too, but a user may have named one);
@@ -281,7 +282,7 @@ class RunLock:
 # --- segments --------------------------------------------------------------------------------------------------
 
 
-def segments(meta: Mapping[str, object]) -> list[dict]:
+def segments(meta: Mapping[str, object]) -> list[dict[str, object]]:
     """The run's segments; a run written before segments existed counts as one, described by its top level."""
     stored = meta.get(SEGMENTS)
     if isinstance(stored, list):
@@ -333,7 +334,7 @@ class SampleWriter:
         self._record = RunMeta()
         self._columns: list[str] = list(SAMPLE_COLUMNS)  # the file's own header once it exists (see _start)
 
-    def done_keys(self) -> dict[tuple, str]:
+    def done_keys(self) -> dict[RunKey, str]:
         return self.run.done_runs()
 
     def _start(self) -> None:
@@ -375,11 +376,11 @@ class SampleWriter:
         except OSError as exc:
             self._undo_row(before)
             raise InputError(str(self.path), "", f"cannot append a row: {exc.strerror or exc}") from None
-        self.segment["rows"] = int(self.segment["rows"]) + 1
+        self.segment["rows"] = cast(int, self.segment["rows"]) + 1  # new_segment's count, this process's own
         try:
             self._record_segment()
         except InputError:  # meta.json could not say so: the row goes too, so its count stays exact
-            self.segment["rows"] = int(self.segment["rows"]) - 1
+            self.segment["rows"] = cast(int, self.segment["rows"]) - 1
             self._undo_row(before)
             raise
 
