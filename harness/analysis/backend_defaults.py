@@ -31,6 +31,7 @@ import pandas as pd
 
 from harness.analysis import dispatch_evidence
 from harness.analysis.decision_facts import expected_null
+from harness.analysis.dispatch_evidence import VerificationRecord
 from harness.analysis.inputs import load_input
 from harness.analysis.parity import PointParity, parity_by_model
 from harness.analysis.pipeline import Analysis, Options, analyse
@@ -171,7 +172,7 @@ def _run_identity(analysis: Analysis) -> tuple[str, str]:
 def mispredictions(
     samples: pd.DataFrame | None,
     expected: Mapping[str, str],
-    verification: Mapping[str, dict[str, object]] | None = None,
+    verification: VerificationRecord | None = None,
 ) -> dict[str, str]:
     """Where the dispatch probe or the verification pass (the ground truth, its record) contradicts the
     eligibility prediction, per model."""

@@ -174,7 +174,7 @@ class PointFacts:
 def point_facts(
     frame: pd.DataFrame | None,
     provenance: Mapping[str, object],
-    verification: Mapping[str, dict] | None,
+    verification: dispatch_evidence.VerificationRecord | None,
     excludes: Mapping[str, str],
 ) -> PointFacts:
     """The class of every model of `frame` that is not measured under the cap, with its reason; later sources

@@ -35,7 +35,7 @@ import numpy as np
 from harness.analysis.curve import Curve
 from harness.analysis.decision import StagedFamily
 from harness.analysis.policy import Action
-from harness.analysis.stats import CONFIDENCE
+from harness.thresholds import CONFIDENCE
 
 Key = tuple[int, int]  # (family index in the staged list, point index on its curve)
 Outcome = tuple[Action, int | None]  # (action, recommended cap): what a flip changes

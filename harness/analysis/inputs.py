@@ -13,6 +13,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from harness.analysis import dispatch_evidence
+from harness.analysis.dispatch_evidence import VerificationRecord
 from harness.analysis.stats import VERDICTS
 from harness.errors import InputError
 from harness.runs import mlxcel_csv as mlxcel
@@ -47,7 +48,7 @@ class LoadedInput(NamedTuple):
     samples: pd.DataFrame | None
     summary: pd.DataFrame | None
     provenance: dict[str, object]
-    verification: dict[str, dict] | None = None
+    verification: VerificationRecord | None = None
 
 
 def load_input(path: str | Path, all_settings: bool = False) -> LoadedInput:
@@ -144,9 +145,9 @@ def _provenance(path: Path) -> dict[str, object]:
     for key, value in read_provenance(path).items():
         group, dot, sub = key.partition(".")
         if dot:
-            out.setdefault(group, {})
-            if isinstance(out[group], dict):
-                out[group][sub] = value
+            folded = out.setdefault(group, {})
+            if isinstance(folded, dict):
+                folded[sub] = value
         else:
             out[key] = value
     return out

@@ -216,5 +216,5 @@ def quick_table(run_dir: Path, summary: pd.DataFrame) -> pd.DataFrame:
     counts = counts.reindex(columns=["ok", "fail", "skip"], fill_value=0).reset_index()
     table = table.merge(counts, on=keys, how="outer").fillna({"ok": 0, "fail": 0, "skip": 0})
     facts = dispatch_evidence.per_model(dispatch_evidence.read_record(run_dir), expected_null(run.read_meta()))
-    table["dispatch"] = [str(facts.get(str(m), {}).get("dispatch", "")) for m in table["model"]]
+    table["dispatch"] = [str(fact["dispatch"]) if (fact := facts.get(str(m))) else "" for m in table["model"]]
     return table.sort_values(["workload", "d_model", "dff"])

@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import figures
-from harness.analysis.decision_facts import MLXCEL_CONSTANTS, cap_words, constant_words, tree_cap
+from harness.analysis.decision_facts import MLXCEL_CONSTANTS, cap_words, constant_words, expected_null, tree_cap
 from harness.analysis.dispatch_evidence import contradictions
 from harness.analysis.inputs import load_input
 from harness.analysis.knobs import analyse_knobs
 from harness.analysis.pin_drift import compare_runs
-from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path, expected_null
+from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path
 from harness.analysis.regression import join_points
 from harness.config.schema import kind_meaning
 from harness.output.addendum_heading import context, library_under_test, report_date, with_overrides
