@@ -27,6 +27,8 @@ BAD = [
     ("knobs", {"MLXCEL_X": "1"}, "is not an object of lists"),
     (keys.UNTIL_DECIDED, {"looks": 2}, "look_confidence None is not a number in [0.5, 1)"),
     (keys.UNTIL_DECIDED, {"look_confidence": 1.5}, "look_confidence 1.5 is not a number"),
+    (keys.DISPATCH_OVERRIDES, ["qwen3-30b-a3b"], "is not an object of text values"),
+    (keys.EXPECT_NULL, {"qwen3-30b-a3b": None}, "is not an object of text values"),
 ]
 
 
@@ -69,11 +71,13 @@ def test_what_moecal_writes_and_a_csv_header_carries_passes():
     stored = json.loads((STORED / "meta.json").read_text())
     keys.check_provenance(stored, "meta.json")  # a sweep's own values
     as_text = {"cpu_count": "2", "rounds": "6", "harness_dirty": "False", "packages": {"numpy": "2.4.6"}}
+    as_text |= {keys.EXPECT_NULL: {"m": "declined"}, keys.CAP_IGNORED: {"m": "switch"}}
     keys.check_provenance(as_text, "meta.json")  # an import of moecal's exported CSV: the header's text
     keys.check_provenance({"a_backend_fact": [1, {"x": None}]}, "meta.json")  # an open mapping: unlisted keys pass
 
 
 def test_every_key_named_in_code_is_registered():
     named = [keys.UNTIL_DECIDED, keys.SEGMENTS, keys.LIBRARY_VERSION, keys.LIBRARY_COMMIT, keys.MLX_PIN]
+    named += [keys.EXPECT_NULL, keys.CAP_IGNORED, keys.DISPATCH_OVERRIDES]
     assert all(name in keys.KEYS for name in [*named, keys.BACKEND_DEVICE_MISSING])
     assert all(key.name == name and key.meaning for name, key in keys.KEYS.items())

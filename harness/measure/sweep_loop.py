@@ -18,6 +18,7 @@ from harness.errors import InputError
 from harness.measure import dispatch
 from harness.measure.protocol import Point, ProgressHook, RoundSchedule, measure_point
 from harness.runs.formats import csv_columns
+from harness.runs.provenance_keys import DISPATCH_OVERRIDES
 from harness.runs.rundir import (
     RunDirectory,
     RunLock,
@@ -159,7 +160,7 @@ def verify_dispatch(sweep: PreparedSweep) -> None:
     record = dispatch.verify(sweep.points, sweep.workload.open, settings, sweep.run_dir)
     overrides = dispatch.settle(sweep.points, record, expected_null(sweep.meta))
     if overrides:
-        sweep.meta["dispatch_overrides"] = overrides
+        sweep.meta[DISPATCH_OVERRIDES] = overrides
     if sweep.measure_null:
         return
     declined = dispatch_evidence.null_reasons(record, expected_null(sweep.meta))

@@ -45,6 +45,7 @@ from harness.errors import InputError
 from harness.runs.formats import read_csv_text
 from harness.runs.import_checks import check_model_name, whole_tokens
 from harness.runs.mlxcel_csv import BUILD_COLUMNS, MlxcelImport, build_pin, samples_frame
+from harness.runs.provenance_keys import CAP_IGNORED, EXPECT_NULL
 
 VERSION_COLUMNS = ("mlx_version", "mlxcel_version")  # the old layout's name for mlxcel's version, the new one's
 COLUMNS = (
@@ -160,7 +161,7 @@ def _family_knowledge(shapes: dict[str, DiscoveredModel]) -> dict[str, dict[str,
     # forced: the CSVs do not say whether the fallback arm set MLXCEL_FUSED_MOE=0
     not_read = {name: cap_not_read(model) for name, model in shapes.items()}
     ignored = {name: f"kept out of the cap's crossover: {reason}" for name, reason in not_read.items() if reason}
-    return {key: value for key, value in (("expect_null", declined), ("cap_ignored", ignored)) if value}
+    return {key: value for key, value in ((EXPECT_NULL, declined), (CAP_IGNORED, ignored)) if value}
 
 
 def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir: Path | None) -> MlxcelImport:

@@ -44,6 +44,7 @@ from harness.runs.formats import (
 )
 from harness.runs.import_checks import check_imported
 from harness.runs.provenance import csv_header_provenance
+from harness.runs.provenance_keys import CAP_IGNORED, EXPECT_NULL
 from harness.runs.run_meta import RunMeta
 from harness.runs.rundir import RunDirectory, refuse_links, refuse_stored
 from harness.runs.summary_columns import SummaryCol
@@ -114,7 +115,7 @@ def _header(path: Path) -> tuple[dict[str, object], list[str]]:
             notes.append(text)
     # `# expect_null.<model>: why`, `# cap_ignored.<model>: why` (what moecal's own export writes for the points
     # kept out of the cap's decision) → the dicts the analysis reads
-    for group in ("expect_null", "cap_ignored", "round_positions", "round_passes"):
+    for group in (EXPECT_NULL, CAP_IGNORED, "round_positions", "round_passes"):
         values = {k.removeprefix(f"{group}."): v for k, v in provenance.items() if k.startswith(f"{group}.")}
         if values:
             provenance = {k: v for k, v in provenance.items() if not k.startswith(f"{group}.")}

@@ -95,6 +95,12 @@ MLX_PIN = "bench_mlx_pin"
 # why the machine that measured had no device of the run's backend (a run labelled cuda on a machine without an
 # NVIDIA GPU, e.g. an emulated binary); absent or empty when it had one, and in runs that predate the key
 BACKEND_DEVICE_MISSING = "backend_device_missing"
+# model → why, each: predicted null by `moecal init` (the config's expect_null, or import-mlxcel --models), measured by
+# switch because its family ignores the cap, and measured after all because its fused verification run logged kernel
+# calls (written by harness.measure.sweep_loop, read by harness.analysis.decision_facts)
+EXPECT_NULL = "expect_null"
+CAP_IGNORED = "cap_ignored"
+DISPATCH_OVERRIDES = "dispatch_overrides"
 
 KEYS: dict[str, ProvenanceKey] = {
     key.name: key
@@ -133,6 +139,9 @@ KEYS: dict[str, ProvenanceKey] = {
         ProvenanceKey(LIBRARY_COMMIT, "the commit the benchmark binary was built from", text),
         ProvenanceKey(MLX_PIN, "the MLX pin the benchmark binary links", text),
         ProvenanceKey(BACKEND_DEVICE_MISSING, "why the machine had no device of the run's backend", text),
+        ProvenanceKey(EXPECT_NULL, "model → why `moecal init` predicted its point null", text_map),
+        ProvenanceKey(CAP_IGNORED, "model → why its family ignores the cap (measured by switch)", text_map),
+        ProvenanceKey(DISPATCH_OVERRIDES, "model → why it was measured against its prediction", text_map),
     )
 }
 

@@ -46,6 +46,7 @@ from harness.measure.proc import HELP_TIMEOUT_S, ask_help, run_with_deadline
 from harness.measure.protocol import Point, RunContended, RunFailed, RunOutcome
 from harness.measure.synth_models import synthetic_provenance
 from harness.runs.provenance import cpu_name
+from harness.runs.provenance_keys import CAP_IGNORED, EXPECT_NULL
 
 TAIL_CHARS = 400
 # what mlxcel's scripts/rocm_gpu_guard.sh exits with when every attempt was contended or its --max-wait ran out
@@ -432,7 +433,7 @@ def record_arm_forcing(config: SweepConfig, meta: dict[str, object]) -> None:
         forcing[model.name] = {"forced_by": model.forced_by, "fused": fused, "fallback": fallback}
     meta["arm_forcing"] = forcing
     if ignored:
-        meta["cap_ignored"] = ignored
+        meta[CAP_IGNORED] = ignored
 
 
 def apply_null_policy(points: list[Point], config: SweepConfig, meta: dict[str, object], measure: bool) -> None:
@@ -440,7 +441,7 @@ def apply_null_policy(points: list[Point], config: SweepConfig, meta: dict[str, 
     prediction against the dispatch probe); with `measure` (--measure-null) their points are run, not skipped."""
     expected = {m.name: m.expect_null for m in config.models if m.expect_null}
     if expected:
-        meta["expect_null"] = expected
+        meta[EXPECT_NULL] = expected
     if not measure:
         return
     for point in points:
