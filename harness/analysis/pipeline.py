@@ -17,7 +17,7 @@ from harness.analysis import decision_facts, dispatch_evidence
 from harness.analysis.cap_target import CapTarget
 from harness.analysis.decision import decide
 from harness.analysis.decision_facts import CapFact, PointFacts, expected_null
-from harness.analysis.decision_json import DecisionJSON, decision_json
+from harness.analysis.decision_json import DecisionJSON, OptionsJSON, SettingsJSON, decision_json
 from harness.analysis.decision_record import Decision, DecisionResult
 from harness.analysis.dispatch_evidence import VerificationRecord
 from harness.analysis.inputs import LoadedInput, load_input, write_summary_csv
@@ -54,7 +54,7 @@ class Options:
         """The decision policy of these options, built (and checked: InputError) once."""
         return Policy(self.confidence, self.margin, self.grid, self.interpolation)
 
-    def settings(self) -> dict[str, object]:
+    def settings(self) -> OptionsJSON:
         """The options as recorded next to a result, so it can be re-derived."""
         return {
             "excludes": dict(self.excludes),
@@ -88,16 +88,15 @@ class Analysis:
         return self.target.env
 
     def as_json(self) -> DecisionJSON:
-        return decision_json(
-            self.summary,
-            self.result,
-            current_default=self.current_default,
-            cap_env=self.cap_env,
-            noise_scale=None if self.noise_scale is None else round(self.noise_scale, 4),
-            aa_points=self.aa_points,
-            aa_beyond_margin=list(self.aa_beyond_margin),
+        settings: SettingsJSON = {
+            "current_default": self.current_default,
+            "cap_env": self.cap_env,
+            "noise_scale": None if self.noise_scale is None else round(self.noise_scale, 4),
+            "aa_points": self.aa_points,
+            "aa_beyond_margin": list(self.aa_beyond_margin),
             **self.options.settings(),
-        )
+        }
+        return decision_json(self.summary, self.result, settings)
 
 
 def parse_excludes(values: Sequence[str]) -> dict[str, str]:
