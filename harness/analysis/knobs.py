@@ -146,7 +146,7 @@ def knob_settings(samples: pd.DataFrame) -> list[str]:
     """The settings a run measured, in the order of their values (numbers numerically)."""
     labels = [s for s in samples["knobs"].astype(str).unique() if s]
 
-    def order(text: str) -> tuple:
+    def order(text: str) -> tuple[tuple[int, int | str], ...]:
         return tuple(
             (0, int(v)) if v.lstrip("-").isdigit() else (1, v) for v in launch_knobs.parse_label(text).values()
         )
@@ -171,7 +171,9 @@ def _ln_by_round(samples: pd.DataFrame, setting: str, paths: dict[str, str]) -> 
     )
 
 
-def _compare(samples: pd.DataFrame, setting: str, paths: dict[str, str], reference: pd.DataFrame, level: float):
+def _compare(
+    samples: pd.DataFrame, setting: str, paths: dict[str, str], reference: pd.DataFrame, level: float
+) -> tuple[float, float, float, int]:
     mine = _ln_by_round(samples, setting, paths).reindex(columns=reference.columns)
     both = (mine - reference).dropna(how="any")  # rounds in which every model ran under both configurations
     d = both.mean(axis=1).to_numpy()
@@ -232,7 +234,9 @@ def analyse_knobs(path: str | Path, options: Options = Options()) -> KnobResult 
     )
 
 
-def _choose(reference: str, ref_cap: str, best: Candidate | None, margin: float, level: float):
+def _choose(
+    reference: str, ref_cap: str, best: Candidate | None, margin: float, level: float
+) -> tuple[Candidate | None, str]:
     """The joint choice and its reason; `ref_cap`: the reference's cap in its row's words (cap_words)."""
     keep = f"keep {reference} with {ref_cap}"
     if best is None:

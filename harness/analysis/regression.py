@@ -105,7 +105,8 @@ def _arm_runs(analysis: Analysis, key: tuple[str, ...], arm: Arm) -> np.ndarray 
         return None
     samples = analysis.samples
     mine = samples[(samples["arm"] == arm) & (samples["status"] == "ok")]
-    return mine["tok_s"].to_numpy(float)[np.array([k == key for k in point_keys(mine)], dtype=bool)]
+    runs: np.ndarray = mine["tok_s"].to_numpy(float)[np.array([k == key for k in point_keys(mine)], dtype=bool)]
+    return runs
 
 
 def _arm_change(
