@@ -150,7 +150,9 @@ class Step:
     flip: dict[Key, float]
 
 
-def _with_point(staged: Sequence[StagedFamily], key: Key, theta: float, se: float, df: float, n: int) -> list:
+def _with_point(
+    staged: Sequence[StagedFamily], key: Key, theta: float, se: float, df: float, n: int
+) -> list[StagedFamily]:
     f, i = key
     family = staged[f]
     c = family.curve
