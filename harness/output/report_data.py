@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.analysis.decision_json import DecisionJSON
 from harness.analysis.pipeline import Options
-from harness.json_input import load_json_object
+from harness.json_input import JSONObject, load_json_object
 
 REPORT_FORMAT = 3  # 3: sidecar record, design-doc style text, mlxcel CSV and patch beside it
 ADDENDUM_SUFFIX = "-dff-crossover.md"
@@ -44,7 +44,7 @@ class ReportFiles:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> ReportFiles:
+    def from_json(cls, data: JSONObject) -> ReportFiles:
         """The links of a sidecar; one written before `raw_name` was recorded reads with it empty (its text names
         the raw data by its link)."""
         return cls(
@@ -106,7 +106,7 @@ class ReportData:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> ReportData:
+    def from_json(cls, data: JSONObject) -> ReportData:
         """A sidecar's record; KeyError or TypeError when a field it needs is missing or of the wrong kind."""
         return cls(
             date=str(data["date"]),
@@ -135,7 +135,7 @@ def sidecar_path(md_path: Path) -> Path:
     return md_path.with_name(md_path.name.removesuffix(ADDENDUM_SUFFIX) + ".json")
 
 
-def read_sidecar(md_path: Path) -> dict[str, object] | None:
+def read_sidecar(md_path: Path) -> JSONObject | None:
     """The addendum's record as stored (JSON), None when it has none (not a moecal addendum of this format)."""
     path = sidecar_path(md_path)
     if not md_path.name.endswith(ADDENDUM_SUFFIX) or not path.is_file():
