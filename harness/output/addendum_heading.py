@@ -17,6 +17,7 @@ from pathlib import Path
 from harness.config.backend_specs import BACKENDS
 from harness.config.schema import kind_meaning
 from harness.output.markdown_text import md_code, md_text
+from harness.output.mlxcel_source import MlxcelTreeJSON
 from harness.output.report_data import ReportData
 from harness.output.report_links import shown_path, shown_text
 from harness.runs import provenance as prov
@@ -79,12 +80,12 @@ def report_date(provenance: dict[str, object], source: Path | None = None) -> st
     return found or UNDATED
 
 
-def library_under_test(provenance: dict[str, object], tree: dict[str, object] | None) -> str:
+def library_under_test(provenance: dict[str, object], tree: MlxcelTreeJSON | None) -> str:
     """The heading's "under …": the binary's own version and commit (and its MLX pin) when the sweep recorded
     them, else the mlxcel tree given with --mlxcel-src for a run of an external program, else the packages the
     workload kind names as its own (with the versions the run recorded), else the recorded pin (the backend's)."""
     version, commit = provenance.get(LIBRARY_VERSION), provenance.get(LIBRARY_COMMIT)
-    mlx = provenance.get(MLX_PIN) or (tree or {}).get("mlx_pin")
+    mlx = provenance.get(MLX_PIN) or (tree.get("mlx_pin") if tree else None)
     if version or commit:
         text = str(version or "the benchmark's build")
         # a binary's own version line often names its commit and MLX already (`… 0.6.0 (mlxcel 77afbb1d, MLX
@@ -168,9 +169,9 @@ def _hardware(ctx: dict[str, object]) -> str:
 def _versions(data: ReportData) -> str:
     """The library under test, then only the packages the measurement ran on (never an installed-but-unused one)."""
     ctx = data.context
-    mlxcel = data.mlxcel or {}
+    mlxcel = data.mlxcel
     parts = [f"library under test: {md_text(data.library_pin)}"]
-    if mlxcel.get("checked"):
+    if mlxcel and mlxcel.get("checked"):
         tree = f"mlxcel {md_text(mlxcel['version'])}" if mlxcel.get("version") else "mlxcel"
         pin = f", MLX pin {md_code(mlxcel['mlx_pin'])}" if mlxcel.get("mlx_pin") else ""
         parts.append(f"{tree}{pin} (read from the tree given with --mlxcel-src)")

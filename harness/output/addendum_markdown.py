@@ -51,7 +51,7 @@ def _decision(data: ReportData) -> list[str]:
         lines.append(
             f"Set this constant: `{constant}: i32 = {d['recommended_cap']};` in `{SWITCH_LAYERS}` "
             f"(patch: [{patch}]({patch})"
-            + ("" if (data.mlxcel or {}).get("checked") else f"; {UNCHECKED_NOTE}")
+            + ("" if data.mlxcel and data.mlxcel.get("checked") else f"; {UNCHECKED_NOTE}")
             + f"){';' if per_run else ''}{per_run.removeprefix(' (').removesuffix(')')}."
         )  # fmt: skip
         lines.append("")

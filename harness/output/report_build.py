@@ -27,7 +27,7 @@ from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path
 from harness.analysis.regression import join_points
 from harness.config.schema import kind_meaning
 from harness.output.addendum_heading import context, library_under_test, report_date, with_overrides
-from harness.output.mlxcel_source import MlxcelSource, known_defaults
+from harness.output.mlxcel_source import MlxcelSource, MlxcelTreeJSON, known_defaults
 from harness.output.report_data import ADDENDUM_SUFFIX, ReportData, ReportFiles
 from harness.output.report_links import link_target, project_root, relative_path, shown_text
 from harness.output.run_findings import run_findings
@@ -45,13 +45,13 @@ class ReportInput:
     path: Path
     analysis: Analysis
     overrides: dict[str, str]
-    tree: dict[str, object] | None
+    tree: MlxcelTreeJSON | None
 
 
 def read_report_input(
     input_path: str | Path,
     options: Options = Options(),
-    mlxcel: MlxcelSource | dict[str, object] | None = None,
+    mlxcel: MlxcelSource | MlxcelTreeJSON | None = None,
     overrides: dict[str, str] | None = None,
     analysed: Analysis | None = None,
 ) -> ReportInput:
@@ -71,13 +71,13 @@ def read_report_input(
     if tree["checked"] and options.current_default is None and tree_cap(tree["caps"], backend) is not None:
         source = f"the --mlxcel-src tree's {constant_words(backend)}"
         options = dataclasses.replace(options, current_default=tree_cap(tree["caps"], backend), cap_source=source)
-    if backend not in MLXCEL_CONSTANTS:  # no constant of its own to patch (ROCm shares CUDA's): no tree targeted
-        tree = None
+    # no constant of its own to patch (ROCm shares CUDA's): no tree targeted
+    targeted = tree if backend in MLXCEL_CONSTANTS else None
     if analysed is None:
         analysed = analyse(loaded._replace(provenance=provenance), options)
     elif analysed.options != options:
         raise ValueError(f"the analysis handed down used {analysed.options}, the report needs {options}")
-    return ReportInput(Path(input_path), analysed, overrides, tree)
+    return ReportInput(Path(input_path), analysed, overrides, targeted)
 
 
 def _slug(text: str) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from harness.analysis.decision_json import DecisionJSON
 from harness.analysis.pipeline import Options
 from harness.json_input import JSONObject, load_json_object
+from harness.output.mlxcel_source import MlxcelTreeJSON
 
 REPORT_FORMAT = 3  # 3: sidecar record, design-doc style text, mlxcel CSV and patch beside it
 ADDENDUM_SUFFIX = "-dff-crossover.md"
@@ -66,7 +67,7 @@ class ReportData:
     options: Options  # the analysis settings, current default included, so the record can be re-derived
     files: ReportFiles
     context: dict[str, object]  # harness.output.addendum_heading.context
-    mlxcel: dict[str, object] | None  # the tree the decision targets (None: not an mlxcel backend)
+    mlxcel: MlxcelTreeJSON | None  # the tree the decision targets (None: not an mlxcel backend)
     decision: DecisionJSON  # harness.analysis.decision_record.decision_json
     previous: dict[str, object] | None  # the comparison with an earlier run (harness.output.report_build)
     overrides: dict[str, str] = field(default_factory=dict)

@@ -72,7 +72,10 @@ def write_report(
 
 def _source(data: ReportData, mlxcel: MlxcelSource | None) -> MlxcelSource:
     """The tree the patch targets: the one read, else the published defaults recorded in the data."""
-    return mlxcel if mlxcel is not None else MlxcelSource(dict(data.mlxcel["caps"]), checked=False)
+    if mlxcel is not None:
+        return mlxcel
+    assert data.mlxcel is not None  # a patch is written only where a tree is targeted (report_build: `changes`)
+    return MlxcelSource(dict(data.mlxcel["caps"]), checked=False)
 
 
 def mlxcel_csv(analysis: Analysis, data: ReportData) -> str:
