@@ -24,6 +24,7 @@ from harness.analysis.inputs import LoadedInput, load_input, write_summary_csv
 from harness.analysis.point_summary import PointSet, analyse_points, apply_excludes
 from harness.analysis.policy import Interpolation, Policy
 from harness.errors import InputError
+from harness.runs.provenance_keys import Provenance
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
 
@@ -70,7 +71,7 @@ class Analysis:
     samples: pd.DataFrame | None
     summary: pd.DataFrame
     result: DecisionResult
-    provenance: dict[str, object]
+    provenance: Provenance
     options: Options
     current_default: int | None
     target: CapTarget  # what the cap is applied to (the variable that sets it)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from harness.config import knobs as launch_knobs
 from harness.runs.formats import POINT_COLUMNS, RunKey, run_key
+from harness.runs.provenance_keys import Provenance
 
 if TYPE_CHECKING:
     from harness.measure.backends.base import Backend
@@ -117,7 +118,7 @@ class Workload(Protocol):
     def device_info(self) -> dict[str, str]:
         """Provenance of the device the runs use (`device` and what else is known), for meta.json."""
 
-    def describe_run(self, meta: dict[str, object], points: list[Point], measure_null: bool) -> None:
+    def describe_run(self, meta: Provenance, points: list[Point], measure_null: bool) -> None:
         """Add this kind's own provenance to `meta` (after the common fields; may mark `points` skipped or not)."""
 
     def point_at(self, template: Point, dff: int) -> Point | None:

@@ -22,7 +22,7 @@ from harness.output.report_data import ReportData
 from harness.output.report_links import shown_path, shown_text
 from harness.runs import provenance as prov
 from harness.runs.mlxcel_csv import build_pin
-from harness.runs.provenance_keys import LIBRARY_COMMIT, LIBRARY_VERSION, MLX_PIN
+from harness.runs.provenance_keys import LIBRARY_COMMIT, LIBRARY_VERSION, MLX_PIN, Provenance
 from harness.runs.summary_columns import SummaryCol
 
 UNDATED = "undated"
@@ -66,12 +66,12 @@ HARDWARE_LABELS = (
 ORDER_WORDS = {"rotate": " (order rotating)", "fixed": " (fixed order)", "random": " (random order)"}
 
 
-def with_overrides(provenance: dict[str, object], overrides: dict[str, str] | None) -> dict[str, object]:
+def with_overrides(provenance: Provenance, overrides: dict[str, str] | None) -> Provenance:
     """The input's provenance with the command line's corrections on top (empty values ignored)."""
     return {**provenance, **{k: v for k, v in (overrides or {}).items() if v not in (None, "")}}
 
 
-def report_date(provenance: dict[str, object], source: Path | None = None) -> str:
+def report_date(provenance: Provenance, source: Path | None = None) -> str:
     """yyyy-mm-dd of the measurement: the record's date, else one in the input's file name, else UNDATED — never
     the day the report happens to be written."""
     found = prov.iso_date(str(provenance.get("date") or ""))
@@ -80,7 +80,7 @@ def report_date(provenance: dict[str, object], source: Path | None = None) -> st
     return found or UNDATED
 
 
-def library_under_test(provenance: dict[str, object], tree: MlxcelTreeJSON | None) -> str:
+def library_under_test(provenance: Provenance, tree: MlxcelTreeJSON | None) -> str:
     """The heading's "under …": the binary's own version and commit (and its MLX pin) when the sweep recorded
     them, else the mlxcel tree given with --mlxcel-src for a run of an external program, else the packages the
     workload kind names as its own (with the versions the run recorded), else the recorded pin (the backend's)."""
@@ -116,7 +116,7 @@ def _ran(packages: dict[str, object], backend: str, workload: str) -> dict[str, 
     }
 
 
-def context(provenance: dict[str, object], root: Path) -> dict[str, object]:
+def context(provenance: Provenance, root: Path) -> dict[str, object]:
     """The provenance the addendum shows (flat strings, plus the package and arm dicts), with every recorded path
     shown relative to the project `root` or by name (report_links)."""
     out = {key: str(provenance[key]) for key in CONTEXT_KEYS if provenance.get(key) not in (None, "")}

@@ -30,9 +30,10 @@ from harness.config import knobs as launch_knobs
 from harness.config.backend_specs import known_backend
 from harness.output.markdown_text import md_code, md_text
 from harness.output.mlxcel_source import BEGIN, END, SWITCH_LAYERS, MlxcelSource
+from harness.runs.provenance_keys import Provenance
 
 
-def device_class(backend: str, device: str, provenance: dict[str, object]) -> str:
+def device_class(backend: str, device: str, provenance: Provenance) -> str:
     """`metal-m3` (Apple chip generation), `cuda-sm90` (compute capability), `rocm-gfx1151` (gfx target), else
     `<backend>-<device>`: the key mlxcel's default would be chosen by."""
     spec = known_backend(backend)
@@ -55,7 +56,7 @@ class ClassDefault:
     remeasure: str
 
 
-def _sgy(path: object, provenance: dict[str, object], backend: str) -> tuple[int | None, str]:
+def _sgy(path: object, provenance: Provenance, backend: str) -> tuple[int | None, str]:
     result = analyse_knobs(path) if provenance.get("knobs") else None
     if result is not None:
         chosen = launch_knobs.parse_label(result.recommended).get(launch_knobs.SGY)

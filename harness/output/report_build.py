@@ -32,6 +32,7 @@ from harness.output.report_data import ADDENDUM_SUFFIX, ReportData, ReportFiles
 from harness.output.report_links import link_target, project_root, relative_path, shown_text
 from harness.output.run_findings import run_findings
 from harness.runs.formats import SAMPLES_FILE
+from harness.runs.provenance_keys import Provenance
 from harness.runs.rundir import SUMMARY_FILE, RunDirectory
 from harness.runs.summary_columns import SummaryCol
 
@@ -84,7 +85,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower() or "unknown"
 
 
-def _report_stem(provenance: dict[str, object], date: str, host: str, backend: str) -> str:
+def _report_stem(provenance: Provenance, date: str, host: str, backend: str) -> str:
     """<run id>: one run's files can never overwrite another run's. Inputs without a run id (a bare summary.csv)
     fall back to <date>-<host>-<backend>[-<config>]."""
     run_id = re.sub(r"[^A-Za-z0-9._-]+", "-", str(provenance.get("run_id") or "")).strip("-.")

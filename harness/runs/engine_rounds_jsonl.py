@@ -21,6 +21,7 @@ import pandas as pd
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.runs.mlxcel_csv import MlxcelImport, samples_frame
+from harness.runs.provenance_keys import Provenance
 
 NULL_SUFFIX = "-null"  # engine_bench_rounds.py's NULL_SUFFIX
 
@@ -85,7 +86,7 @@ def read_engine_rounds(path: Path, fused_arm: str, fallback_arm: str, dff: int) 
     for row in rows:
         loop, depth = row.pop("cell")
         row.update(model=name if len(cells) == 1 else f"{name}@{loop}-pp{depth}", dff=dff, quant_mode="affine")
-    provenance: dict[str, object] = {
+    provenance: Provenance = {
         "workload": "command",
         "cap_env": DEFAULT_CAP_ENV,
         "arms": {"fused": fused_arm, "fallback": fallback_arm, "null": fallback_arm + NULL_SUFFIX},

@@ -45,7 +45,7 @@ from harness.errors import InputError
 from harness.runs.formats import read_csv_text
 from harness.runs.import_checks import check_model_name, whole_tokens
 from harness.runs.mlxcel_csv import BUILD_COLUMNS, MlxcelImport, build_pin, samples_frame
-from harness.runs.provenance_keys import CAP_IGNORED, EXPECT_NULL
+from harness.runs.provenance_keys import CAP_IGNORED, EXPECT_NULL, Provenance
 
 VERSION_COLUMNS = ("mlx_version", "mlxcel_version")  # the old layout's name for mlxcel's version, the new one's
 COLUMNS = (
@@ -209,7 +209,7 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
                 samples.append(sample)
     first = Path(fused[0])
     backend = first.name.split("_", 1)[0]
-    provenance: dict[str, object] = {
+    provenance: Provenance = {
         "workload": "command",
         "cap_env": DEFAULT_CAP_ENV,
         "arms": {

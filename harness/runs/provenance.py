@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.config import resources
 from harness.config.backend_specs import known_backend
-from harness.runs.provenance_keys import BACKEND_DEVICE_MISSING
+from harness.runs.provenance_keys import BACKEND_DEVICE_MISSING, Provenance
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("moecal", "numpy", "scipy", "pandas", "numba", "mlx", "cupy-cuda13x", "cupy-cuda12x", "cupy")
@@ -131,12 +131,12 @@ def library_pin(backend: str, packages: dict[str, str], device_info: dict[str, s
     return backend_spec(backend).library_pin(packages, device_info)
 
 
-def collect(backend: str, device_info: dict[str, str] | None = None) -> dict[str, object]:
+def collect(backend: str, device_info: dict[str, str] | None = None) -> Provenance:
     """Provenance of this machine for a run on `backend` (device_info comes from the backend when one is live)."""
     device_info = dict(device_info or {})
     commit, dirty = git_state()
     packages = package_versions()
-    meta: dict[str, object] = {
+    meta: Provenance = {
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "host": socket.gethostname(),
         "os": f"{platform.system()} {platform.release()} ({platform.machine()})",
@@ -186,7 +186,7 @@ def _statements(lines: list[str]) -> list[str]:
     return out
 
 
-def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Path) -> dict[str, object]:
+def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Path) -> Provenance:
     """`fields` (a CSV's `# key: value` lines) completed from what mlxcel's published sweeps write in prose
     (`lines`, the header without its `#`): `Host: GB10 (DGX Spark), sm_121, CUDA 13.0. MLX pin e9463bb.` gives
     host, hardware (GPU, architecture, CUDA version), backend and library pin; `Harness: …` the benchmark's
@@ -224,7 +224,7 @@ def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Pat
     return out
 
 
-def backend_device_missing(meta: dict[str, object]) -> str | None:
+def backend_device_missing(meta: Provenance) -> str | None:
     """For a run labelled with a GPU backend (cuda, metal, rocm): the phrase saying its machine had no such
     device, when the record says so (BACKEND_DEVICE_MISSING) or shows it (a cuda run with no NVIDIA GPU found, a
     metal run not on macOS); None when the device was there or nothing tells. Why: an emulated or misconfigured

@@ -17,6 +17,9 @@ from pathlib import Path
 
 from harness.errors import InputError
 
+# a run's provenance (meta.json without its format and policy, or a CSV's `# key: value` header): an open mapping of
+# key → value, whose listed keys (KEYS) are checked where it is read and before it is written
+Provenance = dict[str, object]
 Check = Callable[[object], str | None]  # the problem with a value, in words; None when it is fine
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import InputError
-from harness.runs.provenance_keys import check_provenance
+from harness.runs.provenance_keys import Provenance, check_provenance
 
 FORMAT_KEY = "format"
 FORMAT_VERSION = 1  # 1: meta.json carries `format`; the files are laid out as in format 0
@@ -94,7 +94,7 @@ class RunPolicy:
 class RunMeta:
     """One run's meta.json (module docstring): `provenance` without the format and policy keys, `policy` or None."""
 
-    provenance: dict[str, object] = field(default_factory=dict)
+    provenance: Provenance = field(default_factory=dict)
     policy: RunPolicy | None = None
 
     def to_json(self) -> dict[str, object]:

@@ -62,7 +62,7 @@ from harness.runs.formats import (
     refuse_link,
     write_text_atomic,
 )
-from harness.runs.provenance_keys import SEGMENTS, check_provenance
+from harness.runs.provenance_keys import SEGMENTS, Provenance, check_provenance
 from harness.runs.run_meta import RunMeta, RunPolicy
 
 DEFAULT_RESULTS = Path("results")
@@ -184,7 +184,7 @@ class RunDirectory:
             raise InputError(str(self.meta_path), "", f"not a moecal meta.json: {exc.field}: {exc.problem}") from None
         return RunMeta.from_json(meta, self.meta_path)
 
-    def read_meta(self) -> dict[str, object]:
+    def read_meta(self) -> Provenance:
         """meta.json's provenance: without its `format` and `policy` ({} when there is no meta.json)."""
         return self.read_record().provenance
 

@@ -20,6 +20,7 @@ from harness.errors import InputError
 from harness.measure.backends import device_facts, get_backend
 from harness.measure.backends.base import Backend
 from harness.measure.protocol import Point, PointRunner, RunFailed, RunOutcome
+from harness.runs.provenance_keys import Provenance
 
 # Fraction of the reported free memory a point may plan to use: the rest covers allocator pools and fragmentation,
 # the framework's own buffers and whatever else the machine is doing.
@@ -113,7 +114,7 @@ class BuiltinWorkload:
     def device_info(self) -> dict[str, str]:
         return {"device": self.backend.device_name(), **self.backend.device_info()}
 
-    def describe_run(self, meta: dict[str, object], points: list[Point], measure_null: bool) -> None:
+    def describe_run(self, meta: Provenance, points: list[Point], measure_null: bool) -> None:
         """Nothing beyond the common fields: the backend's device info is the provenance."""
 
     def point_at(self, template: Point, dff: int) -> Point | None:

@@ -46,7 +46,7 @@ from harness.measure.proc import HELP_TIMEOUT_S, ask_help, run_with_deadline
 from harness.measure.protocol import Point, RunContended, RunFailed, RunOutcome
 from harness.measure.synth_models import synthetic_provenance
 from harness.runs.provenance import cpu_name
-from harness.runs.provenance_keys import CAP_IGNORED, EXPECT_NULL
+from harness.runs.provenance_keys import CAP_IGNORED, EXPECT_NULL, Provenance
 
 TAIL_CHARS = 400
 # what mlxcel's scripts/rocm_gpu_guard.sh exits with when every attempt was contended or its --max-wait ran out
@@ -383,7 +383,7 @@ class CommandWorkloadRunner:
     def device_info(self) -> dict[str, str]:
         return {"device": self.device}
 
-    def describe_run(self, meta: dict[str, object], points: list[Point], measure_null: bool) -> None:
+    def describe_run(self, meta: Provenance, points: list[Point], measure_null: bool) -> None:
         """The command and its build as the library pin (unless the config names one), the expected-null models,
         and the synthetic checkpoints' provenance."""
         if not self.config.library_pin:
@@ -416,7 +416,7 @@ def device_missing(backend: str) -> str:
     return f"labelled {backend}, but this machine has no {backend} device; the label is taken as given"
 
 
-def record_arm_forcing(config: SweepConfig, meta: dict[str, object]) -> None:
+def record_arm_forcing(config: SweepConfig, meta: Provenance) -> None:
     """Per model, how each arm was forced (meta `arm_forcing`), and the models kept out of the cap's crossover
     because their family ignores the cap or is unknown (meta `cap_ignored`: model → reason; the analysis keeps
     them null, with the reason, after reporting their fused-vs-fallback ratio)."""
@@ -436,7 +436,7 @@ def record_arm_forcing(config: SweepConfig, meta: dict[str, object]) -> None:
         meta[CAP_IGNORED] = ignored
 
 
-def apply_null_policy(points: list[Point], config: SweepConfig, meta: dict[str, object], measure: bool) -> None:
+def apply_null_policy(points: list[Point], config: SweepConfig, meta: Provenance, measure: bool) -> None:
     """Record the models expected null in the run's provenance (the analysis keeps them null and checks the
     prediction against the dispatch probe); with `measure` (--measure-null) their points are run, not skipped."""
     expected = {m.name: m.expect_null for m in config.models if m.expect_null}
