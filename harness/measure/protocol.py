@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from harness.config import knobs as launch_knobs
 from harness.runs.formats import POINT_COLUMNS, RunKey, run_key
 from harness.runs.provenance_keys import Provenance
+from harness.runs.rundir import SampleRow
 
 if TYPE_CHECKING:
     from harness.measure.backends.base import Backend
@@ -94,7 +95,7 @@ class PointOpener(Protocol):
 class RowSink(Protocol):
     """Where the loop writes its rows: a run's SampleWriter, a Ray worker's relay, a benchmark's list."""
 
-    def append(self, row: dict[str, object]) -> None: ...
+    def append(self, row: SampleRow) -> None: ...
 
 
 class Workload(Protocol):
@@ -166,8 +167,8 @@ def _now() -> str:
 
 def row_for(
     run_id: str, point: Point, arm: str, round_index: int, position: int, setting: dict[str, str] | None = None
-) -> dict[str, object]:
-    row: dict[str, object] = {"run_id": run_id, **{c: point.key.get(c, "") for c in POINT_COLUMNS}}
+) -> SampleRow:
+    row: SampleRow = {"run_id": run_id, **{c: point.key.get(c, "") for c in POINT_COLUMNS}}
     row.update(arm=arm, cap=point.caps[arm], round=round_index, position=position, timestamp=_now())
     row["knobs"] = launch_knobs.label(setting or {})
     return row
@@ -183,7 +184,7 @@ def checked(outcome: RunOutcome) -> RunOutcome:
     return outcome
 
 
-def outcome_fields(outcome: RunOutcome) -> dict[str, object]:
+def outcome_fields(outcome: RunOutcome) -> SampleRow:  # the fields of a row a finished run fills
     return {
         "tokens": "" if outcome.tokens is None else outcome.tokens,
         "seconds": f"{outcome.seconds:.6g}",
@@ -243,7 +244,7 @@ def measure_point(
     return written
 
 
-def _run_once(runner: PointRunner, arm: str, setting: dict[str, str], row: dict[str, object], last: bool) -> bool:
+def _run_once(runner: PointRunner, arm: str, setting: dict[str, str], row: SampleRow, last: bool) -> bool:
     """Run one slot into `row`; True when it was contended and will be run again (never after the `last` try, whose
     row stays a marked failure)."""
     try:

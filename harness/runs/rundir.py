@@ -311,6 +311,10 @@ def mixed_settings(previous: Mapping[str, object], segment: Mapping[str, object]
 # --- durable rows ----------------------------------------------------------------------------------------------
 
 
+# one row of samples.csv as a sweep builds it: column (SAMPLE_COLUMNS) → value, written as the CSV's text
+SampleRow = dict[str, object]
+
+
 class SampleWriter:
     """Appends rows to `<run>/samples.csv` (see the module docstring); use inside a RunLock.
 
