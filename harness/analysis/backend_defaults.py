@@ -39,7 +39,7 @@ from harness.analysis.policy import Action
 from harness.analysis.stats import Verdict
 from harness.config.schema import kind_meaning
 from harness.errors import InputError
-from harness.runs.formats import Row
+from harness.runs.formats import FUSED, Row
 from harness.runs.summary_columns import SummaryCol
 
 DEFAULT_BITS = 4  # imported mlxcel CSVs carry no bits; every published point is 4-bit
@@ -179,7 +179,7 @@ def mispredictions(
     observed = dispatch_evidence.contradictions(verification, expected)
     if samples is None or "dispatch_ok" not in samples:
         return observed
-    fused = samples[(samples["arm"] == "fused") & (samples["status"] == "ok")]
+    fused = samples[(samples["arm"] == FUSED) & (samples["status"] == "ok")]
     out = {}
     for model, rows in fused.groupby("model"):
         probe = pd.to_numeric(rows["dispatch_ok"], errors="coerce").dropna()

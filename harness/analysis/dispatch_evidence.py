@@ -32,7 +32,7 @@ import pandas as pd
 from harness.config.schema import kind_meaning
 from harness.errors import InputError
 from harness.json_input import load_json_object
-from harness.runs.formats import cell_numbers
+from harness.runs.formats import FALLBACK, FUSED, cell_numbers
 
 RECORD = "verification.json"
 DispatchClass = Literal["verified", "declined", "predicted", "unverified"]  # a point's `dispatch` (module docstring)
@@ -152,7 +152,7 @@ def _check_entry(path: Path, where: str, entry: object) -> VerificationEntry:
         for key, kind in RUN_FIELDS.items():
             if not isinstance(run, dict) or type(run.get(key)) is not kind:
                 raise InputError(str(path), f"{where}.runs[{index}].{key}", f"missing or not {kind.__name__}")
-    if sorted(run["path"] for run in entry["runs"]) != ["fallback", "fused"]:
+    if sorted(run["path"] for run in entry["runs"]) != [FALLBACK, FUSED]:
         raise InputError(str(path), f"{where}.runs", "expected one fused and one fallback run")
     return entry  # type: ignore[return-value]  # its shape checked above, which mypy cannot follow into a dict
 
@@ -167,7 +167,7 @@ def probe_present(record: VerificationRecord, expected_null: Mapping[str, str]) 
 def classify(entry: VerificationEntry, has_probe: bool) -> tuple[DispatchClass, str, bool]:
     """(dispatch, note, null) for one model's verification entry."""
     runs = {run["path"]: run for run in entry["runs"]}
-    fused, fallback = runs["fused"], runs["fallback"]
+    fused, fallback = runs[FUSED], runs[FALLBACK]
     failed = [run for run in (fused, fallback) if run["status"] != "ok"]
     if failed:
         return "unverified", f"the {failed[0]['path']} verification run failed: {failed[0]['error']}", False
@@ -226,7 +226,7 @@ def per_model(record: VerificationRecord, expected_null: Mapping[str, str]) -> d
     out: dict[str, DispatchFacts] = {}
     for model, entry in record.items():
         dispatch, note, null = classify(entry, has_probe)
-        run = next(run for run in entry["runs"] if run["path"] == "fused")
+        run = next(run for run in entry["runs"] if run["path"] == FUSED)
         fused = {**run, **{k: read_figure(v) for k, v in run.items() if k in FIGURES}}
         out[model] = {
             "dispatch": dispatch,
@@ -307,8 +307,8 @@ def annotate(
             out[column] = cells
         else:
             out[column] = unverified.get(column)
-    fallback = [tokens.get((model, "fallback")) for model in models]
-    fused = [tokens.get((model, "fused")) for model in models]
+    fallback = [tokens.get((model, FALLBACK)) for model in models]
+    fused = [tokens.get((model, FUSED)) for model in models]
     out["tokens_fallback"], out["tokens_fused"] = fallback, fused
     out["tokens_differ"] = [a is not None and b is not None and a != b for a, b in zip(fallback, fused, strict=True)]
     return out

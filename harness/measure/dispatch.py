@@ -27,7 +27,7 @@ from harness.config.schema import CommandSettings, DispatchCheck
 from harness.measure.bench_output import ParityCall, decode_path, memory_lines, parity_calls, probe_summaries
 from harness.measure.protocol import Point, RunFailed
 from harness.measure.workloads.command import CommandRunner
-from harness.runs.formats import write_text_atomic
+from harness.runs.formats import FALLBACK, FUSED, write_text_atomic
 
 
 def _nan_worst(value: float) -> tuple[bool, float]:
@@ -112,7 +112,7 @@ def verify(
         on_model(model)
         runner = open_point(point)
         try:
-            runs = [verification_run(runner, path, check) for path in ("fused", "fallback")]
+            runs = [verification_run(runner, path, check) for path in (FUSED, FALLBACK)]
         finally:
             runner.close()
         record[model] = {"dff": int(point.key["dff"]), "runs": runs}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from harness.config import knobs as launch_knobs
-from harness.runs.formats import POINT_COLUMNS, RunKey, run_key
+from harness.runs.formats import FALLBACK, NULL, POINT_COLUMNS, RunKey, run_key
 from harness.runs.provenance_keys import Provenance
 from harness.runs.rundir import SampleRow
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def arm_path(arm: str) -> str:
     """The path an arm runs: its own name, except the A/A noise-floor arm `null`, which runs the fallback path a
     second time under its own label (a kernel benchmark's arms are its paths, `library` included)."""
-    return "fallback" if arm == "null" else arm
+    return FALLBACK if arm == NULL else arm
 
 
 @dataclass

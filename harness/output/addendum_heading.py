@@ -21,6 +21,7 @@ from harness.output.mlxcel_source import MlxcelTreeJSON
 from harness.output.report_data import ReportData
 from harness.output.report_links import shown_path, shown_text
 from harness.runs import provenance as prov
+from harness.runs.formats import FALLBACK, FUSED, NULL
 from harness.runs.mlxcel_csv import build_pin
 from harness.runs.provenance_keys import LIBRARY_COMMIT, LIBRARY_VERSION, MLX_PIN, Provenance
 from harness.runs.summary_columns import SummaryCol
@@ -214,9 +215,7 @@ def _arms(ctx: dict[str, object]) -> str:
     arms = ctx.get("arms")
     if not arms:
         return "How each side was forced: not recorded."
-    order = sorted(
-        arms, key=lambda arm: ("fallback", "fused", "null").index(arm) if arm in ("fallback", "fused", "null") else 3
-    )
+    order = sorted(arms, key=lambda arm: (FALLBACK, FUSED, NULL).index(arm) if arm in (FALLBACK, FUSED, NULL) else 3)
     names = {"null": "A/A (the fallback again)"}
     return "Each side forced with " + ", ".join(f"{names.get(a, md_text(a))} {md_code(arms[a])}" for a in order) + "."
 

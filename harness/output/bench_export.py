@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis.decision_json import DecisionJSON, PointJSON
-from harness.runs.formats import write_text_atomic
+from harness.runs.formats import FALLBACK, FUSED, write_text_atomic
 from harness.runs.mlxcel_bench_csv import COLUMNS as BENCH_COLUMNS
 from harness.runs.mlxcel_bench_csv import OPTIONAL as BENCH_OPTIONAL
 from harness.runs.provenance import iso_date
@@ -172,7 +172,7 @@ def _file_part(text: str) -> str:
 def bench_csv_names(label: RunLabel) -> dict[str, str]:
     """arm → file name `<backend>_<host>_moecal-<arm>_<date>.csv` (runtime and host where the script looks)."""
     stem = f"{_file_part(label.backend)}_{_file_part(label.host)}"
-    return {arm: f"{stem}_moecal-{arm}_{label.date or 'undated'}.csv" for arm in ("fallback", "fused")}
+    return {arm: f"{stem}_moecal-{arm}_{label.date or 'undated'}.csv" for arm in (FALLBACK, FUSED)}
 
 
 def compare_bench_csv(decision: DecisionJSON, label: RunLabel) -> dict[str, str]:

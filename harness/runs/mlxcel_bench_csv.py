@@ -42,7 +42,7 @@ from harness.config.discover import DiscoveredModel, read_model
 from harness.config.eligibility import cap_not_read, predict_null
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
-from harness.runs.formats import read_csv_text
+from harness.runs.formats import FALLBACK, FUSED, read_csv_text
 from harness.runs.import_checks import check_model_name, whole_tokens
 from harness.runs.mlxcel_csv import BUILD_COLUMNS, MlxcelImport, build_pin, samples_frame
 from harness.runs.provenance_keys import CAP_IGNORED, EXPECT_NULL, Provenance
@@ -179,7 +179,7 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
     # each file pair (the i-th --fallback and --fused file) is a pass over the models, measured at its own time:
     # the passes' agreement is what shows a drift of one arm (harness.analysis.sweep_drift; issue 36)
     passes = len(fallback) == len(fused) >= 2
-    for arm, paths in (("fallback", fallback), ("fused", fused)):
+    for arm, paths in ((FALLBACK, fallback), (FUSED, fused)):
         for index, path in enumerate(map(Path, paths)):
             for row in files[path]:
                 model = shapes.get(row["model"])

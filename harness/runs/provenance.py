@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness.config import resources
 from harness.config.backend_specs import known_backend
+from harness.runs.formats import FALLBACK, FUSED
 from harness.runs.provenance_keys import BACKEND_DEVICE_MISSING, Provenance
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -212,7 +213,7 @@ def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Pat
     if said.get("Harness") and "bench_description" not in out:
         out["bench_description"] = said["Harness"].rstrip(".")
     forced = {m.group(1).lower(): m for m in _FORCED.finditer(text)}
-    if {"fallback", "fused"} <= forced.keys():  # both, or the recorded convention stands
+    if {FALLBACK, FUSED} <= forced.keys():  # both, or the recorded convention stands
         stated = out.get("arms")
         arms: dict[str, object] = dict(stated) if isinstance(stated, dict) else {}
         for arm, m in forced.items():

@@ -20,6 +20,7 @@ from harness.errors import InputError
 from harness.measure.backends import device_facts, get_backend
 from harness.measure.backends.base import Backend
 from harness.measure.protocol import Point, PointRunner, RunFailed, RunOutcome
+from harness.runs.formats import FALLBACK, FUSED, NULL
 from harness.runs.provenance_keys import Provenance
 
 # Fraction of the reported free memory a point may plan to use: the rest covers allocator pools and fragmentation,
@@ -104,7 +105,7 @@ class BuiltinWorkload:
 
     def caps(self) -> dict[str, object]:
         """Built-in arms call a path directly: there is no environment cap, so the `cap` column stays empty."""
-        arms = ["fused", "fallback", *(["null"] if self.config.measure.null_arm else [])]
+        arms = [FUSED, FALLBACK, *([NULL] if self.config.measure.null_arm else [])]
         return dict.fromkeys(arms, "")
 
     def describe_arms(self) -> dict[str, str]:

@@ -45,6 +45,7 @@ from harness.measure.bench_output import decode_path, generated_tokens, rejected
 from harness.measure.proc import HELP_TIMEOUT_S, ask_help, run_with_deadline
 from harness.measure.protocol import Point, RunContended, RunFailed, RunOutcome
 from harness.measure.synth_models import synthetic_provenance
+from harness.runs.formats import FALLBACK, FUSED
 from harness.runs.provenance import cpu_name
 from harness.runs.provenance_keys import CAP_IGNORED, EXPECT_NULL, Provenance
 
@@ -138,10 +139,10 @@ class CommandRunner:
         (so a shell's `=0` cannot make both arms the fallback). The parity probe's variables are removed unless
         `extra` sets them (the verification pass): the probe adds evals to every MoE call, so a timed run must never
         carry them, not even from the user's shell."""
-        cap = self.settings.fused_cap if path == "fused" else self.settings.fallback_cap
+        cap = self.settings.fused_cap if path == FUSED else self.settings.fallback_cap
         env = {**os.environ, **self.settings.env, self.settings.cap_env: str(cap)}
         if self.forced_by == "switch":
-            env[SWITCH_ENV] = SWITCH_ON if path == "fused" else SWITCH_OFF
+            env[SWITCH_ENV] = SWITCH_ON if path == FUSED else SWITCH_OFF
         for name in probe_env_names(self.settings):
             env.pop(name, None)
         return {**env, **(extra or {})}
@@ -182,7 +183,7 @@ class CommandRunner:
         except ValueError:
             raise RunFailed(f"metric_regex group 1 is not a number: {last!r}") from None
         dispatch_ok = None
-        if self.probe is not None and path == "fused":
+        if self.probe is not None and path == FUSED:
             dispatch_ok = bool(self.probe.search(output))
         loop = decode_path(output)
         self.paths.check(loop)
@@ -202,7 +203,7 @@ class CommandRunner:
         if generated is None:
             return outcome
         self.last_output[path] = generated
-        other = self.last_output.get("fallback" if path == "fused" else "fused")
+        other = self.last_output.get(FALLBACK if path == FUSED else FUSED)
         if other is None:
             outcome.tokens = len(generated)
         else:
@@ -268,7 +269,7 @@ class CommandWorkloadRunner:
         self.guard = guard.build(config.guard)  # None: off, or nothing to guard against on this host
 
     def caps(self) -> dict[str, object]:
-        caps: dict[str, object] = {"fused": self.settings.fused_cap, "fallback": self.settings.fallback_cap}
+        caps: dict[str, object] = {FUSED: self.settings.fused_cap, FALLBACK: self.settings.fallback_cap}
         if self.config.measure.null_arm:
             caps["null"] = self.settings.fallback_cap
         return caps
