@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -96,7 +97,7 @@ class Comparison:
     points: tuple[PointChange, ...]
     unmatched: tuple[str, ...]  # points measured in one run only, `model (Dff n) in A only`
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> ComparisonJSON:
         return {
             "crossover": [
                 {
@@ -128,6 +129,40 @@ class Comparison:
             ],
             "unmatched": list(self.unmatched),
         }
+
+
+class ShiftJSON(TypedDict):
+    """One family's crossover shift as `compare --json` and a report's `previous.comparison` record it."""
+
+    family: str
+    crossover_a: float | None
+    crossover_b: float | None
+    shift: float | None
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float
+    verdict: str
+    text: str
+
+
+class ChangeJSON(TypedDict):
+    """One point's ratio change from run A to run B (PointChange)."""
+
+    model: str
+    dff: int
+    family: str
+    ratio_a: float | None
+    ratio_b: float | None
+    change: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str
+
+
+class ComparisonJSON(TypedDict):
+    crossover: list[ShiftJSON]
+    points: list[ChangeJSON]
+    unmatched: list[str]
 
 
 def _percent(value: float) -> str:

@@ -28,7 +28,7 @@ from harness.analysis.regression import join_points
 from harness.config.schema import kind_meaning
 from harness.output.addendum_heading import context, library_under_test, report_date, with_overrides
 from harness.output.mlxcel_source import MlxcelSource, MlxcelTreeJSON, known_defaults
-from harness.output.report_data import ADDENDUM_SUFFIX, ReportData, ReportFiles
+from harness.output.report_data import ADDENDUM_SUFFIX, PreviousJSON, ReportData, ReportFiles
 from harness.output.report_links import link_target, project_root, relative_path, shown_text
 from harness.output.run_findings import run_findings
 from harness.runs.formats import SAMPLES_FILE
@@ -94,14 +94,19 @@ def _report_stem(provenance: Provenance, date: str, host: str, backend: str) -> 
     return "-".join(_slug(p) for p in (date, host, backend, str(provenance.get("config_name") or "")) if p)
 
 
-def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path: Path) -> dict[str, object]:
+def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path: Path) -> PreviousJSON:
     pairs, dropped = join_points(previous.summary, analysis.summary)
     before = previous.as_json()
     return {
         "raw_data": relative_path(previous_path, root),
         "date": report_date(previous.provenance, previous_path),
         "library_pin": str(previous.provenance.get("library_pin") or "unknown library"),
-        **{k: before[k] for k in ("crossover_dff", "ci_low", "ci_high", "outcome", "recommended_cap", "action")},
+        "crossover_dff": before["crossover_dff"],
+        "ci_low": before["ci_low"],
+        "ci_high": before["ci_high"],
+        "outcome": before["outcome"],
+        "recommended_cap": before["recommended_cap"],
+        "action": before["action"],
         "points": [
             {
                 "model": str(analysis.summary["model"].iloc[c]),

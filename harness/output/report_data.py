@@ -14,11 +14,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import TypedDict
 
 from harness.analysis.decision_json import DecisionJSON
+from harness.analysis.pin_drift import ComparisonJSON
 from harness.analysis.pipeline import Options
 from harness.json_input import JSONObject, load_json_object
 from harness.output.mlxcel_source import MlxcelTreeJSON
+
+
+class PreviousPointJSON(TypedDict):
+    model: str
+    dff: int
+    ratio_before: float | None
+    ratio_now: float | None
+    verdict_before: str
+    verdict_now: str
+
+
+class PreviousJSON(TypedDict):
+    """The comparison with an earlier run (report_build --previous): its crossover and decision, each point's
+    estimate before and now, and the crossover shift with its interval (harness.analysis.pin_drift, as `compare`)."""
+
+    raw_data: str
+    date: str
+    library_pin: str
+    crossover_dff: float | None
+    ci_low: float | None
+    ci_high: float | None
+    outcome: str
+    recommended_cap: int | None
+    action: str
+    points: list[PreviousPointJSON]
+    not_compared: int
+    comparison: ComparisonJSON
+
 
 REPORT_FORMAT = 3  # 3: sidecar record, design-doc style text, mlxcel CSV and patch beside it
 ADDENDUM_SUFFIX = "-dff-crossover.md"
@@ -69,7 +99,7 @@ class ReportData:
     context: dict[str, object]  # harness.output.addendum_heading.context
     mlxcel: MlxcelTreeJSON | None  # the tree the decision targets (None: not an mlxcel backend)
     decision: DecisionJSON  # harness.analysis.decision_record.decision_json
-    previous: dict[str, object] | None  # the comparison with an earlier run (harness.output.report_build)
+    previous: PreviousJSON | None  # the comparison with an earlier run (harness.output.report_build)
     overrides: dict[str, str] = field(default_factory=dict)
     link_base: str = "."
     until_decided: dict[str, object] | None = None
