@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from harness.output.report_data import ADDENDUM_SUFFIX, PreviousJSON, ReportData
 from harness.output.report_links import link_target, project_root, relative_path, shown_text
 from harness.output.run_findings import run_findings
 from harness.runs.formats import SAMPLES_FILE
-from harness.runs.provenance_keys import Provenance
+from harness.runs.provenance_keys import UNTIL_DECIDED, Provenance
 from harness.runs.rundir import SUMMARY_FILE, RunDirectory
 from harness.runs.summary_columns import SummaryCol
 
@@ -173,6 +174,7 @@ def build_report_data(
     changes = d["action"] in ("raise", "lower", "set") and d["recommended_cap"] is not None and tree is not None
     csv = analysis.samples is not None and bool(whole_model_rows(analysis.summary).any())
     wrong = contradictions(analysis.verification, expected_null(provenance))
+    stopped = provenance.get(UNTIL_DECIDED)  # an object where present (the registry checks it where meta.json is read)
     return ReportData(
         date=date,
         host=host,
@@ -191,7 +193,7 @@ def build_report_data(
             _previous(analysis, analyse_path(previous, analysis.options), root, Path(previous)) if previous else None
         ),
         # how an until-decided sweep stopped (harness.measure.allocation), absent for a fixed-protocol run
-        until_decided=provenance.get("until_decided") or None,
+        until_decided=dict(stopped) if isinstance(stopped, Mapping) and stopped else None,
         # where the dispatch pass proved the family table wrong, either way: said, never silently overridden
         table_wrong=wrong or None,
         # a knob sweep (meta.json `knob_reference`): the joint (setting, cap) recommendation reaches the addendum
