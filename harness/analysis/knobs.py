@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -113,6 +114,25 @@ class Candidate:
     rounds: int  # rounds in which every model ran under both configurations
 
 
+class KnobRowJSON(TypedDict):
+    setting: str
+    action: str
+    cap: int | None
+    below_all: bool
+    words: str
+
+
+class KnobsJSON(TypedDict):
+    """A knob sweep as a report's sidecar keeps it (`knobs`; KnobResult.record)."""
+
+    reference: str
+    recommended: str
+    recommended_cap: int | None
+    reason: str
+    rows: list[KnobRowJSON]
+    where: str
+
+
 @dataclass(frozen=True)
 class KnobResult:
     reference: str
@@ -126,7 +146,7 @@ class KnobResult:
     margin: float
     rows: dict[str, SettingDecision]  # setting label → its own decision (the row)
 
-    def record(self, backend: str) -> dict[str, object]:
+    def record(self, backend: str) -> KnobsJSON:
         """What the addendum carries of the knob sweep (harness.output.report_data `knobs`): the joint
         recommendation, each setting's row, and where to set the recommended setting."""
         return {

@@ -22,7 +22,7 @@ from harness.analysis import figures
 from harness.analysis.decision_facts import MLXCEL_CONSTANTS, cap_words, constant_words, expected_null, tree_cap
 from harness.analysis.dispatch_evidence import contradictions
 from harness.analysis.inputs import load_input
-from harness.analysis.knobs import analyse_knobs
+from harness.analysis.knobs import KnobsJSON, analyse_knobs
 from harness.analysis.pin_drift import compare_runs
 from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path
 from harness.analysis.regression import join_points
@@ -201,6 +201,6 @@ def build_report_data(
     )
 
 
-def _knobs(input_path: Path, analysis: Analysis, backend: str) -> dict[str, object] | None:
+def _knobs(input_path: Path, analysis: Analysis, backend: str) -> KnobsJSON | None:
     result = analyse_knobs(input_path, analysis.options)
     return None if result is None else result.record(backend)

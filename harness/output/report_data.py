@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from harness.analysis.decision_json import DecisionJSON
+from harness.analysis.knobs import KnobsJSON
 from harness.analysis.pin_drift import ComparisonJSON
 from harness.analysis.pipeline import Options
 from harness.json_input import JSONObject, load_json_object
@@ -105,7 +106,7 @@ class ReportData:
     until_decided: dict[str, object] | None = None
     table_wrong: dict[str, str] | None = None
     run_notes: list[str] = field(default_factory=list)  # how the run was taken (harness.output.run_findings)
-    knobs: dict[str, object] | None = None  # a knob sweep's joint recommendation and rows (KnobResult.record)
+    knobs: KnobsJSON | None = None  # a knob sweep's joint recommendation and rows (KnobResult.record)
     format: int = REPORT_FORMAT
 
     def to_json(self) -> dict[str, object]:
