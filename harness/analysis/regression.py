@@ -77,6 +77,18 @@ class CheckedDecision(TypedDict):
     reason: str
 
 
+class CheckJSON(TypedDict):
+    """`check --json`'s record (CheckResult.as_json; the command adds `key_changes`)."""
+
+    status: CheckStatus
+    exit_code: int
+    problems: list[str]
+    notices: list[str]
+    points: list[CheckedPoint]
+    dropped: list[DroppedPoint]
+    decisions: dict[str, CheckedDecision]
+
+
 @dataclass
 class CheckResult:
     status: CheckStatus
@@ -90,7 +102,7 @@ class CheckResult:
     def exit_code(self) -> int:
         return {"ok": 0, "regression": 1, "contradicted": 1, "changed": 1, "missing": 1}.get(self.status, 2)
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> CheckJSON:
         return {
             "status": self.status,
             "exit_code": self.exit_code,

@@ -29,12 +29,15 @@ def arm_path(arm: str) -> str:
     return FALLBACK if arm == NULL else arm
 
 
+ArmCaps = dict[str, int | str]  # arm → the cap written to its rows' `cap` column ('' when the workload has no cap)
+
+
 @dataclass
 class Point:
     """One measured configuration: the POINT_COLUMNS values plus the cap each arm is forced with."""
 
     key: dict[str, object]
-    caps: dict[str, object]  # arm -> cap written to the `cap` column ('' when the workload has no cap)
+    caps: ArmCaps
     label: str
     skip_reason: str = ""
     memory_bytes: int | None = None

@@ -32,6 +32,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from harness.analysis.decision_json import DecisionJSON, PointJSON
 from harness.runs.formats import FALLBACK, FUSED, write_text_atomic
@@ -107,13 +108,23 @@ def _interval_text(low: float | None, high: float | None, level: float) -> str:
     return f"{level:.0%} CI [{ends[0]}, {ends[1]}]"
 
 
-def github_action_benchmark(decision: DecisionJSON, label: RunLabel) -> list[dict[str, object]]:
+class BenchmarkEntry(TypedDict):
+    """One entry of github-action-benchmark's customBiggerIsBetter format."""
+
+    name: str
+    unit: str
+    value: float
+    range: str
+    extra: str
+
+
+def github_action_benchmark(decision: DecisionJSON, label: RunLabel) -> list[BenchmarkEntry]:
     """customBiggerIsBetter entries: the crossover (when there is one) and each point's ratio."""
     level = float(decision.get("confidence", CONFIDENCE))  # a record without it was analysed at the default
     build = ", ".join(
         x for x in (label.mlxcel_version, label.mlxcel_commit, label.mlx_commit and f"MLX {label.mlx_commit}") if x
     )
-    entries: list[dict[str, object]] = []
+    entries: list[BenchmarkEntry] = []
     crossover = _finite(decision["crossover_dff"])
     if crossover is not None:
         entries.append(

@@ -19,7 +19,7 @@ from harness.config.shapes import MoeShape
 from harness.errors import InputError
 from harness.measure.backends import device_facts, get_backend
 from harness.measure.backends.base import Backend
-from harness.measure.protocol import Point, PointRunner, RunFailed, RunOutcome
+from harness.measure.protocol import ArmCaps, Point, PointRunner, RunFailed, RunOutcome
 from harness.runs.formats import FALLBACK, FUSED, NULL
 from harness.runs.provenance_keys import Provenance
 
@@ -103,7 +103,7 @@ class BuiltinWorkload:
         """The config field path of model entry `index` (e.g. 'models[0]')."""
         return f"{self.entries_field}[{index}]"
 
-    def caps(self) -> dict[str, object]:
+    def caps(self) -> ArmCaps:
         """Built-in arms call a path directly: there is no environment cap, so the `cap` column stays empty."""
         arms = [FUSED, FALLBACK, *([NULL] if self.config.measure.null_arm else [])]
         return dict.fromkeys(arms, "")

@@ -43,7 +43,7 @@ from harness.measure.backends import detect
 from harness.measure.bench_capabilities import capabilities, leading_args
 from harness.measure.bench_output import decode_path, generated_tokens, rejected_flag, usage_error
 from harness.measure.proc import HELP_TIMEOUT_S, ask_help, run_with_deadline
-from harness.measure.protocol import Point, RunContended, RunFailed, RunOutcome
+from harness.measure.protocol import ArmCaps, Point, RunContended, RunFailed, RunOutcome
 from harness.measure.synth_models import synthetic_provenance
 from harness.runs.formats import FALLBACK, FUSED
 from harness.runs.provenance import cpu_name
@@ -268,8 +268,8 @@ class CommandWorkloadRunner:
         self.sweep_keys = SweepKeys()  # one per sweep: every point's runs are judged against the same first
         self.guard = guard.build(config.guard)  # None: off, or nothing to guard against on this host
 
-    def caps(self) -> dict[str, object]:
-        caps: dict[str, object] = {FUSED: self.settings.fused_cap, FALLBACK: self.settings.fallback_cap}
+    def caps(self) -> ArmCaps:
+        caps: ArmCaps = {FUSED: self.settings.fused_cap, FALLBACK: self.settings.fallback_cap}
         if self.config.measure.null_arm:
             caps["null"] = self.settings.fallback_cap
         return caps
