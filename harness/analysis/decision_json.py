@@ -388,7 +388,7 @@ def _test_at(used: dict[tuple[str, int], PointTest], family: str, row: Cells) ->
     return used.get((family, int(row["dff"]))) if row[SummaryCol.VERDICT] in DECIDED else None
 
 
-def decision_json(summary: pd.DataFrame, result: DecisionResult, settings: SettingsJSON) -> DecisionJSON:
+def decision_json(summary: pd.DataFrame, result: DecisionResult, settings: SettingsJSON | None = None) -> DecisionJSON:
     """The machine-readable decision: what `crossover --json` prints and the report's hidden block records."""
     labels = family_labels(summary)
     d = result.decision
@@ -421,7 +421,8 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, settings: Setti
         d.sweep_drift is not None
     ):  # only a two-pass sweep that the test made unusable (stored records stay as they were)
         out["sweep_drift"] = float(f"{d.sweep_drift:.3g}")
-    out = {**out, **settings}
+    if settings is not None:  # the settings that re-derive it (Analysis.as_json); a bare decision has none
+        out = {**out, **settings}
     if len(result.families) > 1:
         deciding = {f.family for f in deciding_families(result.families)}
         out["binding_family"] = result.binding

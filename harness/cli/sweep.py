@@ -22,7 +22,6 @@ from harness.config import resources
 from harness.errors import InputError
 from harness.json_output import finite
 from harness.measure import noise_check
-from harness.runs.formats import FALLBACK, FUSED
 
 if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
     import pandas as pd
@@ -82,7 +81,7 @@ def quick_table_view(run_dir: Path, quick: pd.DataFrame) -> Table:
             str(row["model"]) + _kind_suffix(str(row["workload"])),
             str(int(row["d_model"])) if row["d_model"] else "",
             str(int(row["dff"])),
-            *(f"{row[arm]:.4g}" if row[arm] == row[arm] else "-" for arm in (FALLBACK, FUSED)),
+            *(f"{row[arm]:.4g}" if row[arm] == row[arm] else "-" for arm in ("fallback", "fused")),
             f"{row['ratio']:.4f}" if row["ratio"] == row["ratio"] else "-",
             _tokens_cell(row["tokens_fallback"], row["tokens_fused"]),
             str(row["dispatch"]),
