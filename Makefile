@@ -20,7 +20,7 @@ SWEEP_STOP = $(if $(CONFIG)$(BENCH),,$(if $(filter command line environment,$(or
   MODELS=$(MODELS) given but no mlxcel-bench-decode on PATH: give BENCH=path (or CONFIG= for a built-in sweep)))
 RESUME ?=
 
-.PHONY: check setup test lint sweep bench bench-kernels bench-harness verify gpu-check device-wheels clean help
+.PHONY: check setup test lint mypy-baseline sweep bench bench-kernels bench-harness verify gpu-check device-wheels clean help
 
 help:
 	@echo "make setup          create .venv with the CPU backend, NVRTC compile checks and dev tools"
@@ -33,7 +33,8 @@ help:
 	@echo "make gpu-check      the one prepared GPU script (BACKEND=cuda by default; BACKEND=cpu rehearses it)"
 	@echo "make device-wheels  fetch cp312 wheels the H200 image lacks into .whl/ (carry them to the device)"
 	@echo "make check          regression gate: BASELINE=results/<stored> CURRENT=results/<new>"
-	@echo "make lint | clean"
+	@echo "make lint | clean    (lint: ruff, mypy against mypy-baseline.txt, actionlint)"
+	@echo "make mypy-baseline  rewrite mypy-baseline.txt from today's mypy errors (after fixing some, or moving modules)"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +49,7 @@ setup: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python scripts/mypy_baseline.py
 	$(BIN)/actionlint -config-file .github/actionlint.yaml .github/workflows/*.yml
 
 test: $(STAMP) lint
@@ -69,6 +71,9 @@ verify: $(STAMP)
 
 bench: bench-kernels
 
+mypy-baseline: $(STAMP)
+	$(BIN)/python scripts/mypy_baseline.py --write
+
 bench-harness: $(STAMP)
 	$(BIN)/python scripts/bench_harness.py
 
@@ -82,5 +87,5 @@ device-wheels: $(STAMP)
 	PY=$(BIN)/python bash scripts/fetch_device_wheels.sh
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache reports/_scratch results/_scratch
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache reports/_scratch results/_scratch
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

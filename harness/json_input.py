@@ -13,6 +13,7 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 from harness.errors import InputError
 
@@ -52,7 +53,11 @@ def nesting(text: str) -> int:
     return deepest
 
 
-def load_json_object(path: Path) -> dict:
+# a JSON object as parsed: the kind of each value is checked where it is read (a record's reader names what it needs)
+JSONObject = dict[str, Any]
+
+
+def load_json_object(path: Path) -> JSONObject:
     """The JSON object in `path`: finite numbers only (NaN, Infinity, 1e400 refused), nested at most MAX_NESTING
     deep, UTF-8; anything else (unreadable, not JSON, not an object) is an InputError naming the file."""
     try:

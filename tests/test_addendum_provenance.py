@@ -22,6 +22,7 @@ from harness.output.report_build import build_report_data, read_report_input
 from harness.output.report_data import ReportData, read_sidecar
 from harness.output.report_files import write_report
 from harness.runs import provenance as prov
+from harness.runs import provenance_keys as keys
 from tests.helpers import REPO, cli
 from tests.synthetic_sweeps import SYNTHETIC_META, design_example, linear_curve, synthetic_samples, write_run
 
@@ -106,10 +107,10 @@ def test_command_run_states_the_binary_version_commit_and_pin_and_a_missing_devi
         "backend": "cuda",
         "workload": "command",
         "cpu": "AMD EPYC",
-        prov.LIBRARY_VERSION: "mlxcel 0.4.2",
-        prov.LIBRARY_COMMIT: "0123456789abcdef0123",
-        prov.MLX_PIN: "57c66cac",
-        prov.BACKEND_DEVICE_MISSING: "labelled cuda, but this machine has no cuda device",
+        keys.LIBRARY_VERSION: "mlxcel 0.4.2",
+        keys.LIBRARY_COMMIT: "0123456789abcdef0123",
+        keys.MLX_PIN: "57c66cac",
+        keys.BACKEND_DEVICE_MISSING: "labelled cuda, but this machine has no cuda device",
     }
     samples = synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=3, workload="command", backend="cuda")
     run = write_run(project / "results" / "run", samples, meta)
@@ -123,7 +124,7 @@ def test_command_run_states_the_binary_version_commit_and_pin_and_a_missing_devi
     )
     # the record without the flag: a cuda label with no NVIDIA GPU found tells the same; a GPU found clears it
     assert prov.backend_device_missing({"backend": "cuda", "os": "Linux", "cpu": "AMD EPYC"})
-    assert prov.backend_device_missing({"backend": "rocm", prov.BACKEND_DEVICE_MISSING: ""}) is None
+    assert prov.backend_device_missing({"backend": "rocm", keys.BACKEND_DEVICE_MISSING: ""}) is None
     assert prov.backend_device_missing({"backend": "cuda", "os": "Linux", "gpu": "NVIDIA H200"}) is None
     assert prov.backend_device_missing({"backend": "metal", "os": "Darwin 24.1"}) is None
     assert prov.backend_device_missing({"backend": "cuda", "source_format": "mlxcel sweep CSV"}) is None

@@ -101,8 +101,8 @@ def _sweep(seed: int) -> dict[str, object]:
     result = applied(decide(summary, current), CapTarget(cap_env))
     backend = ("cpu", "cuda", "metal")[int(rng.integers(0, 3))]
     settings = options.settings()
-    d = decision_json(summary, result, current_default=current, cap_env=cap_env, noise_scale=None, aa_points=0,
-                      aa_beyond_margin=[], **settings)  # fmt: skip
+    d = decision_json(summary, result, {"current_default": current, "cap_env": cap_env, "noise_scale": None,
+                                        "aa_points": 0, "aa_beyond_margin": [], **settings})  # fmt: skip
     return {
         "moecal_report": 3,
         "date": "2026-01-02",

@@ -25,17 +25,21 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 
 from harness.analysis import dispatch_evidence
+from harness.analysis.decision_facts import expected_null
+from harness.analysis.dispatch_evidence import VerificationRecord
 from harness.analysis.inputs import load_input
 from harness.analysis.parity import PointParity, parity_by_model
-from harness.analysis.pipeline import Analysis, Options, analyse, expected_null
+from harness.analysis.pipeline import Analysis, Options, analyse
 from harness.analysis.policy import Action
 from harness.analysis.stats import Verdict
 from harness.config.schema import kind_meaning
 from harness.errors import InputError
+from harness.runs.formats import FUSED, Row
 from harness.runs.summary_columns import SummaryCol
 
 DEFAULT_BITS = 4  # imported mlxcel CSVs carry no bits; every published point is 4-bit
@@ -166,14 +170,16 @@ def _run_identity(analysis: Analysis) -> tuple[str, str]:
 
 
 def mispredictions(
-    samples: pd.DataFrame | None, expected: Mapping[str, str], verification: Mapping[str, dict] | None = None
+    samples: pd.DataFrame | None,
+    expected: Mapping[str, str],
+    verification: VerificationRecord | None = None,
 ) -> dict[str, str]:
     """Where the dispatch probe or the verification pass (the ground truth, its record) contradicts the
     eligibility prediction, per model."""
     observed = dispatch_evidence.contradictions(verification, expected)
     if samples is None or "dispatch_ok" not in samples:
         return observed
-    fused = samples[(samples["arm"] == "fused") & (samples["status"] == "ok")]
+    fused = samples[(samples["arm"] == FUSED) & (samples["status"] == "ok")]
     out = {}
     for model, rows in fused.groupby("model"):
         probe = pd.to_numeric(rows["dispatch_ok"], errors="coerce").dropna()
@@ -198,7 +204,7 @@ def load_run(path: Path, options: Options) -> RunResult:
     return RunResult(Path(path), backend, device, analysis, parity, wrong)
 
 
-def faster_path(row: Mapping[str, object]) -> str | None:
+def faster_path(row: Row) -> str | None:
     """The evidence standard of the module docstring: the engine's verdict, when it names a path."""
     verdict = row[SummaryCol.VERDICT]
     return verdict if verdict in ("fused", "fallback") else None
@@ -235,7 +241,7 @@ def device_rows(runs: Sequence[RunResult]) -> list[DeviceRow]:
     return rows
 
 
-def _action(recommended: int | None, current: int | None) -> str:
+def _action(recommended: int | None, current: int | None) -> Action:
     if recommended is None or current is None:
         return "keep" if recommended is None else "set"
     return "keep" if recommended == current else ("raise" if recommended > current else "lower")
@@ -253,6 +259,7 @@ def backend_rows(devices: Sequence[DeviceRow], runs: Sequence[RunResult] = ()) -
         lowers = [d.recommended for d in rows if d.action == "lower" and d.recommended is not None]
         raises = [d.recommended for d in rows if d.action == "raise" and d.recommended is not None]
         unknown = [d for d in rows if d.action == "set"]
+        recommended: int | None
         if lowers:
             recommended = min(lowers)
             why = f"{len(lowers)} of {len(rows)} device(s) show fallback winning at or below the current default"
@@ -297,7 +304,7 @@ def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow]) -> 
                 ),  # the estimate its interval belongs to (not the ratio of medians)
                 ci_low=_float(row[SummaryCol.CI_LOW]),
                 ci_high=_float(row[SummaryCol.CI_HIGH]),
-                verdict=str(row[SummaryCol.VERDICT]),
+                verdict=cast(Verdict, str(row[SummaryCol.VERDICT])),  # the summary's verdicts are Verdicts
                 faster=faster_path(row),
                 parity=_parity(parity, row),
                 note="; ".join(x for x in (run.mispredicted.get(model, ""), _null_reason(row)) if x),
@@ -309,7 +316,7 @@ def _point_checks(runs: Sequence[RunResult], backends: Sequence[BackendRow]) -> 
     return out
 
 
-def _parity(tokens: PointParity | None, row: Mapping[str, object]) -> str:
+def _parity(tokens: PointParity | None, row: Row) -> str:
     """The point's parity as its single-run addendum states it: the token comparison where one was made, else the
     verification pass's NRMS check (`ok (≤ 0.05)`), else no parity data."""
     if tokens is not None and tokens.comparisons:
@@ -318,11 +325,11 @@ def _parity(tokens: PointParity | None, row: Mapping[str, object]) -> str:
     return nrms or (tokens.label if tokens is not None else "no parity data")
 
 
-def _null_reason(row: Mapping[str, object]) -> str:
+def _null_reason(row: Row) -> str:
     return str(row[SummaryCol.REASON]) if row[SummaryCol.VERDICT] == "null" else ""
 
 
-def _float(value: object) -> float:
+def _float(value: Any) -> float:  # anything a summary cell holds
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -382,7 +389,9 @@ class _Fit:
     violations: list[str]
 
 
-def _fit(points: Sequence[PointCheck], value: Callable, label: Callable) -> _Fit:
+def _fit(
+    points: Sequence[PointCheck], value: Callable[[PointCheck], float], label: Callable[[PointCheck], str]
+) -> _Fit:
     """Per class, the threshold between the largest fused-winning and the smallest fallback-winning value (their
     geometric mean; the largest fused value when no fallback point bounds it); plus the points it misplaces."""
     classes: dict[str, list[PointCheck]] = {}

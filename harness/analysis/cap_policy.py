@@ -25,7 +25,7 @@ import numpy as np
 from harness.analysis import decision_words as words
 from harness.analysis.curve import Crossover, Curve, format_ci
 from harness.analysis.decision_record import CapOption, Decision, PointTest, Switch, Withheld
-from harness.analysis.policy import Move, Policy, WithheldWhy
+from harness.analysis.policy import Move, Policy, Side, WithheldWhy
 from harness.analysis.rounds_hint import BUDGET_ROUNDS, Measured, rounds_to_decide
 from harness.analysis.stats import ratio_interval, t_quantile
 from harness.analysis.sweep_drift import MIN_PASS_ROUNDS, one_round_words
@@ -44,7 +44,7 @@ def candidate_caps(curve: Curve, current: int | None, policy: Policy) -> tuple[C
     for cap in [_below_all(curve, policy.grid), *(int(d) for d in curve.dffs)]:
         moved = np.flatnonzero((curve.dffs > min(cap, current)) & (curve.dffs <= max(cap, current)))
         sign = 1.0 if cap > current else -1.0
-        to = "fused" if sign > 0 else "fallback"
+        to: Side = "fused" if sign > 0 else "fallback"
         switched = tuple(
             Switch(
                 int(curve.dffs[i]),
@@ -110,7 +110,7 @@ def _read(curve: Curve, current: int, policy: Policy, lower_level: float) -> _Re
     labels = curve.labels or tuple(f"Dff {int(d)}" for d in curve.dffs)
 
     def test(i: int, question: int) -> PointTest:
-        name = ("fallback", "fused")[question]
+        name: Side = "fused" if question else "fallback"
         passed = (worse, better)[question]
         return PointTest(int(curve.dffs[i]), labels[i], name, levels[question], float(bounds[question][i]),
                          bool(passed[i]))  # fmt: skip

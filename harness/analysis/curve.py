@@ -184,7 +184,7 @@ def crossings(curve: Curve, pieces: list[tuple[float, float]]) -> tuple[Crossing
         w = curve.theta[i] / (curve.theta[i] - curve.theta[i + 1])
         dff = float(curve.to_dff(x0 + w * (x1 - x0)))
         low, high = _component(pieces, dff, curve) or (dff, dff)
-        direction = "down" if wins[i] else "up"
+        direction: Direction = "down" if wins[i] else "up"
         out.append(Crossing(dff, direction, (int(curve.dffs[i]), int(curve.dffs[i + 1])), low, high))
     return tuple(out)
 

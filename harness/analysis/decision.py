@@ -24,7 +24,7 @@ from harness.analysis.between_points import widen_for_scatter
 from harness.analysis.cap_policy import Sweep, recommend
 from harness.analysis.curve import Curve, family_curve, find_crossover
 from harness.analysis.decision_record import Decision, DecisionResult, FamilyDecision, Withheld, deciding_families
-from harness.analysis.policy import Interpolation, Policy, WithheldWhy
+from harness.analysis.policy import Action, Interpolation, Policy, WithheldWhy
 from harness.analysis.stats import DECIDED, family_labels
 from harness.analysis.sweep_drift import ONE_ROUND_PASS, marked_unusable, unchecked_drift, unusable, unusable_words
 from harness.config.schema import kind_meaning, kind_of_family
@@ -188,7 +188,7 @@ def _overall(binding: FamilyDecision, candidates: Sequence[FamilyDecision], curr
         return decision
     if current_default is not None and decision.action != "set":
         cap = decision.recommended_cap
-        action = "keep" if cap == current_default else ("raise" if cap > current_default else "lower")
+        action: Action = "keep" if cap == current_default else ("raise" if cap > current_default else "lower")
         decision = replace(decision, action=action)
     held = None
     if decision.action not in ("lower", "raise"):

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 
 from harness.analysis import dispatch_evidence
@@ -36,6 +37,7 @@ from harness.config.backend_specs import MlxcelCap, mlxcel_caps
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
 from harness.runs.formats import point_keys
+from harness.runs.provenance_keys import CAP_IGNORED, DISPATCH_OVERRIDES, EXPECT_NULL
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import MAX_CAP
 
@@ -150,13 +152,17 @@ def cap_in_force(
 
 def expected_null(provenance: Mapping[str, object]) -> dict[str, str]:
     """The run's `expect_null` record (a sweep's config, or import-mlxcel --models): model → predicted reason."""
-    value = provenance.get("expect_null")
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+    return _by_model(provenance, EXPECT_NULL)
 
 
 def cap_ignored(provenance: Mapping[str, object]) -> dict[str, str]:
     """The run's `cap_ignored` record: model → why its family ignores the cap (measured by switch)."""
-    value = provenance.get("cap_ignored")
+    return _by_model(provenance, CAP_IGNORED)
+
+
+def _by_model(provenance: Mapping[str, object], key: str) -> dict[str, str]:
+    """A provenance record of model → why ({} when the run has none)."""
+    value = provenance.get(key)
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
@@ -174,7 +180,7 @@ class PointFacts:
 def point_facts(
     frame: pd.DataFrame | None,
     provenance: Mapping[str, object],
-    verification: Mapping[str, dict] | None,
+    verification: dispatch_evidence.VerificationRecord | None,
     excludes: Mapping[str, str],
 ) -> PointFacts:
     """The class of every model of `frame` that is not measured under the cap, with its reason; later sources
@@ -182,7 +188,7 @@ def point_facts(
     the prediction (a prediction the probe confirmed says so), the user's --exclude."""
     present = set(map(str, frame["model"].unique())) if frame is not None else set()
     predicted = expected_null(provenance)
-    overridden = provenance.get("dispatch_overrides") or {}  # the fused kernel ran after all: measured
+    overridden = _by_model(provenance, DISPATCH_OVERRIDES)  # the fused kernel ran after all: measured
     observed = {m: why for m, why in dispatch_evidence.null_reasons(verification, predicted).items() if m in present}
     expected = {
         m: f"{observed[m]} (predicted: {why})" if m in observed else f"expected null: {why}"
@@ -198,13 +204,14 @@ def point_facts(
     )
     by_name = mlxcel_families.nulls_by_name(affine, provenance)
     classes: dict[str, PointClass] = {}
-    for source, kind in (
+    sources: tuple[tuple[Mapping[str, str], PointClass], ...] = (
         (by_name, "aa"),
         (ignored, "switch"),
         (observed, "declined"),
         (expected, "declined"),
         (excludes, "excluded"),
-    ):
+    )
+    for source, kind in sources:
         classes.update(dict.fromkeys(source, kind))
     for model, why in predicted.items():  # a family that never runs the kernel: its point is A/A, not declined
         if model in expected and mlxcel_families.NEVER_RUNS in why:
@@ -226,7 +233,7 @@ def with_switch_ratios(
     analysed apart, as any point, so nothing of it reaches the points of the cap's decision: not φ, not the drift
     test), its verdict left null (it stays out of the cap's decision) and its reason saying what the ratio is."""
     switch = {m for m, kind in facts.classes.items() if kind == "switch"}
-    rows = summary["model"].astype(str).isin(switch).to_numpy() if len(summary) else []
+    rows: np.ndarray | list[bool] = summary["model"].astype(str).isin(switch).to_numpy() if len(summary) else []
     if not switch or not any(rows):
         return summary
     out = summary.copy()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import NotRequired, TypedDict
+from typing import Any, Final, NotRequired, TypedDict, cast
 
 import pandas as pd
 
@@ -164,6 +164,27 @@ class WithheldJSON(TypedDict):
     why: WithheldWhy
 
 
+class OptionsJSON(TypedDict):
+    """The analysis options as recorded next to a result, so it can be re-derived (pipeline.Options.settings)."""
+
+    excludes: dict[str, str]
+    confidence: float
+    margin: float
+    grid: int
+    interpolation: str
+
+
+class SettingsJSON(OptionsJSON):
+    """What a decision record states beside the decision (pipeline.Analysis.as_json): the options, the cap in force
+    and the A/A arm's noise."""
+
+    current_default: int | None
+    cap_env: str
+    noise_scale: float | None
+    aa_points: int
+    aa_beyond_margin: list[str]
+
+
 class DecisionJSON(CrossoverJSON):
     """The machine-readable decision (decision_json): the binding family's crossover, every point, what was decided
     and why, and the settings that re-derive it (harness.analysis.pipeline.Analysis.as_json). Keys a record of an
@@ -250,13 +271,15 @@ def withheld_json(w: Withheld) -> WithheldJSON:
     return {"move": w.move, "cap": w.cap, "why": w.why}
 
 
-RATIO_OF_MEDIANS = "ratio_of_medians"  # a point's JSON field; sidecars before it called it `ratio`
+RATIO_OF_MEDIANS: Final = "ratio_of_medians"  # a point's JSON field; sidecars before it called it `ratio`
+# a summary row (DataFrame.to_dict("records")): its cells have their column's dtype, which no type checker sees
+Cells = Mapping[Any, Any]
 
 
 def ratio_of_medians(point: Mapping[str, object]) -> float | None:
     """A point's median fused / median fallback from its JSON record, whichever name the record uses."""
     value = point.get(RATIO_OF_MEDIANS, point.get(SummaryCol.RATIO))
-    return None if value is None else float(value)
+    return float(value) if isinstance(value, int | float | str) else None  # JSON: a number, or null
 
 
 def test_json(test: PointTest) -> TestJSON:
@@ -270,9 +293,9 @@ def test_json(test: PointTest) -> TestJSON:
     }
 
 
-def point_json(row: Mapping[str, object], family: str, test: PointTest | None = None) -> PointJSON:
+def point_json(row: Cells, family: str, test: PointTest | None = None) -> PointJSON:
     """One point; `test`: the one-sided test the overall decision read at its Dff (then `decides` is true)."""
-    return {
+    point: PointJSON = {
         "model": str(row["model"]),
         "dff": int(row["dff"]),
         "family": family,
@@ -284,7 +307,7 @@ def point_json(row: Mapping[str, object], family: str, test: PointTest | None = 
         SummaryCol.CI_LOW: json_exact(row[SummaryCol.CI_LOW]),
         SummaryCol.CI_HIGH: json_exact(row[SummaryCol.CI_HIGH]),
         SummaryCol.METHOD: str(row[SummaryCol.METHOD]) if isinstance(row[SummaryCol.METHOD], str) else "",
-        SummaryCol.VERDICT: str(row[SummaryCol.VERDICT]),
+        SummaryCol.VERDICT: cast(Verdict, str(row[SummaryCol.VERDICT])),  # one of VERDICTS (inputs checks a summary's)
         SummaryCol.UNSTABLE: bool(row[SummaryCol.UNSTABLE]),
         SummaryCol.N_FALLBACK: int(row[SummaryCol.N_FALLBACK]),
         SummaryCol.N_FUSED: int(row[SummaryCol.N_FUSED]),
@@ -293,8 +316,8 @@ def point_json(row: Mapping[str, object], family: str, test: PointTest | None = 
         SummaryCol.REASON: str(row[SummaryCol.REASON]),
         "decides": test is not None,
         "decision_test": None if test is None else test_json(test),
-        **(dispatch_json(row) if isinstance(row.get("dispatch"), str) and row["dispatch"] else {}),
     }
+    return {**point, **dispatch_json(row)} if isinstance(row.get("dispatch"), str) and row["dispatch"] else point
 
 
 # the summary columns point_json and dispatch_json read
@@ -319,28 +342,40 @@ POINT_JSON_COLUMNS = {
 }
 
 
-def _optional(row: Mapping[str, object], column: str) -> object:
+def _optional(row: Cells, column: str) -> Any:
     value = row.get(column)
     return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value
 
 
-def dispatch_json(row: Mapping[str, object]) -> DispatchJSON:
+def dispatch_json(row: Cells) -> DispatchJSON:
     """What the dispatch verification and the token counts say about a command-workload point
     (harness.analysis.dispatch_evidence.POINT_FIELDS): `dispatch` (verified | declined | predicted | unverified), the
     parity figures, tokens per arm. Points of built-in workloads have none of these."""
-    out: dict[str, object] = {"dispatch": str(row["dispatch"])}  # filled field by field below: a DispatchJSON
-    for column in ("dispatch_note", "parity_class"):
-        out[column] = str(_optional(row, column) or "")
-    for column in ("parity_calls", "parity_calls_over"):
-        value = _optional(row, column)
-        out[column] = None if value is None else int(value)
-    for column in ("fused_vs_ref_worst", "fused_vs_ref_median", "fused_vs_truth_worst", "fused_vs_truth_median"):
-        value = _optional(row, column)
-        out[column] = None if value is None or not math.isfinite(float(value)) else float(f"{float(value):.4g}")
-    for column in ("tokens_fallback", "tokens_fused"):
-        out[column] = json_rounded(_optional(row, column), 1)
-    out["tokens_differ"] = str(_optional(row, "tokens_differ")).lower() in ("true", "1")
-    return out
+    return {
+        "dispatch": str(row["dispatch"]),
+        "dispatch_note": str(_optional(row, "dispatch_note") or ""),
+        "parity_class": str(_optional(row, "parity_class") or ""),
+        "parity_calls": _count(row, "parity_calls"),
+        "parity_calls_over": _count(row, "parity_calls_over"),
+        "fused_vs_ref_worst": _parity_figure(row, "fused_vs_ref_worst"),
+        "fused_vs_ref_median": _parity_figure(row, "fused_vs_ref_median"),
+        "fused_vs_truth_worst": _parity_figure(row, "fused_vs_truth_worst"),
+        "fused_vs_truth_median": _parity_figure(row, "fused_vs_truth_median"),
+        "tokens_fallback": json_rounded(_optional(row, "tokens_fallback"), 1),
+        "tokens_fused": json_rounded(_optional(row, "tokens_fused"), 1),
+        "tokens_differ": str(_optional(row, "tokens_differ")).lower() in ("true", "1"),
+    }
+
+
+def _count(row: Cells, column: str) -> int | None:
+    value = _optional(row, column)
+    return None if value is None else int(value)
+
+
+def _parity_figure(row: Cells, column: str) -> float | None:
+    """A parity error to 4 significant digits; null when absent or non-finite (JSON has no NaN)."""
+    value = _optional(row, column)
+    return None if value is None or not math.isfinite(float(value)) else float(f"{float(value):.4g}")
 
 
 def used_tests(result: DecisionResult) -> dict[tuple[str, int], PointTest]:
@@ -350,20 +385,22 @@ def used_tests(result: DecisionResult) -> dict[tuple[str, int], PointTest]:
     return {(f.family, t.dff): t for f in families for t in f.decision.tests}
 
 
-def _test_at(used: dict[tuple[str, int], PointTest], family: str, row: Mapping[str, object]) -> PointTest | None:
+def _test_at(used: dict[tuple[str, int], PointTest], family: str, row: Cells) -> PointTest | None:
     """The decision's test at this row's Dff; only valid points (a null point at a tested Dff was not used)."""
     return used.get((family, int(row["dff"]))) if row[SummaryCol.VERDICT] in DECIDED else None
 
 
-def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: object) -> DecisionJSON:
+def decision_json(summary: pd.DataFrame, result: DecisionResult, settings: SettingsJSON | None = None) -> DecisionJSON:
     """The machine-readable decision: what `crossover --json` prints and the report's hidden block records."""
     labels = family_labels(summary)
     d = result.decision
     used = used_tests(result)
     # only the columns point_json reads: a million-point summary has forty-odd columns, each cell boxed per row
     records = summary[[c for c in summary.columns if c in POINT_JSON_COLUMNS]].to_dict("records")
-    out = {
-        **crossover_json(result.crossover),
+    # mypy's extra check refuses a ** item beside keys left out (an open TypedDict could hold one of them, of another
+    # type): crossover_json's record holds none of the keys added below
+    out: DecisionJSON = {
+        **crossover_json(result.crossover),  # type: ignore[typeddict-item]
         # rows as plain dicts: a Series per row (iterrows) cost most of `crossover --json` on 10,000 points
         "points": [
             point_json(row, str(label), _test_at(used, str(label), row))
@@ -386,10 +423,13 @@ def decision_json(summary: pd.DataFrame, result: DecisionResult, **settings: obj
         else None,
         # additive (2026-12): what a keep held back, structured, so the plot need not search the reason's words
         "withheld": withheld_json(d.withheld) if d.withheld is not None else None,
-        # only a two-pass sweep that the test made unusable carries it (stored records stay as they were)
-        **({"sweep_drift": float(f"{d.sweep_drift:.3g}")} if d.sweep_drift is not None else {}),
-        **settings,
     }
+    if (
+        d.sweep_drift is not None
+    ):  # only a two-pass sweep that the test made unusable (stored records stay as they were)
+        out["sweep_drift"] = float(f"{d.sweep_drift:.3g}")
+    if settings is not None:  # the settings that re-derive it (Analysis.as_json); a bare decision has none
+        out = {**out, **settings}
     if len(result.families) > 1:
         deciding = {f.family for f in deciding_families(result.families)}
         out["binding_family"] = result.binding
@@ -413,16 +453,16 @@ def decision_from_json(d: DecisionJSON) -> Decision:
     """The decision read back from its JSON record (a report's sidecar): what it decided and why. The candidate
     caps and point tests stay in the record (`candidate_caps`, `tests`): their readers are the texts, which
     read the JSON; the withheld move comes back as far as the record keeps it (move, cap, why)."""
-    held = d.get("withheld")
+    held, hint = d.get("withheld"), d.get("rounds_hint")
     return Decision(
         d["action"],
         d["recommended_cap"],
         d["reason"],
         d["apply"],
         drift_between_points=d.get("drift_between_points"),
-        rounds_dff=(d.get("rounds_hint") or {}).get("dff"),
-        rounds_needed=(d.get("rounds_hint") or {}).get("rounds"),
-        rounds_chance=(d.get("rounds_hint") or {}).get("chance"),
+        rounds_dff=hint.get("dff") if hint else None,
+        rounds_needed=hint.get("rounds") if hint else None,
+        rounds_chance=hint.get("chance") if hint else None,
         withheld=Withheld(held["move"], held["cap"], held["why"]) if held else None,
         sweep_drift=d.get("sweep_drift"),
     )

@@ -36,7 +36,7 @@ import numpy as np
 from harness.analysis.curve import Curve
 from harness.analysis.decision import StagedFamily
 from harness.analysis.policy import Action
-from harness.analysis.stats import CONFIDENCE
+from harness.thresholds import CONFIDENCE
 
 Key = tuple[int, int]  # (family index in the staged list, point index on its curve)
 Outcome = tuple[Action, int | None]  # (action, recommended cap): what a flip changes
@@ -154,7 +154,9 @@ class Step:
     flip: dict[Key, float]
 
 
-def _with_point(staged: Sequence[StagedFamily], key: Key, theta: float, se: float, df: float, n: int) -> list:
+def _with_point(
+    staged: Sequence[StagedFamily], key: Key, theta: float, se: float, df: float, n: int
+) -> list[StagedFamily]:
     f, i = key
     family = staged[f]
     c = family.curve

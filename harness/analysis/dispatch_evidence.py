@@ -25,18 +25,72 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Required, TypedDict
 
 import pandas as pd
 
 from harness.config.schema import kind_meaning
 from harness.errors import InputError
 from harness.json_input import load_json_object
-from harness.runs.formats import cell_numbers
+from harness.runs.formats import FALLBACK, FUSED, cell_numbers
 
 RECORD = "verification.json"
 DispatchClass = Literal["verified", "declined", "predicted", "unverified"]  # a point's `dispatch` (module docstring)
 PARITY_LIMIT = 0.05  # mlxcel's default MLXCEL_FUSED_MOE_PARITY_THRESHOLD
+
+
+class ParityFigures(TypedDict, total=False):
+    """What the probe's lines in one verification run say (harness.measure.dispatch; none but calls and dffs when
+    the run logged no call)."""
+
+    calls: Required[int]  # fused-kernel calls the probe logged
+    dffs: Required[list[int]]  # the Dffs those calls ran at
+    over: int  # calls over PARITY_LIMIT
+    fused_vs_ref_worst: float | str  # str: a non-finite figure as its text (recorded_figure)
+    fused_vs_ref_median: float | str
+    fused_vs_truth_worst: float | str
+    fused_vs_truth_median: float | str
+
+
+class VerificationRun(ParityFigures, total=False):
+    """One verification run as verification.json holds it (harness.measure.dispatch.verification_run writes it):
+    RUN_FIELDS are checked on reading; a failed run has an error and no timing, an older binary no summary line."""
+
+    path: Required[str]  # the arm: fused or fallback
+    status: Required[str]  # ok | fail
+    env: dict[str, str]  # the probe's variables it ran with
+    error: str  # why a failed run failed
+    seconds: float
+    tok_s: float | None
+    tokens: float | None  # the generated count (a float where the benchmark's output gave one)
+    summary_calls: int
+    decode_path: str
+    memory: list[str]
+
+
+class VerificationEntry(TypedDict):
+    """One model's verification record: its Dff and its fused and fallback run (checked by _check_entry)."""
+
+    dff: int
+    runs: list[VerificationRun]
+
+
+VerificationRecord = Mapping[str, VerificationEntry]  # model → its entry: the `models` object of verification.json
+
+
+class DispatchFacts(TypedDict):
+    """What the verification pass says of one model's point (per_model): its dispatch, and its parity figures."""
+
+    dispatch: DispatchClass
+    dispatch_note: str
+    null: bool  # the verification makes the point null
+    parity_class: str
+    parity_calls: int
+    parity_calls_over: int
+    fused_vs_ref_worst: object  # a float (NaN for a non-finite one), None when the run logged no call
+    fused_vs_ref_median: object
+    fused_vs_truth_worst: object
+    fused_vs_truth_median: object
 
 
 def parity_words(calls: object, over: object) -> str:
@@ -67,7 +121,7 @@ POINT_FIELDS = (
 )
 
 
-def read_record(run_dir: Path) -> dict[str, dict]:
+def read_record(run_dir: Path) -> dict[str, VerificationEntry]:
     """The verification record of a run directory: model → its two runs ({} when the run has none)."""
     path = Path(run_dir) / RECORD
     if not path.exists():
@@ -79,16 +133,17 @@ def read_record(run_dir: Path) -> dict[str, dict]:
     models = record.get("models")
     if not isinstance(models, dict):
         raise InputError(str(path), "models", "expected an object of model → verification runs")
+    checked: dict[str, VerificationEntry] = {}
     for model, entry in models.items():
-        _check_entry(path, f"models.{model}", entry)
-    return models
+        checked[model] = _check_entry(path, f"models.{model}", entry)
+    return checked
 
 
 # What classify() and per_model() read of one verification run (harness.measure.dispatch writes more).
 RUN_FIELDS = {"path": str, "status": str, "calls": int, "dffs": list}
 
 
-def _check_entry(path: Path, where: str, entry: object) -> None:
+def _check_entry(path: Path, where: str, entry: object) -> VerificationEntry:
     """One model's record holds its Dff and one fused and one fallback run with RUN_FIELDS; a record edited or
     written by something else is refused in one line instead of failing later on a missing key."""
     if not isinstance(entry, dict) or type(entry.get("dff")) is not int or not isinstance(entry.get("runs"), list):
@@ -97,21 +152,22 @@ def _check_entry(path: Path, where: str, entry: object) -> None:
         for key, kind in RUN_FIELDS.items():
             if not isinstance(run, dict) or type(run.get(key)) is not kind:
                 raise InputError(str(path), f"{where}.runs[{index}].{key}", f"missing or not {kind.__name__}")
-    if sorted(run["path"] for run in entry["runs"]) != ["fallback", "fused"]:
+    if sorted(run["path"] for run in entry["runs"]) != [FALLBACK, FUSED]:
         raise InputError(str(path), f"{where}.runs", "expected one fused and one fallback run")
+    return entry  # type: ignore[return-value]  # its shape checked above, which mypy cannot follow into a dict
 
 
-def probe_present(record: Mapping[str, dict], expected_null: Mapping[str, str]) -> bool:
+def probe_present(record: VerificationRecord, expected_null: Mapping[str, str]) -> bool:
     """Whether this binary has the probe: some model's verification run logged a line. Judged over the models
     predicted eligible; a build without the probe logs nothing for any of them."""
     eligible = [m for m in record if m not in expected_null] or list(record)
     return any(run.get("calls", 0) or run.get("summary_calls", 0) for m in eligible for run in record[m]["runs"])
 
 
-def classify(entry: Mapping[str, object], has_probe: bool) -> tuple[DispatchClass, str, bool]:
+def classify(entry: VerificationEntry, has_probe: bool) -> tuple[DispatchClass, str, bool]:
     """(dispatch, note, null) for one model's verification entry."""
     runs = {run["path"]: run for run in entry["runs"]}
-    fused, fallback = runs["fused"], runs["fallback"]
+    fused, fallback = runs[FUSED], runs[FALLBACK]
     failed = [run for run in (fused, fallback) if run["status"] != "ok"]
     if failed:
         return "unverified", f"the {failed[0]['path']} verification run failed: {failed[0]['error']}", False
@@ -156,35 +212,38 @@ def parity_class(run: Mapping[str, object]) -> str:
     if not run.get("calls"):
         return "no parity data"
     worst = f"worst fused-vs-truth {run['fused_vs_truth_worst']:.2e}"
-    if any(isinstance(run.get(k), float) and not math.isfinite(run[k]) for k in FIGURES):
+    if any(isinstance(figure := run.get(k), float) and not math.isfinite(figure) for k in FIGURES):
         return f"non-finite parity error in {run['calls']} calls ({worst}) — CHECK: non-finite"
     if run["over"] or not within_limit(run["fused_vs_ref_worst"], run["fused_vs_truth_worst"]):
         return f"{run['over']} of {run['calls']} calls over {PARITY_LIMIT:g} ({worst}) — CHECK"
     return f"within {PARITY_LIMIT:g} in {run['calls']} calls ({worst})"
 
 
-def per_model(record: Mapping[str, dict], expected_null: Mapping[str, str]) -> dict[str, dict[str, object]]:
+def per_model(record: VerificationRecord, expected_null: Mapping[str, str]) -> dict[str, DispatchFacts]:
     """Model → the point fields the verification gives (dispatch, note, null, parity figures)."""
     record = {m: e for m, e in record.items() if isinstance(e, Mapping) and isinstance(e.get("runs"), list)}
     has_probe = probe_present(record, expected_null)
-    out: dict[str, dict[str, object]] = {}
+    out: dict[str, DispatchFacts] = {}
     for model, entry in record.items():
         dispatch, note, null = classify(entry, has_probe)
-        fused = next(run for run in entry["runs"] if run["path"] == "fused")
-        fused = {**fused, **{k: read_figure(fused[k]) for k in FIGURES if k in fused}}
+        run = next(run for run in entry["runs"] if run["path"] == FUSED)
+        fused = {**run, **{k: read_figure(v) for k, v in run.items() if k in FIGURES}}
         out[model] = {
             "dispatch": dispatch,
             "dispatch_note": note,
             "null": null,
             "parity_class": parity_class(fused),
-            "parity_calls": fused.get("calls", 0),
-            "parity_calls_over": fused.get("over", 0),
-            **{k: fused.get(k) for k in POINT_FIELDS if k.startswith("fused_vs_")},
+            "parity_calls": run.get("calls", 0),
+            "parity_calls_over": run.get("over", 0),
+            "fused_vs_ref_worst": fused.get("fused_vs_ref_worst"),
+            "fused_vs_ref_median": fused.get("fused_vs_ref_median"),
+            "fused_vs_truth_worst": fused.get("fused_vs_truth_worst"),
+            "fused_vs_truth_median": fused.get("fused_vs_truth_median"),
         }
     return out
 
 
-def null_reasons(record: Mapping[str, dict] | None, expected_null: Mapping[str, str]) -> dict[str, str]:
+def null_reasons(record: VerificationRecord | None, expected_null: Mapping[str, str]) -> dict[str, str]:
     """Models the verification pass (`record`, None without one) makes null points (declined, or the fallback arm
     ran the fused kernel)."""
     if not record:
@@ -193,7 +252,7 @@ def null_reasons(record: Mapping[str, dict] | None, expected_null: Mapping[str, 
     return {m: f"dispatch {f['dispatch']}: {f['dispatch_note']}" for m, f in facts.items() if f["null"]}
 
 
-def contradictions(record: Mapping[str, dict] | None, expected_null: Mapping[str, str]) -> dict[str, str]:
+def contradictions(record: VerificationRecord | None, expected_null: Mapping[str, str]) -> dict[str, str]:
     """Models whose observed dispatch in the verification `record` (None without one) contradicts `moecal init`'s
     eligibility prediction (the addendum lists them: a wrong prediction means harness.config.eligibility no longer
     restates mlxcel's rules)."""
@@ -220,13 +279,13 @@ def _median_tokens(samples: pd.DataFrame) -> dict[tuple[str, str], float]:
     if tokens.isna().all():
         return {}
     medians = tokens.groupby([ok["model"].astype(str), ok["arm"]]).median().dropna()
-    return {(str(model), str(arm)): float(value) for (model, arm), value in medians.items()}
+    return {(str(model), str(arm)): float(value) for (model, arm), value in zip(medians.index, medians, strict=True)}
 
 
 def annotate(
     summary: pd.DataFrame,
     samples: pd.DataFrame | None,
-    record: Mapping[str, dict] | None,
+    record: VerificationRecord | None,
     expected_null: Mapping[str, str],
 ) -> pd.DataFrame:
     """The summary of a command-workload run with POINT_FIELDS per point: dispatch and parity from the
@@ -243,9 +302,13 @@ def annotate(
     unverified = {"dispatch": "unverified", "dispatch_note": "no verification pass in this run"}
     known = [facts.get(model, unverified) for model in models] if facts else None
     for column in POINT_FIELDS[: POINT_FIELDS.index("tokens_fallback")]:  # without a record: one value for all
-        out[column] = [fact.get(column) for fact in known] if known else unverified.get(column)
-    fallback = [tokens.get((model, "fallback")) for model in models]
-    fused = [tokens.get((model, "fused")) for model in models]
+        if known:
+            cells: list[Any] = [fact.get(column) for fact in known]  # of any type: pandas infers the column's
+            out[column] = cells
+        else:
+            out[column] = unverified.get(column)
+    fallback = [tokens.get((model, FALLBACK)) for model in models]
+    fused = [tokens.get((model, FUSED)) for model in models]
     out["tokens_fallback"], out["tokens_fused"] = fallback, fused
     out["tokens_differ"] = [a is not None and b is not None and a != b for a, b in zip(fallback, fused, strict=True)]
     return out

@@ -10,12 +10,13 @@ rounding to 5 digits and then formatting to 4 rounds twice and can move the last
 from __future__ import annotations
 
 import math
+from typing import TypeGuard
 
 RATIO_DIGITS = 4  # fused/fallback: 0.01% resolution, finer than any interval moecal has measured
 TOK_S_DIGITS = 2  # the tok/s mlxcel's benchmark prints (two decimals)
 
 
-def _finite(value: float | None) -> bool:
+def _finite(value: float | None) -> TypeGuard[float]:
     return value is not None and math.isfinite(float(value))
 
 

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from harness.analysis import dispatch_evidence
+from harness.analysis.dispatch_evidence import VerificationRecord
 from harness.analysis.stats import VERDICTS
 from harness.errors import InputError
 from harness.runs import mlxcel_csv as mlxcel
@@ -34,6 +35,7 @@ from harness.runs.formats import (
     text_column,
     write_text_atomic,
 )
+from harness.runs.provenance_keys import Provenance
 from harness.runs.rundir import META_FILE, SUMMARY_FILE, RunDirectory
 from harness.runs.summary_columns import SUMMARY_COLUMNS, SummaryCol
 
@@ -46,8 +48,8 @@ class LoadedInput(NamedTuple):
 
     samples: pd.DataFrame | None
     summary: pd.DataFrame | None
-    provenance: dict[str, object]
-    verification: dict[str, dict] | None = None
+    provenance: Provenance
+    verification: VerificationRecord | None = None
 
 
 def load_input(path: str | Path, all_settings: bool = False) -> LoadedInput:
@@ -96,7 +98,7 @@ def run_dir_of(path: Path) -> Path | None:
     return path.parent if path.name in (SAMPLES_FILE, SUMMARY_FILE) else None
 
 
-def at_reference_setting(samples: pd.DataFrame, provenance: dict[str, object]) -> pd.DataFrame:
+def at_reference_setting(samples: pd.DataFrame, provenance: Provenance) -> pd.DataFrame:
     """A knob sweep's rows at its reference setting (meta.json `knob_reference`, the binary's default): the run's
     plain decision is the cap at the setting mlxcel ships; every setting is analysed by harness.analysis.knobs.
     Rows of one setting only (no knobs, or one value) are returned as they are."""
@@ -107,7 +109,7 @@ def at_reference_setting(samples: pd.DataFrame, provenance: dict[str, object]) -
     return samples[samples["knobs"] == reference].reset_index(drop=True)
 
 
-def _check_meta_matches(path: Path, meta: dict[str, object], samples: pd.DataFrame) -> None:
+def _check_meta_matches(path: Path, meta: Provenance, samples: pd.DataFrame) -> None:
     """meta.json beside a samples.csv describes the run of those rows: another backend or device there means the
     two files come from different runs, and the report would credit one machine with the other's numbers."""
     if not len(samples):
@@ -138,15 +140,15 @@ def _columns(path: Path) -> list[str]:
     return [c.strip() for c in first.split(",")]
 
 
-def _provenance(path: Path) -> dict[str, object]:
+def _provenance(path: Path) -> Provenance:
     """The `# key: value` header, with `packages.x` lines folded back into a `packages` dict like meta.json's."""
     out: dict[str, object] = {}
     for key, value in read_provenance(path).items():
         group, dot, sub = key.partition(".")
         if dot:
-            out.setdefault(group, {})
-            if isinstance(out[group], dict):
-                out[group][sub] = value
+            folded = out.setdefault(group, {})
+            if isinstance(folded, dict):
+                folded[sub] = value
         else:
             out[key] = value
     return out
@@ -185,6 +187,6 @@ def _read_summary(path: Path) -> pd.DataFrame:
     return frame
 
 
-def write_summary_csv(summary: pd.DataFrame, path: Path, provenance: dict[str, object]) -> Path:
+def write_summary_csv(summary: pd.DataFrame, path: Path, provenance: Provenance) -> Path:
     """summary.csv with the provenance header (the settings that produced it included)."""
     return write_text_atomic(Path(path), format_provenance(provenance) + frame_csv(summary))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -113,6 +114,25 @@ class Candidate:
     rounds: int  # rounds in which every model ran under both configurations
 
 
+class KnobRowJSON(TypedDict):
+    setting: str
+    action: str
+    cap: int | None
+    below_all: bool
+    words: str
+
+
+class KnobsJSON(TypedDict):
+    """A knob sweep as a report's sidecar keeps it (`knobs`; KnobResult.record)."""
+
+    reference: str
+    recommended: str
+    recommended_cap: int | None
+    reason: str
+    rows: list[KnobRowJSON]
+    where: str
+
+
 @dataclass(frozen=True)
 class KnobResult:
     reference: str
@@ -126,7 +146,7 @@ class KnobResult:
     margin: float
     rows: dict[str, SettingDecision]  # setting label → its own decision (the row)
 
-    def record(self, backend: str) -> dict[str, object]:
+    def record(self, backend: str) -> KnobsJSON:
         """What the addendum carries of the knob sweep (harness.output.report_data `knobs`): the joint
         recommendation, each setting's row, and where to set the recommended setting."""
         return {
@@ -146,7 +166,7 @@ def knob_settings(samples: pd.DataFrame) -> list[str]:
     """The settings a run measured, in the order of their values (numbers numerically)."""
     labels = [s for s in samples["knobs"].astype(str).unique() if s]
 
-    def order(text: str) -> tuple:
+    def order(text: str) -> tuple[tuple[int, int | str], ...]:
         return tuple(
             (0, int(v)) if v.lstrip("-").isdigit() else (1, v) for v in launch_knobs.parse_label(text).values()
         )
@@ -171,7 +191,9 @@ def _ln_by_round(samples: pd.DataFrame, setting: str, paths: dict[str, str]) -> 
     )
 
 
-def _compare(samples: pd.DataFrame, setting: str, paths: dict[str, str], reference: pd.DataFrame, level: float):
+def _compare(
+    samples: pd.DataFrame, setting: str, paths: dict[str, str], reference: pd.DataFrame, level: float
+) -> tuple[float, float, float, int]:
     mine = _ln_by_round(samples, setting, paths).reindex(columns=reference.columns)
     both = (mine - reference).dropna(how="any")  # rounds in which every model ran under both configurations
     d = both.mean(axis=1).to_numpy()
@@ -232,7 +254,9 @@ def analyse_knobs(path: str | Path, options: Options = Options()) -> KnobResult 
     )
 
 
-def _choose(reference: str, ref_cap: str, best: Candidate | None, margin: float, level: float):
+def _choose(
+    reference: str, ref_cap: str, best: Candidate | None, margin: float, level: float
+) -> tuple[Candidate | None, str]:
     """The joint choice and its reason; `ref_cap`: the reference's cap in its row's words (cap_words)."""
     keep = f"keep {reference} with {ref_cap}"
     if best is None:

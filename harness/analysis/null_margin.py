@@ -68,7 +68,7 @@ def null_pairs(samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     wide = ok.groupby([*point, "round", "arm"], dropna=False)["tok_s"].mean().unstack("arm")
     if NULL not in wide.columns or FALLBACK not in wide.columns:
         return np.empty((0, 0)), np.empty((0, 0))
-    ys = np.log(wide[[FALLBACK, NULL]].astype(float)).unstack("round")
+    ys = pd.DataFrame(np.log(wide[[FALLBACK, NULL]].astype(float))).unstack("round")  # np.log keeps the frame
     return ys[FALLBACK].to_numpy(), ys[NULL].to_numpy()
 
 

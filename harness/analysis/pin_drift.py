@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -75,7 +76,10 @@ class CrossoverShift:
     def sentence(self) -> str:
         """`the crossover moved −4% [−11%, +5%]: within noise`."""
         if self.shift is None:
-            where = lambda c: "none in range" if c is None else f"{c:.0f}"  # noqa: E731
+
+            def where(c: float | None) -> str:
+                return "none in range" if c is None else f"{c:.0f}"
+
             return (
                 f"no crossover shift: run A crossover {where(self.crossover_a)}, run B {where(self.crossover_b)} "
                 f"(a shift needs a crossing in both runs)"
@@ -93,7 +97,7 @@ class Comparison:
     points: tuple[PointChange, ...]
     unmatched: tuple[str, ...]  # points measured in one run only, `model (Dff n) in A only`
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> ComparisonJSON:
         return {
             "crossover": [
                 {
@@ -125,6 +129,40 @@ class Comparison:
             ],
             "unmatched": list(self.unmatched),
         }
+
+
+class ShiftJSON(TypedDict):
+    """One family's crossover shift as `compare --json` and a report's `previous.comparison` record it."""
+
+    family: str
+    crossover_a: float | None
+    crossover_b: float | None
+    shift: float | None
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float
+    verdict: str
+    text: str
+
+
+class ChangeJSON(TypedDict):
+    """One point's ratio change from run A to run B (PointChange)."""
+
+    model: str
+    dff: int
+    family: str
+    ratio_a: float | None
+    ratio_b: float | None
+    change: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str
+
+
+class ComparisonJSON(TypedDict):
+    crossover: list[ShiftJSON]
+    points: list[ChangeJSON]
+    unmatched: list[str]
 
 
 def _percent(value: float) -> str:
@@ -171,9 +209,9 @@ def crossover_shift(
         first_crossings(a.dffs.astype(float), a.theta[None, :])[0],
         first_crossings(b.dffs.astype(float), b.theta[None, :])[0],
     )
-    found = [float(c) if math.isfinite(c) else None for c in estimate]
-    if len(a.dffs) < 2 or len(b.dffs) < 2 or None in found:
-        return CrossoverShift(family, found[0], found[1], None, -math.inf, math.inf, confidence)
+    found_a, found_b = (float(c) if math.isfinite(c) else None for c in estimate)
+    if len(a.dffs) < 2 or len(b.dffs) < 2 or found_a is None or found_b is None:
+        return CrossoverShift(family, found_a, found_b, None, -math.inf, math.inf, confidence)
     rng = np.random.default_rng(seed)
     ca, cb = _draws(a, rng, draws), _draws(b, rng, draws)
     with np.errstate(invalid="ignore"):
@@ -183,7 +221,7 @@ def crossover_shift(
     low = np.quantile(np.where(np.isnan(shift), -np.inf, shift), alpha, method="lower")
     high = np.quantile(np.where(np.isnan(shift), np.inf, shift), 1 - alpha, method="higher")
     return CrossoverShift(
-        family, found[0], found[1], found[1] / found[0] - 1, float(np.expm1(low)), float(np.expm1(high)), confidence
+        family, found_a, found_b, found_b / found_a - 1, float(np.expm1(low)), float(np.expm1(high)), confidence
     )
 
 
@@ -196,7 +234,9 @@ def _keys(summary: pd.DataFrame) -> list[tuple[str, ...]]:
     return match_keys(summary, same_machine=False)
 
 
-def point_change(theta_a: float, se_a: float, df_a: float, theta_b: float, se_b: float, df_b: float, confidence: float):
+def point_change(
+    theta_a: float, se_a: float, df_a: float, theta_b: float, se_b: float, df_b: float, confidence: float
+) -> tuple[float, float, float, float]:
     """(change, low, high, df): exp(θ_B − θ_A) with its Welch t interval."""
     var = se_a**2 + se_b**2
     df = var**2 / (se_a**4 / df_a + se_b**4 / df_b) if var > 0 else math.inf
@@ -213,15 +253,18 @@ def point_changes(a: Analysis, b: Analysis, confidence: float) -> tuple[list[Poi
     labels_b = family_labels(b.summary)
     valid_a, valid_b = _valid(a.summary), _valid(b.summary)
     rows_a = {k: r for k, (_, r) in zip(_keys(valid_a), valid_a.iterrows(), strict=True)}
-    rows_b = {k: (r, labels_b.loc[i]) for k, (i, r) in zip(_keys(valid_b), valid_b.iterrows(), strict=True)}
+    family_of = labels_b.to_dict()  # summary index → family label
+    rows_b = {k: (r, family_of[i]) for k, (i, r) in zip(_keys(valid_b), valid_b.iterrows(), strict=True)}
     changes, unmatched = [], []
     for key, (rb, family) in rows_b.items():
         ra = rows_a.get(key)
         if ra is None:
             unmatched.append(f"{rb['model']} (Dff {int(rb['dff'])}) in B only")
             continue
-        values = [float(r[c]) for r in (ra, rb) for c in (SummaryCol.LN_ESTIMATE, SummaryCol.SE, SummaryCol.DF)]
-        change, low, high, df = point_change(*values, confidence)
+        (theta_a, se_a, df_a), (theta_b, se_b, df_b) = (
+            (float(r[SummaryCol.LN_ESTIMATE]), float(r[SummaryCol.SE]), float(r[SummaryCol.DF])) for r in (ra, rb)
+        )
+        change, low, high, df = point_change(theta_a, se_a, df_a, theta_b, se_b, df_b, confidence)
         changes.append(
             PointChange(str(rb["model"]), int(rb["dff"]), str(family),
                         float(ra[SummaryCol.ESTIMATE]), float(rb[SummaryCol.ESTIMATE]), change, low, high, df)

@@ -17,15 +17,16 @@ from harness.analysis import decision_facts, dispatch_evidence
 from harness.analysis.cap_target import CapTarget
 from harness.analysis.decision import decide
 from harness.analysis.decision_facts import CapFact, PointFacts, expected_null
-from harness.analysis.decision_json import decision_json
+from harness.analysis.decision_json import DecisionJSON, OptionsJSON, SettingsJSON, decision_json
 from harness.analysis.decision_record import Decision, DecisionResult
+from harness.analysis.dispatch_evidence import VerificationRecord
 from harness.analysis.inputs import LoadedInput, load_input, write_summary_csv
 from harness.analysis.point_summary import PointSet, analyse_points, apply_excludes
 from harness.analysis.policy import Interpolation, Policy
-from harness.analysis.stats import CONFIDENCE, MARGIN
 from harness.errors import InputError
+from harness.runs.provenance_keys import Provenance
 from harness.runs.summary_columns import SummaryCol
-from harness.thresholds import DEFAULT_GRID
+from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
 
 NUMERIC_SUMMARY = (
     SummaryCol.ESTIMATE,
@@ -54,7 +55,7 @@ class Options:
         """The decision policy of these options, built (and checked: InputError) once."""
         return Policy(self.confidence, self.margin, self.grid, self.interpolation)
 
-    def settings(self) -> dict[str, object]:
+    def settings(self) -> OptionsJSON:
         """The options as recorded next to a result, so it can be re-derived."""
         return {
             "excludes": dict(self.excludes),
@@ -70,14 +71,14 @@ class Analysis:
     samples: pd.DataFrame | None
     summary: pd.DataFrame
     result: DecisionResult
-    provenance: dict[str, object]
+    provenance: Provenance
     options: Options
     current_default: int | None
     target: CapTarget  # what the cap is applied to (the variable that sets it)
     noise_scale: float | None  # φ from the A/A arm (None: a summary-only input, the runs are not at hand)
     aa_points: int
     aa_beyond_margin: tuple[str, ...]
-    verification: dict[str, dict] | None = None  # the run's dispatch verification record (LoadedInput.verification)
+    verification: VerificationRecord | None = None  # the run's dispatch verification record (LoadedInput.verification)
     sweep_drift: float | None = None  # p of the two passes' agreement (analysis.sweep_drift); None: one pass
     cap: CapFact = CapFact(None, "")  # the cap in force, its source, or what is missing (decision_facts)
     point_facts: PointFacts = PointFacts({}, {})  # the points kept out of the cap's decision, by class
@@ -87,17 +88,16 @@ class Analysis:
         """The variable that sets the cap ('' when none does): recorded with the exports (the mlxcel CSV)."""
         return self.target.env
 
-    def as_json(self) -> dict[str, object]:
-        return decision_json(
-            self.summary,
-            self.result,
-            current_default=self.current_default,
-            cap_env=self.cap_env,
-            noise_scale=None if self.noise_scale is None else round(self.noise_scale, 4),
-            aa_points=self.aa_points,
-            aa_beyond_margin=list(self.aa_beyond_margin),
+    def as_json(self) -> DecisionJSON:
+        settings: SettingsJSON = {
+            "current_default": self.current_default,
+            "cap_env": self.cap_env,
+            "noise_scale": None if self.noise_scale is None else round(self.noise_scale, 4),
+            "aa_points": self.aa_points,
+            "aa_beyond_margin": list(self.aa_beyond_margin),
             **self.options.settings(),
-        )
+        }
+        return decision_json(self.summary, self.result, settings)
 
 
 def parse_excludes(values: Sequence[str]) -> dict[str, str]:
@@ -149,6 +149,7 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
             points = analyse_points(loaded.samples, options.confidence, options.margin, excludes)
             summary = apply_excludes(points.summary, excludes)
         else:
+            assert loaded.summary is not None  # an input without runs has its summary (load_input)
             _check_summary_settings(loaded.provenance, options)
             summary = apply_excludes(loaded.summary.reset_index(drop=True), excludes)
             for column in NUMERIC_SUMMARY:

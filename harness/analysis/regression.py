@@ -23,7 +23,7 @@ incomparable input. Calibrated on SYNTHETIC sweep pairs: docs/design.md §8, scr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -33,19 +33,68 @@ from harness.analysis.decision import decide
 from harness.analysis.decision_record import DecisionResult
 from harness.analysis.pipeline import Analysis, withheld_reason
 from harness.analysis.stats import MIN_RUNS, compare_arms, ratio_interval
-from harness.runs.formats import COMPARED_ARMS, POINT_COLUMNS, Arm, point_keys
+from harness.runs.formats import COMPARED_ARMS, FALLBACK, FUSED, POINT_COLUMNS, Arm, point_keys
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import MAX_REGRESSION
 
 CheckStatus = Literal["ok", "regression", "contradicted", "changed", "missing", "incomparable"]
 
 
+class ArmChange(TypedDict):
+    """One arm's tok/s at a point, baseline → current: the relative change, its Welch interval (None without runs on
+    both sides), whether that excludes no change, and whether it counts as a regression."""
+
+    before: float
+    after: float
+    change: float
+    ci: list[float] | None
+    significant: bool | None
+    regressed: bool
+
+
+class CheckedPoint(TypedDict):
+    model: str
+    dff: int
+    fallback: ArmChange
+    fused: ArmChange
+    ratio_before: float
+    ratio_after: float
+    verdict_before: str
+    verdict_after: str
+
+
+class DroppedPoint(TypedDict):
+    side: str  # baseline | current: the input the point is in
+    model: str
+    dff: int
+    reason: str
+
+
+class CheckedDecision(TypedDict):
+    current_default: NotRequired[int | None]  # only for the current run decided at the baseline's cap
+    recommended_cap: int | None
+    action: str
+    reason: str
+
+
+class CheckJSON(TypedDict):
+    """`check --json`'s record (CheckResult.as_json; the command adds `key_changes`)."""
+
+    status: CheckStatus
+    exit_code: int
+    problems: list[str]
+    notices: list[str]
+    points: list[CheckedPoint]
+    dropped: list[DroppedPoint]
+    decisions: dict[str, CheckedDecision]
+
+
 @dataclass
 class CheckResult:
     status: CheckStatus
-    points: list[dict[str, object]] = field(default_factory=list)
-    dropped: list[dict[str, object]] = field(default_factory=list)
-    decisions: dict[str, dict[str, object]] = field(default_factory=dict)
+    points: list[CheckedPoint] = field(default_factory=list)
+    dropped: list[DroppedPoint] = field(default_factory=list)
+    decisions: dict[str, CheckedDecision] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # why the status is not ok, one line each
     notices: list[str] = field(default_factory=list)  # what changed without failing (fails under --strict)
 
@@ -53,7 +102,7 @@ class CheckResult:
     def exit_code(self) -> int:
         return {"ok": 0, "regression": 1, "contradicted": 1, "changed": 1, "missing": 1}.get(self.status, 2)
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> CheckJSON:
         return {
             "status": self.status,
             "exit_code": self.exit_code,
@@ -65,12 +114,12 @@ class CheckResult:
         }
 
 
-def join_points(baseline: pd.DataFrame, current: pd.DataFrame) -> tuple[list[tuple[int, int]], list[dict[str, object]]]:
+def join_points(baseline: pd.DataFrame, current: pd.DataFrame) -> tuple[list[tuple[int, int]], list[DroppedPoint]]:
     """Row-position pairs of comparable points (harness.analysis.point_match, on the same machine), and the rows
     dropped from either side with the reason."""
     pairs, base_only, cur_only = point_match.join_points(baseline, current, same_machine=True)
     base_keys, cur_keys = point_match.comparable_keys(baseline, current, True)
-    dropped = []
+    dropped: list[DroppedPoint] = []
     for side, keys, other in (("baseline", base_only, cur_keys), ("current", cur_only, base_keys)):
         for key in keys:
             record = dict(zip(POINT_COLUMNS, key, strict=True))
@@ -105,18 +154,19 @@ def _arm_runs(analysis: Analysis, key: tuple[str, ...], arm: Arm) -> np.ndarray 
         return None
     samples = analysis.samples
     mine = samples[(samples["arm"] == arm) & (samples["status"] == "ok")]
-    return mine["tok_s"].to_numpy(float)[np.array([k == key for k in point_keys(mine)], dtype=bool)]
+    runs: np.ndarray = mine["tok_s"].to_numpy(float)[np.array([k == key for k in point_keys(mine)], dtype=bool)]
+    return runs
 
 
 def _arm_change(
     baseline: Analysis, current: Analysis, positions: tuple[int, int], arm: Arm, max_regression: float
-) -> dict[str, object]:
+) -> ArmChange:
     before = float(baseline.summary[f"{arm}_tok_s"].iloc[positions[0]])
     after = float(current.summary[f"{arm}_tok_s"].iloc[positions[1]])
     change = after / before - 1.0 if before > 0 and np.isfinite(after) else float("nan")
     key = point_keys(current.summary.iloc[[positions[1]]]).iloc[0]
     runs_before, runs_after = _arm_runs(baseline, key, arm), _arm_runs(current, key, arm)
-    out: dict[str, object] = {"before": before, "after": after, "change": change, "ci": None}
+    ci: list[float] | None = None
     significant = None  # unknown without runs on both sides
     if runs_before is not None and runs_after is not None and min(len(runs_before), len(runs_after)) >= MIN_RUNS:
         width = max(len(runs_before), len(runs_after))
@@ -126,11 +176,17 @@ def _arm_change(
         welch = compare_arms(after_y, before_y, paired=False, pool=False)
         interval = ratio_interval(welch.theta, welch.se, welch.df, current.options.confidence)
         _, low, high = (float(v[0]) for v in interval)
-        out["ci"] = [low - 1.0, high - 1.0]
+        ci = [low - 1.0, high - 1.0]
         significant = high < 1.0 or low > 1.0
-    out["significant"] = significant
-    out["regressed"] = bool(change < -max_regression and significant is not False)
-    return out
+    regressed = bool(change < -max_regression and significant is not False)
+    return {
+        "before": before,
+        "after": after,
+        "change": change,
+        "ci": ci,
+        "significant": significant,
+        "regressed": regressed,
+    }
 
 
 def verdict_flipped(before: str, after: str) -> bool:
@@ -229,7 +285,8 @@ def check_runs(
             {
                 "model": str(point["model"]),
                 "dff": int(point["dff"]),
-                **{arm: arms[arm] for arm in COMPARED_ARMS},
+                "fallback": arms[FALLBACK],  # COMPARED_ARMS, in their order
+                "fused": arms[FUSED],
                 "ratio_before": float(baseline.summary[SummaryCol.ESTIMATE].iloc[base_row]),
                 "ratio_after": float(point[SummaryCol.ESTIMATE]),
                 "verdict_before": verdicts[0],

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TypeGuard, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -316,7 +316,7 @@ def combined(p_values: Sequence[float]) -> float | None:
     return min(1.0, min(p_values) * len(p_values)) if p_values else None
 
 
-def unusable(p: float | None) -> bool:
+def unusable(p: float | None) -> TypeGuard[float]:
     return p is not None and p < SWEEP_DRIFT_ALPHA
 
 

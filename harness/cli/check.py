@@ -24,10 +24,10 @@ from harness.json_output import finite
 from harness.thresholds import MAX_REGRESSION
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
-    from harness.analysis.regression import CheckResult
+    from harness.analysis.regression import ArmChange, CheckResult
 
 
-def _change(arm: dict[str, object]) -> str:
+def _change(arm: ArmChange) -> str:
     text = f"{arm['change']:+.1%}"
     if arm["significant"]:
         text += " *"

@@ -67,7 +67,7 @@ def summarize(
         raise InputError(str(input_path), "--mlxcel", "the mlxcel format needs per-run samples, not a summary")
     if out is not None:
         console.print(f"summary → {save_summary(analysis, out)}")
-    if mlxcel is not None:
+    if mlxcel is not None and loaded.samples is not None:  # (refused above without samples)
         write_text_atomic(mlxcel, to_mlxcel_csv(loaded.samples, analysis.summary, analysis.provenance))
         console.print(f"mlxcel CSV → {mlxcel}")
 

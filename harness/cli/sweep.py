@@ -327,6 +327,7 @@ def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | 
     from harness.measure import sweep_loop as sweeps
     from harness.output.knob_report import write_knob_report
     from harness.output.report_files import write_report
+    from harness.runs.provenance_keys import UNTIL_DECIDED
     from harness.runs.rundir import RunDirectory
 
     run = RunDirectory(plan.run_dir)
@@ -342,7 +343,7 @@ def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | 
         _emit({**result, "note": f"{message}: nothing to summarize or report"}, as_json)
         return
     options = recorded_options(plan.run_dir)  # the run's policy: the targets its config set
-    allocation = run.read_meta().get("until_decided")
+    allocation = run.read_meta().get(UNTIL_DECIDED)
     if isinstance(allocation, dict):  # the decision is read at the level the looks spent (docs/design.md §7)
         options = replace(options, confidence=float(allocation["look_confidence"]))
     analysis = analyse(load_input(plan.run_dir), options)

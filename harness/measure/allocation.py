@@ -42,11 +42,12 @@ from harness.config.duration import parse_duration
 from harness.config.schema import Measure
 from harness.errors import InputError
 from harness.measure.protocol import Point
+from harness.runs.provenance_keys import UNTIL_DECIDED
 from harness.runs.run_meta import RunMeta
 from harness.runs.rundir import RunDirectory
 from harness.runs.summary_columns import SummaryCol
 
-RECORD = "until_decided"  # the meta.json key
+RECORD = UNTIL_DECIDED  # the meta.json key (harness.runs.provenance_keys)
 
 
 @dataclass

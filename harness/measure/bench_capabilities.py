@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.measure.proc import HELP_TIMEOUT_S, run_with_deadline
+from harness.runs.provenance_keys import LIBRARY_COMMIT, LIBRARY_VERSION, MLX_PIN, Provenance
 
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 _COMMIT = re.compile(r"\b(?:commit|mlxcel)[ :=]+([0-9a-f]{7,40})\b", re.IGNORECASE)
@@ -53,12 +54,12 @@ class Capabilities:
         --warmup-tokens 20 --ignore-eos`): a context of a chosen depth with equal work in both arms."""
         return all(self.has(flag) for flag in TODAY_FLAGS)
 
-    def as_meta(self) -> dict[str, object]:
+    def as_meta(self) -> Provenance:
         """What meta.json records of the binary (key names documented in docs/mlxcel.md)."""
         return {
-            "bench_version": self.version,
-            "bench_commit": self.commit,
-            "bench_mlx_pin": self.mlx_pin,
+            LIBRARY_VERSION: self.version,
+            LIBRARY_COMMIT: self.commit,
+            MLX_PIN: self.mlx_pin,
             "bench_protocol": "synthesized context, fixed budget (--prompt-tokens, --ignore-eos)"
             if self.todays_shape
             else "fixed budget (--ignore-eos)"

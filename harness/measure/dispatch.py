@@ -12,12 +12,22 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.analysis.dispatch_evidence import RECORD, per_model, read_record, recorded_figure, within_limit
+from harness.analysis.dispatch_evidence import (
+    RECORD,
+    ParityFigures,
+    VerificationEntry,
+    VerificationRecord,
+    VerificationRun,
+    per_model,
+    read_record,
+    recorded_figure,
+    within_limit,
+)
 from harness.config.schema import CommandSettings, DispatchCheck
 from harness.measure.bench_output import ParityCall, decode_path, memory_lines, parity_calls, probe_summaries
 from harness.measure.protocol import Point, RunFailed
 from harness.measure.workloads.command import CommandRunner
-from harness.runs.formats import write_text_atomic
+from harness.runs.formats import FALLBACK, FUSED, write_text_atomic
 
 
 def _nan_worst(value: float) -> tuple[bool, float]:
@@ -25,7 +35,7 @@ def _nan_worst(value: float) -> tuple[bool, float]:
     return value != value, value
 
 
-def _figures(calls: list[ParityCall]) -> dict[str, object]:
+def _figures(calls: list[ParityCall]) -> ParityFigures:
     if not calls:
         return {"calls": 0, "dffs": []}
     ref = [c.fused_vs_ref for c in calls]
@@ -41,7 +51,7 @@ def _figures(calls: list[ParityCall]) -> dict[str, object]:
     }
 
 
-def verification_run(runner: CommandRunner, path: str, check: DispatchCheck) -> dict[str, object]:
+def verification_run(runner: CommandRunner, path: str, check: DispatchCheck) -> VerificationRun:
     """One untimed run of `path` with the probe on; what it printed, reduced to what the dispatch needs."""
     env = {check.check_env: "1", check.threshold_env: f"{check.threshold:g}"}
     runner.last_text = ""
@@ -50,7 +60,7 @@ def verification_run(runner: CommandRunner, path: str, check: DispatchCheck) -> 
     except RunFailed as exc:
         return {"path": path, "env": env, "status": "fail", "error": str(exc)[:400], "calls": 0, "dffs": []}
     text = runner.last_text
-    return {
+    run: VerificationRun = {
         "path": path,
         "env": env,
         "status": "ok",
@@ -59,12 +69,15 @@ def verification_run(runner: CommandRunner, path: str, check: DispatchCheck) -> 
         "tokens": outcome.tokens,
         "summary_calls": probe_summaries(text),
         **_figures(parity_calls(text)),
-        **({"decode_path": path_line} if (path_line := decode_path(text)) else {}),
-        **({"memory": lines} if (lines := memory_lines(text)) else {}),
     }
+    if path_line := decode_path(text):
+        run["decode_path"] = path_line
+    if lines := memory_lines(text):
+        run["memory"] = lines
+    return run
 
 
-def settle(points: list[Point], record: dict[str, dict], expected_null: dict[str, str]) -> dict[str, str]:
+def settle(points: list[Point], record: VerificationRecord, expected_null: dict[str, str]) -> dict[str, str]:
     """The observation overrides the prediction in both directions: a model predicted null whose fused verification
     run logged kernel calls at its Dff is measured after all (its skip lifted); one predicted eligible (or of an
     unknown family) that the kernel declined is skipped (verify_dispatch's existing rule). Returns model → why the
@@ -86,7 +99,7 @@ def verify(
     settings: CommandSettings,
     run_dir: Path,
     on_model: Callable[[str], None] = lambda _: None,
-) -> dict[str, dict]:
+) -> dict[str, VerificationEntry]:
     """Run the verification pass for every model not verified yet in this run directory (resume never repeats
     one), recording each model as soon as its two runs are done. Returns the whole record."""
     check = settings.dispatch_check
@@ -99,7 +112,7 @@ def verify(
         on_model(model)
         runner = open_point(point)
         try:
-            runs = [verification_run(runner, path, check) for path in ("fused", "fallback")]
+            runs = [verification_run(runner, path, check) for path in (FUSED, FALLBACK)]
         finally:
             runner.close()
         record[model] = {"dff": int(point.key["dff"]), "runs": runs}

@@ -28,7 +28,7 @@ from harness.measure.backends.base import Backend
 from harness.measure.protocol import Point, RoundSchedule, RunFailed, measure_point
 from harness.measure.workloads.layer import LayerRunner, copies_for_cache
 from harness.runs.formats import format_provenance, sheet_cell, write_text_atomic
-from harness.runs.rundir import refuse_stored
+from harness.runs.rundir import SampleRow, refuse_stored
 
 MIN_SAMPLE_SECONDS = 0.02  # long enough that timer and thread wake-up jitter stay below ~1%
 
@@ -60,7 +60,7 @@ class BenchRow:
 COLUMNS = [f.name for f in fields(BenchRow)]
 
 
-class _Rows(list[dict[str, object]]):
+class _Rows(list[SampleRow]):
     """The rows measure_point writes for one bench shape, kept in memory: a benchmark writes no samples.csv."""
 
 

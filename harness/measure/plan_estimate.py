@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness.errors import InputError
 from harness.runs.formats import SAMPLES_FILE, read_provenance
+from harness.runs.provenance_keys import Provenance
 from harness.runs.rundir import RunDirectory
 
 MIN_ROWS = 10
@@ -57,7 +58,7 @@ def run_timing(run_dir: Path) -> Calibration | None:
     return Calibration(run_dir, len(ok), (max(moments) - start).total_seconds())
 
 
-def last_run(results: Path, meta: dict[str, object], exclude: Path | None = None) -> Calibration | None:
+def last_run(results: Path, meta: Provenance, exclude: Path | None = None) -> Calibration | None:
     """The newest run under `results` of the same config on the same host, backend and device, measured with the
     same kernels (kernel_source_hash): a run of other kernel code times other code. Measured: the stored CPU run
     (other kernels, a busier day) took 81 s for the 198 runs a sweep of today's code did in 47 s."""

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from harness.config import knobs as launch_knobs
-from harness.runs.formats import POINT_COLUMNS, RunKey, run_key
+from harness.runs.formats import FALLBACK, NULL, POINT_COLUMNS, RunKey, run_key
+from harness.runs.provenance_keys import Provenance
+from harness.runs.rundir import SampleRow
 
 if TYPE_CHECKING:
     from harness.measure.backends.base import Backend
@@ -24,7 +26,10 @@ if TYPE_CHECKING:
 def arm_path(arm: str) -> str:
     """The path an arm runs: its own name, except the A/A noise-floor arm `null`, which runs the fallback path a
     second time under its own label (a kernel benchmark's arms are its paths, `library` included)."""
-    return "fallback" if arm == "null" else arm
+    return FALLBACK if arm == NULL else arm
+
+
+ArmCaps = dict[str, int | str]  # arm → the cap written to its rows' `cap` column ('' when the workload has no cap)
 
 
 @dataclass
@@ -32,7 +37,7 @@ class Point:
     """One measured configuration: the POINT_COLUMNS values plus the cap each arm is forced with."""
 
     key: dict[str, object]
-    caps: dict[str, object]  # arm -> cap written to the `cap` column ('' when the workload has no cap)
+    caps: ArmCaps
     label: str
     skip_reason: str = ""
     memory_bytes: int | None = None
@@ -93,7 +98,7 @@ class PointOpener(Protocol):
 class RowSink(Protocol):
     """Where the loop writes its rows: a run's SampleWriter, a Ray worker's relay, a benchmark's list."""
 
-    def append(self, row: dict[str, object]) -> None: ...
+    def append(self, row: SampleRow) -> None: ...
 
 
 class Workload(Protocol):
@@ -117,7 +122,7 @@ class Workload(Protocol):
     def device_info(self) -> dict[str, str]:
         """Provenance of the device the runs use (`device` and what else is known), for meta.json."""
 
-    def describe_run(self, meta: dict[str, object], points: list[Point], measure_null: bool) -> None:
+    def describe_run(self, meta: Provenance, points: list[Point], measure_null: bool) -> None:
         """Add this kind's own provenance to `meta` (after the common fields; may mark `points` skipped or not)."""
 
     def point_at(self, template: Point, dff: int) -> Point | None:
@@ -165,8 +170,8 @@ def _now() -> str:
 
 def row_for(
     run_id: str, point: Point, arm: str, round_index: int, position: int, setting: dict[str, str] | None = None
-) -> dict[str, object]:
-    row: dict[str, object] = {"run_id": run_id, **{c: point.key.get(c, "") for c in POINT_COLUMNS}}
+) -> SampleRow:
+    row: SampleRow = {"run_id": run_id, **{c: point.key.get(c, "") for c in POINT_COLUMNS}}
     row.update(arm=arm, cap=point.caps[arm], round=round_index, position=position, timestamp=_now())
     row["knobs"] = launch_knobs.label(setting or {})
     return row
@@ -182,7 +187,7 @@ def checked(outcome: RunOutcome) -> RunOutcome:
     return outcome
 
 
-def outcome_fields(outcome: RunOutcome) -> dict[str, object]:
+def outcome_fields(outcome: RunOutcome) -> SampleRow:  # the fields of a row a finished run fills
     return {
         "tokens": "" if outcome.tokens is None else outcome.tokens,
         "seconds": f"{outcome.seconds:.6g}",
@@ -242,7 +247,7 @@ def measure_point(
     return written
 
 
-def _run_once(runner: PointRunner, arm: str, setting: dict[str, str], row: dict[str, object], last: bool) -> bool:
+def _run_once(runner: PointRunner, arm: str, setting: dict[str, str], row: SampleRow, last: bool) -> bool:
     """Run one slot into `row`; True when it was contended and will be run again (never after the `last` try, whose
     row stays a marked failure)."""
     try:

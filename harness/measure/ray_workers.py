@@ -39,7 +39,7 @@ from harness.config.install_hint import missing_module_hint
 from harness.errors import InputError
 from harness.measure.protocol import Point, ProgressHook, RoundSchedule, measure_point
 from harness.runs.formats import RUN_KEY, SAMPLE_COLUMNS, csv_line, point_key, run_key
-from harness.runs.rundir import SampleWriter, truncate_torn_tail
+from harness.runs.rundir import SampleRow, SampleWriter, truncate_torn_tail
 
 if TYPE_CHECKING:
     from harness.measure.sweep_setup import PreparedSweep
@@ -227,7 +227,7 @@ class SweepWorker:
             "plan": self.sweep.plan,
         }
 
-    def run_point(self, key: tuple, run_id: str, done: dict[tuple, str]) -> Iterator[dict[str, object]]:
+    def run_point(self, key: tuple, run_id: str, done: dict[tuple, str]) -> Iterator[SampleRow]:
         """Measure the pending runs of one point; yields each row as soon as it is written (streamed to the driver).
 
         measure_point runs in a thread because it reports rows through a writer callback; the generator hands them
@@ -269,7 +269,7 @@ class RowRelay:
     """The writer measure_point sees on a worker: each row goes to the driver (through `rows`)."""
 
     def __init__(self) -> None:
-        self.rows: queue.Queue[dict[str, object] | None] = queue.Queue()
+        self.rows: queue.Queue[SampleRow | None] = queue.Queue()
 
     def append(self, row: Mapping[str, object]) -> None:
         self.rows.put(dict(row))
@@ -413,7 +413,7 @@ def _wait_until_restarted(ray: ModuleType, actor: Any) -> bool:
             time.sleep(0.5)
 
 
-def _record(pool: Pool, streamed: dict[str, object]) -> None:
+def _record(pool: Pool, streamed: SampleRow) -> None:
     """Append one streamed row (driver side): samples.csv first, then workers.csv, then the resume map."""
     row = {k: v for k, v in streamed.items() if k in SAMPLE_COLUMNS}
     with pool.lock:

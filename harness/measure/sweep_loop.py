@@ -18,6 +18,7 @@ from harness.errors import InputError
 from harness.measure import dispatch
 from harness.measure.protocol import Point, ProgressHook, RoundSchedule, measure_point
 from harness.runs.formats import csv_columns
+from harness.runs.provenance_keys import DISPATCH_OVERRIDES
 from harness.runs.rundir import (
     RunDirectory,
     RunLock,
@@ -159,7 +160,7 @@ def verify_dispatch(sweep: PreparedSweep) -> None:
     record = dispatch.verify(sweep.points, sweep.workload.open, settings, sweep.run_dir)
     overrides = dispatch.settle(sweep.points, record, expected_null(sweep.meta))
     if overrides:
-        sweep.meta["dispatch_overrides"] = overrides
+        sweep.meta[DISPATCH_OVERRIDES] = overrides
     if sweep.measure_null:
         return
     declined = dispatch_evidence.null_reasons(record, expected_null(sweep.meta))
@@ -216,5 +217,5 @@ def quick_table(run_dir: Path, summary: pd.DataFrame) -> pd.DataFrame:
     counts = counts.reindex(columns=["ok", "fail", "skip"], fill_value=0).reset_index()
     table = table.merge(counts, on=keys, how="outer").fillna({"ok": 0, "fail": 0, "skip": 0})
     facts = dispatch_evidence.per_model(dispatch_evidence.read_record(run_dir), expected_null(run.read_meta()))
-    table["dispatch"] = [str(facts.get(str(m), {}).get("dispatch", "")) for m in table["model"]]
+    table["dispatch"] = [str(fact["dispatch"]) if (fact := facts.get(str(m))) else "" for m in table["model"]]
     return table.sort_values(["workload", "d_model", "dff"])

@@ -36,6 +36,7 @@ from harness.measure.protocol import Point, RoundSchedule, Workload, pending_run
 from harness.measure.synth_models import with_synthetic_models
 from harness.measure.workloads import build_workload, workload_kind
 from harness.runs import provenance
+from harness.runs.provenance_keys import Provenance
 from harness.runs.run_meta import RunPolicy
 from harness.runs.rundir import (
     DEFAULT_RESULTS,
@@ -71,7 +72,7 @@ class PreparedSweep:
     plan: RoundSchedule
     run_id: str
     run_dir: Path
-    meta: dict[str, object]
+    meta: Provenance
     resuming: bool  # continuing an existing run (--resume), as opposed to starting a new one
     segment: dict[str, object]  # this sweep's entry in meta.json's `segments`
     measure_null: bool = False  # --measure-null: expected-null command models are measured (Ray workers need it too)
@@ -195,7 +196,7 @@ def prepare(
     )
 
 
-def _attach_knobs(config: SweepConfig, source: str, backend: str, points: list[Point], meta: dict[str, object]) -> None:
+def _attach_knobs(config: SweepConfig, source: str, backend: str, points: list[Point], meta: Provenance) -> None:
     """The config's launch knobs on every point and in meta.json (`knobs`, `knob_reference`: the setting the run's
     plain decision is made at), and the arm variables this shell sets: recorded in meta.json (`shell_env`), and
     refused when one would change what is measured without the config naming it (harness.measure.arm_env)."""
@@ -230,7 +231,7 @@ def _choose_run_dir(
     out: Path | None,
     resume: str | None,
     results: Path,
-    meta: dict[str, object],
+    meta: Provenance,
     source: str,
     pending: Callable[[Path], int],
 ) -> Path:
@@ -277,7 +278,7 @@ def _check_new(out: Path) -> None:
         )
 
 
-def check_resumable(run_dir: Path, meta: dict[str, object], source: str) -> None:
+def check_resumable(run_dir: Path, meta: Provenance, source: str) -> None:
     """The run directory must be a run of the same config on the same backend and device, and not a stored one:
     mixing them would make the samples incomparable, and resume would count another device's rows as done."""
     run = RunDirectory(run_dir)

@@ -20,7 +20,7 @@ from harness.analysis.decision_words import band, family_namer
 from harness.analysis.stats import DECIDED as DECIDED_VERDICTS
 from harness.output.addendum_table import point_name
 from harness.output.markdown_text import md_code, md_text
-from harness.output.report_data import ReportData
+from harness.output.report_data import PreviousJSON, ReportData
 from harness.runs.summary_columns import SummaryCol
 
 
@@ -183,7 +183,7 @@ def _aa_sentence(d: DecisionJSON, margin: float) -> str | None:
     return f"- A/A check (the fallback measured twice, {aa} points): it {spread}{tail}."
 
 
-def _previous_findings(prev: dict[str, object]) -> list[str]:
+def _previous_findings(prev: PreviousJSON) -> list[str]:
     then = f"Dff ≈ {figures.dff(prev['crossover_dff'])}" if prev["crossover_dff"] is not None else prev["outcome"]
     out = [
         f"- Previous sweep ({prev['date']}, {md_text(prev['library_pin'])}, {md_code(prev['raw_data'])}): "

@@ -17,10 +17,13 @@ from pathlib import Path
 from harness.config.backend_specs import BACKENDS
 from harness.config.schema import kind_meaning
 from harness.output.markdown_text import md_code, md_text
+from harness.output.mlxcel_source import MlxcelTreeJSON
 from harness.output.report_data import ReportData
 from harness.output.report_links import shown_path, shown_text
 from harness.runs import provenance as prov
+from harness.runs.formats import FALLBACK, FUSED, NULL
 from harness.runs.mlxcel_csv import build_pin
+from harness.runs.provenance_keys import LIBRARY_COMMIT, LIBRARY_VERSION, MLX_PIN, Provenance
 from harness.runs.summary_columns import SummaryCol
 
 UNDATED = "undated"
@@ -47,9 +50,9 @@ CONTEXT_KEYS = (
     "notes",
     "order",
     "current_default_source",
-    prov.LIBRARY_VERSION,
-    prov.LIBRARY_COMMIT,
-    prov.MLX_PIN,
+    LIBRARY_VERSION,
+    LIBRARY_COMMIT,
+    MLX_PIN,
 )
 # recorded strings that may hold paths of the machine that measured (shown relative to the project, or by name)
 PATH_KEYS = ("command", "bench_command", "notes", "config_path")
@@ -64,12 +67,12 @@ HARDWARE_LABELS = (
 ORDER_WORDS = {"rotate": " (order rotating)", "fixed": " (fixed order)", "random": " (random order)"}
 
 
-def with_overrides(provenance: dict[str, object], overrides: dict[str, str] | None) -> dict[str, object]:
+def with_overrides(provenance: Provenance, overrides: dict[str, str] | None) -> Provenance:
     """The input's provenance with the command line's corrections on top (empty values ignored)."""
     return {**provenance, **{k: v for k, v in (overrides or {}).items() if v not in (None, "")}}
 
 
-def report_date(provenance: dict[str, object], source: Path | None = None) -> str:
+def report_date(provenance: Provenance, source: Path | None = None) -> str:
     """yyyy-mm-dd of the measurement: the record's date, else one in the input's file name, else UNDATED — never
     the day the report happens to be written."""
     found = prov.iso_date(str(provenance.get("date") or ""))
@@ -78,12 +81,12 @@ def report_date(provenance: dict[str, object], source: Path | None = None) -> st
     return found or UNDATED
 
 
-def library_under_test(provenance: dict[str, object], tree: dict[str, object] | None) -> str:
+def library_under_test(provenance: Provenance, tree: MlxcelTreeJSON | None) -> str:
     """The heading's "under …": the binary's own version and commit (and its MLX pin) when the sweep recorded
     them, else the mlxcel tree given with --mlxcel-src for a run of an external program, else the packages the
     workload kind names as its own (with the versions the run recorded), else the recorded pin (the backend's)."""
-    version, commit = provenance.get(prov.LIBRARY_VERSION), provenance.get(prov.LIBRARY_COMMIT)
-    mlx = provenance.get(prov.MLX_PIN) or (tree or {}).get("mlx_pin")
+    version, commit = provenance.get(LIBRARY_VERSION), provenance.get(LIBRARY_COMMIT)
+    mlx = provenance.get(MLX_PIN) or (tree.get("mlx_pin") if tree else None)
     if version or commit:
         text = str(version or "the benchmark's build")
         # a binary's own version line often names its commit and MLX already (`… 0.6.0 (mlxcel 77afbb1d, MLX
@@ -114,7 +117,7 @@ def _ran(packages: dict[str, object], backend: str, workload: str) -> dict[str, 
     }
 
 
-def context(provenance: dict[str, object], root: Path) -> dict[str, object]:
+def context(provenance: Provenance, root: Path) -> dict[str, object]:
     """The provenance the addendum shows (flat strings, plus the package and arm dicts), with every recorded path
     shown relative to the project `root` or by name (report_links)."""
     out = {key: str(provenance[key]) for key in CONTEXT_KEYS if provenance.get(key) not in (None, "")}
@@ -167,9 +170,9 @@ def _hardware(ctx: dict[str, object]) -> str:
 def _versions(data: ReportData) -> str:
     """The library under test, then only the packages the measurement ran on (never an installed-but-unused one)."""
     ctx = data.context
-    mlxcel = data.mlxcel or {}
+    mlxcel = data.mlxcel
     parts = [f"library under test: {md_text(data.library_pin)}"]
-    if mlxcel.get("checked"):
+    if mlxcel and mlxcel.get("checked"):
         tree = f"mlxcel {md_text(mlxcel['version'])}" if mlxcel.get("version") else "mlxcel"
         pin = f", MLX pin {md_code(mlxcel['mlx_pin'])}" if mlxcel.get("mlx_pin") else ""
         parts.append(f"{tree}{pin} (read from the tree given with --mlxcel-src)")
@@ -212,9 +215,7 @@ def _arms(ctx: dict[str, object]) -> str:
     arms = ctx.get("arms")
     if not arms:
         return "How each side was forced: not recorded."
-    order = sorted(
-        arms, key=lambda arm: ("fallback", "fused", "null").index(arm) if arm in ("fallback", "fused", "null") else 3
-    )
+    order = sorted(arms, key=lambda arm: (FALLBACK, FUSED, NULL).index(arm) if arm in (FALLBACK, FUSED, NULL) else 3)
     names = {"null": "A/A (the fallback again)"}
     return "Each side forced with " + ", ".join(f"{names.get(a, md_text(a))} {md_code(arms[a])}" for a in order) + "."
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from harness.analysis.decision_facts import MLXCEL_CONSTANTS, backend_cap, constant_words
 from harness.analysis.decision_json import DecisionJSON
 from harness.analysis.decision_words import family_namer
+from harness.analysis.knobs import KnobsJSON
 from harness.config.schema import kind_of_family
 from harness.output.addendum_findings import findings
 from harness.output.addendum_heading import heading, provenance_paragraph
@@ -51,7 +52,7 @@ def _decision(data: ReportData) -> list[str]:
         lines.append(
             f"Set this constant: `{constant}: i32 = {d['recommended_cap']};` in `{SWITCH_LAYERS}` "
             f"(patch: [{patch}]({patch})"
-            + ("" if (data.mlxcel or {}).get("checked") else f"; {UNCHECKED_NOTE}")
+            + ("" if data.mlxcel and data.mlxcel.get("checked") else f"; {UNCHECKED_NOTE}")
             + f"){';' if per_run else ''}{per_run.removeprefix(' (').removesuffix(')')}."
         )  # fmt: skip
         lines.append("")
@@ -68,7 +69,7 @@ def _decision(data: ReportData) -> list[str]:
     return lines
 
 
-def _knobs(knobs: dict[str, object] | None) -> list[str]:
+def _knobs(knobs: KnobsJSON | None) -> list[str]:
     """A knob sweep's joint (setting, cap) recommendation, each setting's own decision and where to set it
     (harness.analysis.knobs): the result reaches the addendum that gets pasted, not only the -knobs.md beside it."""
     if not knobs:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from harness.analysis.backend_defaults import Defaults, RunResult
 from harness.errors import InputError
+from harness.json_input import JSONObject
 from harness.output.bench_export import run_label
 from harness.output.device_defaults import class_defaults, device_class
 from harness.runs.formats import write_text_atomic
@@ -85,12 +86,12 @@ def _entry_digest(entry: Mapping[str, object]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _entry(op: str, level: str, runs: Sequence[RunResult], value: int, extra: Mapping[str, object]) -> dict:
+def _entry(op: str, level: str, runs: Sequence[RunResult], value: int, extra: Mapping[str, object]) -> JSONObject:
     binding = runs[0]
     label = run_label(binding.analysis.provenance, binding.backend, binding.device)
     name = OPS[op]
     build = f"mlxcel {label.mlxcel_version or '(not recorded)'} / MLX {label.mlx_commit or '(not recorded)'}"
-    entry: dict[str, object] = {
+    entry: JSONObject = {
         "version": VERSION,
         "op": op,
         "runner": binding.backend,
@@ -113,30 +114,29 @@ def _entry(op: str, level: str, runs: Sequence[RunResult], value: int, extra: Ma
     return entry
 
 
-def build_entries(defaults: Defaults) -> list[dict]:
+def build_entries(defaults: Defaults) -> list[JSONObject]:
     """Device entries (each device's own decided cap), then architecture entries (a class's cap and, where a knob
     sweep chose one, its SGY)."""
     entries = []
     for row in defaults.devices:
         runs = [r for r in defaults.runs if (r.backend, r.device) == (row.backend, row.device)]
         if row.recommended is not None:
-            extra = {"action": row.action}
-            entries.append(_entry("fused_moe_max_dff", "device", runs, row.recommended, extra))
-    for row in class_defaults(defaults):
+            entries.append(_entry("fused_moe_max_dff", "device", runs, row.recommended, {"action": row.action}))
+    for cls in class_defaults(defaults):
         runs = [
             r
             for r in defaults.runs
-            if device_class(r.backend, r.device, r.analysis.provenance) == row.device_class and r.device in row.devices
+            if device_class(r.backend, r.device, r.analysis.provenance) == cls.device_class and r.device in cls.devices
         ]
-        if row.cap is not None:
-            extra = {"crossover_ci": row.cap_interval, "devices": list(row.devices)}
-            entries.append(_entry("fused_moe_max_dff", "architecture", runs, row.cap, extra))
-        if row.sgy is not None and row.sgy_evidence.startswith("swept"):
-            entries.append(_entry("fused_moe_sgy", "architecture", runs, row.sgy, {"why": row.sgy_evidence}))
+        if cls.cap is not None:
+            extra = {"crossover_ci": cls.cap_interval, "devices": list(cls.devices)}
+            entries.append(_entry("fused_moe_max_dff", "architecture", runs, cls.cap, extra))
+        if cls.sgy is not None and cls.sgy_evidence.startswith("swept"):
+            entries.append(_entry("fused_moe_sgy", "architecture", runs, cls.sgy, {"why": cls.sgy_evidence}))
     return entries
 
 
-def write_entries(defaults: Defaults, out_dir: Path, stem: str) -> tuple[Path, list[dict]]:
+def write_entries(defaults: Defaults, out_dir: Path, stem: str) -> tuple[Path, list[JSONObject]]:
     """`<stem>-autotune.json` beside the addendum and its entries as read back and validated from it."""
     path = Path(out_dir) / f"{stem}{ENTRY_SUFFIX}"
     refuse_stored(path, "write the report somewhere else (--out)")
@@ -145,7 +145,7 @@ def write_entries(defaults: Defaults, out_dir: Path, stem: str) -> tuple[Path, l
     return path, read_entries(path)
 
 
-def _check_entry(path: Path, index: int, entry: object) -> dict:
+def _check_entry(path: Path, index: int, entry: object) -> JSONObject:
     where = f"entries[{index}]"
     if not isinstance(entry, dict):
         raise InputError(str(path), where, "not an object")
@@ -184,7 +184,7 @@ def _check_entry(path: Path, index: int, entry: object) -> dict:
     return entry
 
 
-def read_entries(path: Path) -> list[dict]:
+def read_entries(path: Path) -> list[JSONObject]:
     """The entries of a file moecal wrote, each validated (InputError naming the first bad field)."""
     path = Path(path)
     try:

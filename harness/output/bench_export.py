@@ -32,12 +32,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from harness.analysis.decision_json import DecisionJSON, PointJSON
-from harness.runs.formats import write_text_atomic
+from harness.runs.formats import FALLBACK, FUSED, write_text_atomic
 from harness.runs.mlxcel_bench_csv import COLUMNS as BENCH_COLUMNS
 from harness.runs.mlxcel_bench_csv import OPTIONAL as BENCH_OPTIONAL
-from harness.runs.provenance import LIBRARY_COMMIT, LIBRARY_VERSION, MLX_PIN, iso_date
+from harness.runs.provenance import iso_date
+from harness.runs.provenance_keys import LIBRARY_COMMIT, LIBRARY_VERSION, MLX_PIN
 from harness.runs.rundir import refuse_stored
 from harness.thresholds import CONFIDENCE
 
@@ -106,13 +108,23 @@ def _interval_text(low: float | None, high: float | None, level: float) -> str:
     return f"{level:.0%} CI [{ends[0]}, {ends[1]}]"
 
 
-def github_action_benchmark(decision: DecisionJSON, label: RunLabel) -> list[dict[str, object]]:
+class BenchmarkEntry(TypedDict):
+    """One entry of github-action-benchmark's customBiggerIsBetter format."""
+
+    name: str
+    unit: str
+    value: float
+    range: str
+    extra: str
+
+
+def github_action_benchmark(decision: DecisionJSON, label: RunLabel) -> list[BenchmarkEntry]:
     """customBiggerIsBetter entries: the crossover (when there is one) and each point's ratio."""
     level = float(decision.get("confidence", CONFIDENCE))  # a record without it was analysed at the default
     build = ", ".join(
         x for x in (label.mlxcel_version, label.mlxcel_commit, label.mlx_commit and f"MLX {label.mlx_commit}") if x
     )
-    entries: list[dict[str, object]] = []
+    entries: list[BenchmarkEntry] = []
     crossover = _finite(decision["crossover_dff"])
     if crossover is not None:
         entries.append(
@@ -171,7 +183,7 @@ def _file_part(text: str) -> str:
 def bench_csv_names(label: RunLabel) -> dict[str, str]:
     """arm → file name `<backend>_<host>_moecal-<arm>_<date>.csv` (runtime and host where the script looks)."""
     stem = f"{_file_part(label.backend)}_{_file_part(label.host)}"
-    return {arm: f"{stem}_moecal-{arm}_{label.date or 'undated'}.csv" for arm in ("fallback", "fused")}
+    return {arm: f"{stem}_moecal-{arm}_{label.date or 'undated'}.csv" for arm in (FALLBACK, FUSED)}
 
 
 def compare_bench_csv(decision: DecisionJSON, label: RunLabel) -> dict[str, str]:

@@ -20,19 +20,22 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness.analysis import figures
-from harness.analysis.backend_defaults import Defaults, losing_under
+from harness.analysis.backend_defaults import Defaults, RunResult, losing_under
 from harness.analysis.curve import format_ci
 from harness.analysis.knobs import analyse_knobs
 from harness.config import knobs as launch_knobs
 from harness.config.backend_specs import known_backend
 from harness.output.markdown_text import md_code, md_text
 from harness.output.mlxcel_source import BEGIN, END, SWITCH_LAYERS, MlxcelSource
+from harness.runs.provenance_keys import Provenance
 
 
-def device_class(backend: str, device: str, provenance: dict[str, object]) -> str:
+def device_class(backend: str, device: str, provenance: Provenance) -> str:
     """`metal-m3` (Apple chip generation), `cuda-sm90` (compute capability), `rocm-gfx1151` (gfx target), else
     `<backend>-<device>`: the key mlxcel's default would be chosen by."""
     spec = known_backend(backend)
@@ -55,7 +58,7 @@ class ClassDefault:
     remeasure: str
 
 
-def _sgy(path: object, provenance: dict[str, object], backend: str) -> tuple[int | None, str]:
+def _sgy(path: Path, provenance: Provenance, backend: str) -> tuple[int | None, str]:
     result = analyse_knobs(path) if provenance.get("knobs") else None
     if result is not None:
         chosen = launch_knobs.parse_label(result.recommended).get(launch_knobs.SGY)
@@ -66,7 +69,8 @@ def _sgy(path: object, provenance: dict[str, object], backend: str) -> tuple[int
             else f" {figures.speed_change_interval(best.ci_low, best.ci_high)}"
         )
         return (int(chosen) if chosen else None), f"swept {provenance['knobs']}: {result.recommended}{interval}"
-    shell = dict(provenance.get("shell_env") or {})
+    shell_env = provenance.get("shell_env")  # variable → value (the registry checks it where meta.json is read)
+    shell = dict(shell_env) if isinstance(shell_env, Mapping) else {}
     default = launch_knobs.KNOWN[launch_knobs.SGY].default_for(backend)
     value = int(shell.get(launch_knobs.SGY, default)) if str(shell.get(launch_knobs.SGY, default)).isdigit() else None
     return value, "not swept: the build's default" if launch_knobs.SGY not in shell else "not swept: set in the shell"
@@ -75,7 +79,7 @@ def _sgy(path: object, provenance: dict[str, object], backend: str) -> tuple[int
 def class_defaults(defaults: Defaults) -> list[ClassDefault]:
     """One row per device class; several devices of one class take the smallest decided cap (a class default must
     not send any measured device's model down its slower path)."""
-    groups: dict[str, list] = {}
+    groups: dict[str, list[RunResult]] = {}
     for run in defaults.runs:
         key = device_class(run.backend, run.device, run.analysis.provenance)
         groups.setdefault(key, []).append(run)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 from harness.analysis import figures
 from harness.analysis.curve import format_ci
@@ -16,11 +17,31 @@ from harness.analysis.pipeline import Analysis
 from harness.output.addendum_heading import UNDATED, report_date
 from harness.output.markdown_text import plot_label
 
+if TYPE_CHECKING:  # matplotlib is imported when a plot is drawn, not with the module
+    from matplotlib.figure import Figure
 
-def history_rows(runs: list[tuple[str, Analysis]]) -> list[dict[str, object]]:
+
+class HistoryRow(TypedDict):
+    """One run of the history (`history --json` prints these): where it is, how it is labelled, its crossover."""
+
+    run: str
+    label: str
+    date: str | None
+    library_pin: str | None
+    current_default: int | None
+    outcome: str
+    crossover_dff: float | None
+    ci_low: float | None  # None: open at that end
+    ci_high: float | None
+    min_dff: int | None  # the measured range (None: no points)
+    max_dff: int | None
+    text: str
+
+
+def history_rows(runs: list[tuple[str, Analysis]]) -> list[HistoryRow]:
     """Per run: a label (date over library pin, else the file's stem: never a whole path, which would run into
     its neighbours), the cap in force, the crossover, its interval, the text form."""
-    rows = []
+    rows: list[HistoryRow] = []
     for path, analysis in runs:
         p = analysis.provenance
         c = analysis.result.crossover
@@ -47,7 +68,7 @@ def history_rows(runs: list[tuple[str, Analysis]]) -> list[dict[str, object]]:
     return rows
 
 
-def write_history_plot(rows: list[dict[str, object]], path: Path) -> Path:
+def write_history_plot(rows: list[HistoryRow], path: Path) -> Path:
     """The figure (draw_history) as a PNG at `path`."""
     import matplotlib.pyplot as plt
 
@@ -57,7 +78,7 @@ def write_history_plot(rows: list[dict[str, object]], path: Path) -> Path:
     return path
 
 
-def draw_history(rows: list[dict[str, object]]):  # -> matplotlib.figure.Figure
+def draw_history(rows: list[HistoryRow]) -> Figure:
     """Runs along x (labelled date over pin), crossover Dff on a log2 y axis: each estimate with its interval (an
     open end as an arrow), and the cap in force as a dashed line."""
     import matplotlib
@@ -90,7 +111,7 @@ def draw_history(rows: list[dict[str, object]]):  # -> matplotlib.figure.Figure
     ends = [v for r in rows for v in (r["ci_low"], r["ci_high"], r["min_dff"], r["max_dff"]) if v is not None]
     if ends:  # room for the arrows of open ends (annotations do not widen the axes by themselves)
         ax.set_ylim(min(ends) / 1.6, max(ends) * 1.6)
-    for cap in sorted({r["current_default"] for r in rows if r.get("current_default") is not None}):
+    for cap in sorted({c for r in rows if (c := r["current_default"]) is not None}):
         ax.axhline(cap, color="0.3", linestyle="--", linewidth=1.0, zorder=1)
         ax.annotate(f"current cap {cap}", (1.0, cap), xycoords=("axes fraction", "data"), xytext=(-3, 3),
                     textcoords="offset points", ha="right", va="bottom", fontsize=8)  # fmt: skip

@@ -15,6 +15,7 @@ import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from harness.analysis.decision_facts import MLXCEL_CONSTANTS, MLXCEL_DEFAULT_CAPS
 from harness.config.backend_specs import mlxcel_caps
@@ -37,6 +38,16 @@ UNCHECKED_NOTE = (
 _VERSION = re.compile(r"^\[package\][^\[]*?^version\s*=\s*\"([^\"]+)\"", re.MULTILINE | re.DOTALL)
 
 
+class MlxcelTreeJSON(TypedDict):
+    """An MlxcelSource as a report's sidecar records it (`mlxcel`): what the addendum and check-reports read back."""
+
+    caps: dict[str, int]
+    checked: bool
+    mlx_pin: str
+    version: str
+    path: str
+
+
 @dataclass(frozen=True)
 class MlxcelSource:
     """What moecal knows of the mlxcel tree a decision targets (`checked`: read from a tree, not assumed)."""
@@ -48,7 +59,7 @@ class MlxcelSource:
     path: str = ""
     lines: tuple[str, ...] = field(default=(), repr=False)  # switch_layers.rs as read (empty when not checked)
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> MlxcelTreeJSON:
         return {
             "caps": dict(self.caps),
             "checked": self.checked,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from harness.config.schema import kind_meaning, kind_of_family
 from harness.output.markdown_text import plot_label
 from harness.output.report_data import ReportData
 from harness.runs.summary_columns import SummaryCol
+
+if TYPE_CHECKING:  # matplotlib is imported only when drawing
+    from matplotlib.figure import Figure
 
 
 def _plot_limits(values: list[float], margin: float) -> tuple[float, float]:
@@ -125,9 +129,13 @@ def _draw_nulls(ax, points: list[PointJSON], y_low: float, y_high: float) -> Non
     """Points not used for the crossover (null: both arms ran the same code; insufficient: too few runs) as grey ×,
     each labelled, at their ratio of medians (they have no estimate: they never entered the statistics), or on
     the lower edge when not even that exists (a model that did not run)."""
-    verdict, estimate = SummaryCol.VERDICT, SummaryCol.ESTIMATE
-    unused = [p for p in points if p[verdict] == "null" or (p[verdict] == "insufficient" and p[estimate] is None)]
-    switch = [p for p in unused if is_switch_point(p[SummaryCol.REASON]) and p[estimate] is not None]
+    unused = [
+        p
+        for p in points
+        if p[SummaryCol.VERDICT] == "null"
+        or (p[SummaryCol.VERDICT] == "insufficient" and p[SummaryCol.ESTIMATE] is None)
+    ]
+    switch = [p for p in unused if is_switch_point(p[SummaryCol.REASON]) and p[SummaryCol.ESTIMATE] is not None]
     _draw_switch_points(ax, switch, y_low, y_high)
     unused = [p for p in unused if p not in switch]
     for n, p in enumerate(unused):
@@ -252,7 +260,7 @@ def write_plot(data: ReportData, path: Path) -> Path:
     return path
 
 
-def draw_plot(data: ReportData):  # -> matplotlib.figure.Figure (matplotlib is imported only when drawing)
+def draw_plot(data: ReportData) -> Figure:
     """One panel per workload kind (whole-model tok/s, one-layer steps/s): ratio (log scale, fitted to the
     estimates; whiskers beyond it clipped and marked) vs log2 Dff; families offset along Dff so whiskers never
     overlap; null and not-run points as labelled grey ×; the crossover on the ratio = 1 line and its interval as a

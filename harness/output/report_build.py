@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,20 +19,21 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import figures
-from harness.analysis.decision_facts import MLXCEL_CONSTANTS, cap_words, constant_words, tree_cap
+from harness.analysis.decision_facts import MLXCEL_CONSTANTS, cap_words, constant_words, expected_null, tree_cap
 from harness.analysis.dispatch_evidence import contradictions
 from harness.analysis.inputs import load_input
-from harness.analysis.knobs import analyse_knobs
+from harness.analysis.knobs import KnobsJSON, analyse_knobs
 from harness.analysis.pin_drift import compare_runs
-from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path, expected_null
+from harness.analysis.pipeline import Analysis, Options, analyse, analyse_path
 from harness.analysis.regression import join_points
 from harness.config.schema import kind_meaning
 from harness.output.addendum_heading import context, library_under_test, report_date, with_overrides
-from harness.output.mlxcel_source import MlxcelSource, known_defaults
-from harness.output.report_data import ADDENDUM_SUFFIX, ReportData, ReportFiles
+from harness.output.mlxcel_source import MlxcelSource, MlxcelTreeJSON, known_defaults
+from harness.output.report_data import ADDENDUM_SUFFIX, PreviousJSON, ReportData, ReportFiles
 from harness.output.report_links import link_target, project_root, relative_path, shown_text
 from harness.output.run_findings import run_findings
 from harness.runs.formats import SAMPLES_FILE
+from harness.runs.provenance_keys import UNTIL_DECIDED, Provenance
 from harness.runs.rundir import SUMMARY_FILE, RunDirectory
 from harness.runs.summary_columns import SummaryCol
 
@@ -45,13 +47,13 @@ class ReportInput:
     path: Path
     analysis: Analysis
     overrides: dict[str, str]
-    tree: dict[str, object] | None
+    tree: MlxcelTreeJSON | None
 
 
 def read_report_input(
     input_path: str | Path,
     options: Options = Options(),
-    mlxcel: MlxcelSource | dict[str, object] | None = None,
+    mlxcel: MlxcelSource | MlxcelTreeJSON | None = None,
     overrides: dict[str, str] | None = None,
     analysed: Analysis | None = None,
 ) -> ReportInput:
@@ -71,20 +73,20 @@ def read_report_input(
     if tree["checked"] and options.current_default is None and tree_cap(tree["caps"], backend) is not None:
         source = f"the --mlxcel-src tree's {constant_words(backend)}"
         options = dataclasses.replace(options, current_default=tree_cap(tree["caps"], backend), cap_source=source)
-    if backend not in MLXCEL_CONSTANTS:  # no constant of its own to patch (ROCm shares CUDA's): no tree targeted
-        tree = None
+    # no constant of its own to patch (ROCm shares CUDA's): no tree targeted
+    targeted = tree if backend in MLXCEL_CONSTANTS else None
     if analysed is None:
         analysed = analyse(loaded._replace(provenance=provenance), options)
     elif analysed.options != options:
         raise ValueError(f"the analysis handed down used {analysed.options}, the report needs {options}")
-    return ReportInput(Path(input_path), analysed, overrides, tree)
+    return ReportInput(Path(input_path), analysed, overrides, targeted)
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower() or "unknown"
 
 
-def _report_stem(provenance: dict[str, object], date: str, host: str, backend: str) -> str:
+def _report_stem(provenance: Provenance, date: str, host: str, backend: str) -> str:
     """<run id>: one run's files can never overwrite another run's. Inputs without a run id (a bare summary.csv)
     fall back to <date>-<host>-<backend>[-<config>]."""
     run_id = re.sub(r"[^A-Za-z0-9._-]+", "-", str(provenance.get("run_id") or "")).strip("-.")
@@ -93,14 +95,19 @@ def _report_stem(provenance: dict[str, object], date: str, host: str, backend: s
     return "-".join(_slug(p) for p in (date, host, backend, str(provenance.get("config_name") or "")) if p)
 
 
-def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path: Path) -> dict[str, object]:
+def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path: Path) -> PreviousJSON:
     pairs, dropped = join_points(previous.summary, analysis.summary)
     before = previous.as_json()
     return {
         "raw_data": relative_path(previous_path, root),
         "date": report_date(previous.provenance, previous_path),
         "library_pin": str(previous.provenance.get("library_pin") or "unknown library"),
-        **{k: before[k] for k in ("crossover_dff", "ci_low", "ci_high", "outcome", "recommended_cap", "action")},
+        "crossover_dff": before["crossover_dff"],
+        "ci_low": before["ci_low"],
+        "ci_high": before["ci_high"],
+        "outcome": before["outcome"],
+        "recommended_cap": before["recommended_cap"],
+        "action": before["action"],
         "points": [
             {
                 "model": str(analysis.summary["model"].iloc[c]),
@@ -167,6 +174,7 @@ def build_report_data(
     changes = d["action"] in ("raise", "lower", "set") and d["recommended_cap"] is not None and tree is not None
     csv = analysis.samples is not None and bool(whole_model_rows(analysis.summary).any())
     wrong = contradictions(analysis.verification, expected_null(provenance))
+    stopped = provenance.get(UNTIL_DECIDED)  # an object where present (the registry checks it where meta.json is read)
     return ReportData(
         date=date,
         host=host,
@@ -185,7 +193,7 @@ def build_report_data(
             _previous(analysis, analyse_path(previous, analysis.options), root, Path(previous)) if previous else None
         ),
         # how an until-decided sweep stopped (harness.measure.allocation), absent for a fixed-protocol run
-        until_decided=provenance.get("until_decided") or None,
+        until_decided=dict(stopped) if isinstance(stopped, Mapping) and stopped else None,
         # where the dispatch pass proved the family table wrong, either way: said, never silently overridden
         table_wrong=wrong or None,
         # a knob sweep (meta.json `knob_reference`): the joint (setting, cap) recommendation reaches the addendum
@@ -193,6 +201,6 @@ def build_report_data(
     )
 
 
-def _knobs(input_path: Path, analysis: Analysis, backend: str) -> dict[str, object] | None:
+def _knobs(input_path: Path, analysis: Analysis, backend: str) -> KnobsJSON | None:
     result = analyse_knobs(input_path, analysis.options)
     return None if result is None else result.record(backend)

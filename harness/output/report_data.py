@@ -14,10 +14,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import TypedDict
 
 from harness.analysis.decision_json import DecisionJSON
+from harness.analysis.knobs import KnobsJSON
+from harness.analysis.pin_drift import ComparisonJSON
 from harness.analysis.pipeline import Options
-from harness.json_input import load_json_object
+from harness.json_input import JSONObject, load_json_object
+from harness.output.mlxcel_source import MlxcelTreeJSON
+
+
+class PreviousPointJSON(TypedDict):
+    model: str
+    dff: int
+    ratio_before: float | None
+    ratio_now: float | None
+    verdict_before: str
+    verdict_now: str
+
+
+class PreviousJSON(TypedDict):
+    """The comparison with an earlier run (report_build --previous): its crossover and decision, each point's
+    estimate before and now, and the crossover shift with its interval (harness.analysis.pin_drift, as `compare`)."""
+
+    raw_data: str
+    date: str
+    library_pin: str
+    crossover_dff: float | None
+    ci_low: float | None
+    ci_high: float | None
+    outcome: str
+    recommended_cap: int | None
+    action: str
+    points: list[PreviousPointJSON]
+    not_compared: int
+    comparison: ComparisonJSON
+
 
 REPORT_FORMAT = 3  # 3: sidecar record, design-doc style text, mlxcel CSV and patch beside it
 ADDENDUM_SUFFIX = "-dff-crossover.md"
@@ -44,7 +76,7 @@ class ReportFiles:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> ReportFiles:
+    def from_json(cls, data: JSONObject) -> ReportFiles:
         """The links of a sidecar; one written before `raw_name` was recorded reads with it empty (its text names
         the raw data by its link)."""
         return cls(
@@ -66,15 +98,15 @@ class ReportData:
     options: Options  # the analysis settings, current default included, so the record can be re-derived
     files: ReportFiles
     context: dict[str, object]  # harness.output.addendum_heading.context
-    mlxcel: dict[str, object] | None  # the tree the decision targets (None: not an mlxcel backend)
+    mlxcel: MlxcelTreeJSON | None  # the tree the decision targets (None: not an mlxcel backend)
     decision: DecisionJSON  # harness.analysis.decision_record.decision_json
-    previous: dict[str, object] | None  # the comparison with an earlier run (harness.output.report_build)
+    previous: PreviousJSON | None  # the comparison with an earlier run (harness.output.report_build)
     overrides: dict[str, str] = field(default_factory=dict)
     link_base: str = "."
     until_decided: dict[str, object] | None = None
     table_wrong: dict[str, str] | None = None
     run_notes: list[str] = field(default_factory=list)  # how the run was taken (harness.output.run_findings)
-    knobs: dict[str, object] | None = None  # a knob sweep's joint recommendation and rows (KnobResult.record)
+    knobs: KnobsJSON | None = None  # a knob sweep's joint recommendation and rows (KnobResult.record)
     format: int = REPORT_FORMAT
 
     def to_json(self) -> dict[str, object]:
@@ -106,7 +138,7 @@ class ReportData:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> ReportData:
+    def from_json(cls, data: JSONObject) -> ReportData:
         """A sidecar's record; KeyError or TypeError when a field it needs is missing or of the wrong kind."""
         return cls(
             date=str(data["date"]),
@@ -135,7 +167,7 @@ def sidecar_path(md_path: Path) -> Path:
     return md_path.with_name(md_path.name.removesuffix(ADDENDUM_SUFFIX) + ".json")
 
 
-def read_sidecar(md_path: Path) -> dict[str, object] | None:
+def read_sidecar(md_path: Path) -> JSONObject | None:
     """The addendum's record as stored (JSON), None when it has none (not a moecal addendum of this format)."""
     path = sidecar_path(md_path)
     if not md_path.name.endswith(ADDENDUM_SUFFIX) or not path.is_file():

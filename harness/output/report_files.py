@@ -72,7 +72,10 @@ def write_report(
 
 def _source(data: ReportData, mlxcel: MlxcelSource | None) -> MlxcelSource:
     """The tree the patch targets: the one read, else the published defaults recorded in the data."""
-    return mlxcel if mlxcel is not None else MlxcelSource(dict(data.mlxcel["caps"]), checked=False)
+    if mlxcel is not None:
+        return mlxcel
+    assert data.mlxcel is not None  # a patch is written only where a tree is targeted (report_build: `changes`)
+    return MlxcelSource(dict(data.mlxcel["caps"]), checked=False)
 
 
 def mlxcel_csv(analysis: Analysis, data: ReportData) -> str:
@@ -81,6 +84,8 @@ def mlxcel_csv(analysis: Analysis, data: ReportData) -> str:
     default, the models that were null for a reason the layout has no column for, and each run's position in its
     round, so the read-back pairs the arms by round as the sweep's own analysis does). `analysis`: the report's."""
     summary = analysis.summary[whole_model_rows(analysis.summary)]
+    samples = analysis.samples
+    assert samples is not None  # the CSV is written only for a run with its runs at hand (report_build: `csv`)
     ctx = data.context
     prose = [
         "# Fused decode-MoE vs fallback Dff crossover sweep (moecal).",
@@ -108,10 +113,10 @@ def mlxcel_csv(analysis: Analysis, data: ReportData) -> str:
         **{column: analysis.provenance[column] for column in BUILD_COLUMNS if analysis.provenance.get(column)},
         **({"expect_null": nulls} if nulls else {}),
         **({"cap_ignored": ignored} if ignored else {}),
-        "round_positions": round_positions(analysis.samples, summary),
-        "round_passes": round_passes(analysis.samples, summary),
+        "round_positions": round_positions(samples, summary),
+        "round_passes": round_passes(samples, summary),
     }
-    return "\n".join(prose) + "\n" + to_mlxcel_csv(analysis.samples, summary, keys)
+    return "\n".join(prose) + "\n" + to_mlxcel_csv(samples, summary, keys)
 
 
 def _csv_harness(ctx: dict[str, object], workloads: set[str]) -> str:

@@ -49,12 +49,12 @@ def guard_summary(run_dir: Path, guard: dict[str, object]) -> str:
     lock = next((r.get("detail", "") for r in rows if r.get("sample") == "lock"), "no host lock")
     samples_csv = RunDirectory(run_dir).read_samples()
     marked = int(samples_csv["error"].fillna("").astype(str).str.startswith(CONTENDED).sum())
-    absent = guard.get("absent") or []
+    absent = guard.get("absent")  # a list of probe names where recorded
     text = f"{len(samples)} samples in {GUARD_FILE}, {len(contended)} contended"
     if marked:
         text += f"; {marked} runs marked contended, excluded and re-run ({'; '.join(reasons[:3])})"
     text += f"; {lock}"
-    if absent:
+    if isinstance(absent, list) and absent:
         text += f"; probes absent on this host: {', '.join(map(str, absent))}"
     return text
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 from rich import box
@@ -84,7 +84,7 @@ def print_summary(
         console.print(note, highlight=False)
 
 
-def with_kind(points: list[dict[str, object]]) -> list[dict[str, object]]:
+def with_kind(points: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
     """The summary's points (the decision record's) with their workload kind beside the family: `summarize --json`'s
     `kind` column, so a reader of the JSON finds the kind (and through the registry its unit) without parsing the
     family label."""

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
+from harness.runs.formats import FALLBACK, FUSED, NULL
 from harness.runs.mlxcel_csv import MlxcelImport, samples_frame
+from harness.runs.provenance_keys import Provenance
 
 NULL_SUFFIX = "-null"  # engine_bench_rounds.py's NULL_SUFFIX
 
 
-def _lines(path: Path) -> list[tuple[int, dict]]:
+def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
     out = []
     try:
         text = path.read_text()
@@ -53,8 +56,9 @@ def read_engine_rounds(path: Path, fused_arm: str, fallback_arm: str, dff: int) 
     models = {str(h.get("model", "")) for h in headers}
     if len(models) != 1:
         raise InputError(str(path), "model", f"the headers name several models ({', '.join(sorted(models))})")
-    arms = {fused_arm: "fused", fallback_arm: "fallback", fallback_arm + NULL_SUFFIX: "null"}
-    rows, other = [], set()
+    arms = {fused_arm: FUSED, fallback_arm: FALLBACK, fallback_arm + NULL_SUFFIX: NULL}
+    rows: list[dict[str, Any]] = []  # JSON values, checked as they are converted below
+    other: set[str] = set()
     for number, record in records:
         if record.get("kind") == "header":
             continue
@@ -75,7 +79,7 @@ def read_engine_rounds(path: Path, fused_arm: str, fallback_arm: str, dff: int) 
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(str(path), f"line {number}", f"not an [engine-bench] record: {exc!r}") from None
     found = {r["arm"] for r in rows}
-    if not {"fused", "fallback"} <= found:
+    if not {FUSED, FALLBACK} <= found:
         names = ", ".join(sorted({str(r.get("arm")) for _, r in records if r.get("kind") != "header"}))
         raise InputError(str(path), "arm", f"needs records of both --fused-arm and --fallback-arm (arms: {names})")
     name = Path(str(header.get("model", ""))).name or "model"
@@ -83,10 +87,10 @@ def read_engine_rounds(path: Path, fused_arm: str, fallback_arm: str, dff: int) 
     for row in rows:
         loop, depth = row.pop("cell")
         row.update(model=name if len(cells) == 1 else f"{name}@{loop}-pp{depth}", dff=dff, quant_mode="affine")
-    provenance: dict[str, object] = {
+    provenance: Provenance = {
         "workload": "command",
         "cap_env": DEFAULT_CAP_ENV,
-        "arms": {"fused": fused_arm, "fallback": fallback_arm, "null": fallback_arm + NULL_SUFFIX},
+        "arms": {FUSED: fused_arm, FALLBACK: fallback_arm, NULL: fallback_arm + NULL_SUFFIX},
         "host": str(header.get("host", "")),
         "bench_command": str(header.get("bin", "")),
         "max_tokens": header.get("max_tokens", ""),

@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -87,6 +87,8 @@ NUMBER_COLUMNS = ["d_model", "dff", "n_experts", "top_k", "bits", "group_size", 
 # and rows built in memory compare equal. RunKey is the same for RUN_KEY (a point, an arm, a round).
 PointKey = tuple[str, ...]
 RunKey = tuple[str, ...]
+# a row by column name: a plain mapping, or a frame row's `to_dict()` (whose keys pandas types as Hashable)
+Row = Mapping[Any, object]
 
 
 def key_text(value: object) -> str:
@@ -98,16 +100,17 @@ def key_text(value: object) -> str:
     return str(value)
 
 
-def point_key(row: Mapping[str, object]) -> PointKey:
+def point_key(row: Row) -> PointKey:
     return tuple(key_text(row.get(c, "")) for c in POINT_COLUMNS)
 
 
 def point_keys(frame: pd.DataFrame) -> pd.Series:
     """point_key of every row of a frame with POINT_COLUMNS, aligned with its index."""
-    return pd.Series([point_key(r) for r in frame[POINT_COLUMNS].to_dict("records")], index=frame.index, dtype=object)
+    keys: list[PointKey] = [point_key(r) for r in frame[POINT_COLUMNS].to_dict("records")]
+    return pd.Series(keys, index=frame.index, dtype=object)
 
 
-def run_key(row: Mapping[str, object]) -> RunKey:
+def run_key(row: Row) -> RunKey:
     return tuple(key_text(row.get(c, "")) for c in RUN_KEY)
 
 
@@ -294,7 +297,7 @@ def read_samples(path: Path) -> pd.DataFrame:
         if len(frame):
             problem = "{value!r}: a run holds one " + f"{column}, the first row has {frame[column].iloc[0]!r}"
             first_bad(path, frame, frame[column] != frame[column].iloc[0], column, problem)
-    keys = pd.Series([run_key(r) for r in frame[RUN_KEY].to_dict("records")], index=frame.index)
+    keys = pd.Series(list(map(run_key, frame[RUN_KEY].to_dict("records"))), index=frame.index)
     first_bad(path, frame, ok & keys.where(ok).duplicated(), "round", "this (point, arm, round) is already an ok row")
     return frame
 

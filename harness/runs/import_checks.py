@@ -66,7 +66,7 @@ def check_imported(samples: pd.DataFrame, source: Path | str) -> None:
         raise InputError(
             str(source), "tok_s", f"{row['model']!r} {row['arm']}: {float(tok_s[bad].iloc[0])!r} must be finite and > 0"
         )
-    keys = pd.Series([run_key(r) for r in ok[RUN_KEY].to_dict("records")], index=ok.index)
+    keys = pd.Series(list(map(run_key, ok[RUN_KEY].to_dict("records"))), index=ok.index)
     if keys.duplicated().any():
         row = ok[keys.duplicated()].iloc[0]
         raise InputError(

@@ -33,6 +33,7 @@ import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -41,9 +42,10 @@ from harness.config.discover import DiscoveredModel, read_model
 from harness.config.eligibility import cap_not_read, predict_null
 from harness.config.schema import DEFAULT_CAP_ENV
 from harness.errors import InputError
-from harness.runs.formats import read_csv_text
+from harness.runs.formats import FALLBACK, FUSED, read_csv_text
 from harness.runs.import_checks import check_model_name, whole_tokens
 from harness.runs.mlxcel_csv import BUILD_COLUMNS, MlxcelImport, build_pin, samples_frame
+from harness.runs.provenance_keys import CAP_IGNORED, EXPECT_NULL, Provenance
 
 VERSION_COLUMNS = ("mlx_version", "mlxcel_version")  # the old layout's name for mlxcel's version, the new one's
 COLUMNS = (
@@ -157,9 +159,9 @@ def _family_knowledge(shapes: dict[str, DiscoveredModel]) -> dict[str, dict[str,
     declined = {name: why for name, model in shapes.items() if (why := predict_null(model))}
     # the words a sweep records (harness.measure.workloads.command.record_arm_forcing), without how the arms were
     # forced: the CSVs do not say whether the fallback arm set MLXCEL_FUSED_MOE=0
-    why = {name: cap_not_read(model) for name, model in shapes.items()}
-    ignored = {name: f"kept out of the cap's crossover: {reason}" for name, reason in why.items() if reason}
-    return {key: value for key, value in (("expect_null", declined), ("cap_ignored", ignored)) if value}
+    not_read = {name: cap_not_read(model) for name, model in shapes.items()}
+    ignored = {name: f"kept out of the cap's crossover: {reason}" for name, reason in not_read.items() if reason}
+    return {key: value for key, value in ((EXPECT_NULL, declined), (CAP_IGNORED, ignored)) if value}
 
 
 def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir: Path | None) -> MlxcelImport:
@@ -173,11 +175,11 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
     shapes, skipped = _shapes(names, models_dir)
     if not shapes:
         raise InputError(str(models_dir or "--models"), "--models", "no model of the CSVs has a MoE config.json there")
-    samples = []
+    samples: list[dict[str, Any]] = []  # one per run: text and numbers as the files give them
     # each file pair (the i-th --fallback and --fused file) is a pass over the models, measured at its own time:
     # the passes' agreement is what shows a drift of one arm (harness.analysis.sweep_drift; issue 36)
     passes = len(fallback) == len(fused) >= 2
-    for arm, paths in (("fallback", fallback), ("fused", fused)):
+    for arm, paths in ((FALLBACK, fallback), (FUSED, fused)):
         for index, path in enumerate(map(Path, paths)):
             for row in files[path]:
                 model = shapes.get(row["model"])
@@ -207,7 +209,7 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
                 samples.append(sample)
     first = Path(fused[0])
     backend = first.name.split("_", 1)[0]
-    provenance: dict[str, object] = {
+    provenance: Provenance = {
         "workload": "command",
         "cap_env": DEFAULT_CAP_ENV,
         "arms": {

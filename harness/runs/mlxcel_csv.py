@@ -17,7 +17,7 @@ provenance, and a file whose rows name two builds is refused (its points were no
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -44,6 +44,7 @@ from harness.runs.formats import (
 )
 from harness.runs.import_checks import check_imported
 from harness.runs.provenance import csv_header_provenance
+from harness.runs.provenance_keys import CAP_IGNORED, EXPECT_NULL, Provenance
 from harness.runs.run_meta import RunMeta
 from harness.runs.rundir import RunDirectory, refuse_links, refuse_stored
 from harness.runs.summary_columns import SummaryCol
@@ -55,7 +56,7 @@ BUILD_COLUMNS = ("mlxcel_version", "mlxcel_commit", "mlx_commit", "mlx_rocm_over
 ROCM_COLUMNS = BUILD_COLUMNS[3:]  # written only when the run recorded one of them, as bench_decode.sh does
 
 
-def build_pin(build: dict[str, object]) -> str:
+def build_pin(build: Mapping[str, object]) -> str:
     """`mlxcel 0.7.0 (2fcdbe5f) / MLX 81ba1c6a / ROCm overlay 75915908 / HIP 7.15.26333` from BUILD_COLUMNS values,
     as far as they are known: the library line of the addendum."""
     version, commit = (str(build.get(c) or "") for c in BUILD_COLUMNS[:2])
@@ -84,7 +85,7 @@ def _build_columns(path: Path, frame: pd.DataFrame, first_line: int) -> dict[str
 @dataclass
 class MlxcelImport:
     samples: pd.DataFrame  # SAMPLE_COLUMNS
-    provenance: dict[str, object]
+    provenance: Provenance
     # one line per NA run group, for the user; or what makes them when asked: only import-mlxcel prints them, and a
     # million-row sweep with NA runs has hundreds of thousands of lines that summarize and crossover never read
     skipped_lines: list[str] | Callable[[], list[str]]
@@ -103,7 +104,7 @@ def is_mlxcel(columns: Sequence[str]) -> bool:
 
 def _header(path: Path) -> tuple[dict[str, object], list[str]]:
     """`# key: value` lines as provenance; other comment lines kept verbatim as notes."""
-    provenance: dict[str, object] = {}
+    provenance: Provenance = {}
     notes = []
     for line in header_lines(path):
         text = line.strip()
@@ -114,7 +115,7 @@ def _header(path: Path) -> tuple[dict[str, object], list[str]]:
             notes.append(text)
     # `# expect_null.<model>: why`, `# cap_ignored.<model>: why` (what moecal's own export writes for the points
     # kept out of the cap's decision) → the dicts the analysis reads
-    for group in ("expect_null", "cap_ignored", "round_positions", "round_passes"):
+    for group in (EXPECT_NULL, CAP_IGNORED, "round_positions", "round_passes"):
         values = {k.removeprefix(f"{group}."): v for k, v in provenance.items() if k.startswith(f"{group}.")}
         if values:
             provenance = {k: v for k, v in provenance.items() if not k.startswith(f"{group}.")}
@@ -122,7 +123,7 @@ def _header(path: Path) -> tuple[dict[str, object], list[str]]:
     return provenance, notes
 
 
-def _positions(provenance: dict[str, object], model: str, dff: int) -> dict[str, list[str]]:
+def _positions(provenance: Provenance, model: str, dff: int) -> dict[str, list[str]]:
     """`# round_positions.<model>@<dff>: fallback 0,1,0 fused 1,0,1` (written by moecal's export of an interleaved
     sweep): each run's position in its round, so the read-back pairs the arms by round as the sweep did. Anything
     else (mlxcel's own CSVs have no such line) leaves the positions empty: the runs were not interleaved."""
@@ -134,7 +135,7 @@ def _positions(provenance: dict[str, object], model: str, dff: int) -> dict[str,
 
 
 def _position_column(
-    provenance: dict[str, object], point: pd.DataFrame, arm: str, index: int, n_runs: int
+    provenance: Provenance, point: pd.DataFrame, arm: str, index: int, n_runs: int
 ) -> np.ndarray | str:
     """Run `index` of `arm`'s position in its round for every row (`_positions`), or "" for a file without
     round positions (mlxcel's own CSVs): one look-up per row only when the header has them."""
@@ -147,7 +148,7 @@ def _position_column(
     return np.array(cells, dtype=object)
 
 
-def _pass_column(provenance: dict[str, object], point: pd.DataFrame, index: int, n_runs: int) -> np.ndarray | str:
+def _pass_column(provenance: Provenance, point: pd.DataFrame, index: int, n_runs: int) -> np.ndarray | str:
     """Run `index`'s pass for every row: `# round_passes.<model>@<dff>: 1,1,2` (moecal's export of a sweep measured
     in passes, or of imported bench_decode.sh file pairs), so the read-back tests the passes as the run did; ""
     without the line (mlxcel's own CSVs: each arm's runs measured back to back, one visit per point)."""
@@ -242,7 +243,7 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
 
 
 def _run_rows(
-    provenance: dict[str, object],
+    provenance: Provenance,
     point: pd.DataFrame,
     runs: dict[str, list[str]],
     columns: list[tuple[str, int, str]],
@@ -332,7 +333,7 @@ def _skipped(point: pd.DataFrame, rows: pd.DataFrame, runs_per_row: int) -> list
     return out
 
 
-def samples_frame(rows: pd.DataFrame, run_id: str, provenance: dict[str, object]) -> pd.DataFrame:
+def samples_frame(rows: pd.DataFrame, run_id: str, provenance: Provenance) -> pd.DataFrame:
     """Imported run rows as samples.csv rows: the run's constants filled in, the columns an import cannot know left
     empty. Shared by both mlxcel readers (the sweep CSV here, bench_decode.sh CSVs in harness.runs.mlxcel_bench_csv)."""
     frame = rows.reindex(columns=SAMPLE_COLUMNS)
@@ -396,7 +397,7 @@ def import_run_dir(
     return imported
 
 
-def _format(value: float, digits: int) -> str:
+def _format(value: float | None, digits: int) -> str:
     return "NA" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
 
 
@@ -434,7 +435,7 @@ def round_passes(samples: pd.DataFrame, summary: pd.DataFrame) -> dict[str, str]
     return out
 
 
-def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: dict[str, object]) -> str:
+def to_mlxcel_csv(samples: pd.DataFrame, summary: pd.DataFrame, provenance: Provenance) -> str:
     """A summary in mlxcel's sweep CSV format, with the per-run values from `samples` (NA where a run is missing)."""
     ok = samples[(samples["status"] == "ok") & samples["arm"].isin(COMPARED_ARMS)]
     ok_keys = list(point_keys(ok))

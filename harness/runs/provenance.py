@@ -19,6 +19,8 @@ from pathlib import Path
 
 from harness.config import resources
 from harness.config.backend_specs import known_backend
+from harness.runs.formats import FALLBACK, FUSED
+from harness.runs.provenance_keys import BACKEND_DEVICE_MISSING, Provenance
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("moecal", "numpy", "scipy", "pandas", "numba", "mlx", "cupy-cuda13x", "cupy-cuda12x", "cupy")
@@ -130,12 +132,12 @@ def library_pin(backend: str, packages: dict[str, str], device_info: dict[str, s
     return backend_spec(backend).library_pin(packages, device_info)
 
 
-def collect(backend: str, device_info: dict[str, str] | None = None) -> dict[str, object]:
+def collect(backend: str, device_info: dict[str, str] | None = None) -> Provenance:
     """Provenance of this machine for a run on `backend` (device_info comes from the backend when one is live)."""
     device_info = dict(device_info or {})
     commit, dirty = git_state()
     packages = package_versions()
-    meta: dict[str, object] = {
+    meta: Provenance = {
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "host": socket.gethostname(),
         "os": f"{platform.system()} {platform.release()} ({platform.machine()})",
@@ -156,16 +158,6 @@ def collect(backend: str, device_info: dict[str, str] | None = None) -> dict[str
 
 
 # --- what the addendum heading states, by key ---------------------------------------------------------------------
-# meta.json keys for the library under test of a command run (written where the sweep asks the binary, read by the
-# addendum heading): the binary's `--version` text, the commit it was built from, the MLX pin it links. Named once
-# here so the reader and the writer (measure/bench_capabilities.py: `Capabilities.as_meta`) cannot drift apart.
-LIBRARY_VERSION = "bench_version"
-LIBRARY_COMMIT = "bench_commit"
-MLX_PIN = "bench_mlx_pin"
-# why the machine that measured had no device of the run's backend (a run labelled cuda on a machine without an
-# NVIDIA GPU, e.g. an emulated binary); absent or empty when it had one, and in runs that predate the key
-BACKEND_DEVICE_MISSING = "backend_device_missing"
-
 _ISO_DATE = re.compile(r"(?<!\d)(20\d\d)-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])(?!\d)")
 _MLX_PIN = re.compile(r"\bMLX(?: pin)?[ :]+`?([0-9a-f]{7,40}|\d+\.\d+(?:\.\d+)?)`?", re.IGNORECASE)
 _FORCED = re.compile(r"\b(fallback|fused) side forced with (\w+=\d+)(?: \(([^)]*)\))?", re.IGNORECASE)
@@ -195,7 +187,7 @@ def _statements(lines: list[str]) -> list[str]:
     return out
 
 
-def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Path) -> dict[str, object]:
+def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Path) -> Provenance:
     """`fields` (a CSV's `# key: value` lines) completed from what mlxcel's published sweeps write in prose
     (`lines`, the header without its `#`): `Host: GB10 (DGX Spark), sm_121, CUDA 13.0. MLX pin e9463bb.` gives
     host, hardware (GPU, architecture, CUDA version), backend and library pin; `Harness: …` the benchmark's
@@ -221,8 +213,9 @@ def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Pat
     if said.get("Harness") and "bench_description" not in out:
         out["bench_description"] = said["Harness"].rstrip(".")
     forced = {m.group(1).lower(): m for m in _FORCED.finditer(text)}
-    if {"fallback", "fused"} <= forced.keys():  # both, or the recorded convention stands
-        arms = dict(out.get("arms") or {}) if isinstance(out.get("arms"), dict) else {}
+    if {FALLBACK, FUSED} <= forced.keys():  # both, or the recorded convention stands
+        stated = out.get("arms")
+        arms: dict[str, object] = dict(stated) if isinstance(stated, dict) else {}
         for arm, m in forced.items():
             arms[arm] = m.group(2) + (f" ({m.group(3)})" if m.group(3) else "") + ", as the CSV's header states"
         out["arms"] = arms
@@ -232,7 +225,7 @@ def csv_header_provenance(fields: dict[str, object], lines: list[str], path: Pat
     return out
 
 
-def backend_device_missing(meta: dict[str, object]) -> str | None:
+def backend_device_missing(meta: Provenance) -> str | None:
     """For a run labelled with a GPU backend (cuda, metal, rocm): the phrase saying its machine had no such
     device, when the record says so (BACKEND_DEVICE_MISSING) or shows it (a cuda run with no NVIDIA GPU found, a
     metal run not on macOS); None when the device was there or nothing tells. Why: an emulated or misconfigured

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from harness.runs.provenance_keys import LIBRARY_COMMIT, LIBRARY_VERSION
+
 NOT_PRINTED = "(not printed)"
 
 
@@ -24,7 +26,7 @@ def run_keys(provenance: Mapping[str, object], samples: pd.DataFrame | None) -> 
     env = provenance.get("shell_env") or {}
     return {
         "decode_path": ", ".join(paths) or NOT_PRINTED,
-        "build": str(provenance.get("bench_commit") or provenance.get("bench_version") or ""),
+        "build": str(provenance.get(LIBRARY_COMMIT) or provenance.get(LIBRARY_VERSION) or ""),
         "arm_env": " ".join(f"{k}={v}" for k, v in sorted(dict(env).items())) if isinstance(env, Mapping) else "",
     }
 

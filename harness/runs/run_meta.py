@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import InputError
+from harness.runs.provenance_keys import Provenance, check_provenance
 
 FORMAT_KEY = "format"
 FORMAT_VERSION = 1  # 1: meta.json carries `format`; the files are laid out as in format 0
@@ -93,7 +94,7 @@ class RunPolicy:
 class RunMeta:
     """One run's meta.json (module docstring): `provenance` without the format and policy keys, `policy` or None."""
 
-    provenance: dict[str, object] = field(default_factory=dict)
+    provenance: Provenance = field(default_factory=dict)
     policy: RunPolicy | None = None
 
     def to_json(self) -> dict[str, object]:
@@ -107,8 +108,10 @@ class RunMeta:
 
     @classmethod
     def from_json(cls, data: dict[str, object], source: Path) -> RunMeta:
-        """From the file's object, migrated to FORMAT_VERSION (see migrate_meta)."""
+        """From the file's object, migrated to FORMAT_VERSION (see migrate_meta); a provenance value of the wrong
+        kind is an InputError naming its key (harness.runs.provenance_keys)."""
         migrated = migrate_meta(data, source)
         provenance = {k: v for k, v in migrated.items() if k not in (FORMAT_KEY, POLICY_KEY)}
+        check_provenance(provenance, source)
         policy = RunPolicy.from_json(migrated[POLICY_KEY], source) if POLICY_KEY in migrated else None
         return cls(provenance, policy)

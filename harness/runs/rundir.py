@@ -44,6 +44,7 @@ import re
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
@@ -61,6 +62,7 @@ from harness.runs.formats import (
     refuse_link,
     write_text_atomic,
 )
+from harness.runs.provenance_keys import SEGMENTS, Provenance, check_provenance
 from harness.runs.run_meta import RunMeta, RunPolicy
 
 DEFAULT_RESULTS = Path("results")
@@ -182,7 +184,7 @@ class RunDirectory:
             raise InputError(str(self.meta_path), "", f"not a moecal meta.json: {exc.field}: {exc.problem}") from None
         return RunMeta.from_json(meta, self.meta_path)
 
-    def read_meta(self) -> dict[str, object]:
+    def read_meta(self) -> Provenance:
         """meta.json's provenance: without its `format` and `policy` ({} when there is no meta.json)."""
         return self.read_record().provenance
 
@@ -191,7 +193,9 @@ class RunDirectory:
         return self.read_record().policy
 
     def write_record(self, record: RunMeta) -> None:
-        """meta.json at the current format, replaced atomically (a reader never sees half a file)."""
+        """meta.json at the current format, replaced atomically (a reader never sees half a file); a value the
+        registry refuses (harness.runs.provenance_keys) is an InputError before anything is written."""
+        check_provenance(record.provenance, self.meta_path)
         write_text_atomic(self.meta_path, record.to_text())
 
     def read_samples(self) -> pd.DataFrame:
@@ -203,7 +207,7 @@ class RunDirectory:
         return done_runs(self.samples)
 
 
-def same_run_kind(meta: dict, wanted: dict) -> str | None:
+def same_run_kind(meta: Mapping[str, object], wanted: Mapping[str, object]) -> str | None:
     """The first of config hash, backend, device on which an existing run differs from `wanted`, else None."""
     for key in ("config_sha256", "backend", "device"):
         if meta.get(key) != wanted.get(key):
@@ -211,7 +215,7 @@ def same_run_kind(meta: dict, wanted: dict) -> str | None:
     return None
 
 
-def newest_resumable(results: Path, wanted: dict, pending: Callable[[Path], int]) -> Path | None:
+def newest_resumable(results: Path, wanted: Mapping[str, object], pending: Callable[[Path], int]) -> Path | None:
     """The newest run directory under `results` of the same config, backend and device with runs still to do.
 
     Newest by the run's start date in meta.json (run ids sort by time too, but a user may have named one);
@@ -278,9 +282,9 @@ class RunLock:
 # --- segments --------------------------------------------------------------------------------------------------
 
 
-def segments(meta: Mapping[str, object]) -> list[dict]:
+def segments(meta: Mapping[str, object]) -> list[dict[str, object]]:
     """The run's segments; a run written before segments existed counts as one, described by its top level."""
-    stored = meta.get("segments")
+    stored = meta.get(SEGMENTS)
     if isinstance(stored, list):
         return [dict(s) for s in stored if isinstance(s, dict)]
     if not meta:
@@ -307,6 +311,10 @@ def mixed_settings(previous: Mapping[str, object], segment: Mapping[str, object]
 # --- durable rows ----------------------------------------------------------------------------------------------
 
 
+# one row of samples.csv as a sweep builds it: column (SAMPLE_COLUMNS) → value, written as the CSV's text
+SampleRow = dict[str, object]
+
+
 class SampleWriter:
     """Appends rows to `<run>/samples.csv` (see the module docstring); use inside a RunLock.
 
@@ -330,10 +338,11 @@ class SampleWriter:
         self._record = RunMeta()
         self._columns: list[str] = list(SAMPLE_COLUMNS)  # the file's own header once it exists (see _start)
 
-    def done_keys(self) -> dict[tuple, str]:
+    def done_keys(self) -> dict[RunKey, str]:
         return self.run.done_runs()
 
     def _start(self) -> None:
+        check_provenance(self.meta, self.run.meta_path)  # before samples.csv's header states it
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             previous = self.run.read_record()
@@ -344,7 +353,7 @@ class SampleWriter:
                 write_text_atomic(self.path, format_provenance(self.meta) + csv_line(SAMPLE_COLUMNS))
             earlier = previous.provenance
             self._record = RunMeta(
-                {**(earlier or self.meta), "segments": [*segments(earlier), self.segment]},
+                {**(earlier or self.meta), SEGMENTS: [*segments(earlier), self.segment]},
                 previous.policy if earlier else self.policy,
             )
             self.run.write_record(self._record)
@@ -371,11 +380,11 @@ class SampleWriter:
         except OSError as exc:
             self._undo_row(before)
             raise InputError(str(self.path), "", f"cannot append a row: {exc.strerror or exc}") from None
-        self.segment["rows"] = int(self.segment["rows"]) + 1
+        self.segment["rows"] = cast(int, self.segment["rows"]) + 1  # new_segment's count, this process's own
         try:
             self._record_segment()
         except InputError:  # meta.json could not say so: the row goes too, so its count stays exact
-            self.segment["rows"] = int(self.segment["rows"]) - 1
+            self.segment["rows"] = cast(int, self.segment["rows"]) - 1
             self._undo_row(before)
             raise
 
@@ -401,7 +410,7 @@ class SampleWriter:
         """meta.json with this segment's rows and end as of now: after every row, so a sweep killed by SIGKILL
         leaves a segment that says how far it got (the last row's time as its end)."""
         self.segment["end"] = _now()
-        self._record.provenance["segments"][-1] = self.segment  # type: ignore[index]
+        self._record.provenance[SEGMENTS][-1] = self.segment  # type: ignore[index]
         self.run.write_record(self._record)
 
     def close(self) -> None:

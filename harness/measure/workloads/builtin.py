@@ -19,7 +19,9 @@ from harness.config.shapes import MoeShape
 from harness.errors import InputError
 from harness.measure.backends import device_facts, get_backend
 from harness.measure.backends.base import Backend
-from harness.measure.protocol import Point, PointRunner, RunFailed, RunOutcome
+from harness.measure.protocol import ArmCaps, Point, PointRunner, RunFailed, RunOutcome
+from harness.runs.formats import FALLBACK, FUSED, NULL
+from harness.runs.provenance_keys import Provenance
 
 # Fraction of the reported free memory a point may plan to use: the rest covers allocator pools and fragmentation,
 # the framework's own buffers and whatever else the machine is doing.
@@ -101,9 +103,9 @@ class BuiltinWorkload:
         """The config field path of model entry `index` (e.g. 'models[0]')."""
         return f"{self.entries_field}[{index}]"
 
-    def caps(self) -> dict[str, object]:
+    def caps(self) -> ArmCaps:
         """Built-in arms call a path directly: there is no environment cap, so the `cap` column stays empty."""
-        arms = ["fused", "fallback", *(["null"] if self.config.measure.null_arm else [])]
+        arms = [FUSED, FALLBACK, *([NULL] if self.config.measure.null_arm else [])]
         return dict.fromkeys(arms, "")
 
     def describe_arms(self) -> dict[str, str]:
@@ -113,7 +115,7 @@ class BuiltinWorkload:
     def device_info(self) -> dict[str, str]:
         return {"device": self.backend.device_name(), **self.backend.device_info()}
 
-    def describe_run(self, meta: dict[str, object], points: list[Point], measure_null: bool) -> None:
+    def describe_run(self, meta: Provenance, points: list[Point], measure_null: bool) -> None:
         """Nothing beyond the common fields: the backend's device info is the provenance."""
 
     def point_at(self, template: Point, dff: int) -> Point | None:

@@ -43,9 +43,11 @@ from harness.measure.backends import detect
 from harness.measure.bench_capabilities import capabilities, leading_args
 from harness.measure.bench_output import decode_path, generated_tokens, rejected_flag, usage_error
 from harness.measure.proc import HELP_TIMEOUT_S, ask_help, run_with_deadline
-from harness.measure.protocol import Point, RunContended, RunFailed, RunOutcome
+from harness.measure.protocol import ArmCaps, Point, RunContended, RunFailed, RunOutcome
 from harness.measure.synth_models import synthetic_provenance
+from harness.runs.formats import FALLBACK, FUSED
 from harness.runs.provenance import cpu_name
+from harness.runs.provenance_keys import CAP_IGNORED, EXPECT_NULL, Provenance
 
 TAIL_CHARS = 400
 # what mlxcel's scripts/rocm_gpu_guard.sh exits with when every attempt was contended or its --max-wait ran out
@@ -137,10 +139,10 @@ class CommandRunner:
         (so a shell's `=0` cannot make both arms the fallback). The parity probe's variables are removed unless
         `extra` sets them (the verification pass): the probe adds evals to every MoE call, so a timed run must never
         carry them, not even from the user's shell."""
-        cap = self.settings.fused_cap if path == "fused" else self.settings.fallback_cap
+        cap = self.settings.fused_cap if path == FUSED else self.settings.fallback_cap
         env = {**os.environ, **self.settings.env, self.settings.cap_env: str(cap)}
         if self.forced_by == "switch":
-            env[SWITCH_ENV] = SWITCH_ON if path == "fused" else SWITCH_OFF
+            env[SWITCH_ENV] = SWITCH_ON if path == FUSED else SWITCH_OFF
         for name in probe_env_names(self.settings):
             env.pop(name, None)
         return {**env, **(extra or {})}
@@ -181,7 +183,7 @@ class CommandRunner:
         except ValueError:
             raise RunFailed(f"metric_regex group 1 is not a number: {last!r}") from None
         dispatch_ok = None
-        if self.probe is not None and path == "fused":
+        if self.probe is not None and path == FUSED:
             dispatch_ok = bool(self.probe.search(output))
         loop = decode_path(output)
         self.paths.check(loop)
@@ -201,7 +203,7 @@ class CommandRunner:
         if generated is None:
             return outcome
         self.last_output[path] = generated
-        other = self.last_output.get("fallback" if path == "fused" else "fused")
+        other = self.last_output.get(FALLBACK if path == FUSED else FUSED)
         if other is None:
             outcome.tokens = len(generated)
         else:
@@ -266,8 +268,8 @@ class CommandWorkloadRunner:
         self.sweep_keys = SweepKeys()  # one per sweep: every point's runs are judged against the same first
         self.guard = guard.build(config.guard)  # None: off, or nothing to guard against on this host
 
-    def caps(self) -> dict[str, object]:
-        caps: dict[str, object] = {"fused": self.settings.fused_cap, "fallback": self.settings.fallback_cap}
+    def caps(self) -> ArmCaps:
+        caps: ArmCaps = {FUSED: self.settings.fused_cap, FALLBACK: self.settings.fallback_cap}
         if self.config.measure.null_arm:
             caps["null"] = self.settings.fallback_cap
         return caps
@@ -382,7 +384,7 @@ class CommandWorkloadRunner:
     def device_info(self) -> dict[str, str]:
         return {"device": self.device}
 
-    def describe_run(self, meta: dict[str, object], points: list[Point], measure_null: bool) -> None:
+    def describe_run(self, meta: Provenance, points: list[Point], measure_null: bool) -> None:
         """The command and its build as the library pin (unless the config names one), the expected-null models,
         and the synthetic checkpoints' provenance."""
         if not self.config.library_pin:
@@ -415,7 +417,7 @@ def device_missing(backend: str) -> str:
     return f"labelled {backend}, but this machine has no {backend} device; the label is taken as given"
 
 
-def record_arm_forcing(config: SweepConfig, meta: dict[str, object]) -> None:
+def record_arm_forcing(config: SweepConfig, meta: Provenance) -> None:
     """Per model, how each arm was forced (meta `arm_forcing`), and the models kept out of the cap's crossover
     because their family ignores the cap or is unknown (meta `cap_ignored`: model → reason; the analysis keeps
     them null, with the reason, after reporting their fused-vs-fallback ratio)."""
@@ -432,15 +434,15 @@ def record_arm_forcing(config: SweepConfig, meta: dict[str, object]) -> None:
         forcing[model.name] = {"forced_by": model.forced_by, "fused": fused, "fallback": fallback}
     meta["arm_forcing"] = forcing
     if ignored:
-        meta["cap_ignored"] = ignored
+        meta[CAP_IGNORED] = ignored
 
 
-def apply_null_policy(points: list[Point], config: SweepConfig, meta: dict[str, object], measure: bool) -> None:
+def apply_null_policy(points: list[Point], config: SweepConfig, meta: Provenance, measure: bool) -> None:
     """Record the models expected null in the run's provenance (the analysis keeps them null and checks the
     prediction against the dispatch probe); with `measure` (--measure-null) their points are run, not skipped."""
     expected = {m.name: m.expect_null for m in config.models if m.expect_null}
     if expected:
-        meta["expect_null"] = expected
+        meta[EXPECT_NULL] = expected
     if not measure:
         return
     for point in points:
