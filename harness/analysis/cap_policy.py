@@ -175,7 +175,8 @@ def _to_decide(
         raised = ~lowered & better[:, above] if above is not None else np.zeros(len(theta), bool)
         held = bool(sweep.withhold) or (sweep.passes == 2 and then // 2 < MIN_PASS_ROUNDS)
         moves = (lowered | raised) & (drifted | held)  # moves the decision would withhold: nothing decided
-        return ((lowered | raised) & ~moves) | ((worse[:, i] | better[:, i]) & ~moves & ~drifted)
+        settled: np.ndarray = ((lowered | raised) & ~moves) | ((worse[:, i] | better[:, i]) & ~moves & ~drifted)
+        return settled
 
     hint = rounds_to_decide(measured, decided) if measured.usable() and n >= 1 else None
     needed = hint.needed if hint else None

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TypeGuard, TypeVar
+from typing import Any, ClassVar, Protocol, TypeGuard, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -47,9 +47,31 @@ from scipy import stats as scipy_stats
 from harness.runs.formats import cell_numbers
 from harness.thresholds import CONFIDENCE
 
-# stats.Comparison and decision_record.Decision, as type variables: this module imports neither layer it serves
-C = TypeVar("C")
-D = TypeVar("D")
+
+class _Estimate(Protocol):
+    """What estimate_in_passes reads of stats.Comparison (a dataclass it replaces fields of)."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    @property
+    def theta(self) -> np.ndarray: ...
+    @property
+    def se(self) -> np.ndarray: ...
+
+
+class _Decided(Protocol):
+    """What marked_unusable reads of decision_record.Decision (a dataclass it replaces fields of)."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    @property
+    def reason(self) -> str: ...
+
+
+# stats.Comparison and decision_record.Decision, as type variables bound to what is read of them: this module imports
+# neither layer it serves
+C = TypeVar("C", bound=_Estimate)
+D = TypeVar("D", bound=_Decided)
 
 SWEEP_DRIFT_ALPHA = 0.01  # at 5% it withheld 3-5% of right actions on curved truths without drift, for little
 # drift_trend: the one-sided level of the upper bound on τ², the decision's own (thresholds.CONFIDENCE): a raise
