@@ -107,3 +107,35 @@ def test_cell_numbers_reads_like_to_numeric_and_an_all_empty_column_is_nan():
     for cells in columns:
         expected = pd.to_numeric(cells, errors="coerce").to_numpy(float)
         np.testing.assert_array_equal(cell_numbers(cells), expected)
+
+
+def test_frame_csv_writes_what_pandas_to_csv_writes():
+    """frame_csv builds the text column by column (a million-row summary through pandas' to_csv took 23 s); it must
+    be byte for byte pandas' text of the same spreadsheet-safe cells: SYNTHETIC columns of every kind it takes a
+    fast form for (floats with NaN, ±inf, -0.0 and exponents, ints, booleans, text needing quotes or a sheet_cell
+    escape, missing text), constant and empty ones, a frame of constants only, one row, no rows, one column."""
+    from harness.runs.formats import _pandas_csv, frame_csv
+
+    rng = np.random.default_rng(3)
+    n = 500
+    words = ["a", "b,c", 'q"uote', "line\nbreak", "cr\rx", "=SUM(1)", "'x", "-1.5", " sp ", "", "ü€", "#h", "t\tx"]
+    floats = np.where(rng.random(n) < 0.2, np.nan, rng.normal(0, 1, n) * 10.0 ** rng.integers(-20, 20, n))
+    floats[:3] = [np.inf, -np.inf, -0.0]
+    frame = pd.DataFrame(
+        {
+            "s": rng.choice(words, n).astype(object),
+            "f": floats,
+            "i": rng.integers(-5, 10**12, n),
+            "b": rng.random(n) < 0.5,
+            "c": "const",
+            "a,b": np.nan,
+            "ci": 0,
+            "cf": 2.5e-7,
+            "m": pd.Series(rng.choice(words, n)).where(rng.random(n) < 0.7, None).astype(object),
+            "st": pd.Series(rng.choice(words, n), dtype="str"),
+            "mixed": pd.Series([1.5, "x"] * (n // 2), dtype=object),
+        }
+    )
+    fast = frame.drop(columns="mixed")
+    for part in (frame, fast, fast.iloc[:0], fast.iloc[:1], fast[["c", "a,b", "ci"]], fast[["s"]], fast[["s", "m"]]):
+        assert frame_csv(part) == _pandas_csv(part), list(part.columns)

@@ -9,9 +9,10 @@ The JSON keys are the contract the addendum, the plot and `check-reports` read b
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, NotRequired, TypedDict, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, NotRequired, TypedDict
 
+import numpy as np
 import pandas as pd
 
 from harness.analysis.curve import Crossover, CrossoverOutcome, Direction, format_ci
@@ -83,25 +84,8 @@ class TestJSON(TypedDict):
     passed: bool
 
 
-class DispatchJSON(TypedDict):
-    """What the dispatch verification and token counts say about a command-workload point (dispatch_json)."""
-
-    dispatch: str  # harness.analysis.dispatch_evidence.DispatchClass
-    dispatch_note: str
-    parity_class: str
-    parity_calls: int | None
-    parity_calls_over: int | None
-    fused_vs_ref_worst: float | None
-    fused_vs_ref_median: float | None
-    fused_vs_truth_worst: float | None
-    fused_vs_truth_median: float | None
-    tokens_fallback: float | None
-    tokens_fused: float | None
-    tokens_differ: bool
-
-
 class PointJSON(TypedDict):
-    """One measured point in the decision JSON (point_json); the dispatch fields only on command-workload points.
+    """One measured point in the decision JSON (points_json); the dispatch fields only on command-workload points.
     Sidecars before 2026-12 call `ratio_of_medians` `ratio` (read both with ratio_of_medians)."""
 
     model: str
@@ -293,40 +277,65 @@ def test_json(test: PointTest) -> TestJSON:
     }
 
 
-def point_json(row: Cells, family: str, test: PointTest | None = None) -> PointJSON:
-    """One point; `test`: the one-sided test the overall decision read at its Dff (then `decides` is true)."""
-    point: PointJSON = {
-        "model": str(row["model"]),
-        "dff": int(row["dff"]),
-        "family": family,
-        SummaryCol.FALLBACK_TOK_S: json_exact(row[SummaryCol.FALLBACK_TOK_S]),
-        SummaryCol.FUSED_TOK_S: json_exact(row[SummaryCol.FUSED_TOK_S]),
+def points_json(
+    points: pd.DataFrame, families: Sequence[str], used: Mapping[tuple[str, int], PointTest]
+) -> list[PointJSON]:
+    """Every point, in the summary's order; `used`: (family, Dff) → the one-sided test the overall decision read
+    there (used_tests; such a point `decides`). Each field is made a whole column at a time and each record from the
+    columns' values: a million-point summary boxed cell by cell (a dict per row, then a record from it) took
+    15 s of `crossover --json`."""
+    n = len(points)
+    verdicts = _column(points, SummaryCol.VERDICT, str)
+    tests = [None] * n
+    if used:
+        dffs = _column(points, "dff", int)
+        tests = [
+            used.get((family, dff)) if verdict in DECIDED else None
+            for family, dff, verdict in zip(families, dffs, verdicts, strict=True)
+        ]
+    columns = [
+        _column(points, "model", str),
+        _column(points, "dff", int),
+        list(families),
+        _numbers(points, SummaryCol.FALLBACK_TOK_S),
+        _numbers(points, SummaryCol.FUSED_TOK_S),
         # summary.csv's `ratio` column, named here for what it is: median fused / median fallback (mlxcel's number)
-        RATIO_OF_MEDIANS: json_exact(row[SummaryCol.RATIO]),
-        SummaryCol.ESTIMATE: json_exact(row[SummaryCol.ESTIMATE]),  # the geometric-mean ratio the interval is about
-        SummaryCol.CI_LOW: json_exact(row[SummaryCol.CI_LOW]),
-        SummaryCol.CI_HIGH: json_exact(row[SummaryCol.CI_HIGH]),
-        SummaryCol.METHOD: str(row[SummaryCol.METHOD]) if isinstance(row[SummaryCol.METHOD], str) else "",
-        SummaryCol.VERDICT: cast(Verdict, str(row[SummaryCol.VERDICT])),  # one of VERDICTS (inputs checks a summary's)
-        SummaryCol.UNSTABLE: bool(row[SummaryCol.UNSTABLE]),
-        SummaryCol.N_FALLBACK: int(row[SummaryCol.N_FALLBACK]),
-        SummaryCol.N_FUSED: int(row[SummaryCol.N_FUSED]),
-        SummaryCol.NULL_RATIO: json_rounded(row[SummaryCol.NULL_RATIO], 5),
-        SummaryCol.OUTLIERS: str(row[SummaryCol.OUTLIERS]) if isinstance(row[SummaryCol.OUTLIERS], str) else "",
-        SummaryCol.REASON: str(row[SummaryCol.REASON]),
-        "decides": test is not None,
-        "decision_test": None if test is None else test_json(test),
-    }
-    return {**point, **dispatch_json(row)} if isinstance(row.get("dispatch"), str) and row["dispatch"] else point
+        _numbers(points, SummaryCol.RATIO),
+        _numbers(points, SummaryCol.ESTIMATE),  # the geometric-mean ratio the interval is about
+        _numbers(points, SummaryCol.CI_LOW),
+        _numbers(points, SummaryCol.CI_HIGH),
+        _column(points, SummaryCol.METHOD, _text_or_empty),
+        verdicts,
+        _column(points, SummaryCol.UNSTABLE, bool),
+        _column(points, SummaryCol.N_FALLBACK, int),
+        _column(points, SummaryCol.N_FUSED, int),
+        _numbers(points, SummaryCol.NULL_RATIO, 5),
+        _column(points, SummaryCol.OUTLIERS, _text_or_empty),
+        _column(points, SummaryCol.REASON, str),
+        [test is not None for test in tests],
+        [None if test is None else test_json(test) for test in tests],
+    ]
+    # the dispatch fields only where the point has a dispatch outcome (a command workload's)
+    dispatch = points["dispatch"].tolist() if "dispatch" in points.columns else [None] * n
+    has_dispatch = [isinstance(value, str) and bool(value) for value in dispatch]
+    if any(has_dispatch):
+        columns.append([str(value) for value in dispatch])
+        columns += [_dispatch_column(points, column, _DISPATCH_VALUES[column]) for column in POINT_FIELDS[1:]]
+    keys = (*_POINT_KEYS, *POINT_FIELDS)
+    short = keys[: len(_POINT_KEYS)]
+    return [
+        dict(zip(keys if full else short, values, strict=False))  # type: ignore[misc]
+        for values, full in zip(zip(*columns, strict=True), has_dispatch, strict=True)
+    ]
 
 
-# the summary columns point_json and dispatch_json read
-POINT_JSON_COLUMNS = {
+_POINT_KEYS = (
     "model",
     "dff",
+    "family",
     SummaryCol.FALLBACK_TOK_S,
     SummaryCol.FUSED_TOK_S,
-    SummaryCol.RATIO,
+    RATIO_OF_MEDIANS,
     SummaryCol.ESTIMATE,
     SummaryCol.CI_LOW,
     SummaryCol.CI_HIGH,
@@ -338,44 +347,64 @@ POINT_JSON_COLUMNS = {
     SummaryCol.NULL_RATIO,
     SummaryCol.OUTLIERS,
     SummaryCol.REASON,
-    *POINT_FIELDS,
-}
+    "decides",
+    "decision_test",
+)
 
 
-def _optional(row: Cells, column: str) -> Any:
-    value = row.get(column)
+def _text_or_empty(value: object) -> str:
+    return str(value) if isinstance(value, str) else ""
+
+
+def _column(points: pd.DataFrame, column: str, convert: Callable[[object], object]) -> list[object]:
+    return list(map(convert, points[column].tolist()))
+
+
+def _numbers(points: pd.DataFrame, column: str, digits: int | None = None) -> list[float | None]:
+    """json_exact (json_rounded to `digits`) of every cell of a column: null where it is not finite."""
+    values = points[column].to_numpy(dtype=float, na_value=np.nan)
+    out: list[float | None] = values.tolist()
+    finite = np.isfinite(values)
+    for i in np.flatnonzero(~finite).tolist():
+        out[i] = None
+    if digits is not None:
+        for i in np.flatnonzero(finite).tolist():
+            out[i] = json_rounded(out[i], digits)
+    return out
+
+
+def _optional(value: object) -> object:
     return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value
 
 
-def dispatch_json(row: Cells) -> DispatchJSON:
-    """What the dispatch verification and the token counts say about a command-workload point
-    (harness.analysis.dispatch_evidence.POINT_FIELDS): `dispatch` (verified | declined | predicted | unverified), the
-    parity figures, tokens per arm. Points of built-in workloads have none of these."""
-    return {
-        "dispatch": str(row["dispatch"]),
-        "dispatch_note": str(_optional(row, "dispatch_note") or ""),
-        "parity_class": str(_optional(row, "parity_class") or ""),
-        "parity_calls": _count(row, "parity_calls"),
-        "parity_calls_over": _count(row, "parity_calls_over"),
-        "fused_vs_ref_worst": _parity_figure(row, "fused_vs_ref_worst"),
-        "fused_vs_ref_median": _parity_figure(row, "fused_vs_ref_median"),
-        "fused_vs_truth_worst": _parity_figure(row, "fused_vs_truth_worst"),
-        "fused_vs_truth_median": _parity_figure(row, "fused_vs_truth_median"),
-        "tokens_fallback": json_rounded(_optional(row, "tokens_fallback"), 1),
-        "tokens_fused": json_rounded(_optional(row, "tokens_fused"), 1),
-        "tokens_differ": str(_optional(row, "tokens_differ")).lower() in ("true", "1"),
-    }
+def _short_float(value: object) -> float | None:
+    return None if value is None or not math.isfinite(float(value)) else float(f"{float(value):.4g}")  # type: ignore[arg-type]
 
 
-def _count(row: Cells, column: str) -> int | None:
-    value = _optional(row, column)
-    return None if value is None else int(value)
+# what the dispatch verification and the token counts say about a command-workload point
+# (harness.analysis.dispatch_evidence.POINT_FIELDS), after `dispatch` (verified | declined | predicted | unverified):
+# each field with the value it records for a cell (None: the cell is missing or not finite). Points of built-in
+# workloads have none of these.
+_DISPATCH_VALUES: dict[str, Callable[[object], object]] = {
+    "dispatch_note": lambda v: str(v or ""),
+    "parity_class": lambda v: str(v or ""),
+    "parity_calls": lambda v: None if v is None else int(v),  # type: ignore[call-overload]
+    "parity_calls_over": lambda v: None if v is None else int(v),  # type: ignore[call-overload]
+    "fused_vs_ref_worst": _short_float,
+    "fused_vs_ref_median": _short_float,
+    "fused_vs_truth_worst": _short_float,
+    "fused_vs_truth_median": _short_float,
+    "tokens_fallback": lambda v: json_rounded(v, 1),  # type: ignore[arg-type]
+    "tokens_fused": lambda v: json_rounded(v, 1),  # type: ignore[arg-type]
+    "tokens_differ": lambda v: str(v).lower() in ("true", "1"),
+}
 
 
-def _parity_figure(row: Cells, column: str) -> float | None:
-    """A parity error to 4 significant digits; null when absent or non-finite (JSON has no NaN)."""
-    value = _optional(row, column)
-    return None if value is None or not math.isfinite(float(value)) else float(f"{float(value):.4g}")
+def _dispatch_column(points: pd.DataFrame, column: str, value: Callable[[object], object]) -> list[object]:
+    """One dispatch field of every point; a column that is missing or all empty is one value, made once."""
+    if column not in points.columns or points[column].isna().all():
+        return [value(None)] * len(points)
+    return [value(_optional(cell)) for cell in points[column].tolist()]
 
 
 def used_tests(result: DecisionResult) -> dict[tuple[str, int], PointTest]:
@@ -385,27 +414,16 @@ def used_tests(result: DecisionResult) -> dict[tuple[str, int], PointTest]:
     return {(f.family, t.dff): t for f in families for t in f.decision.tests}
 
 
-def _test_at(used: dict[tuple[str, int], PointTest], family: str, row: Cells) -> PointTest | None:
-    """The decision's test at this row's Dff; only valid points (a null point at a tested Dff was not used)."""
-    return used.get((family, int(row["dff"]))) if row[SummaryCol.VERDICT] in DECIDED else None
-
-
 def decision_json(summary: pd.DataFrame, result: DecisionResult, settings: SettingsJSON | None = None) -> DecisionJSON:
     """The machine-readable decision: what `crossover --json` prints and the report's hidden block records."""
     labels = family_labels(summary)
     d = result.decision
     used = used_tests(result)
-    # only the columns point_json reads: a million-point summary has forty-odd columns, each cell boxed per row
-    records = summary[[c for c in summary.columns if c in POINT_JSON_COLUMNS]].to_dict("records")
     # mypy's extra check refuses a ** item beside keys left out (an open TypedDict could hold one of them, of another
     # type): crossover_json's record holds none of the keys added below
     out: DecisionJSON = {
         **crossover_json(result.crossover),  # type: ignore[typeddict-item]
-        # rows as plain dicts: a Series per row (iterrows) cost most of `crossover --json` on 10,000 points
-        "points": [
-            point_json(row, str(label), _test_at(used, str(label), row))
-            for row, label in zip(records, labels.tolist(), strict=True)
-        ],
+        "points": points_json(summary, list(map(str, labels.tolist())), used),
         "recommended_cap": d.recommended_cap,
         "action": d.action,
         "reason": d.reason,

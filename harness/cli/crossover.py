@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ from harness.cli.analysis_options import (
     RunsArg,
     build_options,
 )
-from harness.json_output import json_text
+from harness.json_output import write_json
 from harness.thresholds import DEFAULT_GRID
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
@@ -106,7 +107,7 @@ def crossover(
     input_path = input_paths[0]
     analysis = analyse_path(input_path, options)
     if as_json:
-        typer.echo(json_text(analysis.as_json()))
+        write_json(analysis.as_json(), sys.stdout)
         return
     console = Console()
     if ctx.info_name != "recommend":

@@ -5,6 +5,7 @@ another file."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -20,7 +21,7 @@ from harness.cli.analysis_options import (
     build_options,
 )
 from harness.errors import InputError
-from harness.json_output import json_text
+from harness.json_output import write_json
 
 
 def summarize(
@@ -50,7 +51,7 @@ def summarize(
     analysis = analyse(loaded, options)
     console = Console(stderr=as_json)  # with --json, stdout holds the one JSON object and nothing else
     if as_json:
-        typer.echo(json_text({"points": with_kind(analysis.as_json()["points"]), **options.settings()}))
+        write_json({"points": with_kind(analysis.as_json()["points"]), **options.settings()}, sys.stdout)
     else:
         print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, options.confidence)
     if out is None and input_path.is_dir():

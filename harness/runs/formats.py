@@ -206,7 +206,10 @@ def read_frame(path: Path, text: str | None = None) -> pd.DataFrame:
     if not isinstance(frame.index, pd.RangeIndex):
         raise InputError(str(path), "", "some rows have more fields than the header row")
     for column in frame.select_dtypes(include=["object", "string"]).columns:
-        frame[column] = frame[column].map(sheet_text)
+        # each distinct value looked at once (a million-row file's model names, its quant modes: one value)
+        marked = {v: text for v in pd.unique(frame[column]) if (text := sheet_text(v)) is not v}
+        if marked:
+            frame[column] = frame[column].map(lambda v, marked=marked: marked.get(v, v))
     return frame
 
 
@@ -266,6 +269,12 @@ def check_field_counts(path: Path, text: str, width: int) -> None:
     after the `#` header are parsed as CSV: a quote in a provenance line must not join lines."""
     skip = len(header_lines(path))
     body = "".join(text.splitlines(keepends=True)[skip:])
+    if '"' not in body and "\r" not in body:  # nothing quoted, one kind of line end: a line's commas + 1 fields
+        # (the csv module built a list of every row's fields: seconds for a million rows)
+        for number, line in enumerate(body.split("\n"), start=skip + 1):
+            if number > skip + 1 and line and line.count(",") + 1 != width:
+                raise InputError(str(path), "", f"line {number}: {line.count(',') + 1} fields, the header has {width}")
+        return
     for number, fields in enumerate(csv.reader(io.StringIO(body)), start=skip + 1):
         if number > skip + 1 and fields and len(fields) != width:
             raise InputError(str(path), "", f"line {number}: {len(fields)} fields, the header has {width}")
@@ -351,15 +360,83 @@ def sheet_text(value: object) -> object:
 
 
 def frame_csv(frame: pd.DataFrame) -> str:
-    """A frame as CSV text (no index), its text cells made spreadsheet-safe (sheet_cell)."""
+    """A frame as CSV text (no index), its text cells made spreadsheet-safe (sheet_cell): the text pandas' `to_csv`
+    writes, made column by column (_column_cells) where every column is of a kind that has a fast form. pandas
+    formatted every cell of a million-row, fifty-column summary through one object array (23 s of `summarize`); a
+    column here is one list of its cells' text, a constant or empty one a single string. Any other frame (a column
+    of another dtype, text cells holding non-text, one column only) goes to pandas."""
+    cells = [_column_cells(frame.iloc[:, i]) for i in range(frame.shape[1])]
+    if frame.shape[1] < 2 or not all(isinstance(c, str) for c in frame.columns) or any(c is None for c in cells):
+        return _pandas_csv(frame)
+    merged: list[str | list[str]] = []  # adjacent constant columns joined into one field of the row's join
+    for column in cells:
+        if isinstance(column, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += "," + column
+        else:
+            merged.append(column)  # type: ignore[arg-type]
+    header = ",".join(_csv_cell(name) for name in frame.columns) + "\n"
+    if not len(frame):
+        return header
+    if all(isinstance(c, str) for c in merged):  # every column one value: the same row, len(frame) times
+        return header + (",".join(merged) + "\n") * len(frame)  # type: ignore[arg-type]
+    fields = [itertools.repeat(c) if isinstance(c, str) else c for c in merged]  # zip ends with the shortest list
+    return header + "\n".join(map(",".join, zip(*fields, strict=False))) + "\n"
+
+
+def _pandas_csv(frame: pd.DataFrame) -> str:
+    """frame_csv through pandas' `to_csv`: each distinct text value made spreadsheet-safe once."""
     safe = frame.copy()
     for column in safe.select_dtypes(include=["object", "string"]).columns:
-        # each distinct value is looked at once (pandas hashes them in C): a million-row summary has a dozen text
-        # columns, most with a handful of values, and sheet_cell on every cell took seconds
         escaped = {v: cell for v in pd.unique(safe[column]) if (cell := sheet_cell(v)) is not v}
         if escaped:
             safe[column] = safe[column].map(lambda v, escaped=escaped: escaped.get(v, v))
     return safe.to_csv(index=False)
+
+
+def _column_cells(column: pd.Series) -> str | list[str] | None:
+    """One column's cells as `to_csv` writes them (missing → "", a float as its repr, which is numpy's text of a
+    float64, booleans True/False, text quoted where the csv module quotes it), or one string when every cell is the
+    same; None for a column without a fast form (frame_csv then leaves the frame to pandas). Each distinct value is
+    written once where a column repeats its values (pandas hashes them in C); a float column of distinct values,
+    or one holding -0.0 (which hashes as 0.0), is written cell by cell."""
+    dtype = column.dtype
+    if dtype == np.float64 or dtype == np.int64 or dtype == np.bool_:
+        values = column.to_numpy()
+        write = float.__repr__ if dtype == np.float64 else str
+        if dtype == np.float64 and (np.signbit(values) & (values == 0)).any():
+            cells = list(map(write, values.tolist()))
+            for at in np.flatnonzero(np.isnan(values)).tolist():
+                cells[at] = ""
+            return cells
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        text = [*map(write, uniques.tolist()), ""]  # code -1 (NaN) takes the last: an empty cell
+    elif pd.api.types.is_object_dtype(dtype) or isinstance(dtype, pd.StringDtype):
+        codes, uniques = pd.factorize(column, use_na_sentinel=True)
+        distinct = np.asarray(uniques, dtype=object).tolist()  # not cell by cell through the text array
+        if set(map(type, distinct)) - {str}:
+            return None
+        text = [*(_csv_cell(sheet_cell(v)) for v in distinct), ""]  # type: ignore[arg-type]
+    else:
+        return None
+    if not len(codes) or (codes == codes[0]).all():
+        return text[codes[0]] if len(codes) else ""
+    if len(text) == len(codes) + 1 and (codes == np.arange(len(codes))).all():  # every cell distinct, in order
+        return text[:-1]
+    return np.array(text, dtype=object)[codes].tolist()
+
+
+_RARE = re.compile('["\r\n]')
+
+
+def _csv_cell(value: str) -> str:
+    """A text cell as the csv module writes it inside a row (what `to_csv` uses): in quotes when it holds a comma
+    (a reason, an outlier list: most of a summary's text); a cell with a quote or a line break (rare) is left to
+    the csv module itself, whose rules for those are its own."""
+    if _RARE.search(value):
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerow([value, ""])
+        return buffer.getvalue()[: -len(",\n")]
+    return f'"{value}"' if "," in value else value
 
 
 def csv_line(values: Iterable[object]) -> str:
