@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, NotRequired, TypedDict
+from typing import Any, Final, NotRequired, TypedDict, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -286,14 +286,14 @@ def points_json(
     15 s of `crossover --json`."""
     n = len(points)
     verdicts = _column(points, SummaryCol.VERDICT, str)
-    tests = [None] * n
+    tests: list[PointTest | None] = [None] * n
     if used:
         dffs = _column(points, "dff", int)
         tests = [
             used.get((family, dff)) if verdict in DECIDED else None
             for family, dff, verdict in zip(families, dffs, verdicts, strict=True)
         ]
-    columns = [
+    columns: list[Sequence[object]] = [
         _column(points, "model", str),
         _column(points, "dff", int),
         list(families),
@@ -356,7 +356,10 @@ def _text_or_empty(value: object) -> str:
     return str(value) if isinstance(value, str) else ""
 
 
-def _column(points: pd.DataFrame, column: str, convert: Callable[[object], object]) -> list[object]:
+T = TypeVar("T")
+
+
+def _column(points: pd.DataFrame, column: str, convert: Callable[[Any], T]) -> list[T]:
     return list(map(convert, points[column].tolist()))
 
 

@@ -207,7 +207,7 @@ def read_frame(path: Path, text: str | None = None) -> pd.DataFrame:
         raise InputError(str(path), "", "some rows have more fields than the header row")
     for column in frame.select_dtypes(include=["object", "string"]).columns:
         # each distinct value looked at once (a million-row file's model names, its quant modes: one value)
-        marked = {v: text for v in pd.unique(frame[column]) if (text := sheet_text(v)) is not v}
+        marked = {v: plain for v in pd.unique(frame[column]) if (plain := sheet_text(v)) is not v}
         if marked:
             frame[column] = frame[column].map(lambda v, marked=marked: marked.get(v, v))
     return frame
@@ -411,8 +411,8 @@ def _column_cells(column: pd.Series) -> str | list[str] | None:
         codes, uniques = pd.factorize(values, use_na_sentinel=True)
         text = [*map(write, uniques.tolist()), ""]  # code -1 (NaN) takes the last: an empty cell
     elif pd.api.types.is_object_dtype(dtype) or isinstance(dtype, pd.StringDtype):
-        codes, uniques = pd.factorize(column, use_na_sentinel=True)
-        distinct = np.asarray(uniques, dtype=object).tolist()  # not cell by cell through the text array
+        codes, found = pd.factorize(column, use_na_sentinel=True)
+        distinct = np.asarray(found, dtype=object).tolist()  # not cell by cell through the text array
         if set(map(type, distinct)) - {str}:
             return None
         text = [*(_csv_cell(sheet_cell(v)) for v in distinct), ""]  # type: ignore[arg-type]
@@ -422,7 +422,8 @@ def _column_cells(column: pd.Series) -> str | list[str] | None:
         return text[codes[0]] if len(codes) else ""
     if len(text) == len(codes) + 1 and (codes == np.arange(len(codes))).all():  # every cell distinct, in order
         return text[:-1]
-    return np.array(text, dtype=object)[codes].tolist()
+    spread: list[str] = np.array(text, dtype=object)[codes].tolist()
+    return spread
 
 
 _RARE = re.compile('["\r\n]')
