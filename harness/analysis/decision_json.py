@@ -285,6 +285,8 @@ def points_json(
     columns' values: a million-point summary boxed cell by cell (a dict per row, then a record from it) took
     15 s of `crossover --json`."""
     n = len(points)
+    if not n:  # a decision without points (one made on curves, not a summary) may have no columns either
+        return []
     verdicts = _column(points, SummaryCol.VERDICT, str)
     tests: list[PointTest | None] = [None] * n
     if used:
