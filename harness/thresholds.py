@@ -3,8 +3,8 @@ tolerated regression, the largest cap.
 
 They live in a module that imports nothing so that a command module can use them in its option declarations without
 loading what the analysis itself needs (pandas, scipy): `moecal <command> --help` stays fast (tests/test_help.py).
-harness.analysis.stats, harness.analysis.policy, harness.analysis.regression and harness.config.schema use them from
-here.
+harness.analysis.points.stats, harness.analysis.decision.policy, harness.analysis.comparison.regression and
+harness.config.schema use them from here.
 """
 
 from __future__ import annotations

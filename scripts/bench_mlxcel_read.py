@@ -8,8 +8,9 @@ Each size gets a seeded file in a temporary folder (nothing is written into the 
 models m{i}, dff = 256·(1 + i mod 64), 5 run columns per arm of which the last one or two are NA on some rows
 (3–5 runs per arm, as published sweeps have), tok/s with 2 decimals around a ratio curve that falls
 through 1 as Dff grows, with 2% run noise and 3% of runs slowed by 15%. Printed per size: the read
-(harness.runs.mlxcel_csv.read_mlxcel), the analysis (harness.analysis.pipeline.analyse on the read input), both in this
-process, and the whole `moecal crossover FILE --json`, `moecal summarize FILE --out S.csv` and `moecal summarize FILE
+(harness.runs.mlxcel_csv.read_mlxcel), the analysis (harness.analysis.decision.pipeline.analyse on the read input), both
+in this process, and the whole `moecal crossover FILE --json`, `moecal summarize FILE --out S.csv` and `moecal summarize
+FILE
 --json` as separate processes, each in wall and CPU seconds (on a shared machine the CPU seconds are the steadier
 figure). `--steps` picks some of them.
 """
@@ -81,8 +82,8 @@ STEPS = ("read", "analysis", "crossover", "summarize", "summarize-json")
 def time_one(path: Path, moecal: str, steps: tuple[str, ...] = STEPS) -> dict[str, tuple[float, float]]:
     """(wall, CPU) seconds of each of `steps` for one file: the read and the analysis in this process, the commands
     (`crossover --json`, `summarize --out`, `summarize --json`) as processes of their own."""
-    from harness.analysis.inputs import load_input
-    from harness.analysis.pipeline import analyse
+    from harness.analysis.decision.pipeline import analyse
+    from harness.analysis.points.inputs import load_input
     from harness.runs.mlxcel_csv import read_mlxcel
 
     commands = {

@@ -2,7 +2,8 @@
 functions of one module with their parameter counts, how many `dict[str, object]` annotations the package holds, and
 each package's rooms (a sub-package or a module directly in it), the import arrows between them and their floors.
 
-    python scripts/code_metrics.py [--packages harness/analysis harness/output] [--module harness/analysis/decision.py]
+    python scripts/code_metrics.py [--packages harness/analysis harness/output] [--module
+    harness/analysis/decision/decide.py]
 
 Why a script: the numbers of a closing note must come from a command a reader can re-run on either tree.
 """
@@ -73,7 +74,7 @@ def rooms(package: Path) -> tuple[int, int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packages", nargs="+", default=["harness/analysis", "harness/output"])
-    parser.add_argument("--module", nargs="+", default=["harness/analysis/decision.py"])
+    parser.add_argument("--module", nargs="+", default=["harness/analysis/decision/decide.py"])
     parser.add_argument("--top", type=int, default=10)
     args = parser.parse_args()
     print("module sizes (lines):")

@@ -1,6 +1,6 @@
-"""The decision engine's calibration table for issue 29 on SYNTHETIC sweeps (tests/simulation.py): per regime and
-protocol, the runs per arm a decision costs, its wrong-action rate (a raise or lower the truth does not support, or a
-lower past a clear fused win), power (the right raise or lower, among truths that call for one) and crossover
+"""The decision engine's calibration table for issue 29 on SYNTHETIC sweeps (tests/support/simulation.py): per regime
+and protocol, the runs per arm a decision costs, its wrong-action rate (a raise or lower the truth does not support, or
+a lower past a clear fused win), power (the right raise or lower, among truths that call for one) and crossover
 coverage. Nothing is measured and nothing is written; the full table takes minutes (the dense grid dominates).
 
     .venv/bin/python scripts/decision_calibration.py                      # fixed 3, 4, 5, 10, 20, 40 rounds, 400 sweeps
@@ -12,11 +12,11 @@ coverage. Nothing is measured and nothing is written; the full table takes minut
         --regime "sparse flat slow drift, sweep CSV"   # issue 36's imported formats, with and without the rule
     .venv/bin/python scripts/decision_calibration.py --rounds 5 10 --hint --regime "sparse curved, two passes"
 
-A regime named `…, two passes` measures each point's rounds in two passes over the grid (harness.analysis.sweep_drift)
-and is scored on its one-pass twin's truths, noise and drift.
+A regime named `…, two passes` measures each point's rounds in two passes over the grid
+(harness.analysis.points.sweep_drift) and is scored on its one-pass twin's truths, noise and drift.
 
-A new protocol (say, stopping when the decision is settled) is a tests.calibration.Protocol: its name, the most rounds
-per point it may use, and a function from simulated sweeps to an Outcome (decisions and runs spent); add it to
+A new protocol (say, stopping when the decision is settled) is a tests.support.calibration.Protocol: its name, the most
+rounds per point it may use, and a function from simulated sweeps to an Outcome (decisions and runs spent); add it to
 `protocols` below and it gets a row per regime, scored against the same truths as the fixed protocol.
 """
 
@@ -26,9 +26,9 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.calibration
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support.calibration
 
-from tests.calibration import (  # noqa: E402
+from tests.support.calibration import (  # noqa: E402
     CHECK_REGIMES,
     PROTOCOL_REGIMES,
     check_pairs,

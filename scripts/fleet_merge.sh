@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The final job of .github/workflows/fleet-calibration.yml, runnable by hand and driven by tests/test_fleet_workflow.py:
+# The final job of .github/workflows/fleet-calibration.yml, runnable by hand and driven by tests/measure/test_fleet_workflow.py:
 # every downloaded run directory (one artifact per machine, ARTIFACTS/<artifact name>/) → one per-backend defaults
 # addendum with its switch_layers.rs patch and autotune entries (moecal report over all runs), the pull request body
 # (the addendum), and one github-action-benchmark file (moecal export per run, the entries concatenated).

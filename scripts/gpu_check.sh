@@ -113,7 +113,7 @@ if [ "$DRY_RUN" = 1 ]; then
   if [ "$BACKEND" = cuda ]; then
     $MOECAL verify --backend cuda --compile-only >>"$LOG" 2>&1 || { log "dry run: CUDA compile check failed"; exit 1; }
     for entry in "${AB_VARIANTS[@]}"; do  # each A/B environment must name a valid variant (no GPU needed)
-      env ${entry#*:} $PY -c 'from harness.measure.backends.cuda import CudaBackend; print(CudaBackend().variant_label())' \
+      env ${entry#*:} $PY -c 'from harness.devices.backends.cuda import CudaBackend; print(CudaBackend().variant_label())' \
         >>"$LOG" 2>&1 || { log "dry run: A/B variant ${entry%%:*} is invalid"; exit 1; }
     done
   fi
@@ -122,7 +122,7 @@ fi
 case "$BACKEND" in
   cuda) TESTS=(-m cuda tests); DTYPE=bfloat16 ;;
   metal) TESTS=(-m metal tests); DTYPE=bfloat16 ;;
-  *) TESTS=(tests/test_cpu_backend.py tests/test_verify_cli.py); DTYPE=float32 ;;  # the CPU backend's own tests
+  *) TESTS=(tests/devices/test_cpu_backend.py tests/cli/test_verify_cli.py); DTYPE=float32 ;;  # the CPU backend's own tests
 esac
 ANALYSIS_RESERVE=75  # seconds kept after the sweep for pack, summarize, crossover and report
 stage provenance 20 bash -c "nvidia-smi 2>/dev/null || true; $PY -c 'import platform; print(platform.platform())'; $MOECAL doctor"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BASELINE = REPO / "mypy-baseline.txt"
-# `harness/analysis/curve.py:12: error: Incompatible types ...  [assignment]`
+# `harness/analysis/decision/curve.py:12: error: Incompatible types ...  [assignment]`
 ERROR = re.compile(r"^(?P<path>[^:\s]+\.pyi?):\d+(?::\d+)?: error: (?P<message>.*?)(?:  \[(?P<code>[a-z-]+)\])?$")
 # a list of names mypy prints from a set, in an order (and, past five, a selection) that differs between runs:
 # `Extra keys ("grid", "points") for TypedDict`, `expected one of ("model", "dff", ...)`

@@ -1,8 +1,8 @@
-"""What `measure.margin: from-null` does to decisions (issue 37), on SYNTHETIC sweeps (tests/simulation.py): each
-sweep's margin is derived as ADR 0007 derives its threshold (harness.analysis.null_margin: the widest A/A per-round
-delta over every point and round, outlier rounds left out, rounded up to the next 0.5%), the A/A pairs drawn with the
-same noise, drift and outliers as the sweep (its flat twin); the engine then decides at that margin, against the
-fixed 1% default. Wrong-action rate (judged against the truth at 1%) and power (among truths that call for a move).
+"""What `measure.margin: from-null` does to decisions (issue 37), on SYNTHETIC sweeps (tests/support/simulation.py):
+each sweep's margin is derived as ADR 0007 derives its threshold (harness.analysis.points.null_margin: the widest A/A
+per-round delta over every point and round, outlier rounds left out, rounded up to the next 0.5%), the A/A pairs drawn
+with the same noise, drift and outliers as the sweep (its flat twin); the engine then decides at that margin, against
+the fixed 1% default. Wrong-action rate (judged against the truth at 1%) and power (among truths that call for a move).
 Nothing is measured and nothing is written.
 
     .venv/bin/python scripts/null_margin_calibration.py                    # 5 rounds, 200 sweeps, three regimes
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.calibration
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support.calibration
 
-from harness.analysis.null_margin import kept_deltas, round_up  # noqa: E402
-from harness.analysis.policy import Policy  # noqa: E402
-from tests.calibration import REGIMES, print_regime_table, right_action, run_engine, wrong_action  # noqa: E402
-from tests.simulation import SimulatedSweeps, draw_truth, simulate  # noqa: E402
+from harness.analysis.decision.policy import Policy  # noqa: E402
+from harness.analysis.points.null_margin import kept_deltas, round_up  # noqa: E402
+from tests.support.calibration import REGIMES, print_regime_table, right_action, run_engine, wrong_action  # noqa: E402
+from tests.support.simulation import SimulatedSweeps, draw_truth, simulate  # noqa: E402
 
 DEFAULT_REGIMES = ("sparse curved", "sparse per-arm drift", "sparse 15% outliers")
 

@@ -1,7 +1,8 @@
-"""What replication buys (issue 37), on SYNTHETIC sweeps (tests/simulation.py): per regime, the wrong-action rate and
-the power of one session's decision against a move confirmed by two sessions — two sweeps of the same truth with
-independent noise and drift, moved only when both decide the same direction (harness.analysis.replication), to the
-more conservative (smaller) of their caps. Nothing is measured and nothing is written.
+"""What replication buys (issue 37), on SYNTHETIC sweeps (tests/support/simulation.py): per regime, the wrong-action
+rate and the power of one session's decision against a move confirmed by two sessions — two sweeps of the same truth
+with independent noise and drift, moved only when both decide the same direction
+(harness.analysis.comparison.replication), to the more conservative (smaller) of their caps. Nothing is measured and
+nothing is written.
 
     .venv/bin/python scripts/replication_calibration.py                        # 5 rounds, 200 sweeps, four regimes
     .venv/bin/python scripts/replication_calibration.py --rounds 3 --sweeps 100 --regime "sparse flat"
@@ -16,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.calibration
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support.calibration
 
-from tests.calibration import REGIMES, print_regime_table, right_action, run_engine, wrong_action  # noqa: E402
-from tests.simulation import draw_truth, simulate  # noqa: E402
+from tests.support.calibration import REGIMES, print_regime_table, right_action, run_engine, wrong_action  # noqa: E402
+from tests.support.simulation import draw_truth, simulate  # noqa: E402
 
 DEFAULT_REGIMES = ("sparse curved", "sparse per-arm drift", "sparse flat", "sparse flat 15% outliers")
 

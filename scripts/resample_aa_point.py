@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 
-from harness.analysis.inputs import LoadedInput, load_input
-from harness.analysis.pipeline import Options, analyse
+from harness.analysis.decision.pipeline import Options, analyse
+from harness.analysis.points.inputs import LoadedInput, load_input
 
 
 def main(path: str, resamples: int = 200, current: int = 8192) -> None:

@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from harness.cli.app import COMMANDS, _optional_values, load_command
-from harness.measure.backends import Detection, detect
-from tests.helpers import REPO, cli
+from harness.devices.backends import Detection, detect
+from tests.support.helpers import REPO, cli
 
-HEAVY = ("pandas", "scipy", "numpy", "matplotlib", "pydantic", "harness.cli.sweep", "harness.measure.backends.cpu")
+HEAVY = ("pandas", "scipy", "numpy", "matplotlib", "pydantic", "harness.cli.sweep", "harness.devices.backends.cpu")
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))

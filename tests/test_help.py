@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from harness.cli.app import COMMANDS
-from tests.helpers import REPO, cli
+from tests.support.helpers import REPO, cli
 
 # What takes seconds to import: the analysis (pandas, scipy), plotting, and the backends' libraries.
 HEAVY = ("pandas", "scipy", "matplotlib", "numpy", "numba", "llvmlite", "mlx", "cupy", "ray")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.helpers import cli, fake_config
+from tests.support.helpers import cli, fake_config
 
 DESIGN_CSV = Path(__file__).parent / "fixtures" / "gb10-design-example.csv"
 

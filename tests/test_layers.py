@@ -9,7 +9,7 @@ from pathlib import Path
 
 HARNESS = Path(__file__).resolve().parents[1] / "harness"
 # bottom to top; `base` is the package's own top-level modules (errors, thresholds)
-LAYERS = ("base", "config", "runs", "analysis", "measure", "output", "cli")
+LAYERS = ("base", "config", "runs", "devices", "analysis", "measure", "output", "cli")
 
 
 def _module(path: Path) -> str:
@@ -67,3 +67,48 @@ def test_no_module_is_in_an_import_circle() -> None:
         return False
 
     assert not any(visit(m, []) for m in sorted(graph) if state.get(m) is None), " → ".join(circle)
+
+
+# Inside analysis/ and output/, bottom to top: each room (a sub-package, or a module directly in the package) imports
+# only rooms below it. A new module or sub-package is placed here by hand, where its imports put it.
+ROOMS = {
+    "harness.analysis": ("number_format", "evidence", "points", "decision", "rounds", "comparison"),
+    "harness.output": (
+        "markdown_text",
+        "report_links",
+        "bench_export",
+        "mlxcel_source",
+        "tables",
+        "addendum",
+        "plots",
+        "defaults",
+        "report_files",
+        "report_check",
+    ),
+}
+
+
+def test_the_rooms_of_analysis_and_output_import_downward() -> None:
+    """The sub-packages are there so a newcomer can place a module by its room (issue 40): one import up between
+    rooms and they read as a corridor again. The failure names the importing module and line, or the room to place."""
+
+    def room(package: str, module: str) -> str:
+        return module.removeprefix(package + ".").split(".")[0]
+
+    wrong = []
+    for package, order in ROOMS.items():
+        for me, edges in _imports().items():
+            if not me.startswith(package + "."):
+                continue
+            mine = room(package, me)
+            if mine not in order:
+                wrong.append(f"{me}: room {mine} is not placed in ROOMS[{package!r}]")
+                continue
+            wrong += [
+                f"{me} ({mine}) imports {target} ({room(package, target)}), line {line}"
+                for target, line in edges
+                if target.startswith(package + ".")
+                and room(package, target) in order
+                and order.index(room(package, target)) > order.index(mine)
+            ]
+    assert wrong == []

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.analysis import pipeline
-from tests.helpers import cli, fake_config
+from harness.analysis.decision import pipeline
+from tests.support.helpers import cli, fake_config
 
 
 @pytest.fixture

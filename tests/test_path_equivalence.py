@@ -36,20 +36,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.backend_defaults import build_defaults
-from harness.analysis.decision_facts import MLXCEL_DEFAULT_CAPS, is_switch_point
-from harness.analysis.pipeline import Analysis, Options, analyse_path, save_summary
-from harness.analysis.regression import check_runs
+from harness.analysis.comparison.backend_defaults import build_defaults
+from harness.analysis.comparison.regression import check_runs
+from harness.analysis.decision.decision_facts import MLXCEL_DEFAULT_CAPS, is_switch_point
+from harness.analysis.decision.pipeline import Analysis, Options, analyse_path, save_summary
 from harness.config.discover import DiscoveredModel, read_model
 from harness.config.eligibility import model_entry
-from harness.output.report_build import build_report_data, read_report_input
+from harness.output.addendum.report_build import build_report_data, read_report_input
 from harness.output.report_files import mlxcel_csv
 from harness.runs.formats import SAMPLE_COLUMNS
 from harness.runs.mlxcel_bench_csv import read_bench_pair
 from harness.runs.mlxcel_csv import MlxcelImport, import_run_dir
 from harness.runs.summary_columns import SummaryCol
-from tests.fake_models import AFFINE_4BIT, CONFIGS, write_models
-from tests.synthetic_sweeps import write_run
+from tests.support.fake_models import AFFINE_4BIT, CONFIGS, write_models
+from tests.support.synthetic_sweeps import write_run
 
 ROUNDS = 5
 NOISE = 0.01

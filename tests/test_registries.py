@@ -10,11 +10,11 @@ import pytest
 from harness.config.backend_specs import BACKEND_NAMES, BACKENDS, backend_spec
 from harness.config.install_hint import extras
 from harness.config.schema import KINDS, WORKLOAD_KINDS, load_yaml, parse_config, resolved_dtype
+from harness.devices.backends import Detection, backend_class
 from harness.errors import BackendUnavailable, InputError
-from harness.measure.backends import Detection, backend_class
 from harness.measure.workloads.arrays import array_ops
 from harness.runs.provenance import library_pin
-from tests.helpers import REPO
+from tests.support.helpers import REPO
 
 
 @pytest.mark.parametrize("spec", BACKENDS, ids=lambda s: s.name)

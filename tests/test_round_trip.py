@@ -15,14 +15,14 @@ import re
 
 import pytest
 
-from harness.analysis.dispatch_evidence import RECORD, read_record
+from harness.analysis.evidence.dispatch_evidence import RECORD, read_record
 from harness.measure.bench_output import parity_calls
 from harness.measure.dispatch import _figures
-from harness.output.report_data import read_sidecar
+from harness.output.addendum.report_data import read_sidecar
 from harness.runs.formats import SAMPLE_COLUMNS, write_text_atomic
 from harness.runs.rundir import RunDirectory, SampleWriter
-from tests.helpers import cli
-from tests.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples
+from tests.support.helpers import cli
+from tests.support.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples
 
 FRAGMENTS = [
     "a,b", 'q"uote', "new\nline", "#hash", "=HYPERLINK(1)", "'apos", "+1", "-x", "@at", "bidi\u202eevil",

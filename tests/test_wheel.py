@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 import harness
-from tests.helpers import REPO
-from tests.synthetic_sweeps import DESIGN_EXAMPLE_CSV
+from tests.support.helpers import REPO
+from tests.support.synthetic_sweeps import DESIGN_EXAMPLE_CSV
 
 BUILD_INPUTS = ("pyproject.toml", "README.md", "harness", "kernels", "configs")
 KERNEL_SUFFIXES = (".cu", ".cuh", ".h", ".metal")  # those provenance.kernel_source_hash covers

@@ -16,7 +16,7 @@ import typer
 from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN, MAX_CAP
 
 if TYPE_CHECKING:
-    from harness.analysis.pipeline import Options
+    from harness.analysis.decision.pipeline import Options
 
 InputArg = Annotated[
     Path,
@@ -82,12 +82,13 @@ def build_options(
     inputs: Sequence[Path] = (),
 ) -> Options:
     """The analysis options of a command. A confidence or margin not given is the policy the `inputs` recorded
-    (harness.analysis.run_policy: the sweep's targets, at its until-decided look level where it has one) when they
-    all recorded the same, else the module default: a later analysis aims where the sweep did. A margin the sweeps
-    asked to derive from their null arm (`measure.margin: from-null`) is derived here (harness.analysis.null_margin)."""
-    from harness.analysis import null_margin
-    from harness.analysis.pipeline import Options, parse_excludes
-    from harness.analysis.run_policy import input_policy, policy_options
+    (harness.analysis.rounds.run_options: the sweep's targets, at its until-decided look level where it has one) when
+    they all recorded the same, else the module default: a later analysis aims where the sweep did. A margin the sweeps
+    asked to derive from their null arm (`measure.margin: from-null`) is derived here
+    (harness.analysis.points.null_margin)."""
+    from harness.analysis.decision.pipeline import Options, parse_excludes
+    from harness.analysis.points import null_margin
+    from harness.analysis.rounds.run_options import input_policy, policy_options
 
     if confidence is None or margin is None:
         recorded = {input_policy(path) for path in inputs}

@@ -14,8 +14,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from harness.devices import kernel_cases
 from harness.errors import InputError
-from harness.measure import kernel_cases
 
 if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
     from harness.measure.kernel_bench import BenchRow
@@ -68,8 +68,8 @@ def register(app: typer.Typer) -> None:
         copy_mib: int = typer.Option(1024, "--copy-mib", min=1, help="Size of the copy-bandwidth measurement."),
     ) -> None:
         """µs per layer step, fused vs fallback, over a Dff grid at two d_model values."""
+        from harness.devices.backends import get_backend
         from harness.errors import BackendUnavailable
-        from harness.measure.backends import get_backend
         from harness.measure.kernel_bench import bench_shape, write_csv
         from harness.runs.provenance import collect
         from harness.runs.rundir import refuse_stored

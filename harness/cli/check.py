@@ -24,7 +24,7 @@ from harness.json_output import finite
 from harness.thresholds import MAX_REGRESSION
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
-    from harness.analysis.regression import ArmChange, CheckResult
+    from harness.analysis.comparison.regression import ArmChange, CheckResult
 
 
 def _change(arm: ArmChange) -> str:
@@ -95,8 +95,8 @@ def check(
     A raise the current data now support, a lowered decision that moved or a flipped verdict is a notice: exit 0,
     exit 1 with --strict.
     """
-    from harness.analysis.pipeline import analyse_path
-    from harness.analysis.regression import check_runs
+    from harness.analysis.comparison.regression import check_runs
+    from harness.analysis.decision.pipeline import analyse_path
 
     options = build_options(exclude, confidence, margin, current_default, inputs=[baseline, current])
     before, after = analyse_path(baseline, options), analyse_path(current, options)

@@ -38,8 +38,8 @@ def compare(
     The shift's interval is a parametric bootstrap over both runs' per-point estimates; each point's change is the
     ratio of its two fused/fallback ratios with a Welch t interval.
     """
-    from harness.analysis.pin_drift import compare_runs, render_text
-    from harness.analysis.pipeline import analyse_path
+    from harness.analysis.comparison.two_runs import compare_runs, render_text
+    from harness.analysis.decision.pipeline import analyse_path
 
     options = build_options(exclude, confidence, margin, inputs=[run_a, run_b])
     a, b = analyse_path(run_a, options), analyse_path(run_b, options)
@@ -66,8 +66,8 @@ def history(
     """Plot the crossover and its interval per run, in the order given (labelled by date and library pin).
 
     The cap in force (each run's current_default, or --current-default) is drawn as a line."""
-    from harness.analysis.pipeline import analyse_path
-    from harness.output.history_plot import history_rows, write_history_plot
+    from harness.analysis.decision.pipeline import analyse_path
+    from harness.output.plots.history_plot import history_rows, write_history_plot
     from harness.runs.rundir import refuse_stored
 
     if len(runs) < 2:

@@ -25,42 +25,45 @@ from harness.json_output import write_json
 from harness.thresholds import DEFAULT_GRID
 
 if TYPE_CHECKING:  # the analysis loads pandas and scipy: imported when a command runs, not for its --help
-    from harness.analysis.decision_record import CapOption
-    from harness.analysis.pipeline import Analysis
+    from harness.analysis.decision.decision_record import CapOption
+    from harness.analysis.decision.pipeline import Analysis
 
 
 def cap_table(caps: Sequence[CapOption], current: int | None) -> list[str]:
     """The candidate caps as plain lines: per cap, the measured points that change path (each one's tok/s change)
     and the aggregate change over every measured point (geometric mean, 95% CI)."""
-    from harness.analysis import figures
+    from harness.analysis import number_format
 
     if not caps or current is None:
         return []
     lines = [f"candidate caps (against the current {current}; tok/s change of the measured points that switch path):"]
     for option in caps:
         moved = ", ".join(f"{s.model} {s.dff} → {s.to} {s.effect - 1:+.1%}" for s in option.switched) or "no change"
-        spread = figures.speed_change_interval(option.ci_low, option.ci_high)
-        total = f"all points {figures.speed_change(option.effect)} {spread}" if option.switched else "all points ±0"
+        spread = number_format.speed_change_interval(option.ci_low, option.ci_high)
+        total = (
+            f"all points {number_format.speed_change(option.effect)} {spread}" if option.switched else "all points ±0"
+        )
         lines.append(f"  cap {option.cap:>6}: {moved}; {total}")
     return lines
 
 
 def print_decision(analysis: Analysis, console: Console) -> None:
     """The crossover line(s), every crossing, and the decision with the line that applies it."""
-    from harness.analysis import figures
-    from harness.analysis.curve import format_ci
+    from harness.analysis import number_format
+    from harness.analysis.decision.curve import format_ci
 
     result = analysis.result
-    conf = figures.percent(analysis.options.confidence)
+    conf = number_format.percent(analysis.options.confidence)
     for family in result.families:
         c = family.crossover
         if c.outcome == "no_points":
             console.print("crossover: no valid (non-null) point")
             continue
-        where = f"Dff ≈ {figures.dff(c.dff)}" if c.dff is not None else c.outcome.replace("_", " ")
+        where = f"Dff ≈ {number_format.dff(c.dff)}" if c.dff is not None else c.outcome.replace("_", " ")
         crossings = (
             ", ".join(
-                f"{figures.dff(x.dff)} ({x.direction}, between {x.between[0]} and {x.between[1]})" for x in c.crossings
+                f"{number_format.dff(x.dff)} ({x.direction}, between {x.between[0]} and {x.between[1]})"
+                for x in c.crossings
             )
             or "none"
         )
@@ -90,11 +93,11 @@ def crossover(
     Run as `recommend`, it prints only the decision part (no per-point table). Given several runs, it prints one
     decision per backend (see `moecal report RUN RUN…` for the addendum).
     """
-    from harness.analysis.backend_defaults import build_defaults
-    from harness.analysis.decision_json import used_tests
-    from harness.analysis.pipeline import analyse_path
-    from harness.output.defaults_addendum import defaults_json, print_defaults
-    from harness.output.summary_table import print_summary
+    from harness.analysis.comparison.backend_defaults import build_defaults
+    from harness.analysis.decision.decision_json import used_tests
+    from harness.analysis.decision.pipeline import analyse_path
+    from harness.output.defaults.defaults_addendum import defaults_json, print_defaults
+    from harness.output.tables.summary_table import print_summary
 
     options = build_options(exclude, confidence, margin, current_default, grid, interpolation, input_paths)
     if len(input_paths) > 1:

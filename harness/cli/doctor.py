@@ -14,7 +14,7 @@ from harness.cli.analysis_options import JsonOpt
 from harness.errors import InputError
 
 if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
-    from harness.measure.backends import Detection
+    from harness.devices.backends import Detection
 
 
 def _platform_note(found: Detection) -> str:
@@ -34,8 +34,8 @@ def doctor(
     as_json: JsonOpt = False,
 ) -> None:
     """Print each backend's availability with the reason, what `auto` would pick, and package versions."""
+    from harness.devices.backends import detect, get_backend
     from harness.errors import BackendUnavailable
-    from harness.measure.backends import detect, get_backend
     from harness.runs import provenance
 
     found = detect()

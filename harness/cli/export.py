@@ -45,7 +45,7 @@ def export(
     interval has no bound. compare-bench-csv writes `<backend>_<host>_moecal-fallback_<date>.csv` and `…-fused…`:
     `compare_bench_csv.py --before FALLBACK --after FUSED` then prints each point's fused/fallback ratio of medians.
     """
-    from harness.analysis.backend_defaults import load_run
+    from harness.analysis.comparison.backend_defaults import load_run
     from harness.errors import InputError
     from harness.output.bench_export import FORMATS, export_files, run_label, write_export
 

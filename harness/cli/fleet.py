@@ -64,7 +64,7 @@ def fleet(
         where = result.addendum or result.run_dir
         console.print(f"{result.entry.name}: {result.error or (result.action or 'no ok rows')}  ({where})")
     if report:
-        from harness.output.fleet_report import fleet_report
+        from harness.output.tables.fleet_report import fleet_report
 
         console.print(f"fleet report: {fleet_report(results, fleet_file, out)}")
     failed = [r for r in results if r.error]
@@ -74,7 +74,7 @@ def fleet(
 
 def _report(result: EntryResult) -> None:
     """summary.csv and the addendum + plot of one entry, inside its run directory (names never collide there)."""
-    from harness.analysis.pipeline import analyse_path, save_summary
+    from harness.analysis.decision.pipeline import analyse_path, save_summary
     from harness.output.report_files import write_report
     from harness.runs.rundir import RunDirectory
 

@@ -113,10 +113,10 @@ def init_config(
 ) -> dict[str, object]:
     """The config as a YAML-ready dict (validated by `write_config`). `caps`: what the binary's --help said (None:
     not asked, the July protocol). `context`: the depths of a context axis (today's shape only)."""
-    from harness.analysis.decision_facts import MLXCEL_DEFAULT_CAPS
+    from harness.analysis.decision.decision_facts import MLXCEL_DEFAULT_CAPS
     from harness.config.eligibility import SHIPPED, model_entry
     from harness.config.schema import DEFAULT_CAP_ENV
-    from harness.measure.backends import detect
+    from harness.devices.backends import detect
 
     resolved = detect().platform if backend == "auto" else backend
     workload: dict[str, object] = {

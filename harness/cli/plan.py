@@ -84,14 +84,15 @@ def plan_record(sweep: PreparedSweep) -> dict[str, object]:
 
 
 def _expected_to_decision(sweep: PreparedSweep, per_run: float | None) -> dict[str, object] | None:
-    """The device time `--until-decided` should take: the stopping rule simulated (harness.analysis.decision_cost) at
-    an assumed curve crossing at the current default (the hardest place: the decision turns on the points next to
-    it) with the simulations' mid-range slope and 1% noise per run, priced by the per-run time model (the last run
-    of this config here when there is one). The sweep says it again after its first pass, from what it measured."""
+    """The device time `--until-decided` should take: the stopping rule simulated
+    (harness.analysis.rounds.decision_cost) at an assumed curve crossing at the current default (the hardest place: the
+    decision turns on the points next to it) with the simulations' mid-range slope and 1% noise per run, priced by the
+    per-run time model (the last run of this config here when there is one). The sweep says it again after its first
+    pass, from what it measured."""
     import numpy as np
 
-    from harness.analysis import figures
-    from harness.analysis.decision_cost import DEFAULT_NOISE, DEFAULT_SLOPE, curve_truth, expected_rounds
+    from harness.analysis import number_format
+    from harness.analysis.rounds.decision_cost import DEFAULT_NOISE, DEFAULT_SLOPE, curve_truth, expected_rounds
     from harness.measure.allocation import check_max_rounds, rule_for
 
     check_max_rounds(sweep.config.measure.max_rounds, len(sweep.points))
@@ -119,7 +120,8 @@ def _expected_to_decision(sweep: PreparedSweep, per_run: float | None) -> dict[s
         "max_rounds": rule.max_rounds,
         "looks": rule.looks,
         "assumed": (
-            f"a curve crossing at Dff {figures.dff(crossover)} (slope {DEFAULT_SLOPE}), {DEFAULT_NOISE:.0%} run noise"
+            f"a curve crossing at Dff {number_format.dff(crossover)} (slope {DEFAULT_SLOPE}), {DEFAULT_NOISE:.0%} run "
+            "noise"
         ),
     }
 

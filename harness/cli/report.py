@@ -93,16 +93,16 @@ def report(
     changes, a patch of mlxcel's src/models/switch_layers.rs. Over several runs also `<date>-<backends>-autotune.json`:
     the decided caps as entries in the shape of mlxcel's autotune store (docs/mlxcel.md), read back and validated.
     A move decided by one session is a proposal: the several-run patch carries only moves two sessions of one device
-    class agree on (harness.analysis.replication).
+    class agree on (harness.analysis.comparison.replication).
     """
-    from harness.analysis.backend_defaults import run_checks
-    from harness.output.autotune_entry import write_entries
-    from harness.output.defaults_addendum import print_defaults, write_defaults
-    from harness.output.design_doc import append_to as insert_into
-    from harness.output.design_doc import check_doc
-    from harness.output.knob_report import write_knob_report
+    from harness.analysis.comparison.backend_defaults import run_checks
+    from harness.output.addendum.design_doc import append_to as insert_into
+    from harness.output.addendum.design_doc import check_doc
+    from harness.output.addendum.knob_report import write_knob_report
+    from harness.output.addendum.report_data import ADDENDUM_SUFFIX, read_sidecar
+    from harness.output.defaults.autotune_entry import write_entries
+    from harness.output.defaults.defaults_addendum import print_defaults, write_defaults
     from harness.output.mlxcel_source import read_source
-    from harness.output.report_data import ADDENDUM_SUFFIX, read_sidecar
     from harness.output.report_files import write_report
 
     options = build_options(exclude, confidence, margin, current_default, grid, interpolation, input_paths)

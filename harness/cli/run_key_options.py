@@ -10,7 +10,7 @@ import typer
 from harness.errors import InputError
 
 if TYPE_CHECKING:
-    from harness.analysis.pipeline import Analysis
+    from harness.analysis.decision.pipeline import Analysis
 
 AcrossDecodePathsOpt = Annotated[
     bool,

@@ -39,9 +39,9 @@ def summarize(
     as_json: JsonOpt = False,
 ) -> None:
     """Medians, the fused/fallback estimate with its t interval, and a verdict against the margin, per point."""
-    from harness.analysis.inputs import load_input
-    from harness.analysis.pipeline import analyse, save_summary
-    from harness.output.summary_table import print_summary, with_kind
+    from harness.analysis.decision.pipeline import analyse, save_summary
+    from harness.analysis.points.inputs import load_input
+    from harness.output.tables.summary_table import print_summary, with_kind
     from harness.runs.formats import write_text_atomic
     from harness.runs.mlxcel_csv import to_mlxcel_csv
     from harness.runs.rundir import RunDirectory, refuse_stored, stored_reason

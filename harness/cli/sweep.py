@@ -321,11 +321,11 @@ def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | 
 
     The run is read and analysed once, here, at the options the report records; the table, summary.csv, the
     addendum and the mlxcel CSV are all of that one analysis (tests/test_one_analysis.py counts)."""
-    from harness.analysis.inputs import load_input
-    from harness.analysis.pipeline import analyse, save_summary
-    from harness.analysis.run_policy import recorded_options
+    from harness.analysis.decision.pipeline import analyse, save_summary
+    from harness.analysis.points.inputs import load_input
+    from harness.analysis.rounds.run_options import recorded_options
     from harness.measure import sweep_loop as sweeps
-    from harness.output.knob_report import write_knob_report
+    from harness.output.addendum.knob_report import write_knob_report
     from harness.output.report_files import write_report
     from harness.runs.provenance_keys import UNTIL_DECIDED
     from harness.runs.rundir import RunDirectory
@@ -406,10 +406,10 @@ def every_run_failed(samples: pd.DataFrame) -> str:
 
 def _physics(plan: PreparedSweep, table: pd.DataFrame) -> dict[str, object]:
     """Bytes per decode token, implied GB/s and share of the device's bandwidth per point (`table`: the final
-    table's medians); a point above the ceiling is a measurement error (harness.analysis.physics_prior). Printed,
-    and returned for --json."""
-    from harness.analysis import figures
-    from harness.analysis.physics_prior import NEAR_CEILING, predicted_crossover
+    table's medians); a point above the ceiling is a measurement error (harness.analysis.evidence.physics_prior).
+    Printed, and returned for --json."""
+    from harness.analysis import number_format
+    from harness.analysis.evidence.physics_prior import NEAR_CEILING, predicted_crossover
     from harness.measure.physics_points import sweep_physics
 
     medians = {
@@ -432,7 +432,7 @@ def _physics(plan: PreparedSweep, table: pd.DataFrame) -> dict[str, object]:
     if physics:
         where = source or f"no bandwidth listed for {device!r}: GB/s only"
         guess = (
-            f"; the fallback reaches {NEAR_CEILING:.0%} of it at Dff ≈ {figures.dff(predicted)} "
+            f"; the fallback reaches {NEAR_CEILING:.0%} of it at Dff ≈ {number_format.dff(predicted)} "
             "(the predicted crossover)"
             if predicted
             else ""

@@ -1,6 +1,6 @@
 """`moecal verify`: every kernel path a backend offers against the float64 reference, on fresh random inputs.
 
-The check itself is harness.measure.correctness.check_shape; this module picks the backend and shapes, prints the seed
+The check itself is harness.devices.correctness.check_shape; this module picks the backend and shapes, prints the seed
 (so a failure can be replayed with --seed) and the table or JSON.
 
 Exit codes: 0 all ok, 1 something failed, 2 the backend cannot run here (the reason is printed).
@@ -21,14 +21,14 @@ from rich.table import Table
 from harness.errors import InputError
 
 if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
-    from harness.measure.backends.base import Backend
-    from harness.measure.correctness import PathCheck
+    from harness.devices.backends.base import Backend
+    from harness.devices.correctness import PathCheck
 
 
 def open_backend(name: str) -> Backend:
     """The backend by name (or auto) with output poisoning on; InputError (exit 2) when it cannot run here."""
+    from harness.devices.backends import availability, backend_class, resolve_name
     from harness.errors import BackendUnavailable
-    from harness.measure.backends import availability, backend_class, resolve_name
 
     try:
         resolved = resolve_name(name)
@@ -59,8 +59,8 @@ def _compile_only(backend: str, as_json: bool) -> int:
     needed) and report; returns the exit code."""
     if backend not in ("cuda", "auto"):
         raise InputError("--compile-only", backend, "only the cuda backend compiles kernels ahead of time")
-    from harness.measure.backends.cuda_compile import SUPPORTED_ARCHS, compile_all, nvrtc_status
-    from harness.measure.backends.cuda_source import ab_variants, all_variants
+    from harness.devices.backends.cuda_compile import SUPPORTED_ARCHS, compile_all, nvrtc_status
+    from harness.devices.backends.cuda_source import ab_variants, all_variants
 
     usable, reason = nvrtc_status()
     if not usable:
@@ -100,8 +100,8 @@ def register(app: typer.Typer) -> None:
         """Check every kernel path of a backend against the float64 reference (exit 1 on any failure)."""
         if compile_only:
             raise typer.Exit(_compile_only(backend, as_json))
-        from harness.measure.correctness import check_shape
-        from harness.measure.kernel_cases import VERIFY_SHAPES, parse_shapes
+        from harness.devices.correctness import check_shape
+        from harness.devices.kernel_cases import VERIFY_SHAPES, parse_shapes
 
         cases = parse_shapes(shapes) if shapes else list(VERIFY_SHAPES)
         device = open_backend(backend)

@@ -1,7 +1,7 @@
 """Which backends exist, and every fact about each that the rest of the harness needs without importing it.
 
 This is the backend registry: one `BackendSpec` per backend, each naming the module that implements it
-(harness/measure/backends/<name>.py, imported only when the backend is used). The facts live here and not on the
+(harness/devices/backends/<name>.py, imported only when the backend is used). The facts live here and not on the
 backend classes because the config schema, provenance, the install hint and the report need them on machines where
 a backend's module cannot be imported at all (no Metal, no GPU). It sits with the configuration, below every layer
 that reads it. Adding a backend = its module + one `BackendSpec` entry here; no other module names a backend.
@@ -59,7 +59,7 @@ class BackendSpec:
     libraries: tuple[str, ...]  # import names of the array libraries its built-in workloads run on
     library_pin: PinRule  # (package versions, device info) -> the addendum heading's "under <pin>" phrase
     default_config: Callable[[str], str]  # GPU name -> the shipped config `make sweep` uses here
-    # a harness.measure.backends.Detection -> whether an external command on this machine most likely runs on it
+    # a harness.devices.backends.Detection -> whether an external command on this machine most likely runs on it
     hosts_commands: Callable[[Any], bool]
     ray_worker: RayWorker
     default_dtype: str = "bfloat16"  # the `auto` activation dtype
@@ -146,7 +146,7 @@ def _cpu_pin(packages: Mapping[str, str], device_info: Mapping[str, str]) -> str
 BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec(
         name="metal",
-        module="harness.measure.backends.metal",
+        module="harness.devices.backends.metal",
         extra="metal",
         libraries=("mlx",),
         library_pin=_metal_pin,
@@ -160,7 +160,7 @@ BACKENDS: tuple[BackendSpec, ...] = (
     ),
     BackendSpec(
         name="cuda",
-        module="harness.measure.backends.cuda",
+        module="harness.devices.backends.cuda",
         extra="cuda",
         libraries=("cupy",),
         library_pin=_cuda_pin,
@@ -178,7 +178,7 @@ BACKENDS: tuple[BackendSpec, ...] = (
     # the SGY default is 2 there (8 made the fused path slower than gather_qmm at every Dff on gfx1151).
     BackendSpec(
         name="rocm",
-        module="harness.measure.backends.rocm",
+        module="harness.devices.backends.rocm",
         extra="rocm",
         libraries=(),
         library_pin=_rocm_pin,
@@ -191,7 +191,7 @@ BACKENDS: tuple[BackendSpec, ...] = (
     ),
     BackendSpec(
         name="cpu",
-        module="harness.measure.backends.cpu",
+        module="harness.devices.backends.cpu",
         extra="cpu",
         libraries=("numba", "numpy"),
         library_pin=_cpu_pin,
@@ -201,7 +201,7 @@ BACKENDS: tuple[BackendSpec, ...] = (
         default_dtype="float32",  # MLX CPU low-precision quantized matmuls are inaccurate; the kernels accumulate f32
         emulates_half=True,
         install_modules=("mlx",),
-        plan_facts="harness.measure.backends.cpu_host:CpuHost",  # numba need only be installed, not imported
+        plan_facts="harness.devices.backends.cpu_host:CpuHost",  # numba need only be installed, not imported
     ),
 )
 BACKEND_NAMES = tuple(spec.name for spec in BACKENDS)

@@ -10,7 +10,8 @@ its point stays out of the cap's crossover. When either arm cannot take the fuse
 and the point can only ever be a null point; measuring it costs a model load per run for nothing.
 
 A prediction is only a prediction: the dispatch pass of a sweep is the ground truth in both directions
-(harness.measure.dispatch), and harness.analysis.backend_defaults.mispredictions reports where the two disagree.
+(harness.measure.dispatch), and harness.analysis.comparison.backend_defaults.mispredictions reports where the two
+disagree.
 """
 
 from __future__ import annotations

@@ -334,8 +334,8 @@ def kind_meaning(name: object) -> KindMeaning:
 
 
 def kind_of_family(label: object) -> str:
-    """The kind name a shape-family label belongs to: harness.analysis.stats.family_labels starts every label with
-    its points' workload kind (`layer d_model=… …`, `decode`, `command`)."""
+    """The kind name a shape-family label belongs to: harness.analysis.points.stats.family_labels starts every label
+    with its points' workload kind (`layer d_model=… …`, `decode`, `command`)."""
     return str(label).split(" ", 1)[0]
 
 
@@ -383,11 +383,11 @@ class Measure(Strict):
     seed: int = 0
     null_arm: bool = False
     # 2: the first ⌊rounds/2⌋ rounds of every point, then the rest in a second pass over the grid, so drift of one
-    # arm shows as disagreeing passes (harness.analysis.sweep_drift); 1: each point's rounds together
+    # arm shows as disagreeing passes (harness.analysis.points.sweep_drift); 1: each point's rounds together
     passes: int = Field(2, ge=1, le=2)
-    # decision-driven rounds (harness.analysis.decision_value, harness.measure.allocation): after `rounds` at every
-    # point, more rounds only where they can still change the decision, up to max_rounds per point, at most `looks`
-    # looks (each reads the decision at 1 − α/looks), within `budget` of device time (900, 90s, 15m, 1h30m)
+    # decision-driven rounds (harness.analysis.rounds.decision_value, harness.measure.allocation): after `rounds` at
+    # every point, more rounds only where they can still change the decision, up to max_rounds per point, at most
+    # `looks` looks (each reads the decision at 1 − α/looks), within `budget` of device time (900, 90s, 15m, 1h30m)
     until_decided: bool = False
     max_rounds: int = Field(20, ge=1)
     looks: int = Field(8, ge=1)
@@ -402,7 +402,8 @@ class Measure(Strict):
     # meta.json (harness.runs.run_meta.RunPolicy) so a later analysis of the run defaults to the same targets
     confidence: float = Field(CONFIDENCE, ge=0.5, lt=1.0)
     # a fraction, or `from-null` (needs null_arm): the widest null-arm per-round delta rounded up to the next 0.5%,
-    # as mlxcel's ADR 0007 sets its threshold (harness.analysis.null_margin); the sweep's own looks then use MARGIN
+    # as mlxcel's ADR 0007 sets its threshold (harness.analysis.points.null_margin); the sweep's own looks then use
+    # MARGIN
     margin: Annotated[float, Field(ge=0.0, lt=0.5)] | Literal["from-null"] = MARGIN
 
     @model_validator(mode="before")
@@ -684,7 +685,7 @@ def load_config(path: str | Path) -> SweepConfig:
 
 def resolved_dtype(dtype: str, backend: str) -> str:
     """`auto` activation dtype: the backend's `default_dtype` (bfloat16 on GPUs, what engines run; float32 on CPU,
-    see harness.measure.backends.BACKENDS)."""
+    see harness.devices.backends.BACKENDS)."""
     if dtype != "auto":
         return dtype
     return backend_spec(backend).default_dtype

@@ -4,7 +4,7 @@ A synthetic checkpoint must load in mlx-lm and mlxcel exactly like a real export
 name and shape here restates the family's model code (mlx-lm's `models/<family>.py`, after `sanitize`: experts
 already stacked into `switch_mlp.{gate,up,down}_proj` of shape (experts, out, in)). A family not in LAYOUTS is
 refused rather than guessed: a missing tensor fails the load, an extra one is silently ignored by some loaders and
-fatal in others. tests/test_synth.py checks every layout against mlx-lm's own modules, name by name.
+fatal in others. tests/config/test_synth.py checks every layout against mlx-lm's own modules, name by name.
 """
 
 from __future__ import annotations

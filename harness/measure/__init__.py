@@ -1,1 +1,1 @@
-"""Taking measurements: backends, workloads, the timing protocol, the sweep loop and its scale-out."""
+"""Taking measurements: workloads, the timing protocol, the sweep loop and its scale-out; the kernels are devices."""

@@ -1,5 +1,5 @@
 """`moecal sweep --until-decided`: after the first pass, rounds go only where they can still change the decision
-(harness.analysis.decision_value), until it is settled, the budget is spent or no affordable round can change it.
+(harness.analysis.rounds.decision_value), until it is settled, the budget is spent or no affordable round can change it.
 
 Each look re-analyses the run directory with the engine `moecal crossover` runs (so a resumed sweep picks up where
 it stopped), reads the decision at the look level 1 − α/K, maps every curve point back to the measured points
@@ -20,11 +20,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis.decision import StagedFamily, decide_curves, stage_families
-from harness.analysis.decision_cost import WhiteNoise
-from harness.analysis.decision_cost import until_decided as simulate_until_decided
-from harness.analysis.decision_record import DecisionResult
-from harness.analysis.decision_value import (
+from harness.analysis.decision.decide import StagedFamily, decide_curves, stage_families
+from harness.analysis.decision.decision_record import DecisionResult
+from harness.analysis.decision.pipeline import Analysis, analyse_path, withheld_reason
+from harness.analysis.points.stats import DECIDED
+from harness.analysis.points.sweep_drift import unusable
+from harness.analysis.rounds.decision_cost import WhiteNoise
+from harness.analysis.rounds.decision_cost import until_decided as simulate_until_decided
+from harness.analysis.rounds.decision_value import (
     Key,
     Outcome,
     StopRule,
@@ -34,10 +37,7 @@ from harness.analysis.decision_value import (
     outcome_words,
     settle_words,
 )
-from harness.analysis.pipeline import Analysis, analyse_path, withheld_reason
-from harness.analysis.run_policy import recorded_options
-from harness.analysis.stats import DECIDED
-from harness.analysis.sweep_drift import unusable
+from harness.analysis.rounds.run_options import recorded_options
 from harness.config.duration import parse_duration
 from harness.config.schema import Measure
 from harness.errors import InputError
@@ -185,7 +185,7 @@ def expected_extra_seconds(
     staged: Sequence[StagedFamily], cost: dict[Key, float], rule: StopRule, current_default: int | None
 ) -> float | None:
     """Device seconds still to a decision, simulated with today's estimates as the truth and their per-round spread
-    as the noise (harness.analysis.decision_cost), when every family shares one grid; None otherwise."""
+    as the noise (harness.analysis.rounds.decision_cost), when every family shares one grid; None otherwise."""
     grids = {tuple(s.curve.dffs) for s in staged}
     if len(grids) != 1 or not staged or not len(staged[0].curve.dffs):
         return None
@@ -283,8 +283,8 @@ def allocate(
     return record
 
 
-# The most rounds per point a look can analyse: the drift model (harness.analysis.stats.drift_variance) inverts an
-# n × n covariance 80 times per run count n, so a look's cost grows as n³ (at 200 rounds about a second; the
+# The most rounds per point a look can analyse: the drift model (harness.analysis.points.stats.drift_variance) inverts
+# an n × n covariance 80 times per run count n, so a look's cost grows as n³ (at 200 rounds about a second; the
 # until-decided simulation at 1000 did not finish in minutes), and at 200 rounds an interval is already ~4.5× narrower
 # than at the 10 of a fixed sweep.
 MAX_ROUNDS = 200

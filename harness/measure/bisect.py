@@ -2,15 +2,15 @@
 
 As Chromium's bisect does, the two ends are built and measured again before anything else: a change seen between
 two stored sweeps may be the machine or the day, not a commit, and bisecting a change that does not reproduce
-names a random commit. The ends are compared with `moecal check`'s gate (harness.analysis.regression.check_runs,
-its throughput threshold lifted: this names decision changes, not slower builds); when it passes, the change does
-not reproduce and nothing is bisected.
+names a random commit. The ends are compared with `moecal check`'s gate
+(harness.analysis.comparison.regression.check_runs, its throughput threshold lifted: this names decision changes, not
+slower builds); when it passes, the change does not reproduce and nothing is bisected.
 
 Otherwise the commits between them (`git rev-list --ancestry-path GOOD..BAD`, oldest first) are bisected: each
 step checks out a commit, runs the build command with `{rev}` replaced by the full hash (in the tree's folder),
 and sweeps only the points the decision turns on (those whose verdict differs between the ends, and each end's
-decision-test points: harness.analysis.decision_json's `decides`), then reads the same gate against the good end's
-run on those points (check_runs joins the points both runs have and decides on those alone). A commit whose
+decision-test points: harness.analysis.decision.decision_json's `decides`), then reads the same gate against the good
+end's run on those points (check_runs joins the points both runs have and decides on those alone). A commit whose
 decision agrees with the good end moves the lower bound, any other the upper one; the first commit whose decision
 differs is named after ⌈log2 n⌉ builds for n commits. The tree must be clean (a checkout would carry or lose
 uncommitted work) and is put back on the commit or branch it was on, whatever happens.
@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.analysis.pipeline import analyse_path
-from harness.analysis.regression import CheckResult, check_runs
+from harness.analysis.comparison.regression import CheckResult, check_runs
+from harness.analysis.decision.pipeline import analyse_path
 from harness.errors import InputError
 
 NO_THROUGHPUT_GATE = 0.99  # check_runs' largest threshold: only a changed decision fails the gate

@@ -2,7 +2,7 @@
 timed run. Each model gets one fused-arm and one fallback-arm run with MLXCEL_FUSED_MOE_PARITY_CHECK=1 (threshold 0:
 every call logged); the runs are recorded in `<run>/verification.json`, never as samples, because the probe adds
 evals to every MoE call. What the record says per point (verified, declined, predicted, unverified, and the numerical
-parity) is read by harness/analysis/dispatch_evidence.py.
+parity) is read by harness/analysis/evidence/dispatch_evidence.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.analysis.dispatch_evidence import (
+from harness.analysis.evidence.dispatch_evidence import (
     RECORD,
     ParityFigures,
     VerificationEntry,

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from harness.config.shapes import MoeShape
-from harness.measure.backends.base import Backend
+from harness.devices.backends.base import Backend
 from harness.measure.protocol import Point, RoundSchedule, RunFailed, measure_point
 from harness.measure.workloads.layer import LayerRunner, copies_for_cache
 from harness.runs.formats import format_provenance, sheet_cell, write_text_atomic

@@ -1,5 +1,5 @@
-"""The bandwidth check of a finished sweep (harness.analysis.physics_prior): each measured point's shape, from the
-point key and, for a command workload's model, its config.json."""
+"""The bandwidth check of a finished sweep (harness.analysis.evidence.physics_prior): each measured point's shape, from
+the point key and, for a command workload's model, its config.json."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from harness.analysis.physics_prior import (
+from harness.analysis.evidence.physics_prior import (
     DecodeShape,
     PointPhysics,
     device_bandwidth,

@@ -20,7 +20,7 @@ from harness.runs.provenance_keys import Provenance
 from harness.runs.rundir import SampleRow
 
 if TYPE_CHECKING:
-    from harness.measure.backends.base import Backend
+    from harness.devices.backends.base import Backend
 
 
 def arm_path(arm: str) -> str:

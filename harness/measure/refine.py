@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.decision import StagedFamily, decide_curves, stage_families
-from harness.analysis.decision_record import FamilyDecision, deciding_families
-from harness.analysis.decision_value import Decider, Outcome, StopRule, new_point_flip
-from harness.analysis.physics_prior import predicted_crossover
-from harness.analysis.pipeline import Analysis, analyse_path
-from harness.analysis.run_policy import recorded_options
+from harness.analysis.decision.decide import StagedFamily, decide_curves, stage_families
+from harness.analysis.decision.decision_record import FamilyDecision, deciding_families
+from harness.analysis.decision.pipeline import Analysis, analyse_path
+from harness.analysis.evidence.physics_prior import predicted_crossover
+from harness.analysis.rounds.decision_value import Decider, Outcome, StopRule, new_point_flip
+from harness.analysis.rounds.run_options import recorded_options
 from harness.config.schema import Measure
 from harness.measure.physics_points import sweep_physics
 from harness.measure.protocol import Point, Workload
@@ -57,9 +57,9 @@ def next_dff(
 ) -> int | None:
     """The next Dff for one family by its value to the decision: among the bracket's midpoint (refine_target), its
     quarter points, the Dff the decision names to measure next and the bandwidth prior's predicted crossover
-    (`predicted`, harness.analysis.physics_prior), the one whose measurement is most likely to
-    change the decision (harness.analysis.decision_value.new_point_flip); the midpoint when none changes it with a
-    chance of 5% or more (then narrowing the crossover is all a new point does). None when refine_target says the
+    (`predicted`, harness.analysis.evidence.physics_prior), the one whose measurement is most likely to
+    change the decision (harness.analysis.rounds.decision_value.new_point_flip); the midpoint when none changes it with
+    a chance of 5% or more (then narrowing the crossover is all a new point does). None when refine_target says the
     family is narrow enough."""
     middle = refine_target(family, grid, target_width)
     if middle is None:
@@ -82,8 +82,8 @@ def next_dff(
 
 
 def _predicted_crossover(analysis: Analysis, points: Sequence[Point]) -> float | None:
-    """Where the measured fallback approaches the device's bandwidth ceiling (harness.analysis.physics_prior), from
-    the summary's median tok/s; None when the device's bandwidth is not known or it never does."""
+    """Where the measured fallback approaches the device's bandwidth ceiling (harness.analysis.evidence.physics_prior),
+    from the summary's median tok/s; None when the device's bandwidth is not known or it never does."""
     summary = analysis.summary
     medians = {
         (str(m), int(d)): {"fallback": float(f)}

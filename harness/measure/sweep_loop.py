@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.analysis import dispatch_evidence
-from harness.analysis.decision_facts import expected_null
+from harness.analysis.decision.decision_facts import expected_null
+from harness.analysis.evidence import dispatch_evidence
 from harness.errors import InputError
 from harness.measure import dispatch
 from harness.measure.protocol import Point, ProgressHook, RoundSchedule, measure_point
@@ -102,8 +102,8 @@ def execute(
 def passes(sweep: PreparedSweep) -> list[RoundSchedule]:
     """The schedules of the passes over the grid: with `measure.passes: 2` and at least 2 rounds, the first ⌊n/2⌋
     rounds of every point, then every point's remaining rounds (each point's two visits half a sweep apart: drift of
-    one arm then shows as passes that disagree, harness.analysis.sweep_drift); the rows say which in `pass`. A run
-    resumed from a samples.csv written without that column is measured in one pass, as it was started."""
+    one arm then shows as passes that disagree, harness.analysis.points.sweep_drift); the rows say which in `pass`. A
+    run resumed from a samples.csv written without that column is measured in one pass, as it was started."""
     plan = sweep.plan
     run = RunDirectory(sweep.run_dir)
     columns = csv_columns(run.samples) if run.samples.exists() else []
@@ -188,13 +188,13 @@ def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
 
 def quick_table(run_dir: Path, summary: pd.DataFrame) -> pd.DataFrame:
     """Per point: median tok/s of each arm, the fused/fallback estimate, run counts, the median generated tokens per
-    arm and the dispatch the verification pass found (harness.analysis.dispatch_evidence). The estimate is the
+    arm and the dispatch the verification pass found (harness.analysis.evidence.dispatch_evidence). The estimate is the
     geometric-mean ratio the summary's interval belongs to (the same number the addendum shows), not a ratio of medians,
     so the terminal and the addendum never disagree: `summary` is the run's analysed summary, the one the caller
     reports (the sweep analyses its run once)."""
     import pandas as pd
 
-    from harness.analysis.inputs import at_reference_setting
+    from harness.analysis.points.inputs import at_reference_setting
 
     run = RunDirectory(run_dir)
     # a knob sweep's table is its reference setting's, like its summary (the other settings: the knobs report)

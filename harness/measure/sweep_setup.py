@@ -27,9 +27,9 @@ from harness.config.schema import (
     kind_meaning,
     load_config,
 )
+from harness.devices.backends import detect, resolve_name
 from harness.errors import BackendUnavailable, InputError
 from harness.measure import arm_env
-from harness.measure.backends import detect, resolve_name
 from harness.measure.guard import GUARD_FILE
 from harness.measure.model_folders import check_model_folders
 from harness.measure.protocol import Point, RoundSchedule, Workload, pending_runs
@@ -119,7 +119,7 @@ def prepare(
     `results`); "" continues the newest unfinished run of this config on this device; a path continues that run.
     A resumed run must have been written by the same kernels and launch settings unless `allow_mixed`.
     `measure_null` runs the command models whose config says expect_null (they stay null points). `plan_only`
-    (`moecal plan`) builds a built-in workload on the backend's device facts (harness.measure.backends.device_facts):
+    (`moecal plan`) builds a built-in workload on the backend's device facts (harness.devices.backends.device_facts):
     its points, memory and estimates are the same, it cannot run, the CPU plan never imports numba, and synthetic
     checkpoints are planned, not written (nothing on disk changes). `write_checkpoints` False (`sweep --dry-run`)
     plans the synthetic checkpoints the same way while everything else is checked as for a real run."""
@@ -169,7 +169,7 @@ def prepare(
         warmup_runs=plan.warmup_runs,
         order=plan.order,
     )
-    if config.measure.margin == "from-null":  # derived at analysis time (harness.analysis.null_margin)
+    if config.measure.margin == "from-null":  # derived at analysis time (harness.analysis.points.null_margin)
         meta["margin_from_null"] = True
     workload.describe_run(meta, points, measure_null)
     _attach_knobs(config, source, backend_name, points, meta)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from harness.analysis.decision_json import DecisionJSON, PointJSON
+from harness.analysis.decision.decision_json import DecisionJSON, PointJSON
 from harness.runs.formats import FALLBACK, FUSED, write_text_atomic
 from harness.runs.mlxcel_bench_csv import COLUMNS as BENCH_COLUMNS
 from harness.runs.mlxcel_bench_csv import OPTIONAL as BENCH_OPTIONAL

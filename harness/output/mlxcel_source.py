@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
-from harness.analysis.decision_facts import MLXCEL_CONSTANTS, MLXCEL_DEFAULT_CAPS
+from harness.analysis.decision.decision_facts import MLXCEL_CONSTANTS, MLXCEL_DEFAULT_CAPS
 from harness.config.backend_specs import mlxcel_caps
 from harness.errors import InputError
 from harness.thresholds import MAX_CAP
@@ -86,7 +86,7 @@ def _read(path: Path) -> str:
         raise InputError(str(path), "--mlxcel-src", f"cannot read: {exc}") from None
 
 
-# the block `report` writes into switch_layers.rs (harness.output.device_defaults): its markers and functions
+# the block `report` writes into switch_layers.rs (harness.output.defaults.device_defaults): its markers and functions
 BEGIN = "// moecal: per-device-class fused-MoE defaults (generated; replace the whole block)"
 END = "// moecal: end of per-device-class defaults"
 CLASS_FUNCTIONS = ("fused_moe_max_dff_for_class", "fused_moe_sgy_for_class")

@@ -11,16 +11,16 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.analysis.backend_defaults import build_defaults
-from harness.analysis.pipeline import Options
+from harness.analysis.comparison.backend_defaults import build_defaults
+from harness.analysis.decision.pipeline import Options
 from harness.errors import InputError
 from harness.json_input import load_json_object
-from harness.output.addendum_markdown import render_markdown
-from harness.output.defaults_addendum import DEFAULTS_SUFFIX, defaults_text
-from harness.output.device_defaults import class_defaults, rust_block
+from harness.output.addendum.addendum_markdown import render_markdown
+from harness.output.addendum.report_build import build_report_data, read_report_input
+from harness.output.addendum.report_data import ADDENDUM_SUFFIX, ReportData, read_sidecar, sidecar_path
+from harness.output.defaults.defaults_addendum import DEFAULTS_SUFFIX, defaults_text
+from harness.output.defaults.device_defaults import class_defaults, rust_block
 from harness.output.mlxcel_source import MlxcelSource
-from harness.output.report_build import build_report_data, read_report_input
-from harness.output.report_data import ADDENDUM_SUFFIX, ReportData, read_sidecar, sidecar_path
 from harness.output.report_files import mlxcel_csv
 from harness.output.report_links import project_root
 from harness.runs.safe_paths import outside_trees, plain_name_problem
@@ -89,7 +89,7 @@ def _readable_trees(root: Path, trees: Sequence[Path]) -> list[Path]:
 
 
 def _verify_defaults(md_path: Path, text: str, trees: Sequence[Path]) -> list[str] | None:
-    """A several-runs defaults addendum (harness.output.defaults_addendum): its runs, named by its sidecar, are
+    """A several-runs defaults addendum (harness.output.defaults.defaults_addendum): its runs, named by its sidecar, are
     analysed again with the recorded options and the text and the Rust block beside it must come out the same.
     None: no moecal defaults sidecar beside it."""
     sidecar = md_path.with_name(md_path.name.removesuffix(".md") + ".json")
@@ -141,8 +141,8 @@ _BLOCK = re.compile(r"<!-- moecal:addendum (\S+) -->\r?\n(.*?)\r?\n<!-- /moecal:
 
 
 def _inserted_blocks(doc: Path, text: str, trees: Sequence[Path]) -> list[str] | None:
-    """A design doc's `report --append-to` blocks (harness.output.design_doc): each must be its run's addendum as
-    written beside its sidecar (which verify_report re-derives on its own), found under the doc's folder or the
+    """A design doc's `report --append-to` blocks (harness.output.addendum.design_doc): each must be its run's addendum
+    as written beside its sidecar (which verify_report re-derives on its own), found under the doc's folder or the
     folders checked. None: the doc holds no block (not a moecal document)."""
     blocks = _BLOCK.findall(text)
     if not blocks:

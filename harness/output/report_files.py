@@ -10,16 +10,16 @@ import json
 import re
 from pathlib import Path
 
-from harness.analysis.decision_json import decision_from_json
-from harness.analysis.decision_record import Decision
-from harness.analysis.pipeline import Analysis, Options
+from harness.analysis.decision.decision_json import decision_from_json
+from harness.analysis.decision.decision_record import Decision
+from harness.analysis.decision.pipeline import Analysis, Options
 from harness.config.schema import kind_meaning
 from harness.errors import InputError
-from harness.output.addendum_markdown import render_markdown
+from harness.output.addendum.addendum_markdown import render_markdown
+from harness.output.addendum.report_build import build_report_data, read_report_input, whole_model_rows
+from harness.output.addendum.report_data import ReportData, read_sidecar
 from harness.output.mlxcel_source import MlxcelSource, cap_patch
-from harness.output.plot import write_plot
-from harness.output.report_build import build_report_data, read_report_input, whole_model_rows
-from harness.output.report_data import ReportData, read_sidecar
+from harness.output.plots.addendum_plot import write_plot
 from harness.output.report_links import project_root
 from harness.runs.formats import write_text_atomic
 from harness.runs.mlxcel_csv import BUILD_COLUMNS, round_passes, round_positions, to_mlxcel_csv

@@ -62,7 +62,7 @@ SAMPLE_COLUMNS = [
     "error",
     "timestamp",
     "knobs",  # the launch-knob setting of the run (harness.config.knobs), "" without knobs
-    "pass",  # 1 or 2: the pass over the grid the run belongs to (harness.analysis.sweep_drift), "" for one pass
+    "pass",  # 1 or 2: the pass over the grid the run belongs to (harness.analysis.points.sweep_drift), "" for one pass
     "decode_path",  # command workloads: what the binary's `Decode path:` line said ("" when it prints none)
 ]
 # columns a samples.csv written before they existed lacks: read as "" (and a resumed run keeps its own header)

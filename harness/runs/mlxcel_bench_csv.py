@@ -22,8 +22,8 @@ under the names of the new layout (BUILD_COLUMNS), which the mlxcel CSV moecal w
 
 File pairs are passes: with k ≥ 2 files per arm, the i-th `--fallback` and `--fused` files form pass i (samples.csv
 `pass`), measured at their own time; each point's runs are then paired by pass and the two-pass drift bound and
-pass test apply (harness.analysis.sweep_drift). A single pair, or a sweep CSV whose runs of an arm were measured back
-to back, is one visit per point: its raise or lower is withheld (drift of one arm not excluded).
+pass test apply (harness.analysis.points.sweep_drift). A single pair, or a sweep CSV whose runs of an arm were measured
+back to back, is one visit per point: its raise or lower is withheld (drift of one arm not excluded).
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def read_bench_pair(fallback: Sequence[Path], fused: Sequence[Path], models_dir:
         raise InputError(str(models_dir or "--models"), "--models", "no model of the CSVs has a MoE config.json there")
     samples: list[dict[str, Any]] = []  # one per run: text and numbers as the files give them
     # each file pair (the i-th --fallback and --fused file) is a pass over the models, measured at its own time:
-    # the passes' agreement is what shows a drift of one arm (harness.analysis.sweep_drift; issue 36)
+    # the passes' agreement is what shows a drift of one arm (harness.analysis.points.sweep_drift; issue 36)
     passes = len(fallback) == len(fused) >= 2
     for arm, paths in ((FALLBACK, fallback), (FUSED, fused)):
         for index, path in enumerate(map(Path, paths)):

@@ -239,7 +239,7 @@ def read_mlxcel(path: str | Path) -> MlxcelImport:
         "source": str(path),
         **({"notes": " | ".join(notes)} if notes else {}),
     }
-    return MlxcelImport(samples, provenance, skipped)  # the cap in force: harness.analysis.decision_facts
+    return MlxcelImport(samples, provenance, skipped)  # the cap in force: harness.analysis.decision.decision_facts
 
 
 def _run_rows(

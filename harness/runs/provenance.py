@@ -94,9 +94,9 @@ def file_sha256(path: Path) -> str:
 # statistics, the CLI) cannot.
 KERNEL_SUFFIXES = (".cu", ".cuh", ".metal", ".h")  # sources, not the kernels/README.md beside them
 HARNESS_SOURCES = (
-    "measure/backends/*.py",
+    "devices/backends/*.py",
     "measure/workloads/*.py",
-    "measure/timing.py",
+    "devices/timing.py",
 )  # relative to the harness package
 # Environment variables that change how kernels are launched (block shapes, thread counts, vectorisation).
 LAUNCH_ENV_PREFIXES = ("MOECAL_", "NUMBA_", "OMP_NUM_THREADS", "MLX_", "CUDA_VISIBLE_DEVICES")

@@ -100,7 +100,7 @@ MLX_PIN = "bench_mlx_pin"
 BACKEND_DEVICE_MISSING = "backend_device_missing"
 # model → why, each: predicted null by `moecal init` (the config's expect_null, or import-mlxcel --models), measured by
 # switch because its family ignores the cap, and measured after all because its fused verification run logged kernel
-# calls (written by harness.measure.sweep_loop, read by harness.analysis.decision_facts)
+# calls (written by harness.measure.sweep_loop, read by harness.analysis.decision.decision_facts)
 EXPECT_NULL = "expect_null"
 CAP_IGNORED = "cap_ignored"
 DISPATCH_OVERRIDES = "dispatch_overrides"

@@ -38,7 +38,7 @@ class SummaryCol:
     NULL_CI_HIGH: Final = "null_ci_high"
     OUTLIERS: Final = "outliers"  # str: the runs left out as outliers
     UNSTABLE: Final = "unstable"  # bool: an arm's spread is beyond UNSTABLE_SPREAD
-    VERDICT: Final = "verdict"  # str: one of harness.analysis.stats.VERDICTS
+    VERDICT: Final = "verdict"  # str: one of harness.analysis.points.stats.VERDICTS
     REASON: Final = "reason"  # str: why that verdict, in words
 
 

@@ -1,5 +1,5 @@
 """Workloads: what one timed run does. `command` drives an external benchmark; `layer` and `decode` run the kernels
-in harness/measure/backends directly. The kinds are registered in harness.config.schema (`KINDS`, beside their
+in harness/devices/backends directly. The kinds are registered in harness.config.schema (`KINDS`, beside their
 settings models); `build_workload` is the one place that maps a config to a workload, and the sweep asks the
 workload (harness.measure.protocol.Workload), never its kind's name."""
 
@@ -19,6 +19,6 @@ def workload_kind(config: SweepConfig) -> WorkloadKind:
 def build_workload(config: SweepConfig, config_path: str, backend_name: str, plan_only: bool = False) -> Workload:
     """The workload for a validated config. Built-in workloads instantiate their backend here (it must be usable);
     `plan_only` (`moecal plan`) gives them the backend's device facts instead, where those come cheaper (the CPU's:
-    harness.measure.backends.device_facts), and such a workload can list its points but not run them."""
+    harness.devices.backends.device_facts), and such a workload can list its points but not run them."""
     module = importlib.import_module(workload_kind(config).module)
     return module.WORKLOAD.build(config, config_path, backend_name, plan_only)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from harness.config.backend_specs import backend_spec
-from harness.measure.quant_layer import round_to_dtype
+from harness.devices.quant_layer import round_to_dtype
 
 
 def float32_to_bfloat16_bits(xp: Any, values: Any) -> Any:
@@ -126,7 +126,7 @@ class MlxOps(ArrayOps):
     def __init__(self, dtype: str):
         import mlx.core as mx
 
-        from harness.measure.backends.mlx_paths import mx_dtype
+        from harness.devices.backends.mlx_paths import mx_dtype
 
         super().__init__(dtype)
         self.xp = mx

@@ -16,9 +16,9 @@ from typing import Self
 from harness.config.catalog import ModelShape, load_catalog, resolve_model
 from harness.config.schema import DecodeSettings, LayerSettings, ModelEntry, SweepConfig, resolved_dtype
 from harness.config.shapes import MoeShape
+from harness.devices.backends import device_facts, get_backend
+from harness.devices.backends.base import Backend
 from harness.errors import InputError
-from harness.measure.backends import device_facts, get_backend
-from harness.measure.backends.base import Backend
 from harness.measure.protocol import ArmCaps, Point, PointRunner, RunFailed, RunOutcome
 from harness.runs.formats import FALLBACK, FUSED, NULL
 from harness.runs.provenance_keys import Provenance
@@ -75,7 +75,7 @@ class BuiltinWorkload:
     @classmethod
     def build(cls, config: SweepConfig, config_path: str, backend_name: str, plan_only: bool = False) -> Self:
         """The workload on a live backend (raises BackendUnavailable when it is not usable here); `plan_only`: on
-        the backend's device facts (harness.measure.backends.device_facts), enough to list and size points, not to
+        the backend's device facts (harness.devices.backends.device_facts), enough to list and size points, not to
         run."""
         return cls(config, config_path, device_facts(backend_name) if plan_only else get_backend(backend_name))
 

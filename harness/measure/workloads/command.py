@@ -6,11 +6,13 @@ MLXCEL_FUSED_MOE (1 fused, 0 fallback); how each model's arms were forced, the m
 the binary's version and protocol (harness.measure.bench_capabilities) and a backend label without its device here
 go to the run's meta.json. tok/s is parsed from the output with `metric_regex` (group 1, last match wins, so a benchmark
 that prints per-phase lines reports its final figure). An optional dispatch probe must match the fused arm's output;
-a point where it never does ran the same code in both arms and is a null point (see harness.analysis.point_summary).
+a point where it never does ran the same code in both arms and is a null point (see
+harness.analysis.points.point_summary).
 
 Greedy parity (config `parity:`): each run's generated output is captured and compared with the latest run of the
-other path (harness.analysis.parity). A model with `expect_null` (written by `moecal init` when the fused kernel should
-decline the checkpoint) is a skipped point unless the sweep runs with --measure-null; either way it is null.
+other path (harness.analysis.evidence.parity). A model with `expect_null` (written by `moecal init` when the fused
+kernel should decline the checkpoint) is a skipped point unless the sweep runs with --measure-null; either way it is
+null.
 
 Before any run, `preflight` shows each distinct command line to the benchmark once (`--help`), so a flag the binary
 lacks stops the sweep with one line instead of failing every run. A run's `tokens` is the binary's `Generated
@@ -26,7 +28,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from harness.analysis.parity import agreement, capture_file, capture_regex
+from harness.analysis.evidence.parity import agreement, capture_file, capture_regex
 from harness.config.backend_specs import backend_spec
 from harness.config.mlxcel_families import SWITCH_ENV, SWITCH_OFF, SWITCH_ON
 from harness.config.schema import (
@@ -37,9 +39,9 @@ from harness.config.schema import (
     ModelEntry,
     SweepConfig,
 )
+from harness.devices.backends import detect
 from harness.errors import InputError
 from harness.measure import guard
-from harness.measure.backends import detect
 from harness.measure.bench_capabilities import capabilities, leading_args
 from harness.measure.bench_output import decode_path, generated_tokens, rejected_flag, usage_error
 from harness.measure.proc import HELP_TIMEOUT_S, ask_help, run_with_deadline
@@ -106,7 +108,8 @@ def argv_for(settings: CommandSettings, model: ModelEntry, depth: int | None = N
 
 def context_label(depth: int) -> str:
     """A context axis point's `dtype` cell and label suffix (`ctx8192`): a command's dtype is the binary's own, so
-    the column names the depth instead, and harness.analysis.stats.family_labels makes each depth its own family."""
+    the column names the depth instead, and harness.analysis.points.stats.family_labels makes each depth its own
+    family."""
     return f"ctx{depth}"
 
 
@@ -193,7 +196,7 @@ class CommandRunner:
 
     def _with_parity(self, path: str, output: str, outcome: RunOutcome) -> RunOutcome:
         """Record agreement with the latest run of the other path. With parity capture, `tokens` is the pieces
-        compared (harness.analysis.parity); without it, the binary's `Generated tokens` count."""
+        compared (harness.analysis.evidence.parity); without it, the binary's `Generated tokens` count."""
         if self.parity_regex is not None:
             generated = capture_regex(self.parity_regex, output)
         elif self.output_file is not None:

@@ -21,10 +21,10 @@ import numpy as np
 
 from harness.config.backend_specs import backend_spec
 from harness.config.schema import DecodeSettings, LayerSettings
-from harness.measure.backends.base import Backend
+from harness.devices.backends.base import Backend
+from harness.devices.reference import moe_reference, rel_err
+from harness.devices.timing import time_calls
 from harness.measure.protocol import Point, PointRunner, RunFailed, RunOutcome
-from harness.measure.reference import moe_reference, rel_err
-from harness.measure.timing import time_calls
 from harness.measure.workloads.arrays import array_ops
 from harness.measure.workloads.builtin import BuiltinWorkload, open_or_fail
 from harness.measure.workloads.decoder import Capture, DecoderShapes, SyntheticDecoder

@@ -4,7 +4,7 @@ Per token: embedding row → `layers` × (RMSNorm, single-token GQA attention ov
 top-k router, routed MoE through the path under test [+ shared expert]) → final RMSNorm → LM head → greedy argmax.
 
 What is real and what is simplified (so nobody reads more into the numbers than is there):
-- The routed MoE layers are real MLX-affine quantized layers (harness.measure.quant_layer) run by the backend's own
+- The routed MoE layers are real MLX-affine quantized layers (harness.devices.quant_layer) run by the backend's own
   paths; that is the part the fused/fallback comparison is about. Every layer holds its own device copy of one random
   host layer (see `routed_layer`), so each layer still streams its own weights from memory.
 - The shared expert, when the model has one, is a one-expert quantized layer that always runs the *fallback* path
@@ -32,8 +32,8 @@ import numpy as np
 
 from harness.config.catalog import ModelShape
 from harness.config.shapes import MoeShape
-from harness.measure.backends.base import Backend
-from harness.measure.quant_layer import make_layer
+from harness.devices.backends.base import Backend
+from harness.devices.quant_layer import make_layer
 from harness.measure.workloads.arrays import ArrayOps
 
 RMS_EPS = 1e-5

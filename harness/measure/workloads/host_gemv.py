@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-import harness.measure.backends.cpu  # noqa: F401  (sets numba.config.SLP_VECTORIZE, read at each compile)
+import harness.devices.backends.cpu  # noqa: F401  (sets numba.config.SLP_VECTORIZE, read at each compile)
 
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # reassociation lets LLVM vectorise the f32 dot products
 

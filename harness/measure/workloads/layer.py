@@ -33,12 +33,12 @@ from typing import Any
 from harness.config.catalog import ModelShape
 from harness.config.schema import LayerSettings, SweepConfig
 from harness.config.shapes import MoeShape
+from harness.devices.backends.base import Backend
+from harness.devices.quant_layer import make_inputs, make_layer
+from harness.devices.reference import moe_reference, rel_err
+from harness.devices.timing import time_calls
 from harness.errors import InputError
-from harness.measure.backends.base import Backend
 from harness.measure.protocol import Point, PointRunner, RunFailed, RunOutcome
-from harness.measure.quant_layer import make_inputs, make_layer
-from harness.measure.reference import moe_reference, rel_err
-from harness.measure.timing import time_calls
 from harness.measure.workloads.builtin import BuiltinWorkload, open_or_fail
 from harness.measure.workloads.decode import DecodeWorkloadRunner
 

@@ -1,0 +1,229 @@
+"""The decision over every shape family of a run: each family's curve, crossover and decision
+(harness.analysis.decision.curve, .cap_move), then the overall one. docs/design.md §7:
+
+Several deciding families: a raise needs every family (intersection-union test, no correction); a lower needs one, so
+each family's lower test runs at the Bonferroni level 1 − α/k. The overall decision is the most conservative
+(smallest) family cap. Drift between points (between_points) widens a layer family's curve before it is read.
+Points measured in one visit each, not interleaved (an imported mlxcel sweep CSV), or in passes whose earlier half
+holds one round, withhold raise and lower: a drift of one arm cannot be told from a ratio there, or not bounded
+(sweep_drift.one_visit_words, one_round_words; issue 36).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.decision import decision_words as words
+from harness.analysis.decision.cap_move import Sweep, recommend
+from harness.analysis.decision.curve import Curve, family_curve, find_crossover
+from harness.analysis.decision.decision_record import (
+    Decision,
+    DecisionResult,
+    FamilyDecision,
+    Withheld,
+    deciding_families,
+)
+from harness.analysis.decision.policy import Action, Interpolation, Policy, WithheldWhy
+from harness.analysis.points.between_points import widen_for_scatter
+from harness.analysis.points.stats import DECIDED, family_labels
+from harness.analysis.points.sweep_drift import (
+    ONE_ROUND_PASS,
+    marked_unusable,
+    unchecked_drift,
+    unusable,
+    unusable_words,
+)
+from harness.config.schema import kind_meaning, kind_of_family
+from harness.runs.summary_columns import SummaryCol
+
+
+def stage_families(summary: pd.DataFrame, interpolation: Interpolation = "linear") -> list[StagedFamily]:
+    """Each shape family's curve of valid points, as `decide` reads a summary (the allocation of further rounds
+    (harness.analysis.rounds.decision_value) perturbs these curves and decides again)."""
+    labels = family_labels(summary).to_numpy()
+    valid = summary[SummaryCol.VERDICT].isin(DECIDED).to_numpy() if len(summary) else np.array([], bool)
+    staged = []
+    for family in dict.fromkeys(labels):
+        positions = np.flatnonzero((labels == family) & valid)
+        positions = positions[np.argsort(summary["dff"].to_numpy()[positions], kind="stable")]
+        curve, rounds, notes = family_curve(summary, positions, interpolation)
+        rows = tuple(int(i) for i in np.flatnonzero(labels == family))
+        methods = summary[SummaryCol.METHOD].iloc[positions].astype(str).tolist() if len(positions) else []
+        unchecked = next(filter(None, map(unchecked_drift, methods)), "")
+        short = any(ONE_ROUND_PASS in m for m in methods)
+        bound, passes = _as_measured(methods) if len(curve.dffs) == len(methods) else (None, 1)
+        has = SummaryCol.OUTLIERS in summary and len(positions)
+        dropped = summary[SummaryCol.OUTLIERS].iloc[positions].tolist() if has else []
+        slowed = _slowed(dropped, rounds)
+        staged.append(StagedFamily(str(family), curve, rounds, notes, rows, unchecked, short, bound, passes, slowed))
+    return staged
+
+
+_BOUND = re.compile(r"drift bound ×([0-9.]+)")
+_DROPPED = re.compile(r"\(([+-][0-9.]+)%\)")
+
+
+def _slowed(dropped: Sequence[object], rounds: np.ndarray | None) -> tuple[float, float]:
+    """The share of the family's runs the outlier screen dropped and their median ln deviation from the arm's median,
+    read from the summary's outliers column (point_summary._outlier_text: `fused r2 (-14.8%)` per dropped run): how
+    often, and by how much, the rounds hint's simulated sweeps slow a run. (0, 0) when none was dropped."""
+    found = [float(x) / 100.0 for text in dropped if isinstance(text, str) for x in _DROPPED.findall(text)]
+    runs = 2.0 * float(np.sum(rounds)) if rounds is not None else 0.0
+    if not found or runs <= 0:
+        return 0.0, 0.0
+    return min(len(found) / runs, 1.0), float(np.log1p(np.median(found)))
+
+
+def _as_measured(methods: Sequence[str]) -> tuple[np.ndarray, int]:
+    """Each point's drift-bound variance factor and the family's passes, read from the summary's method column
+    (point_summary writes `two passes: drift bound ×F` where F ≥ 1.05, `a pass of one round`, `by file pair`): what
+    the rounds hint needs to tell a point's per-run noise from the bound, and to simulate the sweep in passes. The
+    summary keeps no other record of them (its columns are fixed), so a summary read back gives the same hint."""
+    found = [_BOUND.search(m) for m in methods]
+    bound = np.array([float(f.group(1)) if f else 1.0 for f in found])
+    passes = 2 if any(f for f in found) or any(ONE_ROUND_PASS in m or "by file pair" in m for m in methods) else 1
+    return bound, passes
+
+
+@dataclass(frozen=True)
+class StagedFamily:
+    """One shape family's curve before its decision (what decide builds from a summary, simulations directly)."""
+
+    family: str
+    curve: Curve
+    rounds: np.ndarray | None = None
+    notes: tuple[str, ...] = ()
+    rows: tuple[int, ...] = ()
+    # why a drift of one arm is not excluded at the curve's points ('' when the passes check it:
+    # sweep_drift.one_visit_words): raise and lower are withheld
+    unchecked: str = ""
+    # measured in passes, a point's earlier half of one round: a move needs 2·MIN_PASS_ROUNDS rounds at the points it
+    # reads (cap_move.recommend; sweep_drift.one_round_words)
+    short_passes: bool = False
+    # the rounds hint's model of how the points were measured (cap_move.Sweep): each point's drift-bound variance
+    # factor in se² (None: none) and the passes over the grid
+    bound: np.ndarray | None = None
+    passes: int = 1
+    # the share of the family's runs the outlier screen dropped and their median slowdown (ln): the rounds hint's
+    # simulated sweeps slow as many
+    slowed: tuple[float, float] = (0.0, 0.0)
+
+
+def _no_families(result: DecisionResult) -> DecisionResult:
+    return DecisionResult((), result.crossover, result.decision)
+
+
+def decide_curves(
+    staged: Sequence[StagedFamily],
+    current_default: int | None,
+    policy: Policy = Policy(),
+    withhold: str = "",
+    table: bool = True,
+    sweep_drift: float | None = None,
+    hint: bool = True,
+) -> DecisionResult:
+    """Each family's crossover and decision, then the overall one (_overall). Lowers are tested at the Bonferroni
+    level 1 − α/k over the k deciding families (any one can trigger a lower), raises at the plain level.
+    `sweep_drift`: the p-value of the two-pass residual test for drift of one arm (sweep_drift.drift_trend, Bonferroni
+    over the families); below sweep_drift.SWEEP_DRIFT_ALPHA the data are unusable for a decision: keep, say so.
+    `hint`: simulate a keep's rounds hint (rounds_hint; False in the engine's own simulations, which read only the
+    action and cap)."""
+    if unusable(sweep_drift):
+        withhold = "; ".join(filter(None, [withhold, unusable_words(sweep_drift)]))
+    unchecked = "; ".join(dict.fromkeys(s.unchecked for s in staged if s.unchecked))
+    why: WithheldWhy = "drift_not_excluded" if unchecked else "aa_drift"
+    withhold = "; ".join(filter(None, [withhold, unchecked]))
+    # drift between points widens the curve the decision reads (between_points), never a point's own interval; only
+    # a kernel family's points differ in Dff alone (a whole-model family's are different models, whose ratios need
+    # not be monotone in Dff)
+    widened = [
+        widen_for_scatter(s.curve.theta, s.curve.se, s.curve.df)
+        if not kind_meaning(kind_of_family(s.family)).whole_model
+        else (s.curve.se, s.curve.df, 0.0)
+        for s in staged
+    ]
+    scatter = [math.sqrt(tau2) if tau2 > 0 else None for _, _, tau2 in widened]
+    staged = [
+        replace(s, curve=replace(s.curve, se=se, df=df)) if tau2 > 0 else s
+        for s, (se, df, tau2) in zip(staged, widened, strict=True)
+    ]
+    crossovers = [find_crossover(s.curve, policy) for s in staged]
+    draft = [
+        FamilyDecision(s.family, (), c, Decision("keep", None, ""), len(s.curve.dffs))
+        for s, c in zip(staged, crossovers, strict=True)
+    ]
+    lower_confidence = 1.0 - (1.0 - policy.confidence) / len(deciding_families(draft))
+    families = []
+    for s, crossover, tau in zip(staged, crossovers, scatter, strict=True):
+        decision = recommend(
+            s.curve,
+            crossover,
+            current_default,
+            policy,
+            lower_confidence=lower_confidence,
+            rounds=s.rounds,
+            withhold=withhold,
+            withhold_why=why,
+            table=table,
+            short_passes=s.short_passes,
+            sweep=Sweep(s.bound, s.passes, s.unchecked, s.slowed) if hint else None,
+        )
+        if tau is not None:
+            decision = replace(
+                decision, reason=f"{decision.reason} {words.scatter_note(tau)}", drift_between_points=tau
+            )
+        if s.notes:
+            decision = replace(decision, reason=f"{decision.reason} {words.curve_notes(s.notes)}")
+        families.append(FamilyDecision(s.family, s.rows, crossover, decision, len(s.curve.dffs)))
+    candidates = deciding_families(families)
+    binding = min(
+        candidates, key=lambda f: math.inf if f.decision.recommended_cap is None else f.decision.recommended_cap
+    )
+    overall = _overall(binding, candidates, current_default)
+    if unusable(sweep_drift):
+        overall = marked_unusable(overall, sweep_drift)
+    return DecisionResult(tuple(families), binding.crossover, overall, binding.family)
+
+
+def _overall(binding: FamilyDecision, candidates: Sequence[FamilyDecision], current_default: int | None) -> Decision:
+    """One cap must serve every deciding family, so the smallest family cap wins: a raise needs every family (each
+    tested at the plain level: intersection-union), a lower needs one (each tested at a Bonferroni level). A keep
+    that some families would have raised records the smallest such raise as withheld."""
+    decision = binding.decision
+    if len(candidates) == 1 or decision.recommended_cap is None:
+        return decision
+    if current_default is not None and decision.action != "set":
+        cap = decision.recommended_cap
+        action: Action = "keep" if cap == current_default else ("raise" if cap > current_default else "lower")
+        decision = replace(decision, action=action)
+    held = None
+    if decision.action not in ("lower", "raise"):
+        raisers = [f for f in candidates if f.decision.action == "raise"]
+        others = tuple(words.family_words(f.family) for f in candidates if f.decision.action != "raise")
+        if raisers:
+            smallest = min(f.decision.recommended_cap or 0 for f in raisers)
+            held = Withheld("raise", smallest, "family_disagrees", families=others)
+    who = words.binding_family(decision.action, binding.family, len(candidates), held.words() if held else "")
+    return replace(decision, reason=f"{who}. {decision.reason}", withheld=held or decision.withheld)
+
+
+def decide(
+    summary: pd.DataFrame,
+    current_default: int | None,
+    policy: Policy = Policy(),
+    withhold: str = "",
+    sweep_drift: float | None = None,
+) -> DecisionResult:
+    """Crossover and decision per shape family, then overall (the smallest deciding family cap)."""
+    staged = stage_families(summary, policy.interpolation)
+    if not staged:
+        empty = np.array([])
+        staged = [StagedFamily("", Curve(empty, empty, empty, empty, policy.interpolation))]
+        return _no_families(decide_curves(staged, current_default, policy, withhold))
+    return decide_curves(staged, current_default, policy, withhold, sweep_drift=sweep_drift)

@@ -1,0 +1,1 @@
+"""One run's addendum: its report data, heading, tables, findings and markdown, and the sections it embeds."""

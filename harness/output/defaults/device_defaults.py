@@ -1,0 +1,185 @@
+"""Defaults per device class, in a form mlxcel can merge: a markdown table and the Rust match arms (with a patch
+of `src/models/switch_layers.rs` that adds or replaces them).
+
+mlxcel compiles one cap per backend (FUSED_MOE_MAX_DFF_METAL / _CUDA) and one SGY default per build (8; 2 on
+ROCm), though the crossover is a property of the device: Apple GPUs differ by chip generation, NVIDIA GPUs by
+compute capability, AMD GPUs by gfx target. So each run is mapped to its class (`device_class`), and per class the
+table gives the decided cap with the crossover interval it rests on, the SGY the run supports (a knob run's joint
+recommendation with its interval; otherwise the default it ran, marked not swept), the mlxcel and MLX commits it was
+measured under, and when to measure again: a number measured under one MLX pin and one fused-kernel source says
+nothing about the next.
+
+The Rust is a pair of functions between marker comments, `fused_moe_max_dff_for_class` and
+`fused_moe_sgy_for_class`, one arm per measured class and `_ => None` (the backend default) for the rest; how the
+running binary names its class (chip, compute capability, gfx target) is mlxcel's to wire, and the arms' keys say
+what each class is. With `report --mlxcel-src DIR` the patch replaces the marked block in that tree's
+switch_layers.rs, or appends it when there is none.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.analysis import number_format
+from harness.analysis.comparison.backend_defaults import Defaults, RunResult, losing_under
+from harness.analysis.comparison.knobs import analyse_knobs
+from harness.analysis.decision.curve import format_ci
+from harness.config import knobs as launch_knobs
+from harness.config.backend_specs import known_backend
+from harness.output.markdown_text import md_code, md_text
+from harness.output.mlxcel_source import BEGIN, END, SWITCH_LAYERS, MlxcelSource
+from harness.runs.provenance_keys import Provenance
+
+
+def device_class(backend: str, device: str, provenance: Provenance) -> str:
+    """`metal-m3` (Apple chip generation), `cuda-sm90` (compute capability), `rocm-gfx1151` (gfx target), else
+    `<backend>-<device>`: the key mlxcel's default would be chosen by."""
+    spec = known_backend(backend)
+    rule = spec.device_class if spec is not None else None
+    found = rule(f"{device} {provenance.get('gpu', '')}", provenance) if rule is not None else None
+    return found or f"{backend}-{device}"
+
+
+@dataclass(frozen=True)
+class ClassDefault:
+    device_class: str
+    backend: str
+    devices: tuple[str, ...]
+    cap: int | None
+    cap_interval: str  # the crossover interval the cap rests on
+    sgy: int | None
+    sgy_evidence: str
+    mlxcel_commit: str
+    mlx_commit: str
+    remeasure: str
+
+
+def _sgy(path: Path, provenance: Provenance, backend: str) -> tuple[int | None, str]:
+    result = analyse_knobs(path) if provenance.get("knobs") else None
+    if result is not None:
+        chosen = launch_knobs.parse_label(result.recommended).get(launch_knobs.SGY)
+        best = next(c for c in result.candidates if c.setting == result.recommended)
+        interval = (
+            ""
+            if result.recommended == result.reference
+            else f" {number_format.speed_change_interval(best.ci_low, best.ci_high)}"
+        )
+        return (int(chosen) if chosen else None), f"swept {provenance['knobs']}: {result.recommended}{interval}"
+    shell_env = provenance.get("shell_env")  # variable → value (the registry checks it where meta.json is read)
+    shell = dict(shell_env) if isinstance(shell_env, Mapping) else {}
+    default = launch_knobs.KNOWN[launch_knobs.SGY].default_for(backend)
+    value = int(shell.get(launch_knobs.SGY, default)) if str(shell.get(launch_knobs.SGY, default)).isdigit() else None
+    return value, "not swept: the build's default" if launch_knobs.SGY not in shell else "not swept: set in the shell"
+
+
+def class_defaults(defaults: Defaults) -> list[ClassDefault]:
+    """One row per device class; several devices of one class take the smallest decided cap (a class default must
+    not send any measured device's model down its slower path)."""
+    groups: dict[str, list[RunResult]] = {}
+    for run in defaults.runs:
+        key = device_class(run.backend, run.device, run.analysis.provenance)
+        groups.setdefault(key, []).append(run)
+    rows = []
+    for key, runs in sorted(groups.items()):
+        binding = min(runs, key=lambda r: r.analysis.result.decision.recommended_cap or math.inf)
+        cap = binding.analysis.result.decision.recommended_cap
+        # an arm no measured point of the class refutes: where one would lose beyond the margin, no arm
+        losing = losing_under(runs, binding.backend, cap) if cap is not None else []
+        prov = binding.analysis.provenance
+        sgy, evidence = _sgy(binding.path, prov, binding.backend)
+        mlxcel, mlx = str(prov.get("mlxcel_commit") or ""), str(prov.get("mlx_commit") or "")
+        remeasure = (
+            f"when the MLX pin moves off {mlx or 'the pin measured (not recorded)'}, when the fused-MoE kernels "
+            "(mlx_cxx_kernels.cpp) or switch_layers.rs change, or for a device class not in this table"
+        )
+        rows.append(
+            ClassDefault(
+                key,
+                binding.backend,
+                tuple(sorted({r.device for r in runs})),
+                None if losing else cap,
+                format_ci(binding.analysis.result.crossover)
+                + (
+                    f"; cap {cap} withheld: {', '.join(f'{p.model} (Dff {p.dff})' for p in losing)} would lose"
+                    if losing
+                    else ""
+                ),
+                sgy,
+                evidence,
+                mlxcel or "not recorded",
+                mlx or "not recorded",
+                remeasure,
+            )
+        )
+    return rows
+
+
+def class_markdown(rows: list[ClassDefault]) -> str:
+    lines = [
+        "#### Defaults per device class",
+        "",
+        "| device class | device(s) | cap | crossover 95% CI | SGY | SGY evidence | mlxcel | MLX | re-measure |",
+        "|---|---|--:|---|--:|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {md_code(r.device_class)} | {', '.join(md_text(d) for d in r.devices)} | {r.cap or '-'} "
+            f"| {r.cap_interval} | {r.sgy or '-'} | {md_text(r.sgy_evidence)} | {md_code(r.mlxcel_commit)} "
+            f"| {md_code(r.mlx_commit)} | {md_text(r.remeasure)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _rust_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def rust_block(rows: list[ClassDefault]) -> str:
+    """The two lookup functions, one arm per measured class (comment: its evidence and commits)."""
+    out = [
+        BEGIN,
+        "/// Measured fused-MoE Dff cap per device class (moecal); None: the backend default.",
+        "pub(crate) fn fused_moe_max_dff_for_class(device_class: &str) -> Option<i32> {",
+        "    match device_class {",
+    ]
+    for r in rows:
+        if r.cap is not None:
+            note = f"crossover {r.cap_interval}, mlxcel {r.mlxcel_commit}, MLX {r.mlx_commit}"
+            out.append(f"        {_rust_string(r.device_class)} => Some({r.cap}), // {note}")
+    out += [
+        "        _ => None,",
+        "    }",
+        "}",
+        "",
+        "/// MLXCEL_FUSED_MOE_SGY default per device class (moecal); None: the build's default.",
+        "pub(crate) fn fused_moe_sgy_for_class(device_class: &str) -> Option<i32> {",
+        "    match device_class {",
+    ]
+    for r in rows:
+        if r.sgy is not None and r.sgy_evidence.startswith("swept"):
+            out.append(f"        {_rust_string(r.device_class)} => Some({r.sgy}), // {r.sgy_evidence}")
+    out += ["        _ => None,", "    }", "}", END]
+    return "\n".join(out) + "\n"
+
+
+def class_patch(source: MlxcelSource, block: str) -> str:
+    """A unified diff of switch_layers.rs that replaces the marked block, or appends it; '' without a tree read
+    (the block is written beside the addendum instead) or when the tree already holds this block."""
+    if not source.lines:
+        return ""
+    text = "".join(source.lines)
+    newline = "\r\n" if "\r\n" in text else "\n"  # the file's own line endings, or git apply rejects the patch
+    block = block.replace("\n", newline)
+    start, end = text.find(BEGIN), text.find(END)  # one pair in order, or none: read_source refused the rest
+    if start >= 0:
+        after = text[:start] + block + text[end + len(END) :].removeprefix(newline)
+    else:
+        after = text + ("" if text.endswith("\n") else newline) + newline + block
+    if after == text:
+        return ""
+    new_lines = after.splitlines(keepends=True)
+    return "".join(difflib.unified_diff(source.lines, new_lines, f"a/{SWITCH_LAYERS}", f"b/{SWITCH_LAYERS}"))

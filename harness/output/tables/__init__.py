@@ -1,0 +1,1 @@
+"""The console and fleet tables: the per-point summary table and the fleet report."""

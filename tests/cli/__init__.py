@@ -1,0 +1,1 @@
+"""Tests of harness.cli (commands end to end)."""

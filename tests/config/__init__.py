@@ -1,0 +1,1 @@
+"""Tests of harness.config (what is asked: configs, registries, discovery)."""

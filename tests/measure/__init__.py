@@ -1,0 +1,1 @@
+"""Tests of harness.measure (taking measurements: the protocol, workloads, fleets, guards)."""

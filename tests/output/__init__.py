@@ -1,0 +1,1 @@
+"""Tests of harness.output (what people read)."""

@@ -1,0 +1,1 @@
+"""Shared test helpers: the CLI runner, synthetic sweeps and models, simulations, emulated devices."""
