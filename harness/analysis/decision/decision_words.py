@@ -86,6 +86,7 @@ def finding(where: str, outcome: str, dff: float | None, several: bool, ci: str,
         "points"
     )
     if outcome == "crossing":
+        assert dff is not None, "a crossing has a Dff"  # Crossover.dff is None only when nothing crosses
         gap = f"; {gap}" if gap else ""
         several_text = "the first downward crossing after fused first leads; " if several else ""
         return (

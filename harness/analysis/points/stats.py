@@ -45,7 +45,7 @@ import itertools
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, get_args, overload
 
 import numpy as np
 import pandas as pd
@@ -104,7 +104,8 @@ def screen_outliers(arm_ys: Sequence[np.ndarray], sigmas: float = OUTLIER_SIGMAS
         own = MAD_TO_SIGMA * np.nanmedian(resid, axis=-1, keepdims=True)
         family = family_sigma(resid)[None, ..., None, None]
         sigma = np.fmax(family, np.fmin(own, OWN_SIGMA_CAP * family))
-    return resid > sigmas * np.fmax(sigma, RESOLUTION)
+    flagged: np.ndarray = resid > sigmas * np.fmax(sigma, RESOLUTION)
+    return flagged
 
 
 def family_sigma(resid: np.ndarray) -> np.ndarray:
@@ -139,7 +140,8 @@ def split_arms(arm_ys: Sequence[np.ndarray], kept: Sequence[np.ndarray], sigmas:
             & (np.sum(~np.isnan(y), axis=-1) < SPLIT_RUNS)
             for y in kept
         ]
-    return np.any(split, axis=0)
+    split_any: np.ndarray = np.any(split, axis=0)
+    return split_any
 
 
 @contextlib.contextmanager
@@ -229,7 +231,7 @@ def estimate_family(
     drop = flagged.any(axis=0)
     a = np.where(np.where(paired_runs, drop, flagged[0]), np.nan, a)
     b = np.where(np.where(paired_runs, drop, flagged[1]), np.nan, b)
-    result = compare_arms(a, b, paired, pool=~flagged.any(axis=(0, -1)), floor=floor)
+    result = compare_arms(a, b, paired, pool=np.asarray(~flagged.any(axis=(0, -1))), floor=floor)
     # outliers are slowdowns (a background task never speeds a run up): a flagged run *faster* than its arm's median
     # means most of the arm was slowed (two of three runs hit), and what is left cannot be trusted
     with np.errstate(all="ignore"), _quiet():
@@ -359,8 +361,12 @@ def noise_scale(aa: Comparison) -> float:
     return float(max(1.0, np.sqrt(np.mean(t**2)))) if t.size else 1.0
 
 
-def t_quantile(confidence: float, df: np.ndarray | float) -> np.ndarray:
-    """Two-sided t quantile; NaN degrees of freedom give NaN."""
+@overload
+def t_quantile(confidence: float, df: float) -> float: ...
+@overload
+def t_quantile(confidence: float, df: np.ndarray) -> np.ndarray: ...
+def t_quantile(confidence: float, df: np.ndarray | float) -> np.ndarray | float:
+    """Two-sided t quantile, of df's shape (a number for a number); NaN degrees of freedom give NaN."""
     if not 0.5 <= confidence < 1.0:
         raise ValueError(f"confidence must be in [0.5, 1), got {confidence}")
     with np.errstate(all="ignore"):

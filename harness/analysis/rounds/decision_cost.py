@@ -25,8 +25,9 @@ from harness.analysis.decision.curve import Curve
 from harness.analysis.decision.decide import StagedFamily, decide_curves
 from harness.analysis.decision.policy import Policy
 from harness.analysis.points import sweep_drift
-from harness.analysis.points.stats import CONFIDENCE, FULL_PRECISION_FLOOR, MARGIN, Comparison, estimate_family
+from harness.analysis.points.stats import FULL_PRECISION_FLOOR, Comparison, estimate_family
 from harness.analysis.rounds.decision_value import Key, Outcome, StopRule, next_step
+from harness.thresholds import CONFIDENCE, MARGIN
 
 DEFAULT_NOISE = 0.01  # ln tok/s spread of one run when nothing was measured yet (1%: mlxcel's GB10 sweeps)
 DEFAULT_SLOPE = 0.06  # a in ln ratio = a·(C/d − 1), mid-range of the simulated truths (tests/support/simulation.py)
