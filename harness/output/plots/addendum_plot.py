@@ -23,6 +23,7 @@ from harness.output.markdown_text import plot_label
 from harness.runs.summary_columns import SummaryCol
 
 if TYPE_CHECKING:  # matplotlib is imported only when drawing
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 
@@ -97,7 +98,9 @@ def _crossovers(d: DecisionJSON) -> list[tuple[str, CrossoverJSON]]:
     return [(families[0], d)]
 
 
-def _draw_interval(ax, c: CrossoverJSON, left: float, right: float, colour: str, y: float, row: int, conf: str) -> None:
+def _draw_interval(
+    ax: Axes, c: CrossoverJSON, left: float, right: float, colour: str, y: float, row: int, conf: str
+) -> None:
     """The crossover: a diamond where the estimated ratio crosses 1, and its interval as a bar at height `y`, above
     the 1 ± δ band (on the band it would vanish in the grey), with end ticks and its text; an open end is an arrow
     from the finite end outward (never a band over the whole axes: an open interval says only where it starts)."""
@@ -125,7 +128,7 @@ def _draw_interval(ax, c: CrossoverJSON, left: float, right: float, colour: str,
     ax.annotate(text, (finite_low, y), xytext=(2, 3), textcoords="offset points", fontsize=7, color=colour)
 
 
-def _draw_nulls(ax, points: list[PointJSON], y_low: float, y_high: float) -> None:
+def _draw_nulls(ax: Axes, points: list[PointJSON], y_low: float, y_high: float) -> None:
     """Points not used for the crossover (null: both arms ran the same code; insufficient: too few runs) as grey ×,
     each labelled, at their ratio of medians (they have no estimate: they never entered the statistics), or on
     the lower edge when not even that exists (a model that did not run)."""
@@ -150,26 +153,28 @@ def _draw_nulls(ax, points: list[PointJSON], y_low: float, y_high: float) -> Non
                     fontsize=7, color="0.35")  # fmt: skip
 
 
-def _draw_switch_points(ax, points: list[PointJSON], y_low: float, y_high: float) -> None:
+def _draw_switch_points(ax: Axes, points: list[PointJSON], y_low: float, y_high: float) -> None:
     """Points measured by switch (MLXCEL_FUSED_MOE=0: the family ignores the cap) as hollow purple diamonds at
     their fused-on-vs-off estimate, with their interval: measured, but not points of the cap's curve."""
     for n, p in enumerate(points):
-        y = min(max(p[SummaryCol.ESTIMATE], y_low), y_high)
+        estimate, ci_low, ci_high = p[SummaryCol.ESTIMATE], p[SummaryCol.CI_LOW], p[SummaryCol.CI_HIGH]
+        if estimate is None:  # _draw_nulls hands in only switch points with an estimate
+            continue
+        y = min(max(estimate, y_low), y_high)
         ax.scatter(p["dff"], y, marker="d", facecolor="none", edgecolor="purple", s=60, linewidth=1.5, zorder=3,
                    label=plot_label(SWITCH_LABEL) if n == 0 else None)  # fmt: skip
-        if p[SummaryCol.CI_LOW] is not None:
-            low, high = max(p[SummaryCol.CI_LOW], y_low), min(p[SummaryCol.CI_HIGH], y_high)
-            ax.vlines(p["dff"], low, high, color="purple", linewidth=1.0, linestyle=":")
+        if ci_low is not None and ci_high is not None:  # an interval has both ends or neither
+            ax.vlines(p["dff"], max(ci_low, y_low), min(ci_high, y_high), color="purple", linewidth=1.0, linestyle=":")
 
 
-def _cap_line(ax, dff: int, label: str, style: str) -> None:
+def _cap_line(ax: Axes, dff: int, label: str, style: str) -> None:
     ax.axvline(dff, color="black", linestyle=style, linewidth=1.1)
     ax.annotate(f"{label} {dff}", (dff, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -3),
                 textcoords="offset points", va="top", fontsize=8, rotation=90,
                 bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1}, zorder=6)  # fmt: skip
 
 
-def _panel(ax, data: ReportData, kind: str, families: list[str], y_limits: tuple[float, float]) -> bool:
+def _panel(ax: Axes, data: ReportData, kind: str, families: list[str], y_limits: tuple[float, float]) -> bool:
     """One panel's (workload kind's) points, crossover(s) and caps; returns whether a whisker was clipped."""
     from matplotlib.ticker import FixedLocator, NullLocator
 
@@ -189,35 +194,33 @@ def _panel(ax, data: ReportData, kind: str, families: list[str], y_limits: tuple
         shift = 2 ** ((index - (len(families) - 1) / 2) * OFFSET)
         pts = sorted(
             (
-                p
+                (p, estimate)
                 for p in points
-                if p["family"] == family and p[SummaryCol.VERDICT] != "null" and p[SummaryCol.ESTIMATE] is not None
+                if p["family"] == family
+                and p[SummaryCol.VERDICT] != "null"
+                and (estimate := p[SummaryCol.ESTIMATE]) is not None
             ),
-            key=lambda p: p["dff"],
+            key=lambda pe: pe[0]["dff"],
         )
         if not pts:
             continue
-        xs = [p["dff"] * shift for p in pts]
+        xs = [p["dff"] * shift for p, _ in pts]
         ax.plot(
             xs,
-            [p[SummaryCol.ESTIMATE] for p in pts],
+            [estimate for _, estimate in pts],
             color=colour,
             linestyle=style,
             linewidth=1.3,
             label=plot_label(family_namer(data.context)(family)),
         )
-        for x, p in zip(xs, pts, strict=True):
-            ax.scatter(x, p[SummaryCol.ESTIMATE], marker=MARKERS.get(p[SummaryCol.VERDICT], "o"), color=colour,
+        for x, (p, estimate) in zip(xs, pts, strict=True):
+            ax.scatter(x, estimate, marker=MARKERS.get(p[SummaryCol.VERDICT], "o"), color=colour,
                        edgecolor="black", linewidth=0.5, zorder=3, s=40)  # fmt: skip
-            if p[SummaryCol.CI_LOW] is None:
+            ci_low, ci_high = p[SummaryCol.CI_LOW], p[SummaryCol.CI_HIGH]
+            if ci_low is None or ci_high is None:  # an interval has both ends or neither
                 continue
-            ax.vlines(
-                x, max(p[SummaryCol.CI_LOW], y_low), min(p[SummaryCol.CI_HIGH], y_high), color=colour, linewidth=1.2
-            )
-            for end, edge, mark in (
-                (p[SummaryCol.CI_LOW], y_low, 7),
-                (p[SummaryCol.CI_HIGH], y_high, 6),
-            ):  # 7/6: caret down/up
+            ax.vlines(x, max(ci_low, y_low), min(ci_high, y_high), color=colour, linewidth=1.2)
+            for end, edge, mark in ((ci_low, y_low, 7), (ci_high, y_high, 6)):  # 7/6: caret down/up
                 if (end < edge) if mark == 7 else (end > edge):
                     ax.plot(x, edge, marker=mark, color=colour, markersize=9, clip_on=False)
                     clipped = True
@@ -281,9 +284,9 @@ def draw_plot(data: ReportData) -> Figure:
     clipped = False
     for ax, kind in zip(axes[:, 0], kinds, strict=True):
         estimates = [
-            p[SummaryCol.ESTIMATE]
+            estimate
             for p in d["points"]
-            if p[SummaryCol.ESTIMATE] is not None
+            if (estimate := p[SummaryCol.ESTIMATE]) is not None
             and (p[SummaryCol.VERDICT] != "null" or is_switch_point(p[SummaryCol.REASON]))
             and panel(p["family"]) == kind
         ]
