@@ -210,7 +210,7 @@ class CudaBackend(Backend):
         self._sms: int | None = None
 
     def variant_label(self) -> str:
-        """The launch configuration in force, e.g. 'sgy8-rows1-act_f32-splitk1' (bench rows carry it)."""
+        """The kernel variant in force, e.g. 'sgy8-rows1-act_f32-splitk1' (bench rows carry it)."""
         return f"sgy{self.sgy}-rows{self.rows}-act_{self.act_load}-splitk{self.split_k}"
 
     @classmethod
