@@ -35,7 +35,7 @@ def parse_dffs(text: str) -> list[int]:
 
 def plan_lines(plans: list[Plan]) -> list[str]:
     """The `plan`-style table printed before writing."""
-    from harness.config import synth_checkpoints as synth
+    from harness.config.shapes import gib
 
     lines = []
     for p in plans:
@@ -45,7 +45,7 @@ def plan_lines(plans: list[Plan]) -> list[str]:
         lines.append(
             f"{p.name}: {p.family} Dff {side['dff']}, {side['layers']} of {side['source_layers']} layers, "
             f"{side['experts']} experts top-{side['top_k']}, {len(p.specs)} tensors ({stored}, {p.dtype}); "
-            f"disk {synth.gib(p.disk_bytes)}, memory ≈ {synth.gib(p.memory_bytes)}"
+            f"disk {gib(p.disk_bytes)}, memory ≈ {gib(p.memory_bytes)}"
             + (f"; DECLINED by the fused kernel: {side['declined']}" if side["declined"] else "")
         )
     return lines
@@ -70,6 +70,7 @@ def synth_command(
 ) -> None:
     """Write synthetic checkpoints of MODEL_DIR's family at other expert sizes (random weights, MLX format)."""
     from harness.config import synth_checkpoints as synth
+    from harness.config.shapes import gib
     from harness.measure import synth_writer
 
     if not MIN_SHARD_GB <= shard_gb <= MAX_SHARD_GB:  # also NaN; inf would end in an OverflowError
@@ -81,8 +82,8 @@ def synth_command(
         typer.echo(line)
     disk, memory = synth_writer.free_bytes(out)
     typer.echo(
-        f"total disk {synth.gib(sum(p.disk_bytes for p in plans))} ({synth.gib(disk)} free under {out}); "
-        f"memory ≈ {synth.gib(max(p.memory_bytes for p in plans))} ({synth.gib(memory)} available)"
+        f"total disk {gib(sum(p.disk_bytes for p in plans))} ({gib(disk)} free under {out}); "
+        f"memory ≈ {gib(max(p.memory_bytes for p in plans))} ({gib(memory)} available)"
     )
     stale, kept = synth_writer.leftover_partials(out, remove=not dry_run)
     for folder in stale:

@@ -13,6 +13,7 @@ Nothing here imports a backend library: `moecal presets` and the catalog must wo
 from __future__ import annotations
 
 import importlib.resources
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,13 @@ from harness.errors import InputError
 
 CATALOG_NAME = "models.yaml"  # the model catalog lives beside the presets but is not one
 SUMMARY_CHARS = 80  # `moecal presets` prints one line per preset
+
+
+def user_cache_dir(name: str) -> Path:
+    """moecal's cache folder `name` for this user: $XDG_CACHE_HOME/moecal/NAME, else ~/.cache/moecal/NAME. What is
+    cached (compiled kernels, synthetic checkpoints) is derived and large, so it never goes into the checkout."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "moecal" / name
 
 
 def data_dir(name: str) -> Path:

@@ -9,6 +9,12 @@ BITS = (4, 8)
 GROUP_SIZES = (32, 64, 128)
 
 
+def gib(nbytes: float) -> str:
+    """A byte count as `N.NN GiB`: how moecal states every memory and disk need (a layer's experts against free
+    device memory, a synthetic checkpoint's size), so the figures of one message compare at a glance."""
+    return f"{nbytes / 2**30:.2f} GiB"
+
+
 @dataclass(frozen=True)
 class MoeShape:
     """One MoE layer in MLX affine format, as seen by a single decode token.

@@ -271,7 +271,3 @@ def content_hash(sidecar: dict) -> str:
     """What determines the written bytes (format, source files, every request field): a cache key."""
     fields = {k: v for k, v in sidecar.items() if k not in ("content_hash", "moecal_version", "like")}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
-
-
-def gib(count: int) -> str:
-    return f"{count / (1 << 30):.2f} GiB"

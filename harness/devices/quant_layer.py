@@ -12,6 +12,7 @@ so every backend and the float64 reference see identical numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +62,18 @@ def round_to_dtype(array: np.ndarray, dtype: str) -> np.ndarray:
         rounded = (bits + np.uint32(0x7FFF) + lsb) & np.uint32(0xFFFF0000)
         return rounded.view(np.float32)
     raise ValueError(f"unknown activation dtype {dtype!r}")
+
+
+def float32_to_bfloat16_bits(xp: Any, values: Any) -> Any:
+    """float32 array -> uint16 bfloat16 bit patterns, round to nearest even (numpy and CuPy alike)."""
+    bits = values.astype(xp.float32).view(xp.uint32)
+    rounded = bits + xp.uint32(0x7FFF) + ((bits >> xp.uint32(16)) & xp.uint32(1))
+    return (rounded >> xp.uint32(16)).astype(xp.uint16)
+
+
+def bfloat16_bits_to_float32(xp: Any, bits: Any) -> Any:
+    """uint16 bfloat16 bit patterns -> float32 (exact: bf16 is the top half of an f32; numpy and CuPy alike)."""
+    return (bits.astype(xp.uint32) << xp.uint32(16)).view(xp.float32)
 
 
 def _generator(seed: int, stream: int) -> np.random.Generator:

@@ -11,22 +11,20 @@ its plan (the config.json and record it would be written with), so planning writ
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from harness.config import synth_checkpoints as synth
 from harness.config.discover import DiscoveredModel, model_from_config, read_model
 from harness.config.eligibility import model_entry
+from harness.config.resources import user_cache_dir
 from harness.config.schema import ModelEntry, SweepConfig, SynthSettings
 from harness.errors import InputError
 from harness.measure import synth_writer
 
 
-def cache_dir(settings: SynthSettings) -> Path:
-    if settings.cache:
-        return Path(settings.cache)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "moecal" / "synth"
+def synth_cache_dir(settings: SynthSettings) -> Path:
+    """The config's `synth.cache` folder, else the user's moecal cache (config.resources.user_cache_dir)."""
+    return Path(settings.cache) if settings.cache else user_cache_dir("synth")
 
 
 def synthesize(settings: SynthSettings, dff: int, write: bool = True) -> ModelEntry:
@@ -37,7 +35,7 @@ def synthesize(settings: SynthSettings, dff: int, write: bool = True) -> ModelEn
         Path(settings.like), dff, settings.layers, settings.experts, settings.top_k, settings.seed, settings.dtype
     )
     plan = synth.plan(request)
-    folder = cache_dir(settings) / plan.sidecar["content_hash"][:16]
+    folder = synth_cache_dir(settings) / plan.sidecar["content_hash"][:16]
     path = folder / plan.name
     if write:
         if not path.is_dir():

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from harness.config import synth_checkpoints as synth
 from harness.config.discover import read_synth_sidecar
-from harness.config.synth_checkpoints import DEFAULT_SHARD_BYTES, SIDECAR, Plan, Request, gib
+from harness.config.shapes import gib
+from harness.config.synth_checkpoints import DEFAULT_SHARD_BYTES, SIDECAR, Plan, Request
 from harness.config.synth_layouts import TensorSpec
 from harness.errors import InputError
 

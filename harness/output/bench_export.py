@@ -99,7 +99,7 @@ def ratio_points(decision: DecisionJSON) -> list[PointJSON]:
     return [p for p in decision["points"] if p["verdict"] != "null" and _finite(p["estimate"]) is not None]
 
 
-def point_name(point: PointJSON) -> str:
+def bench_point_name(point: PointJSON) -> str:
     return f"{point['model']}@{point['dff']}"
 
 
@@ -140,7 +140,7 @@ def github_action_benchmark(decision: DecisionJSON, label: RunLabel) -> list[Ben
     for p in ratio_points(decision):
         entries.append(
             {
-                "name": f"{label.prefix}/{point_name(p)}",
+                "name": f"{label.prefix}/{bench_point_name(p)}",
                 "unit": "fused/fallback",
                 "value": float(p["estimate"]),
                 "range": _interval_text(_finite(p["ci_low"]), _finite(p["ci_high"]), level),
@@ -168,7 +168,7 @@ def bencher(decision: DecisionJSON, label: RunLabel) -> dict[str, dict[str, dict
         out[f"{label.prefix}/crossover"] = {CROSSOVER_MEASURE: metric}
     for p in ratio_points(decision):
         metric = _metric(float(p["estimate"]), _finite(p["ci_low"]), _finite(p["ci_high"]))
-        out[f"{label.prefix}/{point_name(p)}"] = {RATIO_MEASURE: metric}
+        out[f"{label.prefix}/{bench_point_name(p)}"] = {RATIO_MEASURE: metric}
     return out
 
 
@@ -199,7 +199,7 @@ def compare_bench_csv(decision: DecisionJSON, label: RunLabel) -> dict[str, str]
                 continue
             tokens = _finite(p.get(f"tokens_{arm}"))
             row = {
-                "model": point_name(p),
+                "model": bench_point_name(p),
                 "prompt_tokens": PROMPT_TOKENS_UNKNOWN,
                 "generated_tokens": "" if tokens is None else f"{tokens:g}",
                 "decode_tok_s": repr(tok_s),

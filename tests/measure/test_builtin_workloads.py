@@ -13,12 +13,12 @@ import yaml
 
 from harness.config.catalog import load_catalog, resolve_model
 from harness.config.schema import ModelEntry, load_config, resolved_dtype
-from harness.devices.quant_layer import round_to_dtype
+from harness.devices.quant_layer import bfloat16_bits_to_float32, float32_to_bfloat16_bits, round_to_dtype
 from harness.devices.reference import rel_err
 from harness.errors import InputError
 from harness.measure.sweep_loop import execute
 from harness.measure.sweep_setup import prepare
-from harness.measure.workloads.arrays import array_ops, bfloat16_bits_to_float32, float32_to_bfloat16_bits
+from harness.measure.workloads.arrays import array_ops
 from harness.measure.workloads.decoder import DecoderShapes, SyntheticDecoder
 from harness.measure.workloads.layer import copies_for_cache
 from harness.runs.formats import read_samples

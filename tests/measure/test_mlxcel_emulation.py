@@ -142,7 +142,7 @@ def _entry(dff: int, fused: dict, fallback: dict) -> dict:
     ],
 )
 def test_dispatch_classes(fused, fallback, has_probe, expected):
-    dispatch_value, note, null = dispatch_evidence.classify(_entry(768, fused, fallback), has_probe)
+    dispatch_value, note, null = dispatch_evidence.classify_dispatch(_entry(768, fused, fallback), has_probe)
     assert (dispatch_value, null) == expected and note
 
 

@@ -83,7 +83,7 @@ def setting_decision(analysis: Analysis) -> SettingDecision:
     return SettingDecision(d.action, cap, False, words)
 
 
-def cap_words(row: SettingDecision) -> str:
+def setting_cap_words(row: SettingDecision) -> str:
     """The cap a joint recommendation pairs with a setting, in the row's terms."""
     if row.below_all:
         return f"cap {row.cap} (below every measured Dff; or disable, {DISABLE})"
@@ -237,9 +237,9 @@ def analyse_knobs(path: str | Path, options: Options = Options()) -> KnobResult 
         candidates.append(Candidate(setting, cap, gain, low, high, rounds))
     best = max((c for c in candidates if c.setting != reference and np.isfinite(c.gain)), key=lambda c: c.gain,
                default=None)  # fmt: skip
-    chosen, reason = _choose(reference, cap_words(rows[reference]), best, options.margin, level)
+    chosen, reason = _choose(reference, setting_cap_words(rows[reference]), best, options.margin, level)
     if chosen is not None:
-        reason = reason.replace(f"with cap {chosen.cap}:", f"with {cap_words(rows[chosen.setting])}:", 1)
+        reason = reason.replace(f"with cap {chosen.cap}:", f"with {setting_cap_words(rows[chosen.setting])}:", 1)
     if len({(r.action, r.cap) for r in rows.values()}) > 1:  # the rows differ: the joint line says how
         reason += " Per setting: " + "; ".join(f"{s}: {r.words}" for s, r in rows.items()) + "."
     return KnobResult(
@@ -259,7 +259,7 @@ def analyse_knobs(path: str | Path, options: Options = Options()) -> KnobResult 
 def _choose(
     reference: str, ref_cap: str, best: Candidate | None, margin: float, level: float
 ) -> tuple[Candidate | None, str]:
-    """The joint choice and its reason; `ref_cap`: the reference's cap in its row's words (cap_words)."""
+    """The joint choice and its reason; `ref_cap`: the reference's cap in its row's words (setting_cap_words)."""
     keep = f"keep {reference} with {ref_cap}"
     if best is None:
         return None, f"{keep}: no other setting has runs in at least two rounds beside the reference's."

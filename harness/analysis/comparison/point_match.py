@@ -60,7 +60,7 @@ def comparable_keys(
     return [blank(k) for k in base_keys], [blank(k) for k in cur_keys]
 
 
-def join_points(
+def match_points(
     baseline: pd.DataFrame, current: pd.DataFrame, same_machine: bool = True
 ) -> tuple[list[tuple[int, int]], list[PointKey], list[PointKey]]:
     """Row-position pairs (baseline, current) of matched points, in baseline order, then the keys found only in the

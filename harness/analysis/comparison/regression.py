@@ -117,7 +117,7 @@ class CheckResult:
 def join_points(baseline: pd.DataFrame, current: pd.DataFrame) -> tuple[list[tuple[int, int]], list[DroppedPoint]]:
     """Row-position pairs of comparable points (harness.analysis.comparison.point_match, on the same machine), and the
     rows dropped from either side with the reason."""
-    pairs, base_only, cur_only = point_match.join_points(baseline, current, same_machine=True)
+    pairs, base_only, cur_only = point_match.match_points(baseline, current, same_machine=True)
     base_keys, cur_keys = point_match.comparable_keys(baseline, current, True)
     dropped: list[DroppedPoint] = []
     for side, keys, other in (("baseline", base_only, cur_keys), ("current", cur_only, base_keys)):

@@ -92,7 +92,10 @@ class CrossoverShift:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class RunComparison:
+    """`moecal compare`'s answer: how one run differs from another (crossover shifts by family, ratio changes by
+    point). Not stats.Comparison, which is one run's per-point estimate of ln(a/b) for two arms."""
+
     shifts: tuple[CrossoverShift, ...]
     points: tuple[PointChange, ...]
     unmatched: tuple[str, ...]  # points measured in one run only, `model (Dff n) in A only`
@@ -291,7 +294,7 @@ def _curves(analysis: Analysis, shared: set[tuple[str, ...]]) -> dict[str, Curve
     return out
 
 
-def compare_runs(a: Analysis, b: Analysis, confidence: float, draws: int = DRAWS) -> Comparison:
+def compare_runs(a: Analysis, b: Analysis, confidence: float, draws: int = DRAWS) -> RunComparison:
     """Run A (the earlier) against run B: one crossover shift per shape family both runs measured, every matched
     point's ratio change. Both crossovers come from the points both runs measured (as `moecal check` compares
     decisions): a point one run lacks would move that run's crossover and read as a shift."""
@@ -303,10 +306,10 @@ def compare_runs(a: Analysis, b: Analysis, confidence: float, draws: int = DRAWS
         if family in curves_a
     )
     points, unmatched = point_changes(a, b, confidence)
-    return Comparison(shifts, tuple(points), tuple(unmatched))
+    return RunComparison(shifts, tuple(points), tuple(unmatched))
 
 
-def render_text(comparison: Comparison, name_a: str, name_b: str) -> list[str]:
+def render_text(comparison: RunComparison, name_a: str, name_b: str) -> list[str]:
     """The plain-text comparison (what `moecal compare` prints and `report --previous` quotes)."""
     lines = [f"A = {name_a}", f"B = {name_b}"]
     several = len(comparison.shifts) > 1

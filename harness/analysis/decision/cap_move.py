@@ -239,7 +239,7 @@ def recommend(
     if move is not None and withhold:
         verb, cap, evidence, _ = move
         held = Withheld(verb, cap, withhold_why, because=withhold)
-        reason = words.withheld_reason(finding, evidence, held.words())
+        reason = words.withheld_sentence(finding, evidence, held.words())
         return Decision("keep", c, reason, caps=caps, tests=read.tests, withheld=held)
     if move is not None:
         verb, cap, evidence, where = move

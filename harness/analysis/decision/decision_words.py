@@ -180,7 +180,7 @@ def withheld_words(
     return f"a {move} to {cap} was withheld because {because}"
 
 
-def withheld_reason(curve_finding: str, evidence: str, withheld: str) -> str:
+def withheld_sentence(curve_finding: str, evidence: str, withheld: str) -> str:
     """A raise or lower held back by the A/A drift: the caller's why ends the sentence."""
     return f"{curve_finding}; {evidence}; {withheld}"
 

@@ -139,7 +139,7 @@ def read_record(run_dir: Path) -> dict[str, VerificationEntry]:
     return checked
 
 
-# What classify() and per_model() read of one verification run (harness.measure.dispatch writes more).
+# What classify_dispatch() and per_model() read of one verification run (harness.measure.dispatch writes more).
 RUN_FIELDS = {"path": str, "status": str, "calls": int, "dffs": list}
 
 
@@ -164,7 +164,7 @@ def probe_present(record: VerificationRecord, expected_null: Mapping[str, str]) 
     return any(run.get("calls", 0) or run.get("summary_calls", 0) for m in eligible for run in record[m]["runs"])
 
 
-def classify(entry: VerificationEntry, has_probe: bool) -> tuple[DispatchClass, str, bool]:
+def classify_dispatch(entry: VerificationEntry, has_probe: bool) -> tuple[DispatchClass, str, bool]:
     """(dispatch, note, null) for one model's verification entry."""
     runs = {run["path"]: run for run in entry["runs"]}
     fused, fallback = runs[FUSED], runs[FALLBACK]
@@ -225,7 +225,7 @@ def per_model(record: VerificationRecord, expected_null: Mapping[str, str]) -> d
     has_probe = probe_present(record, expected_null)
     out: dict[str, DispatchFacts] = {}
     for model, entry in record.items():
-        dispatch, note, null = classify(entry, has_probe)
+        dispatch, note, null = classify_dispatch(entry, has_probe)
         run = next(run for run in entry["runs"] if run["path"] == FUSED)
         fused = {**run, **{k: read_figure(v) for k, v in run.items() if k in FIGURES}}
         out[model] = {

@@ -131,5 +131,5 @@ def get_backend(name: str = "auto") -> Backend:
         raise BackendUnavailable(f"backend {resolved!r} is not usable here: {reason}")
     try:
         return backend_class(resolved)()
-    except ValueError as exc:  # a launch setting from the environment (e.g. MOECAL_CUDA_ROWS=3) names no variant
+    except ValueError as exc:  # a kernel variant from the environment (e.g. MOECAL_CUDA_ROWS=3) that is none
         raise BackendUnavailable(f"backend {resolved!r}: {exc}") from None

@@ -34,7 +34,7 @@ from harness.devices.backends.cuda_source import (
     KERNEL_NAMES,
     KernelVariant,
 )
-from harness.devices.quant_layer import QuantLayer, QuantMatrix, round_to_dtype
+from harness.devices.quant_layer import QuantLayer, QuantMatrix, bfloat16_bits_to_float32, round_to_dtype
 
 WARP = 32
 ELEMENTWISE_BLOCK = 256  # threads per block of the fallback's elementwise kernels
@@ -80,11 +80,6 @@ def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bfloat16":
         return (rounded.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
     return rounded.astype(storage_dtype(dtype))
-
-
-def bfloat16_bits_to_float32(bits: np.ndarray) -> np.ndarray:
-    """uint16 bfloat16 patterns -> float32 (exact: bf16 is the top half of an f32)."""
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
 @dataclass(frozen=True)
@@ -215,7 +210,7 @@ class CudaBackend(Backend):
         self._sms: int | None = None
 
     def variant_label(self) -> str:
-        """The launch configuration in force, e.g. 'sgy8-rows1-act_f32-splitk1' (bench rows carry it)."""
+        """The kernel variant in force, e.g. 'sgy8-rows1-act_f32-splitk1' (bench rows carry it)."""
         return f"sgy{self.sgy}-rows{self.rows}-act_{self.act_load}-splitk{self.split_k}"
 
     @classmethod
@@ -335,7 +330,7 @@ class CudaBackend(Backend):
     def to_numpy(self, array: Any) -> np.ndarray:
         host = self._xp().asnumpy(array)
         if host.dtype == np.uint16:
-            host = bfloat16_bits_to_float32(host)
+            host = bfloat16_bits_to_float32(np, host)
         return host.astype(np.float64)
 
     # ---- paths ----------------------------------------------------------------------------------------------

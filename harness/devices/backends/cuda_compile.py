@@ -6,7 +6,7 @@ device. The source and options are `KernelVariant.source()` / `.options()`, the 
 hands CuPy; the check adds the options CuPy itself appends, the target architecture and ptxas' verbose flag
 (for the register report).
 
-Results are cached on disk (`cache_dir()`), keyed by a hash of the source, the options, the architecture and the
+Results are cached on disk (`nvrtc_cache_dir()`), keyed by a hash of the source, the options, the architecture and the
 NVRTC version: a compile is deterministic in those, and recompiling unchanged kernels cost the test suite over a
 minute per run. An unreadable or unwritable cache only means compiling again.
 """
@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.config.install_hint import install_command
+from harness.config.resources import user_cache_dir
 from harness.devices.backends.cuda_source import KernelVariant, all_variants
 
 # Ampere (A100, RTX 30), Ada (RTX 40, L4), Hopper (H100/H200), Blackwell (B200; RTX 50; GB10 = sm_121).
@@ -77,10 +78,9 @@ def supported_archs() -> tuple[str, ...]:
     return tuple(f"sm_{cc}" for cc in nvrtc.getSupportedArchs())
 
 
-def cache_dir() -> Path:
+def nvrtc_cache_dir() -> Path:
     """Where compile results are kept: $XDG_CACHE_HOME/moecal/nvrtc, else ~/.cache/moecal/nvrtc (never the checkout)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "moecal" / "nvrtc"
+    return user_cache_dir("nvrtc")
 
 
 def compile_variant(variant: KernelVariant, arch: str) -> CompileResult:
@@ -121,7 +121,7 @@ def _compile(source: str, options: tuple[str, ...], label: str, arch: str) -> Co
 
 def _read_cached(key: str, label: str) -> CompileResult | None:
     try:
-        data = json.loads((cache_dir() / f"{key}.json").read_text(encoding="utf-8"))
+        data = json.loads((nvrtc_cache_dir() / f"{key}.json").read_text(encoding="utf-8"))
         kernels = {name: KernelResources(**usage) for name, usage in data.pop("kernels").items()}
         return CompileResult(**{**data, "variant": label, "kernels": kernels})
     except (OSError, ValueError, TypeError, KeyError, AttributeError):  # missing, unreadable or foreign: compile
@@ -130,7 +130,7 @@ def _read_cached(key: str, label: str) -> CompileResult | None:
 
 def _write_cached(key: str, result: CompileResult) -> None:
     """Atomically (a temporary file renamed into place), so a concurrent reader never sees half a file."""
-    directory = cache_dir()
+    directory = nvrtc_cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=directory, suffix=".tmp", delete=False, encoding="utf-8") as f:

@@ -12,7 +12,7 @@ share) plus the few operations where the libraries differ, collected here:
           to the dtype.
 - cuda  → CuPy. CuPy has no bfloat16, so for bfloat16 the dense math runs in float16 (same bytes per weight,
           which is what decode time depends on) and the MoE input/output is converted to/from the backend's
-          bfloat16 storage (uint16 bit patterns) with the generic bit operations below.
+          bfloat16 storage (uint16 bit patterns) with the generic bit operations of harness.devices.quant_layer.
 - metal → MLX in the activation dtype itself; each token is handed to `mx.async_eval` as mlx-lm's generator
           does, so the graph of one token is evaluated while the next is built.
 """
@@ -25,19 +25,7 @@ from typing import Any
 import numpy as np
 
 from harness.config.backend_specs import backend_spec
-from harness.devices.quant_layer import round_to_dtype
-
-
-def float32_to_bfloat16_bits(xp: Any, values: Any) -> Any:
-    """float32 array -> uint16 bfloat16 bit patterns, round to nearest even (numpy and CuPy alike)."""
-    bits = values.astype(xp.float32).view(xp.uint32)
-    rounded = bits + xp.uint32(0x7FFF) + ((bits >> xp.uint32(16)) & xp.uint32(1))
-    return (rounded >> xp.uint32(16)).astype(xp.uint16)
-
-
-def bfloat16_bits_to_float32(xp: Any, bits: Any) -> Any:
-    """uint16 bfloat16 bit patterns -> float32 (exact)."""
-    return (bits.astype(xp.uint32) << xp.uint32(16)).view(xp.float32)
+from harness.devices.quant_layer import bfloat16_bits_to_float32, float32_to_bfloat16_bits, round_to_dtype
 
 
 class ArrayOps:

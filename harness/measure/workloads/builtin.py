@@ -15,7 +15,7 @@ from typing import Self
 
 from harness.config.catalog import ModelShape, load_catalog, resolve_model
 from harness.config.schema import DecodeSettings, LayerSettings, ModelEntry, SweepConfig, resolved_dtype
-from harness.config.shapes import MoeShape
+from harness.config.shapes import MoeShape, gib
 from harness.devices.backends import device_facts, get_backend
 from harness.devices.backends.base import Backend
 from harness.errors import InputError
@@ -33,10 +33,6 @@ ARM_TEXT = {
     "fallback": "the backend's unfused path (separate gathered GEMVs, activation, weighted sum)",
     "null": "the fallback path again under its own label (A/A noise floor)",
 }
-
-
-def gib(nbytes: float) -> str:
-    return f"{nbytes / 2**30:.2f} GiB"
 
 
 class SetupFailed:

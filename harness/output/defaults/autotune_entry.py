@@ -198,7 +198,7 @@ def read_entries(path: Path) -> list[JSONObject]:
     return [_check_entry(path, i, entry) for i, entry in enumerate(document["entries"])]
 
 
-def lookup(
+def lookup_tactic(
     entries: Sequence[Mapping[str, object]],
     op: str,
     runner: str,

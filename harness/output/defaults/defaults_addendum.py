@@ -61,7 +61,7 @@ def _cell(value: float, digits: int) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
-def render_markdown(defaults: Defaults, date: str, source: MlxcelSource | None = None, patch: str = "") -> str:
+def defaults_table_markdown(defaults: Defaults, date: str, source: MlxcelSource | None = None, patch: str = "") -> str:
     """The defaults addendum; `source` is the mlxcel tree read with --mlxcel-src (its pin is stated), `patch` the
     name of the switch_layers.rs patch written beside it ('' when no default changes)."""
     m = defaults.margin
@@ -209,7 +209,7 @@ def defaults_text(
     class_patch_name: str,
     unreplicated: bool = False,
 ) -> str:
-    """The whole defaults addendum: the table and checks (render_markdown), the replication section (what the
+    """The whole defaults addendum: the table and checks (defaults_table_markdown), the replication section (what the
     patch carries), then the per-device-class section naming the files written beside it (the Rust block; the
     tree's patch when one was written)."""
     files = f"Rust match arms: [{stem}-device-defaults.rs]({stem}-device-defaults.rs)"
@@ -217,7 +217,7 @@ def defaults_text(
         files += f"; patch of the --mlxcel-src tree's {SWITCH_LAYERS}: [{class_patch_name}]({class_patch_name})"
     classes = class_markdown(class_defaults(defaults)) + "\n" + files + ".\n"
     replicated = replication_markdown(defaults, unreplicated)
-    return render_markdown(defaults, date, source, patch) + "\n" + replicated + "\n" + classes
+    return defaults_table_markdown(defaults, date, source, patch) + "\n" + replicated + "\n" + classes
 
 
 def _write_class_defaults(defaults: Defaults, out_dir: Path, stem: str, source: MlxcelSource | None) -> str:

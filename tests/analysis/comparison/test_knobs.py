@@ -168,7 +168,7 @@ def test_a_setting_where_fused_loses_at_every_measured_dff_says_lower_below_them
     beyond the margin at 8192) to the largest Dff where fused is not shown worse — 1408 here, also a loss — so the row
     says lower below the smallest measured Dff or disable, with the grid step below 1408 as its cap; not keep 8192,
     not lower 1408."""
-    from harness.analysis.comparison.knobs import cap_words, setting_decision
+    from harness.analysis.comparison.knobs import setting_cap_words, setting_decision
 
     analysis = _setting({1408: 0.995, 2048: 0.97, 4096: 0.96, 8192: 0.94})
     assert analysis.result.decision.action == "lower"
@@ -178,7 +178,7 @@ def test_a_setting_where_fused_loses_at_every_measured_dff_says_lower_below_them
     assert row.words.endswith(
         "lower to below the smallest measured Dff 1408 (cap 1280), or disable (MLXCEL_FUSED_MOE=0)"
     )
-    assert cap_words(row) == "cap 1280 (below every measured Dff; or disable, MLXCEL_FUSED_MOE=0)"
+    assert setting_cap_words(row) == "cap 1280 (below every measured Dff; or disable, MLXCEL_FUSED_MOE=0)"
     # fused winning somewhere: the engine's own lower stands
     mixed = setting_decision(_setting({1408: 1.05, 2048: 1.03, 4096: 0.97, 8192: 0.94}))
     assert mixed.action == "lower" and not mixed.below_all and mixed.words == f"lower 8192 → {mixed.cap}"

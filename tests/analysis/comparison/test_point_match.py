@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.analysis.comparison.point_match import join_points, match_keys
+from harness.analysis.comparison.point_match import match_keys, match_points
 from harness.runs.formats import POINT_COLUMNS
 
 
@@ -20,11 +20,11 @@ def _point(**changes: object) -> dict[str, object]:
 def test_the_machine_is_the_callers_choice_and_the_dtype_never_is():
     a = pd.DataFrame([_point(), _point(dff=2048.0), _point(dff=4096.0)])
     b = pd.DataFrame([_point(device="gb10", dff=1024), _point(dff=2048.0, dtype="bfloat16"), _point(dff=4096)])
-    assert join_points(a, b, same_machine=True) == (
+    assert match_points(a, b, same_machine=True) == (
         [(2, 2)],
         list(match_keys(a.iloc[:2], True)),
         match_keys(b[:2], True),
     )
-    pairs, only_a, only_b = join_points(a, b, same_machine=False)
+    pairs, only_a, only_b = match_points(a, b, same_machine=False)
     assert pairs == [(0, 0), (2, 2)]  # another device still matches; 2048.0 and 2048 are one Dff
     assert only_a == [match_keys(a, False)[1]] and only_b == [match_keys(b, False)[1]]  # the dtype differs

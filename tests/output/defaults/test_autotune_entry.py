@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from harness.analysis.comparison.backend_defaults import build_defaults
 from harness.cli.app import app
 from harness.errors import InputError
-from harness.output.defaults.autotune_entry import FIELDS, lookup, read_entries
+from harness.output.defaults.autotune_entry import FIELDS, lookup_tactic, read_entries
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 RUNS = ("gb10-design-example.csv", "gb10-sweep-2026-07-03.csv")
@@ -53,7 +53,9 @@ def test_entries_without_a_recorded_build_never_apply(written):
     entries = read_entries(path)
     assert all(e["mlxcel_version"] == "" for e in entries)
     device_entry = next(e for e in entries if e["level"] == "device")
-    found = lookup(entries, "fused_moe_max_dff", "cuda", device_entry["device"], device_entry["architecture"], "", "")
+    found = lookup_tactic(
+        entries, "fused_moe_max_dff", "cuda", device_entry["device"], device_entry["architecture"], "", ""
+    )
     assert found == (None, "backend default")
 
 
@@ -64,19 +66,26 @@ def test_lookup_order_device_then_architecture_then_backend_default(written):
     device_entry = next(e for e in entries if e["level"] == "device")
     arch = device_entry["architecture"]
     build = (device_entry["mlxcel_version"], device_entry["mlx_commit"])
-    found = lookup(entries, "fused_moe_max_dff", "cuda", device_entry["device"], arch, *build)
+    found = lookup_tactic(entries, "fused_moe_max_dff", "cuda", device_entry["device"], arch, *build)
     assert found == (device_entry["tactic"]["params"][0], "device")
     arch_entry = next(e for e in entries if e["level"] == "architecture")
-    assert lookup(entries, "fused_moe_max_dff", "cuda", "another GPU", arch, *build) == (
+    assert lookup_tactic(entries, "fused_moe_max_dff", "cuda", "another GPU", arch, *build) == (
         arch_entry["tactic"]["params"][0],
         "architecture",
     )
-    assert lookup(entries, "fused_moe_max_dff", "cuda", "another GPU", "cuda-sm90", *build) == (None, "backend default")
+    assert lookup_tactic(entries, "fused_moe_max_dff", "cuda", "another GPU", "cuda-sm90", *build) == (
+        None,
+        "backend default",
+    )
     other_pin = (build[0], "a-different-mlx-commit")  # invalidation on mismatch, as TacticRecord::matches
     assert (
-        lookup(entries, "fused_moe_max_dff", "cuda", device_entry["device"], arch, *other_pin)[1] == "backend default"
+        lookup_tactic(entries, "fused_moe_max_dff", "cuda", device_entry["device"], arch, *other_pin)[1]
+        == "backend default"
     )
-    assert lookup(entries, "fused_moe_max_dff", "metal", device_entry["device"], arch, *build)[1] == "backend default"
+    assert (
+        lookup_tactic(entries, "fused_moe_max_dff", "metal", device_entry["device"], arch, *build)[1]
+        == "backend default"
+    )
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ from harness.cli.app import app
 from harness.errors import InputError
 from harness.measure import sweep_loop as sweeps
 from harness.measure import sweep_setup
-from harness.output.defaults.defaults_addendum import changed_caps, render_markdown
+from harness.output.defaults.defaults_addendum import changed_caps, defaults_table_markdown
 from harness.runs.formats import SAMPLE_COLUMNS, read_samples
 from tests.support.fake_models import text_generator_command, write_models
 
@@ -202,7 +202,7 @@ def test_rule_is_recommended_only_when_the_single_cap_costs_a_model():
     backend = BackendRow("metal", ("synthetic",), 4096, 4096, "keep", "")
     defaults = Defaults([], [], [backend], points, {"metal": simplest_rule(points)}, 0.01)
     assert [p.model for p in defaults.regressions] == ["wide", "phi"] and defaults.recommend_rule("metal")
-    text = render_markdown(defaults, "2026-01-01")
+    text = defaults_table_markdown(defaults, "2026-01-01")
     assert "REGRESSION metal synthetic: wide (Dff 1408) would take the fused path, 10.0% slower than fallback" in text
     assert "**recommend the rule**" in text
     fitting = [p for p in points if p.model != "wide"]
