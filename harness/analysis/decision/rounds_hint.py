@@ -20,16 +20,18 @@ What is drawn, per simulated sweep and point (posterior under flat priors, so a 
   (Measured.slowed, .slowdown: the summary's outliers column), so the screen drops their rounds and unpools their
   points as it will in the sweep that follows (drawn without them, named hints at n = 5 decided in .56 of followed
   sweeps with 1 run in 20 slowed).
+- a drift of one arm (two passes only): each visit of a point (its pass) moves the fused arm's runs by an offset of
+  variance τ̂², the visit-to-visit drift around the trend the current passes estimated (sweep_drift.drift_trend, read
+  back from the bound: _visit_drift), and the truth's uncertainty gains what that drift left in θ̂. The trend itself
+  is not drawn: a polynomial of the fitted order in run time is removed exactly by the estimator at N. Before
+  this the simulated sweeps carried none and under slow drift of one arm the hint was optimistic; how far it still
+  is: scripts/decision_calibration.py --hint, docs/design.md §7.
 
 Why not the closed form it replaces (issue 29's decision_chance): it took the drift-inflated standard error for
 the truth's uncertainty, so its chance could never pass Φ(gap/se) however many rounds; at 3 rounds in two passes,
 where the bound multiplies the variance by about 3.7 on 6 points, it said "no affordable number decides" in 86% of
 sparse keeps, truths 3-4% past the margin that 20 rounds decided included (issue 36). Here the bound at N is whatever
 the estimator makes of N new rounds.
-
-The simulated sweeps carry no drift of one arm (a drift the current passes showed is not carried into the new ones:
-the bound at N bounds only what the new runs show), so under such drift the hint is optimistic
-(scripts/decision_calibration.py --hint measures it; docs/design.md §7).
 
 Common random numbers: each N reads prefixes of one draw of runs, so the chance grows with N as the truth does and
 the search over HINT_ROUNDS can bisect; one fixed seed, so the same data always give the same hint (check-reports
@@ -43,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 from harness.analysis.points import sweep_drift
 from harness.analysis.points.stats import FULL_PRECISION_FLOOR, POWER, estimate_family
@@ -107,6 +110,12 @@ class _Draw:
         # the rest of the draw is unchanged)
         self.noise += np.where(rng.random(self.noise.shape) < m.slowed, m.slowdown, 0.0)
         self.passes = m.passes
+        # a drift of one arm as the passes estimated it (drawn last: without one, the rest of the draw is unchanged)
+        tau2, share = _visit_drift(m)
+        if tau2 > 0:
+            self.truth = self.truth + np.sqrt(tau2 * share) * rng.standard_normal((sims, points))
+            # the fused arm's runs of one visit (a point's pass) move together
+            self.noise[0] += math.sqrt(tau2) * rng.standard_normal((2, sims, points, 1))
 
     def runs(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(fused, fallback, first) of a sweep of n rounds per arm at every point."""
@@ -118,6 +127,33 @@ class _Draw:
             cols = [np.concatenate([arm[0], arm[1]], axis=-1)[..., :n] for arm in self.noise]
         fused, fallback = self.truth[..., None] + cols[0], cols[1]
         return fused, fallback, np.full(self.truth.shape, first)
+
+
+def _visit_drift(m: Measured) -> tuple[float, np.ndarray]:
+    """τ̂², the variance of a visit's drift of one arm around the trend as the current sweep's passes estimated it
+    (0: one pass, or no point's se carries a drift bound), and each point's share of it in its mean, (n₁² + n₂²)/n².
+
+    Why: without it the simulated sweeps' passes agreed, so the trend and τ² re-derived at N were small, while the
+    sweep that follows a hint under a drift of one arm has its own (docs/design.md §7). The summary records the drift
+    only as each point's bound factor F (`two passes: drift bound ×F`: se² = σ²/n · F), so τ² is read back from it,
+    inverting drift_trend: the bound's extra se²(1 − 1/F) is τ² at its upper bound times the point's share, plus the
+    trend's uncertainty (the family's smallest, where that part is least, is taken for τ²); with the passes' noise
+    term σ²(1/n₁ + 1/n₂) it gives Var(Δ) at its bound, rss/χ²_dof(α), and so the residual sum of squares, whose
+    point estimate rss/dof less the noise term is 2τ̂². The point estimate, not a draw from τ²'s posterior: on 5
+    degrees of freedom (6 points) that posterior's tail drew drift into nearly every simulated sweep, and on truths
+    without drift of one arm the hint then named a number for 1 keep in 169 (16 before; 200 sweeps at 3 rounds)."""
+    now = np.maximum(m.rounds, 2)
+    early = now // 2
+    share: np.ndarray = (early**2 + (now - early) ** 2) / now**2
+    drifted = m.bound > 1.0
+    if m.passes != 2 or not np.any(drifted):
+        return 0.0, share
+    runs_se2 = m.se**2 / np.fmax(m.bound, 1.0)
+    tau2_up = float(np.min((m.se[drifted] ** 2 - runs_se2[drifted]) / share[drifted]))
+    noise = float(np.mean(runs_se2 * now * (1.0 / early + 1.0 / (now - early))))
+    dof = sweep_drift.residual_dof(len(m.theta))
+    rss = (2.0 * tau2_up + noise) * scipy_stats.chi2.ppf(1.0 - sweep_drift.DRIFT_BOUND_LEVEL, dof)
+    return max((rss / dof - noise) / 2.0, 0.0), share
 
 
 def chance(draw: _Draw, n: int, decided: Decided, sims: int | None = None) -> float:

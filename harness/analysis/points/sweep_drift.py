@@ -255,6 +255,11 @@ def _trend_order(k: np.ndarray) -> np.ndarray:
     return np.where(k >= QUADRATIC_TREND_POINTS, 2, np.where(k >= MIN_TREND_POINTS, 1, 0))
 
 
+def residual_dof(k: int) -> int:
+    """Degrees of freedom of drift_trend's residuals on k points in both passes (τ²'s bound rests on them)."""
+    return max(k - int(_trend_order(np.asarray(k))), 1)
+
+
 def _fit(columns: np.ndarray, used: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Least squares of y (..., points) on the used columns (..., points, Q) (`used` (..., Q)): (coefficients
     (..., Q), the inverse normal matrix (..., Q, Q)), 0 for an unused column."""

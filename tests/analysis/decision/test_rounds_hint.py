@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 
+from harness.analysis.decision import rounds_hint
 from harness.analysis.decision.curve import Curve
 from harness.analysis.decision.decide import StagedFamily, decide_curves, stage_families
 from harness.analysis.decision.decision_record import Decision
@@ -97,3 +98,32 @@ def test_the_runs_the_screen_dropped_are_slowed_in_the_hints_sweeps_too():
     assert share == pytest.approx(1 / 30, rel=0.25) and math.log(0.8) < slowdown < math.log(0.9), family.slowed
     (clean,) = stage_families(summarize(synthetic_samples({1024: 1.05, 2048: 1.05}, rounds=5, noise=0.005, seed=6)))
     assert clean.slowed == (0.0, 0.0)
+
+
+def test_the_hints_sweeps_carry_the_drift_of_one_arm_the_passes_estimated(monkeypatch):
+    """SYNTHETIC points, 6 measured at 3 rounds in two passes whose se is mostly the drift bound (variance ×8 at every
+    point): the simulated sweeps' passes disagree by the visit-to-visit drift τ̂² read back from that bound (the pass
+    difference's variance grows by 2τ̂² over the runs' own), and their chance to decide falls. A bound of ×3.7 is what
+    6 points at 3 rounds give without drift (τ̂² = 0), and with none on record nothing is drawn either."""
+
+    def measured(bound: float) -> rounds_hint.Measured:
+        theta = np.array([0.06, 0.05, 0.04, -0.03, -0.06, -0.10])
+        return rounds_hint.Measured(theta, np.full(6, 0.012), np.full(6, 10.0), np.full(6, 3), np.full(6, bound), 2)
+
+    def decided(theta, se, df, drifted, n):
+        return (np.abs(theta[:, 3]) / se[:, 3] > 1.645) & ~drifted
+
+    tau2, _ = rounds_hint._visit_drift(measured(8.0))
+    assert tau2 > 0 and rounds_hint._visit_drift(measured(3.7))[0] == rounds_hint._visit_drift(measured(1.0))[0] == 0
+
+    def pass_gap_variance(draw: rounds_hint._Draw) -> float:
+        fused, fallback, first = draw.runs(10)
+        d = fused - fallback
+        return float(np.var(d[..., :5].mean(axis=-1) - d[..., 5:].mean(axis=-1)))
+
+    drifting = rounds_hint._Draw(measured(8.0), 400, seed=1)
+    gap, top = pass_gap_variance(drifting), rounds_hint.chance(drifting, 10, decided)
+    monkeypatch.setattr(rounds_hint, "_visit_drift", lambda m: (0.0, np.ones(len(m.theta))))
+    still = rounds_hint._Draw(measured(8.0), 400, seed=1)
+    assert gap - pass_gap_variance(still) == pytest.approx(2 * tau2, rel=0.25)
+    assert top < rounds_hint.chance(still, 10, decided)
