@@ -367,7 +367,7 @@ def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | 
         result["until_decided"] = allocation
     if report:
         summary = save_summary(analysis, run.summary)
-        md_path, png_path, decision = write_report(
+        md_path, png_path, decision, _ = write_report(
             plan.run_dir, report_dir or plan.run_dir, options=options, analysed=analysis
         )
         console.print(f"summary:  {summary}\naddendum: {md_path}\nplot:     {png_path}")
