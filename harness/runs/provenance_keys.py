@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import InputError
+from harness.thresholds import CONFIDENCE_RANGE, in_range
 
 # a run's provenance (meta.json without its format and policy, or a CSV's `# key: value` header): an open mapping of
 # key → value, whose listed keys (KEYS) are checked where it is read and before it is written
@@ -71,7 +72,7 @@ def until_decided_record(value: object) -> str | None:
     if "look_confidence" not in value:
         return None
     level = value["look_confidence"]
-    if isinstance(level, bool) or not isinstance(level, int | float) or not 0.5 <= level < 1.0:
+    if not in_range(level, CONFIDENCE_RANGE):
         return f"look_confidence {level!r} is not a number in [0.5, 1)"
     return None
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from harness.errors import InputError
 from harness.runs.provenance_keys import UNTIL_DECIDED, Provenance, check_provenance
-from harness.thresholds import CONFIDENCE, MARGIN
+from harness.thresholds import CONFIDENCE, CONFIDENCE_RANGE, MARGIN, MARGIN_RANGE, in_range
 
 FORMAT_KEY = "format"
 FORMAT_VERSION = 1  # 1: meta.json carries `format`; the files are laid out as in format 0
@@ -83,16 +83,16 @@ class RunPolicy:
         if not isinstance(data, Mapping):
             raise InputError(str(source), POLICY_KEY, "expected an object with confidence and margin")
         values: dict[str, float | None] = {}
-        for name, low, high, required in (
-            ("confidence", 0.5, 1.0, True),
-            ("margin", 0.0, 0.5, True),
-            (LOOK_KEY, 0.5, 1.0, False),
+        for name, (low, high), required in (
+            ("confidence", CONFIDENCE_RANGE, True),
+            ("margin", MARGIN_RANGE, True),
+            (LOOK_KEY, CONFIDENCE_RANGE, False),
         ):
             value = data.get(name)
             if value is None and not required:
                 values[name] = None
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value < high:
+            if not in_range(value, (low, high)):
                 raise InputError(str(source), f"{POLICY_KEY}.{name}", f"{value!r} is not a number in [{low}, {high})")
             values[name] = float(value)
         return cls(values["confidence"], values["margin"], values[LOOK_KEY])  # type: ignore[arg-type]
