@@ -9,8 +9,22 @@ harness.config.schema use them from here.
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 CONFIDENCE = 0.95
 MARGIN = 0.01
 DEFAULT_GRID = 256  # recommended caps are multiples of this
 MAX_REGRESSION = 0.05  # `moecal check`: tolerated drop of an arm's tok/s
+# [low, high) of a confidence level and of a practical margin: a level under 0.5 is no confidence, one of 1 an
+# infinite interval; a margin of 0.5 or more calls a path that is half as fast equivalent
+CONFIDENCE_RANGE = (0.5, 1.0)
+MARGIN_RANGE = (0.0, 0.5)
 MAX_CAP = 2**31 - 1  # caps (current_default, fused_cap, --current-default): what a 32-bit signed reader takes
+
+
+def in_range(value: object, bounds: tuple[float, float]) -> TypeGuard[float]:
+    """`value` is a number (not a bool, not NaN) in [low, high): the one range check of a confidence or a margin,
+    wherever one is read (a Policy, meta.json's policy and until-decided record; a config's `measure:` states the
+    same bounds to pydantic), each place wording its own refusal."""
+    low, high = bounds
+    return not isinstance(value, bool) and isinstance(value, int | float) and low <= value < high

@@ -80,7 +80,7 @@ def _report(result: EntryResult) -> None:
 
     analysis = analyse_path(result.run_dir)  # once: the summary and the report are of this one analysis
     save_summary(analysis, RunDirectory(result.run_dir).summary)
-    md_path, _, decision = write_report(result.run_dir, result.run_dir, analysed=analysis)
+    md_path, _, decision, _ = write_report(result.run_dir, result.run_dir, analysed=analysis)
     result.addendum, result.action, result.recommended_cap = md_path, decision.action, decision.recommended_cap
 
 

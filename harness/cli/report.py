@@ -99,7 +99,7 @@ def report(
     from harness.output.addendum.design_doc import append_to as insert_into
     from harness.output.addendum.design_doc import check_doc
     from harness.output.addendum.knob_report import write_knob_report
-    from harness.output.addendum.report_data import ADDENDUM_SUFFIX, read_sidecar
+    from harness.output.addendum.report_data import ADDENDUM_SUFFIX
     from harness.output.defaults.autotune_entry import write_entries
     from harness.output.defaults.defaults_addendum import print_defaults, write_defaults
     from harness.output.mlxcel_source import read_source
@@ -124,7 +124,7 @@ def report(
     if append_to is not None:
         check_doc(append_to)  # a missing doc, a link or broken markers are refused before anything is written
     base = link_base if link_base is not None else append_to.parent if append_to is not None else None
-    md_path, png_path, decision = write_report(
+    md_path, png_path, decision, record = write_report(
         input_paths[0], out, previous, options, mlxcel=source, overrides=overrides, link_base=base
     )
     for line in run_checks(input_paths[0]):
@@ -133,7 +133,7 @@ def report(
     knobs = write_knob_report(input_paths[0], md_path, options)  # a knob sweep: the crossover per setting
     if knobs:
         typer.echo(f"knobs    → {knobs[0]}\nknobs plot → {knobs[1]}")
-    patch = (read_sidecar(md_path) or {}).get("files", {}).get("patch")
+    patch = record.files.patch
     if patch:
         typer.echo(f"patch    → {md_path.parent / Path(patch).name}")
     if decision.apply:

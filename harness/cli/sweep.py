@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -342,10 +342,10 @@ def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | 
         console.print(f"{run.samples}: {message}: nothing to summarize or report")
         _emit({**result, "note": f"{message}: nothing to summarize or report"}, as_json)
         return
-    options = recorded_options(plan.run_dir)  # the run's policy: the targets its config set
+    # the run's policy (the targets its config set) at the level its until-decided looks read, where it has one
+    # (docs/design.md §7): the one reader every later analysis of the run defaults through
+    options = recorded_options(plan.run_dir, at_look_level=True)
     allocation = run.read_meta().get(UNTIL_DECIDED)
-    if isinstance(allocation, dict):  # the decision is read at the level the looks spent (docs/design.md §7)
-        options = replace(options, confidence=float(allocation["look_confidence"]))
     analysis = analyse(load_input(plan.run_dir), options)
     quick = sweeps.quick_table(plan.run_dir, analysis.summary)
     (console if as_json else _console()).print(quick_table_view(plan.run_dir, quick))
@@ -367,7 +367,7 @@ def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | 
         result["until_decided"] = allocation
     if report:
         summary = save_summary(analysis, run.summary)
-        md_path, png_path, decision = write_report(
+        md_path, png_path, decision, _ = write_report(
             plan.run_dir, report_dir or plan.run_dir, options=options, analysed=analysis
         )
         console.print(f"summary:  {summary}\naddendum: {md_path}\nplot:     {png_path}")

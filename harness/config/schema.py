@@ -26,7 +26,7 @@ from harness.config.duration import parse_duration
 from harness.config.kind_meaning import UNKNOWN, KindMeaning
 from harness.errors import InputError
 from harness.json_input import MAX_NESTING
-from harness.thresholds import CONFIDENCE, MARGIN, MAX_CAP
+from harness.thresholds import CONFIDENCE, CONFIDENCE_RANGE, MARGIN, MARGIN_RANGE, MAX_CAP
 
 DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
 DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
@@ -400,11 +400,11 @@ class Measure(Strict):
     refine_grid: int = Field(256, ge=1)
     # the policy the sweep's own decisions aim at (the until-decided looks, refinement's next Dff), recorded in
     # meta.json (harness.runs.run_meta.RunPolicy) so a later analysis of the run defaults to the same targets
-    confidence: float = Field(CONFIDENCE, ge=0.5, lt=1.0)
+    confidence: float = Field(CONFIDENCE, ge=CONFIDENCE_RANGE[0], lt=CONFIDENCE_RANGE[1])
     # a fraction, or `from-null` (needs null_arm): the widest null-arm per-round delta rounded up to the next 0.5%,
     # as mlxcel's ADR 0007 sets its threshold (harness.analysis.points.null_margin); the sweep's own looks then use
     # MARGIN
-    margin: Annotated[float, Field(ge=0.0, lt=0.5)] | Literal["from-null"] = MARGIN
+    margin: Annotated[float, Field(ge=MARGIN_RANGE[0], lt=MARGIN_RANGE[1])] | Literal["from-null"] = MARGIN
 
     @model_validator(mode="before")
     @classmethod

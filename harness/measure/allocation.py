@@ -43,7 +43,7 @@ from harness.config.schema import Measure
 from harness.errors import InputError
 from harness.measure.protocol import Point
 from harness.runs.provenance_keys import UNTIL_DECIDED
-from harness.runs.run_meta import RunMeta
+from harness.runs.run_meta import RunMeta, with_look_level
 from harness.runs.rundir import RunDirectory
 from harness.runs.summary_columns import SummaryCol
 
@@ -83,7 +83,6 @@ class Allocation:
             "looks_decisions": [outcome_words(o) for o in self.history],
             "looks": self.looks,
             "max_looks": self.rule.looks,
-            "look_confidence": round(self.rule.look_confidence, 6),
             "max_rounds": self.rule.max_rounds,
             "first_rounds": self.rule.first_rounds,
             "budget_s": self.budget_s,
@@ -318,11 +317,10 @@ def budget_seconds(value: str | float | None) -> float | None:
 
 
 def record_into(meta: RunMeta, record: Allocation) -> None:
-    """The record in a run's meta.json, and the level the looks read the decision at (what a later analysis of the
-    run, finished or interrupted, defaults to)."""
+    """The record in a run's meta.json, and in its policy the level the looks read the decision at (written there
+    only: the sweep's end and every later analysis of the run, finished or interrupted, read it from the policy)."""
     meta.provenance[RECORD] = record.as_record()
-    if meta.policy is not None:
-        meta.policy = dataclasses.replace(meta.policy, look_confidence=round(record.rule.look_confidence, 6))
+    meta.policy = with_look_level(meta.policy, record.rule.look_confidence)
 
 
 def save(run_dir: Path, record: Allocation) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 from harness.analysis.decision.decision_json import decision_from_json
 from harness.analysis.decision.decision_record import Decision
@@ -29,6 +30,16 @@ from harness.runs.summary_columns import SummaryCol
 ELSEWHERE = "write the report somewhere else (--out / --report-dir)"
 
 
+class WrittenReport(NamedTuple):
+    """What write_report wrote, so a command prints from it rather than reading the files back: the addendum's and
+    the plot's paths, the overall decision, and the record the sidecar holds (its `files`: the links it wrote)."""
+
+    addendum: Path
+    plot: Path
+    decision: Decision
+    record: ReportData
+
+
 def write_report(
     input_path: str | Path,
     out_dir: str | Path = "reports",
@@ -39,9 +50,9 @@ def write_report(
     overrides: dict[str, str] | None = None,
     link_base: Path | None = None,
     analysed: Analysis | None = None,
-) -> tuple[Path, Path, Decision]:
+) -> WrittenReport:
     """Addendum, sidecar, plot, mlxcel CSV and (when a default changes) the switch_layers.rs patch into `out_dir`;
-    returns the addendum's and the plot's paths and the overall decision (what a sweep prints). `overrides` and
+    returns what it wrote (WrittenReport: what a sweep and `moecal report` print). `overrides` and
     `analysed` (the caller's analysis of the input, handed down): report_build.read_report_input; `link_base`:
     report_build.build_report_data.
 
@@ -67,7 +78,7 @@ def write_report(
         write_text_atomic(paths["patch"], patch)
     write_text_atomic(paths["sidecar"], json.dumps(data.to_json(), indent=1, ensure_ascii=False) + "\n")
     write_text_atomic(md_path, render_markdown(data))
-    return md_path, png_path, decision_from_json(d)
+    return WrittenReport(md_path, png_path, decision_from_json(d), data)
 
 
 def _source(data: ReportData, mlxcel: MlxcelSource | None) -> MlxcelSource:

@@ -13,21 +13,29 @@
   MIGRATIONS, in memory, on every read: the files on disk are never rewritten by a reader. A newer version than this
   moecal knows is refused in one line, never guessed at. The policy is an optional key that older runs lack and
   every reader tolerates, so it did not need a new version.
+- **Look level**: an until-decided sweep's look level is written once, as `policy.look_confidence`, and read through
+  RunPolicy alone (harness.analysis.rounds.run_options.policy_options), by the sweep's end and every later command.
+  Runs written before that also carry it in their `until_decided` record, some only there: a reader moves it into
+  the policy (in memory, as a migration would), so an old run reads at the level its looks read and a rewritten
+  meta.json holds it once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import InputError
-from harness.runs.provenance_keys import Provenance, check_provenance
+from harness.runs.provenance_keys import UNTIL_DECIDED, Provenance, check_provenance
+from harness.thresholds import CONFIDENCE, CONFIDENCE_RANGE, MARGIN, MARGIN_RANGE, in_range
 
 FORMAT_KEY = "format"
 FORMAT_VERSION = 1  # 1: meta.json carries `format`; the files are laid out as in format 0
 POLICY_KEY = "policy"
+LOOK_KEY = "look_confidence"  # in `policy`; in the `until_decided` record too in runs written before it was moved
 
 
 def migrate_v0_to_v1(meta: dict[str, object]) -> dict[str, object]:
@@ -67,7 +75,7 @@ class RunPolicy:
 
     def to_json(self) -> dict[str, float]:
         out = {"confidence": self.confidence, "margin": self.margin}
-        return out if self.look_confidence is None else {**out, "look_confidence": self.look_confidence}
+        return out if self.look_confidence is None else {**out, LOOK_KEY: self.look_confidence}
 
     @classmethod
     def from_json(cls, data: object, source: Path) -> RunPolicy:
@@ -75,19 +83,41 @@ class RunPolicy:
         if not isinstance(data, Mapping):
             raise InputError(str(source), POLICY_KEY, "expected an object with confidence and margin")
         values: dict[str, float | None] = {}
-        for name, low, high, required in (
-            ("confidence", 0.5, 1.0, True),
-            ("margin", 0.0, 0.5, True),
-            ("look_confidence", 0.5, 1.0, False),
+        for name, (low, high), required in (
+            ("confidence", CONFIDENCE_RANGE, True),
+            ("margin", MARGIN_RANGE, True),
+            (LOOK_KEY, CONFIDENCE_RANGE, False),
         ):
             value = data.get(name)
             if value is None and not required:
                 values[name] = None
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value < high:
+            if not in_range(value, (low, high)):
                 raise InputError(str(source), f"{POLICY_KEY}.{name}", f"{value!r} is not a number in [{low}, {high})")
             values[name] = float(value)
-        return cls(values["confidence"], values["margin"], values["look_confidence"])  # type: ignore[arg-type]
+        return cls(values["confidence"], values["margin"], values[LOOK_KEY])  # type: ignore[arg-type]
+
+    def at_look_level(self, level: float) -> RunPolicy:
+        """This policy with an until-decided sweep's look level (rounded as meta.json stores it)."""
+        return dataclasses.replace(self, look_confidence=round(level, 6))
+
+
+def with_look_level(policy: RunPolicy | None, level: float) -> RunPolicy:
+    """`policy` at the look level `level`; a run that recorded no policy was measured at the module defaults
+    (module docstring), which is what its looks read at and so what its policy is."""
+    return (policy or RunPolicy(CONFIDENCE, MARGIN)).at_look_level(level)
+
+
+def _moved_look_level(provenance: Provenance, policy: RunPolicy | None) -> RunPolicy | None:
+    """The policy with the look level an older run wrote in its `until_decided` record (module docstring), which
+    leaves the record; the policy's own level wins where both are written (the same number, written by one sweep)."""
+    record = provenance.get(UNTIL_DECIDED)
+    if not isinstance(record, Mapping) or LOOK_KEY not in record:
+        return policy
+    provenance[UNTIL_DECIDED] = {k: v for k, v in record.items() if k != LOOK_KEY}
+    if policy is not None and policy.look_confidence is not None:
+        return policy
+    return with_look_level(policy, float(record[LOOK_KEY]))
 
 
 @dataclass
@@ -114,4 +144,4 @@ class RunMeta:
         provenance = {k: v for k, v in migrated.items() if k not in (FORMAT_KEY, POLICY_KEY)}
         check_provenance(provenance, source)
         policy = RunPolicy.from_json(migrated[POLICY_KEY], source) if POLICY_KEY in migrated else None
-        return cls(provenance, policy)
+        return cls(provenance, _moved_look_level(provenance, policy))

@@ -41,7 +41,7 @@ def test_check_reports_never_reads_raw_data_outside_what_it_was_given(tmp_path):
     secret = elsewhere / "secret.csv"
     secret.write_text("model,SECRET-TOKEN-1234\nx,1\n")
     run = write_run(project / "results" / "run", synthetic_samples(linear_curve([1024, 4096], 5000), seed=9))
-    md_path, _, _ = write_report(run, project / "reports")
+    md_path, _, _, _ = write_report(run, project / "reports")
     sidecar = json.loads(sidecar_path(md_path).read_text())
     (project / "results" / "planted.csv").symlink_to(secret)
     (project / ".env").write_text("SECRET-TOKEN-5678=1\n")  # inside the project, but no raw data

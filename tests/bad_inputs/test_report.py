@@ -97,7 +97,7 @@ def test_a_hostile_name_stays_text_in_the_addendum_and_the_plot(tmp_path, monkey
         return save(fig, *args, **kwargs)
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", capture)
-    md_path, _, _ = write_report(run, tmp_path / "out")
+    md_path, _, _, _ = write_report(run, tmp_path / "out")
     body = md_path.read_text()
     assert body.count("\n#") == 0 and body.startswith("### ")  # one heading, nothing injected
     prose = re.sub(r"`[^`]*`", "", body)  # inside a code span HTML and `$` are inert (CommonMark)

@@ -57,7 +57,7 @@ def test_a_toy_kind_is_reported_in_its_own_unit_under_its_own_library(tmp_path, 
     meta = {**SYNTHETIC_META, "workload": "toy", "library_pin": "numba 0.60.0", "cap_env": "",
             "packages": {"numba": "0.60.0", "toylib": "1.2", "python": "3.11"}}  # fmt: skip
     run = write_run(tmp_path / "results" / "toy-run", samples, meta)
-    md_path, png_path, _ = write_report(run, tmp_path / "reports")
+    md_path, png_path, _, _ = write_report(run, tmp_path / "reports")
     text = md_path.read_text(encoding="utf-8")
     assert "under toylib 1.2:" in text.splitlines()[0] and "numba" not in text
     assert "| fallback toy steps/s | fused toy steps/s |" in text and "tok/s" not in text

@@ -10,11 +10,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from harness.measure import sweep_setup
+from harness.output.addendum.report_data import read_sidecar
 from harness.runs import rundir
 from harness.runs.formats import read_provenance, read_samples
 from tests.support.helpers import FAKE_BENCH, REPO, cli, fake_config, wait_for
@@ -254,16 +256,46 @@ def test_until_decided_spends_its_rounds_where_the_decision_can_change(tmp_path)
     assert record["flipped"] == (f"the decision flipped across looks ({history})" in record["reason"])
     assert (record["stop"] == "decided") or "; to settle it: " in record["reason"]
     # the run's policy: the config's (the defaults here) and the level the looks read the decision at
-    assert meta["policy"] == {"confidence": 0.95, "margin": 0.01, "look_confidence": record["look_confidence"]}
+    level = meta["policy"]["look_confidence"]  # the look level's one key (harness.runs.run_meta)
+    assert meta["policy"] == {"confidence": 0.95, "margin": 0.01, "look_confidence": level}
+    assert "look_confidence" not in record
     assert record["rounds"]["m6000"] == rounds["m6000"] and record["extra_runs"] == 2 * (rounds.sum() - 12)
     # the recorded decision is the fixed analysis of every run at the look level (the run's default level since)
     fixed = json.loads(cli("crossover", out, "--json").stdout)
-    assert fixed["confidence"] == record["look_confidence"]
+    assert fixed["confidence"] == level
     assert (record["action"], record["cap"]) == (fixed["action"], fixed["recommended_cap"])
     assert record["looks_decisions"][-1] == f"{record['action']} {record['cap']}"
     assert record["settled"] == (record["stop"] == "decided")
     refused = cli("sweep", config, "--out", tmp_path / "r2", "--budget", "soon")
     assert refused.returncode == 2 and "--budget" in refused.stderr
+
+
+def test_an_until_decided_sweeps_end_and_a_later_crossover_read_the_same_look_level(tmp_path):
+    """SYNTHETIC fake benchmark (seeded, as above): with 4 looks the look level (1 - 0.05/4) differs from the
+    config's 0.95, so a reader that missed it would show. The sweep's end analyses the run and writes its report at
+    the level it reads; a later `crossover` of the same run reads its meta.json through the same reader."""
+    command = [str(FAKE_BENCH), "--dff", "{dff}", "--noise", "0.008", "--seed", "0", "--counter", str(tmp_path / "n")]
+    config = fake_config(
+        tmp_path,
+        workload={"command": command},
+        models=[{"name": f"m{d}", "dff": d} for d in (1024, 6000, 10000)],
+        measure={"rounds": 3, "until_decided": True, "max_rounds": 6, "looks": 4},
+    )
+    out = tmp_path / "run"
+    done = cli("sweep", config, "--out", out, "--report-dir", tmp_path / "report", "--json")
+    assert done.returncode == 0, done.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    level = meta["policy"]["look_confidence"]
+    assert level == pytest.approx(1 - 0.05 / 4) and "look_confidence" not in meta["until_decided"]
+    sidecar = read_sidecar(Path(json.loads(done.stdout)["addendum"]))
+    assert sidecar is not None
+    assert sidecar["options"]["confidence"] == level, "the sweep's end read the decision at the look level"
+    later = json.loads(cli("crossover", out, "--json").stdout)
+    assert later["confidence"] == level
+    assert (later["action"], later["recommended_cap"]) == (
+        sidecar["decision"]["action"],
+        sidecar["decision"]["recommended_cap"],
+    )
 
 
 def test_unusable_run_directories_and_backends_are_one_line_errors(tmp_path):

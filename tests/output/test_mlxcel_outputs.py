@@ -86,7 +86,7 @@ def command_run(folder, crossover: float, backend: str = "cpu", current_default:
 
 def test_the_mlxcel_csv_reads_back_to_the_same_decision(project):
     run = command_run(project / "results" / "run-a", crossover=7000, null_dff=4096)
-    md_path, _, decision = write_report(run, project / "reports")
+    md_path, _, decision, _ = write_report(run, project / "reports")
     csv = project / "reports" / "run-a-mlxcel.csv"
     text = csv.read_text()
     header = [line for line in text.splitlines() if not line.startswith("#")][0]
@@ -146,7 +146,7 @@ def test_without_a_tree_the_patch_targets_the_published_defaults_and_patch_place
     assert read_source(tree).caps == {"metal": 5120, "cuda": 8192}
 
     run = command_run(project / "results" / "run-e", crossover=11000, backend="cuda", current_default=8192)
-    md_path, _, decision = write_report(run, project / "reports")
+    md_path, _, decision, _ = write_report(run, project / "reports")
     assert decision.action == "raise" and "not checked against an mlxcel tree" in md_path.read_text()
     patch = (project / "reports" / "run-e-switch_layers.diff").read_text()
     subprocess.run(["patch", "-p1", "-s"], input=patch, text=True, cwd=tree, check=True)
@@ -164,7 +164,7 @@ def test_a_tree_without_the_declaration_is_one_error_line(tmp_path):
 
 def test_a_keep_and_a_cpu_run_set_no_constant(project):
     run = command_run(project / "results" / "run-c", crossover=7000)
-    md_path, _, decision = write_report(run, project / "reports")
+    md_path, _, decision, _ = write_report(run, project / "reports")
     body = md_path.read_text()
     assert decision.action == "raise" and "Set this constant" not in body
     assert "cpu is not an mlxcel backend: no constant to change" in body
@@ -173,7 +173,7 @@ def test_a_keep_and_a_cpu_run_set_no_constant(project):
 
 def test_the_terminal_table_shows_the_addendums_estimate(project):
     run = command_run(project / "results" / "run-d", crossover=7000)
-    md_path, _, _ = write_report(run, project / "reports")
+    md_path, _, _, _ = write_report(run, project / "reports")
     estimates = {p["dff"]: p["estimate"] for p in read_sidecar(md_path)["decision"]["points"]}
     table = quick_table(run, analyse_path(run).summary)
     for dff, ratio in zip(table["dff"], table["ratio"], strict=True):

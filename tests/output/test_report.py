@@ -32,7 +32,7 @@ def project(tmp_path):
 def test_report_on_an_imported_mlxcel_csv(project):
     run_dir = project / "results" / "gb10"
     import_run_dir(design_example(project), run_dir, {"host": "gb10", "backend": "cuda", "library_pin": "MLX 0.32.1"})
-    md_path, png_path, decision = write_report(run_dir, project / "reports", options=Options(current_default=8192))
+    md_path, png_path, decision, _ = write_report(run_dir, project / "reports", options=Options(current_default=8192))
     body = md_path.read_text()
     block = read_sidecar(md_path)
     assert block["raw_data"] == "results/gb10"
@@ -66,7 +66,7 @@ def test_report_lists_null_points_noise_floor_and_the_previous_sweep(project):
     new_samples = synthetic_samples(curve, seed=2, with_null_arm=True)
     new_samples.loc[new_samples["dff"] == 1024, "quant_mode"] = "mxfp4"
     new = write_run(project / "results" / "new", new_samples, {**SYNTHETIC_META, "current_default": 4096})
-    md_path, _, _ = write_report(new, project / "reports", previous=old)
+    md_path, _, _, _ = write_report(new, project / "reports", previous=old)
     body = md_path.read_text()
     assert "### 2026-01-02 addendum: synthetic-host cpu fused-MoE Dff crossover under synthetic 1.0: " in body
     assert "- synthetic-layer (Dff 1024): quant_mode mxfp4 is not affine" in body
@@ -83,7 +83,7 @@ def test_check_reports_passes_fresh_and_fails_on_edited_numbers(project):
         synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=3, workload="command"),
     )
     reports = project / "reports"
-    md_path, _, _ = write_report(run_dir, reports, options=Options(current_default=4096))
+    md_path, _, _, _ = write_report(run_dir, reports, options=Options(current_default=4096))
     done = run_cli("check-reports", reports, cwd=project)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1/1 addenda re-derive" in done.stdout
@@ -121,7 +121,7 @@ def test_findings_follow_the_verdicts_and_name_every_family(project):
     samples = synthetic_samples({1024: 1.2, 2048: 1.012, 4096: 1.01}, rounds=4, noise=0.01, seed=4, d_model=2048)
     other = synthetic_samples({1024: 0.9, 2048: 0.8}, rounds=4, noise=0.01, seed=5, d_model=4096)
     run_dir = write_run(project / "results" / "run", pd.concat([samples, other], ignore_index=True))
-    md_path, png_path, _ = write_report(run_dir, project / "reports", options=Options(current_default=4096))
+    md_path, png_path, _, _ = write_report(run_dir, project / "reports", options=Options(current_default=4096))
     body = md_path.read_text()
     block = read_sidecar(md_path)
     verdicts = {(p["family"], p["dff"]): p["verdict"] for p in block["decision"]["points"]}
@@ -198,7 +198,7 @@ def test_a_sidecar_of_the_first_format_3_still_reads(project):
     from harness.output.report_check import verify_report
 
     run_dir = write_run(project / "results" / "run", synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=3))
-    md_path, _, _ = write_report(run_dir, project / "reports")
+    md_path, _, _, _ = write_report(run_dir, project / "reports")
     old = read_sidecar(md_path)
     for key in ("overrides", "link_base"):
         del old[key]

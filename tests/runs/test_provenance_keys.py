@@ -25,7 +25,9 @@ BAD = [
     ("backend", 7, "is not text"),
     ("segments", {"start": "x"}, "is not a list of objects"),
     ("knobs", {"MLXCEL_X": "1"}, "is not an object of lists"),
-    (keys.UNTIL_DECIDED, {"looks": 2}, "look_confidence None is not a number in [0.5, 1)"),
+    (keys.UNTIL_DECIDED, ["looks"], "is not an object"),
+    # an older run's record carried the look level (harness.runs.run_meta moves it into the policy): a null one
+    (keys.UNTIL_DECIDED, {"looks": 2, "look_confidence": None}, "look_confidence None is not a number in [0.5, 1)"),
     (keys.UNTIL_DECIDED, {"look_confidence": 1.5}, "look_confidence 1.5 is not a number"),
     (keys.DISPATCH_OVERRIDES, ["qwen3-30b-a3b"], "is not an object of text values"),
     (keys.EXPECT_NULL, {"qwen3-30b-a3b": None}, "is not an object of text values"),

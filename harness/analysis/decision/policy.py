@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from harness.errors import InputError
-from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
+from harness.thresholds import CONFIDENCE, CONFIDENCE_RANGE, DEFAULT_GRID, MARGIN, MARGIN_RANGE, in_range
 
 Interpolation = Literal["linear", "log2"]  # how θ̂ = ln ratio runs between measured Dffs (docs/design.md §7)
 INTERPOLATIONS: tuple[Interpolation, ...] = get_args(Interpolation)
@@ -42,9 +42,9 @@ class Policy:
             raise InputError("--interpolation", self.interpolation, f"must be one of {', '.join(INTERPOLATIONS)}")
         if self.grid <= 0:
             raise InputError("--grid", str(self.grid), "must be a positive integer")
-        if not 0.0 <= self.margin < 0.5:
+        if not in_range(self.margin, MARGIN_RANGE):
             raise InputError("--margin", str(self.margin), "must be in [0, 0.5)")
-        if not 0.5 <= self.confidence < 1.0:
+        if not in_range(self.confidence, CONFIDENCE_RANGE):
             raise InputError("--confidence", str(self.confidence), "must be in [0.5, 1)")
 
     def at(self, confidence: float) -> Policy:

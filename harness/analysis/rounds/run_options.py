@@ -26,9 +26,10 @@ def policy_options(
     return Options(confidence=level, margin=policy.margin, current_default=current_default)
 
 
-def recorded_options(run_dir: Path, current_default: int | None = None) -> Options:
-    """policy_options of the policy the run directory's meta.json records, at its base level (measure time)."""
-    return policy_options(RunDirectory(run_dir).read_policy(), current_default)
+def recorded_options(run_dir: Path, current_default: int | None = None, at_look_level: bool = False) -> Options:
+    """policy_options of the policy the run directory's meta.json records: at its base level (measure time), or
+    `at_look_level` (the sweep's end, as a later command reads it: harness.cli.analysis_options.build_options)."""
+    return policy_options(RunDirectory(run_dir).read_policy(), current_default, at_look_level)
 
 
 def input_policy(path: Path) -> RunPolicy | None:

@@ -72,6 +72,34 @@ def test_an_until_decided_run_is_analysed_at_the_level_its_looks_read(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("policy", "record_level", "expected"),
+    [
+        ({"confidence": 0.9, "margin": 0.01, "look_confidence": 0.975}, 0.975, RunPolicy(0.9, 0.01, 0.975)),
+        ({"confidence": 0.9, "margin": 0.01}, 0.975, RunPolicy(0.9, 0.01, 0.975)),
+        (None, 0.9875, RunPolicy(CONFIDENCE, MARGIN, 0.9875)),
+    ],
+    ids=["both-keys", "record-only", "record-only-no-policy"],
+)
+def test_an_older_run_with_the_look_level_in_its_record_reads_it_and_a_rewrite_writes_it_once(
+    tmp_path, policy, record_level, expected
+):
+    """meta.json files written before the look level had one key (SYNTHETIC: the stored run with a hand-made
+    record): it is read from the record where the policy lacks it, a later analysis reads the run at it, and the
+    file rewritten (as a resume does) holds it in the policy alone. A run with no policy was measured at the
+    module defaults, which its looks read at."""
+    run = _run_with_policy(tmp_path, policy) if policy else shutil.copytree(STORED, tmp_path / "run")
+    meta = json.loads((run / "meta.json").read_text())
+    meta["until_decided"] = {"looks": 2, "look_confidence": record_level}
+    (run / "meta.json").write_text(json.dumps({k: v for k, v in meta.items() if v is not None}))
+    directory = RunDirectory(run)
+    assert directory.read_policy() == expected
+    assert json.loads(cli("crossover", run, "--json").stdout)["confidence"] == pytest.approx(expected.look_confidence)
+    directory.write_record(directory.read_record())
+    rewritten = json.loads((run / "meta.json").read_text())
+    assert rewritten["until_decided"] == {"looks": 2} and rewritten["policy"] == expected.to_json()
+
+
+@pytest.mark.parametrize(
     ("policy", "field"),
     [("high", "policy"), ({"confidence": 1.5, "margin": 0.01}, "policy.confidence"), ({"confidence": 0.9}, "margin")],
 )

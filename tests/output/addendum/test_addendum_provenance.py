@@ -43,7 +43,7 @@ def _heading(md_path: Path) -> str:
 
 
 def test_published_csv_header_gives_date_host_hardware_backend_and_pin(tmp_path):
-    md_path, _, _ = write_report(GB10_0703, tmp_path / "out", options=Options(current_default=8192))
+    md_path, _, _, _ = write_report(GB10_0703, tmp_path / "out", options=Options(current_default=8192))
     assert _heading(md_path) == (
         "### 2026-07-03 addendum: GB10 (DGX Spark) cuda fused-MoE Dff crossover under MLX pin e9463bb: keep 8192"
     )
@@ -114,7 +114,7 @@ def test_command_run_states_the_binary_version_commit_and_pin_and_a_missing_devi
     }
     samples = synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=3, workload="command", backend="cuda")
     run = write_run(project / "results" / "run", samples, meta)
-    md_path, _, _ = write_report(run, project / "reports", options=Options(current_default=8192))
+    md_path, _, _, _ = write_report(run, project / "reports", options=Options(current_default=8192))
     heading = _heading(md_path)
     assert " under mlxcel 0.4.2 (commit 0123456789ab), MLX pin 57c66cac " in heading
     assert "(labelled cuda, measured without a cuda device)" in heading
@@ -150,7 +150,7 @@ def test_no_absolute_path_in_the_addendum_sidecar_or_plot_title_when_out_is_else
     samples = synthetic_samples(linear_curve([1024, 4096, 8192], 5000), seed=4, workload="command")
     run = write_run(project / "results" / "run", samples, meta)
     out = tmp_path / "outside" / "reports"
-    md_path, png_path, _ = write_report(run, out, options=Options(current_default=4096))
+    md_path, png_path, _, _ = write_report(run, out, options=Options(current_default=4096))
     text = md_path.read_text(encoding="utf-8")
     record = read_sidecar(md_path)
     human = {key: record[key] for key in ("host", "backend", "library_pin", "date", "files", "context")}
@@ -170,7 +170,7 @@ def test_link_base_makes_links_resolve_from_the_design_docs_folder(project):
     )
     docs = project / "docs"
     docs.mkdir()
-    md_path, _, _ = write_report(run, project / "reports", options=Options(current_default=4096), link_base=docs)
+    md_path, _, _, _ = write_report(run, project / "reports", options=Options(current_default=4096), link_base=docs)
     text = md_path.read_text(encoding="utf-8")
     targets = re.findall(r"\]\(([^)]+)\)", text)
     assert "../results/run/samples.csv" in targets and "../reports/run-dff-crossover.png" in targets
