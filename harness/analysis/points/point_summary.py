@@ -327,7 +327,7 @@ def _family(
     rounds = np.where(paired, fallback.counts[usable], 0)  # a paired point's columns are the fallback's rounds
     a = runs.log_matrix(usable, max(int(rounds.max()), int(runs.counts[usable].max()), 1))
     b = fallback.log_matrix(usable, max(int(rounds.max()), int(fallback.counts[usable].max()), 1))
-    floor = tuple(precision_floor(step, np.exp(np.nanmedian(y, axis=-1))) for y in (a, b))
+    floor = tuple(precision_floor(step, np.exp(row_median(y))) for y in (a, b))
     first = points.first_pass[usable]
     result, flagged, drift_p = sweep_drift.estimate_in_passes(estimate_family, a, b, paired, floor, first, dff[usable])
     if drift_p is not None and pass_tests is not None:
