@@ -21,6 +21,7 @@ from harness.cli.analysis_options import (
     RunsArg,
     build_options,
 )
+from harness.cli.heap import reuse_freed_memory
 from harness.json_output import write_json
 from harness.thresholds import DEFAULT_GRID
 
@@ -99,6 +100,7 @@ def crossover(
     from harness.output.defaults.defaults_addendum import defaults_json, print_defaults
     from harness.output.tables.summary_table import print_summary
 
+    reuse_freed_memory()  # a million-row input's analysis: its freed columns reused, not faulted in again
     options = build_options(exclude, confidence, margin, current_default, grid, interpolation, input_paths)
     if len(input_paths) > 1:
         defaults = build_defaults(input_paths, options)

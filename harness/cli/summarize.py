@@ -20,6 +20,7 @@ from harness.cli.analysis_options import (
     MarginOpt,
     build_options,
 )
+from harness.cli.heap import reuse_freed_memory
 from harness.errors import InputError
 from harness.json_output import write_json
 
@@ -46,6 +47,7 @@ def summarize(
     from harness.runs.mlxcel_csv import to_mlxcel_csv
     from harness.runs.rundir import RunDirectory, refuse_stored, stored_reason
 
+    reuse_freed_memory()  # a million-row input's analysis: its freed columns reused, not faulted in again
     options = build_options(exclude, confidence, margin, inputs=[input_path])
     loaded = load_input(input_path)
     analysis = analyse(loaded, options)

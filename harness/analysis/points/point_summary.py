@@ -176,16 +176,9 @@ def analyse_points(
     varying = [c for c in POINT_COLUMNS if not _one_value(samples[c])]
     taken = [c for c in samples.columns if c in ANALYSED_COLUMNS and (c in varying or c not in POINT_COLUMNS)]
     ordered = samples[taken].reset_index(drop=True)  # its index: each row's position in the samples
-    order_by = [c for c in [*POINT_ORDER, "model", "quant_mode"] if c in varying]
-    ordered = ordered.sort_values(order_by, kind="stable") if order_by else ordered
     if ordered.empty:
         return PointSet(pd.DataFrame([], columns=SUMMARY_COLUMNS), 1.0, 0, ())
-    # points in order of first appearance (groupby's sort=False numbering), each with its first row's key
-    point = (
-        ordered.groupby(varying, dropna=False, sort=False).ngroup().to_numpy()
-        if varying
-        else np.zeros(len(ordered), dtype=np.int64)
-    )
+    ordered, point = _in_point_order(ordered, varying)
     first = np.unique(point, return_index=True)[1]
     rows = ordered.index.to_numpy()[first]
     cells = (ordered[c].to_numpy()[first] if c in varying else samples[c].to_numpy()[rows] for c in POINT_COLUMNS)
@@ -238,6 +231,24 @@ def analyse_points(
     summary[SummaryCol.VERDICT], summary[SummaryCol.REASON] = [v for v, _ in verdicts], [r for _, r in verdicts]
     names = [f"{summary['model'].iat[i]} (Dff {int(summary['dff'].iat[i])})" for i in beyond]
     return PointSet(summary[SUMMARY_COLUMNS], phi, len(aa_points), tuple(names), sweep_drift.combined(pass_tests))
+
+
+def _in_point_order(rows: pd.DataFrame, varying: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """The rows sorted (stably) by POINT_ORDER, then model and quant_mode, and each row's point: points numbered in
+    that order. The points' keys are sorted, not the rows: a million-point file has ten million rows, and sorting
+    them by three columns, two of them text, then grouping them again cost seconds for the same order (every
+    varying key column is a sort column, so two points never tie and a point's rows stay in their file order)."""
+    if not varying:
+        return rows, np.zeros(len(rows), dtype=np.int64)
+    found = rows.groupby(varying, dropna=False, sort=False).ngroup().to_numpy()  # by first appearance
+    firsts = np.unique(found, return_index=True)[1]  # point i's first row
+    order_by = [c for c in [*POINT_ORDER, "model", "quant_mode"] if c in varying]
+    keys = rows[order_by].take(firsts).reset_index(drop=True)
+    rank = np.empty(len(firsts), dtype=np.int64)
+    rank[keys.sort_values(order_by, kind="stable").index.to_numpy()] = np.arange(len(firsts))
+    point = rank[found]
+    order = np.argsort(point, kind="stable")
+    return rows.take(order), point[order]
 
 
 def _one_value(cells: pd.Series) -> bool:
@@ -316,7 +327,7 @@ def _family(
     rounds = np.where(paired, fallback.counts[usable], 0)  # a paired point's columns are the fallback's rounds
     a = runs.log_matrix(usable, max(int(rounds.max()), int(runs.counts[usable].max()), 1))
     b = fallback.log_matrix(usable, max(int(rounds.max()), int(fallback.counts[usable].max()), 1))
-    floor = tuple(precision_floor(step, np.exp(np.nanmedian(y, axis=-1))) for y in (a, b))
+    floor = tuple(precision_floor(step, np.exp(row_median(y))) for y in (a, b))
     first = points.first_pass[usable]
     result, flagged, drift_p = sweep_drift.estimate_in_passes(estimate_family, a, b, paired, floor, first, dff[usable])
     if drift_p is not None and pass_tests is not None:

@@ -100,8 +100,8 @@ def screen_outliers(arm_ys: Sequence[np.ndarray], sigmas: float = OUTLIER_SIGMAS
     """
     ys = np.stack(arm_ys)
     with np.errstate(all="ignore"), _quiet():
-        resid = np.abs(ys - np.nanmedian(ys, axis=-1, keepdims=True))
-        own = MAD_TO_SIGMA * np.nanmedian(resid, axis=-1, keepdims=True)
+        resid = np.abs(ys - row_median(ys)[..., None])
+        own = MAD_TO_SIGMA * row_median(resid)[..., None]
         family = family_sigma(resid)[None, ..., None, None]
         sigma = np.fmax(family, np.fmin(own, OWN_SIGMA_CAP * family))
     flagged: np.ndarray = resid > sigmas * np.fmax(sigma, RESOLUTION)
@@ -134,9 +134,9 @@ def split_arms(arm_ys: Sequence[np.ndarray], kept: Sequence[np.ndarray], sigmas:
     tests/analysis/decision/test_calibration.py)."""
     ys = np.stack(arm_ys)
     with np.errstate(all="ignore"), _quiet():
-        family = family_sigma(np.abs(ys - np.nanmedian(ys, axis=-1, keepdims=True)))[..., None]
+        family = family_sigma(np.abs(ys - row_median(ys)[..., None]))[..., None]
         split = [
-            (np.nanmax(y, axis=-1) - np.nanmedian(y, axis=-1) > sigmas * np.fmax(family, RESOLUTION))
+            (np.nanmax(y, axis=-1) - row_median(y) > sigmas * np.fmax(family, RESOLUTION))
             & (np.sum(~np.isnan(y), axis=-1) < SPLIT_RUNS)
             for y in kept
         ]
@@ -235,7 +235,7 @@ def estimate_family(
     # outliers are slowdowns (a background task never speeds a run up): a flagged run *faster* than its arm's median
     # means most of the arm was slowed (two of three runs hit), and what is left cannot be trusted
     with np.errstate(all="ignore"), _quiet():
-        fast = np.stack([y > np.nanmedian(y, axis=-1, keepdims=True) for y in arms]) & flagged
+        fast = np.stack([y > row_median(y)[..., None] for y in arms]) & flagged
     contaminated = fast.any(axis=(0, -1)) | split_arms(arms, (a, b))
     result = Comparison(
         np.where(contaminated, np.nan, result.theta),
@@ -420,7 +420,8 @@ def precision_floor(step: float, tok_s: np.ndarray) -> np.ndarray:
 def row_median(values: np.ndarray) -> np.ndarray:
     """Median over the last axis of values padded with NaN (NaN where a row has none): what np.median gives on each
     row's values alone, bit for bit (the middle value, or the mean of the two middle ones), for all rows in one
-    sort. Why not np.nanmedian: on a file of many points it took most of the analysis, row by row."""
+    sort. Why not np.nanmedian: on a file of many points it took most of the analysis, row by row (its masked-array
+    path for short rows still took seconds of a million points' outlier screen: every short-row median is this one)."""
     values = np.sort(values, axis=-1)  # NaN last
     n = np.sum(~np.isnan(values), axis=-1)[..., None]
     with np.errstate(all="ignore"):
