@@ -17,8 +17,6 @@ from scipy import stats as scipy_stats
 
 from harness.analysis.points import sweep_drift
 from harness.analysis.points.stats import (
-    CONFIDENCE,
-    MARGIN,
     MIN_RUNS,
     Comparison,
     classify,
@@ -33,6 +31,7 @@ from harness.analysis.points.stats import (
 )
 from harness.runs.formats import COMPARED_ARMS, NULL, POINT_COLUMNS, cell_numbers
 from harness.runs.summary_columns import SUMMARY_COLUMNS, SummaryCol
+from harness.thresholds import CONFIDENCE, MARGIN
 
 UNSTABLE_SPREAD = 0.05
 # Points are listed shape family by shape family, by increasing Dff within a family.
@@ -75,7 +74,8 @@ class _ArmRuns:
         return cls(values, at, counts, row_median(values))
 
     def unique_rounds(self) -> np.ndarray:
-        return ~np.any(np.diff(self.rounds, axis=-1) == 0, axis=-1)  # sorted: a repeat is next to itself
+        unique: np.ndarray = ~np.any(np.diff(self.rounds, axis=-1) == 0, axis=-1)  # sorted: a repeat is next to itself
+        return unique
 
     def log_matrix(self, rows: np.ndarray, width: int) -> np.ndarray:
         """(rows, width) of ln tok/s: a paired point's runs sit at its rounds' columns, which, its rounds being the
@@ -106,12 +106,14 @@ class _Points:
         width = min(a.rounds.shape[1], b.rounds.shape[1])  # beyond it, equal counts leave only NaN in both
         ra, rb = a.rounds[:, :width], b.rounds[:, :width]
         same = (a.counts == b.counts) & np.all((ra == rb) | (np.isnan(ra) & np.isnan(rb)), axis=-1)
-        return (self.interleaved | self.by_pass) & a.unique_rounds() & b.unique_rounds() & same
+        partnered: np.ndarray = (self.interleaved | self.by_pass) & a.unique_rounds() & b.unique_rounds() & same
+        return partnered
 
     def one_visit(self) -> np.ndarray:
         """Points measured neither in rounds nor in passes: each arm's runs back to back, at one time (an imported
         mlxcel sweep CSV): a drift of one arm moved every run of the arm alike, and nothing in the data shows it."""
-        return ~self.interleaved & (self.first_pass == 0)
+        once: np.ndarray = ~self.interleaved & (self.first_pass == 0)
+        return once
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ def _gather(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, exclud
     n_points = len(keys)
     arm, status = ordered["arm"].to_numpy(), ordered["status"].to_numpy()
     ok = status == "ok"
-    runs = {}
+    runs: dict[str, _ArmRuns] = {}
     for name in SUMMARY_ARMS:
         mine = ok & (arm == name)
         rounds = ordered["round"].to_numpy()[mine].astype(float)
@@ -229,7 +231,8 @@ def analyse_points(
     beyond = aa_points[np.isin(classify(model_low, model_high, margin), ("fused", "fallback"))]
     verdicts = _verdicts(summary, points.null, confidence, margin)
     summary[SummaryCol.VERDICT], summary[SummaryCol.REASON] = [v for v, _ in verdicts], [r for _, r in verdicts]
-    names = [f"{summary['model'].iat[i]} (Dff {int(summary['dff'].iat[i])})" for i in beyond]
+    dffs = summary["dff"].to_numpy()
+    names = [f"{summary['model'].iat[i]} (Dff {int(dffs[i])})" for i in beyond]
     return PointSet(summary[SUMMARY_COLUMNS], phi, len(aa_points), tuple(names), sweep_drift.combined(pass_tests))
 
 
@@ -320,16 +323,18 @@ def _family(
     variance; `dff`, every point's, orders a family's visits in time (sweep_drift.estimate_in_passes)."""
     runs, fallback = points.runs[arm], points.runs["fallback"]
     enough = np.minimum(runs.counts[members], fallback.counts[members]) >= MIN_RUNS
-    usable = members[enough & (points.null[members] == "")]
+    usable: np.ndarray = members[enough & (points.null[members] == "")]
     if not len(usable):
         return usable
     paired = points.paired(arm)[usable]
     rounds = np.where(paired, fallback.counts[usable], 0)  # a paired point's columns are the fallback's rounds
     a = runs.log_matrix(usable, max(int(rounds.max()), int(runs.counts[usable].max()), 1))
     b = fallback.log_matrix(usable, max(int(rounds.max()), int(fallback.counts[usable].max()), 1))
-    floor = tuple(precision_floor(step, np.exp(row_median(y))) for y in (a, b))
+    floor_a, floor_b = (precision_floor(step, np.exp(row_median(y))) for y in (a, b))
     first = points.first_pass[usable]
-    result, flagged, drift_p = sweep_drift.estimate_in_passes(estimate_family, a, b, paired, floor, first, dff[usable])
+    result, flagged, drift_p = sweep_drift.estimate_in_passes(
+        estimate_family, a, b, paired, (floor_a, floor_b), first, dff[usable]
+    )
     if drift_p is not None and pass_tests is not None:
         pass_tests.append(float(drift_p))
     if arm == "fused":
