@@ -364,7 +364,8 @@ def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | 
             "default to it)",
             highlight=False,
         )
-        result["until_decided"] = allocation
+        # the level the looks read, as `sweep --json` printed it before meta.json kept it once (in its policy)
+        result["until_decided"] = {**allocation, "look_confidence": options.confidence}
     if report:
         summary = save_summary(analysis, run.summary)
         md_path, png_path, decision, _ = write_report(

@@ -287,7 +287,9 @@ def test_an_until_decided_sweeps_end_and_a_later_crossover_read_the_same_look_le
     meta = json.loads((out / "meta.json").read_text())
     level = meta["policy"]["look_confidence"]
     assert level == pytest.approx(1 - 0.05 / 4) and "look_confidence" not in meta["until_decided"]
-    sidecar = read_sidecar(Path(json.loads(done.stdout)["addendum"]))
+    printed = json.loads(done.stdout)
+    assert printed["until_decided"]["look_confidence"] == level  # `sweep --json` still says the level it read at
+    sidecar = read_sidecar(Path(printed["addendum"]))
     assert sidecar is not None
     assert sidecar["options"]["confidence"] == level, "the sweep's end read the decision at the look level"
     later = json.loads(cli("crossover", out, "--json").stdout)
