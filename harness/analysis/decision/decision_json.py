@@ -29,6 +29,7 @@ from harness.analysis.decision.rounds_hint import BUDGET_ROUNDS
 from harness.analysis.evidence.dispatch_evidence import POINT_FIELDS
 from harness.analysis.number_format import json_exact, json_rounded
 from harness.analysis.points.stats import DECIDED, Verdict, family_labels
+from harness.json_output import finite
 from harness.runs.summary_columns import SummaryCol
 
 
@@ -378,10 +379,6 @@ def _numbers(points: pd.DataFrame, column: str, digits: int | None = None) -> li
     return out
 
 
-def _optional(value: object) -> object:
-    return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value
-
-
 def _short_float(value: object) -> float | None:
     return None if value is None or not math.isfinite(float(value)) else float(f"{float(value):.4g}")  # type: ignore[arg-type]
 
@@ -409,7 +406,7 @@ def _dispatch_column(points: pd.DataFrame, column: str, value: Callable[[object]
     """One dispatch field of every point; a column that is missing or all empty is one value, made once."""
     if column not in points.columns or points[column].isna().all():
         return [value(None)] * len(points)
-    return [value(_optional(cell)) for cell in points[column].tolist()]
+    return [value(finite(cell)) for cell in points[column].tolist()]
 
 
 def used_tests(result: DecisionResult) -> dict[tuple[str, int], PointTest]:
