@@ -28,14 +28,13 @@ MissingDeviceRule = Callable[[Mapping[str, object]], bool | None]
 @dataclass(frozen=True)
 class MlxcelCap:
     """The compiled-in cap mlxcel has for this backend (src/models/switch_layers.rs): its constant, its published
-    value, and the line it sits on in the published file (a patch made without a tree needs a position); and the
-    fused kernel's rows-per-threadgroup default (MLXCEL_FUSED_MOE_SGY, src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp).
-    `shared_with` names the backend whose constant this one inherits (ROCm: not Metal, so the CUDA one)."""
+    value, and the line it sits on in the published file (a patch made without a tree needs a position).
+    `shared_with` names the backend whose constant this one inherits (ROCm: not Metal, so the CUDA one). The launch
+    knobs' defaults per backend are the knob table's (harness.config.knobs)."""
 
     constant: str
     default: int
     published_line: int
-    sgy: int = 8
     shared_with: str = ""
 
 
@@ -54,6 +53,7 @@ class BackendSpec:
     """One backend's facts, readable without importing its module (see the module docstring)."""
 
     name: str
+    title: str  # the backend as words name it ("ROCm"): a build in mlxcel's source, a heading
     module: str  # defines BACKEND = the Backend subclass; imported only when the backend is used
     extra: str  # the pip extra that installs its libraries
     libraries: tuple[str, ...]  # import names of the array libraries its built-in workloads run on
@@ -146,6 +146,7 @@ def _cpu_pin(packages: Mapping[str, str], device_info: Mapping[str, str]) -> str
 BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec(
         name="metal",
+        title="Metal",
         module="harness.devices.backends.metal",
         extra="metal",
         libraries=("mlx",),
@@ -160,6 +161,7 @@ BACKENDS: tuple[BackendSpec, ...] = (
     ),
     BackendSpec(
         name="cuda",
+        title="CUDA",
         module="harness.devices.backends.cuda",
         extra="cuda",
         libraries=("cupy",),
@@ -174,10 +176,11 @@ BACKENDS: tuple[BackendSpec, ...] = (
         device_missing=_cuda_missing,
     ),
     # mlxcel's ROCm backend (gfx1151, PR #2098): command workloads only (moecal has no HIP kernels of its own).
-    # fused_moe_max_dff_from picks the CUDA constant whenever Metal is absent, so ROCm inherits 8192, never swept;
-    # the SGY default is 2 there (8 made the fused path slower than gather_qmm at every Dff on gfx1151).
+    # fused_moe_max_dff_from picks the CUDA constant whenever Metal is absent, so ROCm inherits 8192, never swept
+    # (its SGY default of 2 is the knob table's, harness.config.knobs).
     BackendSpec(
         name="rocm",
+        title="ROCm",
         module="harness.devices.backends.rocm",
         extra="rocm",
         libraries=(),
@@ -185,12 +188,13 @@ BACKENDS: tuple[BackendSpec, ...] = (
         default_config=lambda gpu: "cpu-smoke.yaml",
         hosts_commands=rocm_device_present,
         ray_worker=RayWorker("AMD GPUs", "GPU", {"num_gpus": 1, "num_cpus": 0}),
-        mlxcel=MlxcelCap("FUSED_MOE_MAX_DFF_CUDA", 8192, 101, sgy=2, shared_with="cuda"),
+        mlxcel=MlxcelCap("FUSED_MOE_MAX_DFF_CUDA", 8192, 101, shared_with="cuda"),
         device_class=_rocm_class,
         device_missing=lambda meta: None,  # a GPU backend, but only the run's own flag says its device was absent
     ),
     BackendSpec(
         name="cpu",
+        title="CPU",
         module="harness.devices.backends.cpu",
         extra="cpu",
         libraries=("numba", "numpy"),

@@ -21,6 +21,13 @@ would be device time spent measuring the same thing.
 A knob sweep measures every combination of the knob values (the cartesian product), each as its own pair of arms,
 interleaved within each round like the arms (harness.measure.protocol). A row records its setting as text,
 `MLXCEL_FUSED_MOE_SGY=4` (several knobs: joined by spaces, names sorted), in samples.csv's `knobs` column.
+
+Adding a launch knob mlxcel gains is one `LaunchKnob` row in KNOBS, its facts read from mlxcel's source (the
+variable, its accepted range, the declaration of its default and the builds that declare another): the config
+accepts it, a knob sweep analyses it, `init --mlxcel-src` reads its default from a tree, and the per-device-class
+outputs gain its column, its Rust lookup and its autotune op (tests/config/test_knobs.py adds a synthetic row and
+follows it through every one). "Knob" is mlxcel's word here; moecal's own CUDA kernel's launch choices
+(`MOECAL_CUDA_SGY` / `_ROWS` / …) are kernel variants (harness.devices.backends.cuda), never knobs.
 """
 
 from __future__ import annotations
@@ -28,38 +35,83 @@ from __future__ import annotations
 import difflib
 import itertools
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from harness.config.backend_specs import mlxcel_caps
-
-SGY = "MLXCEL_FUSED_MOE_SGY"
+from harness.config.backend_specs import backend_spec
 
 
 @dataclass(frozen=True)
-class KnobSpec:
-    """What the binary accepts for a knob and what it runs when the variable is unset, per backend."""
+class LaunchKnob:
+    """One launch knob of the fused decode-MoE kernel, and every fact moecal needs of it: the table below (KNOBS) is
+    the one place a knob is named, and config validation, the knob analysis's "where to set it", the mlxcel tree
+    reader and the per-device-class outputs (the table, the Rust lookup, the autotune entry) all read it, so a new
+    knob of mlxcel is one row here. Its values are integers the binary parses with `atoi` (the config's `knobs:`
+    type); a knob of another kind would need the schema's value type widened first."""
 
-    low: int
+    env: str  # the variable the binary reads; a config's `knobs:` lists the knob under this name
+    name: str  # lower case: Rust lookup `fused_moe_<name>_for_class`, autotune op `fused_moe_<name>`, tactic `<name>=N`
+    heading: str  # the per-device-class table's column (and its evidence column)
+    low: int  # the values the binary accepts; outside them it silently runs its default
     high: int
-    default: int
-    backend_defaults: Mapping[str, int]
-    source: str
+    default: int  # the build's default where backend_defaults names none
+    backend_defaults: Mapping[str, int]  # backend registry name → the build's own default where it differs
+    source_file: str  # the mlxcel file that reads the variable and compiles the default in
+    declaration: str  # the line of source_file holding the default, `{value}` for the number (read from a tree)
 
     def default_for(self, backend: str) -> int:
         return self.backend_defaults.get(backend, self.default)
 
+    @property
+    def source(self) -> str:
+        """`src/….cpp (1–32; default 8, ROCm 2)`: where the binary reads the knob, with its range and defaults."""
+        builds = "".join(f", {backend_spec(b).title} {v}" for b, v in self.backend_defaults.items())
+        return f"{self.source_file} ({self.low}–{self.high}; default {self.default}{builds})"
 
-KNOWN: dict[str, KnobSpec] = {
-    # the per-backend defaults are the backend registry's (MlxcelCap.sgy): one place says ROCm runs 2
-    SGY: KnobSpec(
-        1,
-        32,
-        8,
-        {name: cap.sgy for name, cap in mlxcel_caps().items()},
-        "src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp (1–32; default 8, ROCm 2)",
+    @property
+    def default_line(self) -> str:
+        """The declaration as the source holds it at the default (`int sgy = 8;`)."""
+        return self.declaration.format(value=self.default)
+
+    def declared_defaults(self, text: str) -> list[int]:
+        """Every default `text` (the source file of a tree) declares: one per build branch (`#ifdef`), sorted."""
+        pattern = re.escape(self.declaration).replace(re.escape("{value}"), r"(\d+)")
+        return sorted({int(v) for v in re.findall(pattern, text)})
+
+    @property
+    def op(self) -> str:
+        """Its op in the autotune entries moecal writes (harness.output.defaults.autotune_entry)."""
+        return f"fused_moe_{self.name}"
+
+    @property
+    def class_function(self) -> str:
+        """Its per-device-class Rust lookup (harness.output.defaults.device_defaults)."""
+        return f"{self.op}_for_class"
+
+
+# Read in mlxcel's src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp: `int sgy = 8;`, then `atoi` of the variable, used
+# when it lies in 1–32; a ROCm build declares 2 under `#ifdef MLXCEL_BRIDGE_ROCM_BACKEND` (PR #2098).
+SGY = "MLXCEL_FUSED_MOE_SGY"
+KNOBS: tuple[LaunchKnob, ...] = (
+    LaunchKnob(
+        env=SGY,
+        name="sgy",
+        heading="SGY",
+        low=1,
+        high=32,
+        default=8,
+        backend_defaults={"rocm": 2},
+        source_file="src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp",
+        declaration="int sgy = {value};",
     ),
-}
+)
+
+
+def known() -> dict[str, LaunchKnob]:
+    """The launch knobs by variable name (read from KNOBS at each call)."""
+    return {knob.env: knob for knob in KNOBS}
 
 
 # names a config may not sweep, and why (mlxcel's docs/environment-variables.md, switch_layers.rs, mlx_cxx_kernels.cpp)
@@ -73,18 +125,19 @@ MAX_SETTINGS = 64  # combinations of knob values a sweep may measure: each is a 
 
 
 def check_name(name: str) -> None:
-    """ValueError unless `name` is a launch knob of the binary (KNOWN): a refused variable says why, another name
+    """ValueError unless `name` is a launch knob of the binary (KNOBS): a refused variable says why, another name
     names the nearest known one."""
-    if name in KNOWN:
+    knobs = known()
+    if name in knobs:
         return
     if name in REFUSED or name.startswith("MLXCEL_FUSED_MOE_PARITY_CHECK"):
         why = REFUSED.get(name, REFUSED["MLXCEL_FUSED_MOE_PARITY_CHECK"])
-        raise ValueError(f"{name} is not a launch knob: it is {why}; knobs: {', '.join(sorted(KNOWN))}")
-    near = difflib.get_close_matches(name, [*KNOWN, *REFUSED], n=1, cutoff=0.6)
+        raise ValueError(f"{name} is not a launch knob: it is {why}; knobs: {', '.join(sorted(knobs))}")
+    near = difflib.get_close_matches(name, [*knobs, *REFUSED], n=1, cutoff=0.6)
     hint = f"did you mean {near[0]}? " if near else ""
+    files = ", ".join(sorted({Path(knob.source_file).name for knob in knobs.values()}))
     raise ValueError(
-        f"{name} is not a launch knob the binary reads ({hint}known: {', '.join(sorted(KNOWN))}, from "
-        "mlxcel's mlx_cxx_kernels.cpp)"
+        f"{name} is not a launch knob the binary reads ({hint}known: {', '.join(sorted(knobs))}, from mlxcel's {files})"
     )
 
 
@@ -100,7 +153,7 @@ def check_values(name: str, values: list[int]) -> None:
     """ValueError when `name` is no launch knob (check_name) or a value lies outside what the binary accepts (it
     would run its default)."""
     check_name(name)
-    spec = KNOWN[name]
+    spec = known()[name]
     outside = [v for v in values if not spec.low <= v <= spec.high]
     if outside:
         raise ValueError(
@@ -131,7 +184,7 @@ def reference(knobs: Mapping[str, Iterable[int]], backend: str) -> dict[str, str
     out = {}
     for name, values in knobs.items():
         values = list(values)
-        spec = KNOWN.get(name)
+        spec = known().get(name)
         default = spec.default_for(backend) if spec else None
         out[name] = str(default if default in values else values[0])
     return out

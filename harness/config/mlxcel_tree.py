@@ -11,7 +11,8 @@ their own checkout should get the families and rules of that checkout. Read from
   its `SwitchGLU` / `SparseMoeBlock` from another model file inherits that file's wiring (qwen3_vl_moe from
   qwen3_moe before PR #1888; qwen3.5 from qwen3_next); otherwise it calls the shared one;
 - a model file that imports a wired file's MoE block without calling the kernel itself inherits it too;
-- the compiled-in caps (`const FUSED_MOE_MAX_DFF_<BACKEND>: i32 = N;`) and the SGY default(s) of the kernel source.
+- the compiled-in caps (`const FUSED_MOE_MAX_DFF_<BACKEND>: i32 = N;`) and each launch knob's default(s), read by
+  the declaration its row of harness.config.knobs gives (`int sgy = N;` in the kernel source).
 
 A family is named by its file's stem, except where mlxcel's file name differs from the config.json `model_type`
 (FILE_FAMILIES, a documented mapping, not a list of families). Model files that never call the kernel are absent
@@ -24,11 +25,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from harness.config import knobs as launch_knobs
 from harness.config.eligibility import SWITCH_LAYERS, KernelRules, Knowledge
 from harness.config.mlxcel_families import TABLE, FamilyWiring
 from harness.errors import InputError
 
-KERNELS_CPP = "src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp"
 # mlxcel file stem → the config.json model_type its family has, where the two differ
 FILE_FAMILIES = {"lfm2": "lfm2_moe", "qwen3_5": "qwen3_5_moe", "laguna_layers": "laguna"}
 _CAP_READ = ("fused_moe_max_dff_from", "MLXCEL_FUSED_MOE_MAX_DFF")
@@ -117,19 +118,20 @@ def wiring_from(models: Path, shared_reads_cap: bool) -> dict[str, FamilyWiring]
     return table
 
 
-def caps_and_sgy(root: Path) -> list[str]:
-    """What the tree compiles in, one line each with its file: the Dff caps and the SGY default(s)."""
+def caps_and_knob_defaults(root: Path) -> list[str]:
+    """What the tree compiles in, one line each with its file: the Dff caps, and the default(s) each launch knob of
+    the knob table declares in its source file (one per build branch), where the tree has that file."""
     notes = [
         f"cap {name.lower()} = {value} ({SWITCH_LAYERS})"
         for name, value in re.findall(
             r"const FUSED_MOE_MAX_DFF_(\w+)\s*:\s*i32\s*=\s*(\d+)", _read(root / SWITCH_LAYERS)
         )
     ]
-    cpp = root / KERNELS_CPP
-    if cpp.is_file():
-        defaults = sorted({int(v) for v in re.findall(r"int sgy = (\d+);", _read(cpp))})
+    for knob in launch_knobs.KNOBS:
+        source = root / knob.source_file
+        defaults = knob.declared_defaults(_read(source)) if source.is_file() else []
         if defaults:
-            notes.append(f"MLXCEL_FUSED_MOE_SGY default(s) {', '.join(map(str, defaults))} ({KERNELS_CPP})")
+            notes.append(f"{knob.env} default(s) {', '.join(map(str, defaults))} ({knob.source_file})")
     return notes
 
 
@@ -188,6 +190,6 @@ def derive(root: str | Path) -> tuple[Knowledge, list[str]]:
         f"decline rules: gate/up {'/'.join(map(str, rules.gate_up_bits))}-bit, down "
         f"{'/'.join(map(str, rules.down_bits))}-bit, {'affine only, ' if rules.affine_only else ''}6-bit down needs "
         f"Dff % {rules.six_bit_dff_multiple} == 0 ({rules.source})",
-        *caps_and_sgy(root),
+        *caps_and_knob_defaults(root),
     ]
     return knowledge, notes

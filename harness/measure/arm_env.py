@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from harness.config import knobs as launch_knobs
+
 # what the binary and its runtimes read: mlxcel, MLX (MLX_ROCM_*, MLX_CUDA_*, MLX_METAL_* included), HIP and the
 # ROCm runtime (ROCR_*, HSA_*), CUDA (CUDA_VISIBLE_DEVICES, CUDA_LAUNCH_BLOCKING, …)
 ARM_PREFIXES = ("MLXCEL_", "MLX_", "HIP_", "ROCR_", "HSA_", "CUDA_")
@@ -47,7 +49,7 @@ def arm_variables(environ: Mapping[str, str]) -> dict[str, str]:
 
 def why_refused(name: str) -> str | None:
     """Why a shell variable must not reach a sweep unnamed (None when it may: it is recorded only)."""
-    if name.startswith(FUSED_MOE_PREFIX):
+    if name.startswith(FUSED_MOE_PREFIX) or name in launch_knobs.known():  # a launch knob under another prefix too
         return "changes what the fused-MoE path does"
     known = KNOWN_ARM_CHANGING.get(name)
     return f"changes an arm ({known}; lablup/mlxcel docs/environment-variables.md)" if known else None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from harness.analysis.decision.decision_facts import MLXCEL_CONSTANTS, MLXCEL_DEFAULT_CAPS
+from harness.config import knobs as launch_knobs
 from harness.config.backend_specs import mlxcel_caps
 from harness.errors import InputError
 from harness.thresholds import MAX_CAP
@@ -89,7 +90,12 @@ def _read(path: Path) -> str:
 # the block `report` writes into switch_layers.rs (harness.output.defaults.device_defaults): its markers and functions
 BEGIN = "// moecal: per-device-class fused-MoE defaults (generated; replace the whole block)"
 END = "// moecal: end of per-device-class defaults"
-CLASS_FUNCTIONS = ("fused_moe_max_dff_for_class", "fused_moe_sgy_for_class")
+CAP_CLASS_FUNCTION = "fused_moe_max_dff_for_class"
+
+
+def class_functions() -> tuple[str, ...]:
+    """The functions of the block: the cap's lookup and one per launch knob (harness.config.knobs)."""
+    return (CAP_CLASS_FUNCTION, *(knob.class_function for knob in launch_knobs.KNOBS))
 
 
 def _check_class_block(text: str, where: str) -> None:
@@ -101,7 +107,7 @@ def _check_class_block(text: str, where: str) -> None:
         return
     if begins or ends:
         raise InputError(where, "moecal markers", "not one begin and one end marker, in order: fix by hand")
-    if any(f"fn {name}(" in text for name in CLASS_FUNCTIONS):
+    if any(f"fn {name}(" in text for name in class_functions()):
         raise InputError(where, "moecal markers", "defines the per-class functions outside moecal's markers")
 
 

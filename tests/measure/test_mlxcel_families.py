@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.config import knobs as launch_knobs
 from harness.config.backend_specs import backend_spec, mlxcel_caps
 from harness.config.discover import scan
 from harness.config.mlxcel_families import null_reason_by_name
@@ -254,9 +255,9 @@ def test_capabilities_and_new_output_lines_of_todays_binary(tmp_path):
 
 
 def test_rocm_is_a_backend_with_its_default_cap_and_sgy(tmp_path):
-    caps = mlxcel_caps()
-    assert (caps["rocm"].default, caps["rocm"].sgy, caps["rocm"].shared_with) == (8192, 2, "cuda")
-    assert (caps["metal"].sgy, caps["cuda"].sgy) == (8, 8)
+    caps, sgy = mlxcel_caps(), launch_knobs.known()[launch_knobs.SGY]
+    assert (caps["rocm"].default, sgy.default_for("rocm"), caps["rocm"].shared_with) == (8192, 2, "cuda")
+    assert (sgy.default_for("metal"), sgy.default_for("cuda")) == (8, 8)
     models = write_models(tmp_path, {"lfm2-8b-a1b-4bit": _configs()["lfm2-8b-a1b-4bit"]})
     out = tmp_path / "rocm.yaml"
     bench = emulated_build(tmp_path / "bin", "today", backend="rocm")

@@ -37,10 +37,6 @@ from harness.analysis.points.stats import DECIDED, ratio_interval
 from harness.config import knobs as launch_knobs
 from harness.runs.summary_columns import SummaryCol
 
-# the line of mlxcel's source that holds the compiled-in default, where moecal knows it (read in lablup/mlxcel's
-# src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp: `int sgy = 8;`, then `atoi` of the variable when it lies in 1–32; a
-# ROCm build defaults to 2 under `#ifdef MLXCEL_BRIDGE_ROCM_BACKEND`, harness.config.knobs)
-DEFAULT_LINES = {launch_knobs.SGY: "int sgy = 8;"}
 DISABLE = "MLXCEL_FUSED_MOE=0"  # mlxcel's kill switch: every Dff runs the fallback path
 
 
@@ -91,15 +87,17 @@ def setting_cap_words(row: SettingDecision) -> str:
 
 
 def where_to_set(setting: str, backend: str) -> str:
-    """Where a setting is set: per run in the environment, and where the build's default is compiled in."""
+    """Where a setting is set: per run in the environment, and where the build's default is compiled in (the line
+    of mlxcel's source the knob table gives, harness.config.knobs)."""
     parts = [f"per run: `{setting}` in the environment"]
+    knobs = launch_knobs.known()
     for name in launch_knobs.parse_label(setting):
-        spec = launch_knobs.KNOWN.get(name)
-        if spec is None:
+        knob = knobs.get(name)
+        if knob is None:
             continue
-        line = f"`{DEFAULT_LINES[name]}` in " if name in DEFAULT_LINES else ""
         parts.append(
-            f"the compiled-in default of {name} ({spec.default_for(backend)} on {backend}): {line}{spec.source}"
+            f"the compiled-in default of {name} ({knob.default_for(backend)} on {backend}): `{knob.default_line}` in "
+            f"{knob.source}"
         )
     return "; ".join(parts)
 

@@ -4,10 +4,11 @@ mlxcel's autotuner (src/lib/mlxcel-core/src/autotune/store.rs, `TacticRecord`) k
 `op|runner|device|bucket|dtype` with the `version` of its schema, the `mlxcel_version` and `mlx_commit` it was
 measured under, and a `tactic` (`label` and integer `params`); `TacticRecord::matches` discards an entry whose
 version, key fields, mlxcel version or MLX commit differ from the running binary's (a miss, never an error). It has
-no fused-MoE op. These entries use the same fields, with two ops:
+no fused-MoE op. These entries use the same fields, with an op for the cap and one per launch knob:
 
 - `fused_moe_max_dff`: tactic `max_dff=N`, the decided cap (`MLXCEL_FUSED_MOE_MAX_DFF`);
-- `fused_moe_sgy`: tactic `sgy=N`, written only where a knob sweep chose it (`MLXCEL_FUSED_MOE_SGY`).
+- `fused_moe_<knob>`: tactic `<knob>=N`, written only where a knob sweep chose it, for each launch knob of the knob
+  table (harness.config.knobs): today `fused_moe_sgy`, tactic `sgy=N` (`MLXCEL_FUSED_MOE_SGY`).
 
 The device is keyed at two levels, looked up in this order (docs/mlxcel.md): the exact `device` (that device's own
 decision), then its `architecture` (the device class of harness.output.defaults.device_defaults: the smallest cap
@@ -27,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.analysis.comparison.backend_defaults import Defaults, RunResult
+from harness.config import knobs as launch_knobs
 from harness.errors import InputError
 from harness.json_input import JSONObject
 from harness.output.bench_export import run_label
@@ -37,7 +39,6 @@ from harness.runs.rundir import RunDirectory, refuse_stored
 
 FORMAT = "moecal-autotune-entries"
 VERSION = 1
-OPS = {"fused_moe_max_dff": "max_dff", "fused_moe_sgy": "sgy"}  # op → the tactic label's parameter name
 LEVELS = ("device", "architecture")  # the lookup order; after them the backend default
 BUCKET, DTYPE = "decode", "affine"
 FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -58,6 +59,12 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "entry_sha256": str,
 }
 ENTRY_SUFFIX = "-autotune.json"
+CAP_OP = "fused_moe_max_dff"
+
+
+def ops() -> dict[str, str]:
+    """op → the tactic label's parameter name: the cap's, then one per launch knob (harness.config.knobs)."""
+    return {CAP_OP: "max_dff", **{knob.op: knob.name for knob in launch_knobs.KNOBS}}
 
 
 def samples_file(path: Path) -> Path:
@@ -89,7 +96,7 @@ def _entry_digest(entry: Mapping[str, object]) -> str:
 def _entry(op: str, level: str, runs: Sequence[RunResult], value: int, extra: Mapping[str, object]) -> JSONObject:
     binding = runs[0]
     label = run_label(binding.analysis.provenance, binding.backend, binding.device)
-    name = OPS[op]
+    name = ops()[op]
     build = f"mlxcel {label.mlxcel_version or '(not recorded)'} / MLX {label.mlx_commit or '(not recorded)'}"
     entry: JSONObject = {
         "version": VERSION,
@@ -103,7 +110,7 @@ def _entry(op: str, level: str, runs: Sequence[RunResult], value: int, extra: Ma
         "mlxcel_version": label.mlxcel_version,
         "mlx_commit": label.mlx_commit,
         "tactic": {"label": f"{name}={value}", "params": [value]},
-        "backend_default": binding.analysis.current_default if op == "fused_moe_max_dff" else None,
+        "backend_default": binding.analysis.current_default if op == CAP_OP else None,
         "evidence": {**evidence(runs), **extra},
         "remove_when": (
             f"the binary is not {build} (the entry then never matches: remove it), a later calibration of this "
@@ -116,12 +123,12 @@ def _entry(op: str, level: str, runs: Sequence[RunResult], value: int, extra: Ma
 
 def build_entries(defaults: Defaults) -> list[JSONObject]:
     """Device entries (each device's own decided cap), then architecture entries (a class's cap and, where a knob
-    sweep chose one, its SGY)."""
+    sweep chose them, its launch knobs' values)."""
     entries = []
     for row in defaults.devices:
         runs = [r for r in defaults.runs if (r.backend, r.device) == (row.backend, row.device)]
         if row.recommended is not None:
-            entries.append(_entry("fused_moe_max_dff", "device", runs, row.recommended, {"action": row.action}))
+            entries.append(_entry(CAP_OP, "device", runs, row.recommended, {"action": row.action}))
     for cls in class_defaults(defaults):
         runs = [
             r
@@ -130,9 +137,10 @@ def build_entries(defaults: Defaults) -> list[JSONObject]:
         ]
         if cls.cap is not None:
             extra = {"crossover_ci": cls.cap_interval, "devices": list(cls.devices)}
-            entries.append(_entry("fused_moe_max_dff", "architecture", runs, cls.cap, extra))
-        if cls.sgy is not None and cls.sgy_evidence.startswith("swept"):
-            entries.append(_entry("fused_moe_sgy", "architecture", runs, cls.sgy, {"why": cls.sgy_evidence}))
+            entries.append(_entry(CAP_OP, "architecture", runs, cls.cap, extra))
+        for chosen in cls.knobs:
+            if chosen.value is not None and chosen.swept:
+                entries.append(_entry(chosen.knob.op, "architecture", runs, chosen.value, {"why": chosen.evidence}))
     return entries
 
 
@@ -156,8 +164,9 @@ def _check_entry(path: Path, index: int, entry: object) -> JSONObject:
             raise InputError(str(path), f"{where}.{field}", f"{entry[field]!r} has the wrong type")
     if entry["version"] != VERSION:
         raise InputError(str(path), f"{where}.version", f"{entry['version']}: this moecal reads version {VERSION}")
-    if entry["op"] not in OPS:
-        raise InputError(str(path), f"{where}.op", f"{entry['op']!r}: one of {', '.join(OPS)}")
+    known_ops = ops()
+    if entry["op"] not in known_ops:
+        raise InputError(str(path), f"{where}.op", f"{entry['op']!r}: one of {', '.join(known_ops)}")
     if entry["level"] not in LEVELS or (entry["level"] == "device") != bool(entry["device"]):
         raise InputError(str(path), f"{where}.level", f"{entry['level']!r} with device {entry['device']!r}")
     tactic = entry["tactic"]
@@ -167,7 +176,7 @@ def _check_entry(path: Path, index: int, entry: object) -> JSONObject:
         or len(params) != 1
         or not isinstance(params[0], int)
         or params[0] < 1
-        or tactic.get("label") != f"{OPS[entry['op']]}={params[0]}"
+        or tactic.get("label") != f"{known_ops[entry['op']]}={params[0]}"
     ):
         raise InputError(str(path), f"{where}.tactic", f"{tactic!r}: one positive integer, labelled by its op")
     digest = entry["evidence"].get("digest")

@@ -1,16 +1,16 @@
 """Defaults per device class, in a form mlxcel can merge: a markdown table and the Rust match arms (with a patch
 of `src/models/switch_layers.rs` that adds or replaces them).
 
-mlxcel compiles one cap per backend (FUSED_MOE_MAX_DFF_METAL / _CUDA) and one SGY default per build (8; 2 on
-ROCm), though the crossover is a property of the device: Apple GPUs differ by chip generation, NVIDIA GPUs by
-compute capability, AMD GPUs by gfx target. So each run is mapped to its class (`device_class`), and per class the
-table gives the decided cap with the crossover interval it rests on, the SGY the run supports (a knob run's joint
-recommendation with its interval; otherwise the default it ran, marked not swept), the mlxcel and MLX commits it was
-measured under, and when to measure again: a number measured under one MLX pin and one fused-kernel source says
-nothing about the next.
+mlxcel compiles one cap per backend (FUSED_MOE_MAX_DFF_METAL / _CUDA) and one default per build for each launch knob
+(SGY: 8; 2 on ROCm), though the crossover is a property of the device: Apple GPUs differ by chip generation, NVIDIA
+GPUs by compute capability, AMD GPUs by gfx target. So each run is mapped to its class (`device_class`), and per
+class the table gives the decided cap with the crossover interval it rests on, for each launch knob of the knob
+table (harness.config.knobs) the value the run supports (a knob run's joint recommendation with its interval;
+otherwise the default it ran, marked not swept), the mlxcel and MLX commits it was measured under, and when to
+measure again: a number measured under one MLX pin and one fused-kernel source says nothing about the next.
 
-The Rust is a pair of functions between marker comments, `fused_moe_max_dff_for_class` and
-`fused_moe_sgy_for_class`, one arm per measured class and `_ => None` (the backend default) for the rest; how the
+The Rust is a set of functions between marker comments, `fused_moe_max_dff_for_class` and one per launch knob
+(`fused_moe_sgy_for_class`), one arm per measured class and `_ => None` (the backend default) for the rest; how the
 running binary names its class (chip, compute capability, gfx target) is mlxcel's to wire, and the arms' keys say
 what each class is. With `report --mlxcel-src DIR` the patch replaces the marked block in that tree's
 switch_layers.rs, or appends it when there is none.
@@ -31,7 +31,7 @@ from harness.analysis.decision.curve import format_ci
 from harness.config import knobs as launch_knobs
 from harness.config.backend_specs import known_backend
 from harness.output.markdown_text import md_code, md_text
-from harness.output.mlxcel_source import BEGIN, END, SWITCH_LAYERS, MlxcelSource
+from harness.output.mlxcel_source import BEGIN, CAP_CLASS_FUNCTION, END, SWITCH_LAYERS, MlxcelSource
 from harness.runs.provenance_keys import Provenance
 
 
@@ -45,35 +45,57 @@ def device_class(backend: str, device: str, provenance: Provenance) -> str:
 
 
 @dataclass(frozen=True)
+class KnobDefault:
+    """A launch knob's value for a class: the one a knob sweep chose (`swept …`, the only kind a lookup arm or an
+    autotune entry is written for) or the one the run ran (`not swept: …`); None where the sweep's recommended
+    setting does not name the knob."""
+
+    knob: launch_knobs.LaunchKnob
+    value: int | None
+    evidence: str
+
+    @property
+    def swept(self) -> bool:
+        return self.evidence.startswith("swept")
+
+
+@dataclass(frozen=True)
 class ClassDefault:
     device_class: str
     backend: str
     devices: tuple[str, ...]
     cap: int | None
     cap_interval: str  # the crossover interval the cap rests on
-    sgy: int | None
-    sgy_evidence: str
+    knobs: tuple[KnobDefault, ...]  # one per launch knob of the knob table, in its order
     mlxcel_commit: str
     mlx_commit: str
     remeasure: str
 
 
-def _sgy(path: Path, provenance: Provenance, backend: str) -> tuple[int | None, str]:
+def _knob_defaults(path: Path, provenance: Provenance, backend: str) -> tuple[KnobDefault, ...]:
+    """Each launch knob's value for the run at `path`: a knob sweep's joint recommendation with its interval, else
+    the value the shell set or the build's default on `backend`."""
     result = analyse_knobs(path) if provenance.get("knobs") else None
     if result is not None:
-        chosen = launch_knobs.parse_label(result.recommended).get(launch_knobs.SGY)
+        chosen = launch_knobs.parse_label(result.recommended)
         best = next(c for c in result.candidates if c.setting == result.recommended)
         interval = (
             ""
             if result.recommended == result.reference
             else f" {number_format.speed_change_interval(best.ci_low, best.ci_high)}"
         )
-        return (int(chosen) if chosen else None), f"swept {provenance['knobs']}: {result.recommended}{interval}"
+        evidence = f"swept {provenance['knobs']}: {result.recommended}{interval}"
+        return tuple(
+            KnobDefault(k, int(chosen[k.env]) if chosen.get(k.env) else None, evidence) for k in launch_knobs.KNOBS
+        )
     shell_env = provenance.get("shell_env")  # variable → value (the registry checks it where meta.json is read)
     shell = dict(shell_env) if isinstance(shell_env, Mapping) else {}
-    default = launch_knobs.KNOWN[launch_knobs.SGY].default_for(backend)
-    value = int(shell.get(launch_knobs.SGY, default)) if str(shell.get(launch_knobs.SGY, default)).isdigit() else None
-    return value, "not swept: the build's default" if launch_knobs.SGY not in shell else "not swept: set in the shell"
+    found = []
+    for knob in launch_knobs.KNOBS:
+        ran = str(shell.get(knob.env, knob.default_for(backend)))
+        evidence = "not swept: the build's default" if knob.env not in shell else "not swept: set in the shell"
+        found.append(KnobDefault(knob, int(ran) if ran.isdigit() else None, evidence))
+    return tuple(found)
 
 
 def class_defaults(defaults: Defaults) -> list[ClassDefault]:
@@ -90,7 +112,7 @@ def class_defaults(defaults: Defaults) -> list[ClassDefault]:
         # an arm no measured point of the class refutes: where one would lose beyond the margin, no arm
         losing = losing_under(runs, binding.backend, cap) if cap is not None else []
         prov = binding.analysis.provenance
-        sgy, evidence = _sgy(binding.path, prov, binding.backend)
+        knobs = _knob_defaults(binding.path, prov, binding.backend)
         mlxcel, mlx = str(prov.get("mlxcel_commit") or ""), str(prov.get("mlx_commit") or "")
         remeasure = (
             f"when the MLX pin moves off {mlx or 'the pin measured (not recorded)'}, when the fused-MoE kernels "
@@ -108,8 +130,7 @@ def class_defaults(defaults: Defaults) -> list[ClassDefault]:
                     if losing
                     else ""
                 ),
-                sgy,
-                evidence,
+                knobs,
                 mlxcel or "not recorded",
                 mlx or "not recorded",
                 remeasure,
@@ -119,17 +140,20 @@ def class_defaults(defaults: Defaults) -> list[ClassDefault]:
 
 
 def class_markdown(rows: list[ClassDefault]) -> str:
+    """The table: a value and an evidence column per launch knob, after the cap's."""
+    knobs = "".join(f" {k.heading} | {k.heading} evidence |" for k in launch_knobs.KNOBS)
     lines = [
         "#### Defaults per device class",
         "",
-        "| device class | device(s) | cap | crossover 95% CI | SGY | SGY evidence | mlxcel | MLX | re-measure |",
-        "|---|---|--:|---|--:|---|---|---|---|",
+        f"| device class | device(s) | cap | crossover 95% CI |{knobs} mlxcel | MLX | re-measure |",
+        "|---|---|--:|---|" + "--:|---|" * len(launch_knobs.KNOBS) + "---|---|---|",
     ]
     for r in rows:
+        values = "".join(f" {k.value or '-'} | {md_text(k.evidence)} |" for k in r.knobs)
         lines.append(
             f"| {md_code(r.device_class)} | {', '.join(md_text(d) for d in r.devices)} | {r.cap or '-'} "
-            f"| {r.cap_interval} | {r.sgy or '-'} | {md_text(r.sgy_evidence)} | {md_code(r.mlxcel_commit)} "
-            f"| {md_code(r.mlx_commit)} | {md_text(r.remeasure)} |"
+            f"| {r.cap_interval} |{values} {md_code(r.mlxcel_commit)} | {md_code(r.mlx_commit)} "
+            f"| {md_text(r.remeasure)} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -139,29 +163,32 @@ def _rust_string(text: str) -> str:
 
 
 def rust_block(rows: list[ClassDefault]) -> str:
-    """The two lookup functions, one arm per measured class (comment: its evidence and commits)."""
+    """The lookup functions, the cap's and one per launch knob, one arm per measured class (comment: its evidence
+    and commits); a knob's arm only where a knob sweep chose its value."""
     out = [
         BEGIN,
         "/// Measured fused-MoE Dff cap per device class (moecal); None: the backend default.",
-        "pub(crate) fn fused_moe_max_dff_for_class(device_class: &str) -> Option<i32> {",
+        f"pub(crate) fn {CAP_CLASS_FUNCTION}(device_class: &str) -> Option<i32> {{",
         "    match device_class {",
     ]
     for r in rows:
         if r.cap is not None:
             note = f"crossover {r.cap_interval}, mlxcel {r.mlxcel_commit}, MLX {r.mlx_commit}"
             out.append(f"        {_rust_string(r.device_class)} => Some({r.cap}), // {note}")
-    out += [
-        "        _ => None,",
-        "    }",
-        "}",
-        "",
-        "/// MLXCEL_FUSED_MOE_SGY default per device class (moecal); None: the build's default.",
-        "pub(crate) fn fused_moe_sgy_for_class(device_class: &str) -> Option<i32> {",
-        "    match device_class {",
-    ]
-    for r in rows:
-        if r.sgy is not None and r.sgy_evidence.startswith("swept"):
-            out.append(f"        {_rust_string(r.device_class)} => Some({r.sgy}), // {r.sgy_evidence}")
+    for i, knob in enumerate(launch_knobs.KNOBS):
+        out += [
+            "        _ => None,",
+            "    }",
+            "}",
+            "",
+            f"/// {knob.env} default per device class (moecal); None: the build's default.",
+            f"pub(crate) fn {knob.class_function}(device_class: &str) -> Option<i32> {{",
+            "    match device_class {",
+        ]
+        for r in rows:
+            chosen = r.knobs[i]
+            if chosen.value is not None and chosen.swept:
+                out.append(f"        {_rust_string(r.device_class)} => Some({chosen.value}), // {chosen.evidence}")
     out += ["        _ => None,", "    }", "}", END]
     return "\n".join(out) + "\n"
 
