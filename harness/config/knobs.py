@@ -46,10 +46,11 @@ from harness.config.backend_specs import backend_spec
 @dataclass(frozen=True)
 class LaunchKnob:
     """One launch knob of the fused decode-MoE kernel, and every fact moecal needs of it: the table below (KNOBS) is
-    the one place a knob is named, and config validation, the knob analysis's "where to set it", the mlxcel tree
-    reader and the per-device-class outputs (the table, the Rust lookup, the autotune entry) all read it, so a new
-    knob of mlxcel is one row here. Its values are integers the binary parses with `atoi` (the config's `knobs:`
-    type); a knob of another kind would need the schema's value type widened first."""
+    the one place a knob is named, and config validation, the shell refusal (harness.measure.arm_env), the knob
+    analysis's "where to set it", the mlxcel tree reader and the per-device-class outputs (the table, the Rust
+    lookup, the autotune entry) all read it, so a new knob of mlxcel is one row here. Its values are integers the
+    binary parses with `atoi` (the config's `knobs:` type); a knob of another kind would need the schema's value type
+    widened first."""
 
     env: str  # the variable the binary reads; a config's `knobs:` lists the knob under this name
     name: str  # lower case: Rust lookup `fused_moe_<name>_for_class`, autotune op `fused_moe_<name>`, tactic `<name>=N`
