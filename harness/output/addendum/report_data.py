@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TypedDict
+from typing import Literal, TypedDict, get_args
 
 from harness.analysis.comparison.knobs import KnobsJSON
 from harness.analysis.comparison.two_runs import ComparisonJSON
+from harness.analysis.decision.decision_facts import CapWords
 from harness.analysis.decision.decision_json import DecisionJSON
 from harness.analysis.decision.pipeline import Options
 from harness.json_input import JSONObject, load_json_object
@@ -50,6 +51,72 @@ class PreviousJSON(TypedDict):
     points: list[PreviousPointJSON]
     not_compared: int
     comparison: ComparisonJSON
+
+
+# the recorded provenance strings an addendum shows, copied from the run's provenance as text
+# (addendum_heading.context), in this order in the sidecar; bench_version, bench_commit, bench_mlx_pin: the build of
+# the library under test (harness.runs.provenance_keys LIBRARY_VERSION, LIBRARY_COMMIT, MLX_PIN)
+ContextText = Literal[
+    "run_id",
+    "workload",
+    "hardware",
+    "device",
+    "os",
+    "cpu",
+    "gpu",
+    "driver",
+    "cuda",
+    "harness_commit",
+    "harness_dirty",
+    "config_path",
+    "config_sha256",
+    "command",
+    "bench_command",
+    "bench_description",
+    "source_format",
+    "notes",
+    "order",
+    "current_default_source",
+    "bench_version",
+    "bench_commit",
+    "bench_mlx_pin",
+]
+CONTEXT_KEYS: tuple[ContextText, ...] = get_args(ContextText)
+
+
+class ReportContext(CapWords, total=False):
+    """The provenance an addendum shows (harness.output.addendum.addendum_heading.context), every key optional (a
+    run records what it knows): the CONTEXT_KEYS as text, shown paths made relative; `device_note` when the run's
+    label names a device its machine lacked; how each arm was forced, the packages that ran and the synthetic
+    checkpoints, name → text; and where the cap in force came from, or what is missing (CapWords).
+    """
+
+    run_id: str
+    workload: str
+    hardware: str
+    device: str
+    os: str
+    cpu: str
+    gpu: str
+    driver: str
+    cuda: str
+    harness_commit: str
+    harness_dirty: str  # "True" / "False"
+    config_path: str
+    config_sha256: str
+    command: str
+    bench_command: str
+    bench_description: str
+    source_format: str
+    notes: str
+    order: str
+    bench_version: str
+    bench_commit: str
+    bench_mlx_pin: str
+    device_note: str
+    arms: dict[str, str]
+    packages: dict[str, str]
+    synthetic: dict[str, str]
 
 
 REPORT_FORMAT = 3  # 3: sidecar record, design-doc style text, mlxcel CSV and patch beside it
@@ -98,7 +165,7 @@ class ReportData:
     raw_data: str  # relative to the project root
     options: Options  # the analysis settings, current default included, so the record can be re-derived
     files: ReportFiles
-    context: dict[str, object]  # harness.output.addendum.addendum_heading.context
+    context: ReportContext
     mlxcel: MlxcelTreeJSON | None  # the tree the decision targets (None: not an mlxcel backend)
     decision: DecisionJSON  # harness.analysis.decision.decision_record.decision_json
     previous: PreviousJSON | None  # the comparison with an earlier run (harness.output.addendum.report_build)
@@ -149,7 +216,7 @@ class ReportData:
             raw_data=str(data["raw_data"]),
             options=Options(**data["options"]),
             files=ReportFiles.from_json(data["files"]),
-            context=dict(data["context"] or {}),
+            context=ReportContext(**(data["context"] or {})),
             mlxcel=data.get("mlxcel"),
             decision=data["decision"],
             previous=data["previous"],

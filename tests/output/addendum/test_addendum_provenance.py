@@ -122,6 +122,13 @@ def test_command_run_states_the_binary_version_commit_and_pin_and_a_missing_devi
     assert "(labelled cuda, measured without a cuda device) — decision: " in title_text(
         ReportData.from_json(read_sidecar(md_path))
     )
+    # the sidecar's context keeps the build under the registry's own key names (report_data.ContextText lists them)
+    context = read_sidecar(md_path)["context"]
+    assert [context[k] for k in (keys.LIBRARY_VERSION, keys.LIBRARY_COMMIT, keys.MLX_PIN)] == [
+        "mlxcel 0.4.2",
+        "0123456789abcdef0123",
+        "57c66cac",
+    ]
     # the record without the flag: a cuda label with no NVIDIA GPU found tells the same; a GPU found clears it
     assert prov.backend_device_missing({"backend": "cuda", "os": "Linux", "cpu": "AMD EPYC"})
     assert prov.backend_device_missing({"backend": "rocm", keys.BACKEND_DEVICE_MISSING: ""}) is None
