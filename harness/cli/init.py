@@ -13,8 +13,9 @@ as skipped, with the reason, in the file's header. The written config is validat
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NotRequired, TypedDict
 
 import typer
 import yaml
@@ -23,8 +24,49 @@ from harness.errors import InputError
 
 if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
     from harness.config.discover import DiscoveredModel, Skipped
-    from harness.config.eligibility import Knowledge
+    from harness.config.eligibility import Knowledge, ModelEntryYAML
     from harness.measure.bench_capabilities import Capabilities
+
+
+class WorkloadYAML(TypedDict):
+    """The config's `workload:` block as init writes it: the benchmark run once per model and arm, each arm forced
+    through the cap variable; the optional blocks only where init has them."""
+
+    kind: str
+    command: list[str]
+    cap_env: str
+    fused_cap: int
+    fallback_cap: int
+    timeout_s: int
+    env: dict[str, str]
+    prompt_tokens: NotRequired[list[int]]
+    dispatch_check: NotRequired[dict[str, bool]]
+    dispatch_probe: NotRequired[dict[str, str]]
+    parity: NotRequired[dict[str, str]]
+
+
+class MeasureYAML(TypedDict):
+    warmup_runs: int
+    rounds: int
+    order: str
+
+
+class CapYAML(TypedDict, total=False):
+    """mlxcel's compiled-in cap for the backend, where it has one (after `backend` in the file)."""
+
+    current_default: int
+
+
+class ConfigYAML(CapYAML):
+    """The config init writes, in its keys' order in the file (harness.config.schema.parse_config validates it)."""
+
+    name: str
+    backend: str
+    library_pin: str
+    workload: WorkloadYAML
+    models: list[ModelEntryYAML]
+    measure: MeasureYAML
+
 
 DEFAULT_PROMPT = "Hello, how are you today?"
 WARMUP_TOKENS = 20  # mlxcel-bench-decode's own default and the maintainers' protocol (design doc addenda)
@@ -110,7 +152,7 @@ def init_config(
     knowledge: Knowledge | None = None,
     caps: Capabilities | None = None,
     context: list[int] | None = None,
-) -> dict[str, object]:
+) -> ConfigYAML:
     """The config as a YAML-ready dict (validated by `write_config`). `caps`: what the binary's --help said (None:
     not asked, the July protocol). `context`: the depths of a context axis (today's shape only)."""
     from harness.analysis.decision.decision_facts import MLXCEL_DEFAULT_CAPS
@@ -119,7 +161,7 @@ def init_config(
     from harness.devices.backends import detect
 
     resolved = detect().platform if backend == "auto" else backend
-    workload: dict[str, object] = {
+    workload: WorkloadYAML = {
         "kind": "command",
         "command": [*shlex.split(bench), "-m", "{model_path}", *protocol_args(caps, tokens, _depth(context))],
         "cap_env": DEFAULT_CAP_ENV,
@@ -136,25 +178,25 @@ def init_config(
         workload["dispatch_probe"] = {"regex": probe}
     if parity_regex:
         workload["parity"] = {"regex": parity_regex}
-    config: dict[str, object] = {"name": name, "backend": backend}
-    if resolved in MLXCEL_DEFAULT_CAPS:
-        config["current_default"] = MLXCEL_DEFAULT_CAPS[resolved]
-    config.update(
-        library_pin=f"mlxcel ({shlex.split(bench)[0]})",
-        workload=workload,
-        models=[model_entry(m, knowledge or SHIPPED) for m in found],
-        measure={"warmup_runs": 1, "rounds": rounds, "order": "rotate"},
-    )
-    return config
+    cap: CapYAML = {"current_default": MLXCEL_DEFAULT_CAPS[resolved]} if resolved in MLXCEL_DEFAULT_CAPS else {}
+    return {
+        "name": name,
+        "backend": backend,
+        **cap,
+        "library_pin": f"mlxcel ({shlex.split(bench)[0]})",
+        "workload": workload,
+        "models": [model_entry(m, knowledge or SHIPPED) for m in found],
+        "measure": {"warmup_runs": 1, "rounds": rounds, "order": "rotate"},
+    }
 
 
 def write_config(
-    config: dict[str, object],
+    config: ConfigYAML,
     skipped: list[Skipped],
     models_dir: Path,
     out: Path,
     origin: str = "",
-    notes: list[str] = (),
+    notes: Sequence[str] = (),
 ) -> Path:
     from harness.config.schema import parse_config
     from harness.runs.formats import write_text_atomic
@@ -287,7 +329,7 @@ def _capabilities(bench: str) -> Capabilities:
     return capabilities(argv[0], tuple(argv[1:]))
 
 
-def listing_line(model: dict[str, object], knowledge: Knowledge) -> str:
+def listing_line(model: ModelEntryYAML, knowledge: Knowledge) -> str:
     """One model of `init`'s listing: shape, the prediction, how its arms are forced, and where that came from."""
     from harness.config.mlxcel_families import lookup
 

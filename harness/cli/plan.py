@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import typer
 from rich.console import Console
@@ -17,6 +17,46 @@ if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/t
     from harness.measure.sweep_setup import PreparedSweep
 
 
+class PlanPointJSON(TypedDict):
+    """One point of the plan: its label and Dff, the arms with their caps, timed runs, memory, modelled time."""
+
+    point: str
+    dff: object  # the point key's Dff as the workload gives it ('' where it has none)
+    arms: list[str]
+    runs: int
+    memory_bytes: int | None
+    model_seconds: float | None
+    skip: str | None
+
+
+class ExpectedJSON(TypedDict):
+    """What `--until-decided` is expected to take (_expected_to_decision)."""
+
+    expected_runs: float
+    expected_seconds: float | None
+    expected_rounds_per_point: dict[int, float]
+    max_rounds: int
+    looks: int
+    assumed: str
+
+
+class PlanJSON(TypedDict):
+    """The plan as data (plan_record): what `plan --json` prints, in this key order."""
+
+    until_decided: ExpectedJSON | None
+    config: str
+    backend: object  # the sweep's meta["backend"]
+    workload: str
+    points: list[PlanPointJSON]
+    timed_runs: int
+    rounds: int
+    warmup_runs: int
+    order: str
+    estimated_seconds: float
+    estimate_source: str
+    run_dir: str
+
+
 def _bytes(n: int | None) -> str:
     if not n:
         return "-"
@@ -27,13 +67,14 @@ def _bytes(n: int | None) -> str:
     return str(n)
 
 
-def plan_record(sweep: PreparedSweep) -> dict[str, object]:
+def plan_record(sweep: PreparedSweep) -> PlanJSON:
     """The plan as data (what `--json` prints and the table shows): points, runs, memory and the time estimate,
     calibrated by the last run of this config on this machine when there is one (harness/measure/plan_estimate.py)."""
     from harness.measure.plan_estimate import last_run
 
     per_point_runs = sweep.plan.rounds + sweep.plan.warmup_runs
-    points, model_s, unknown, timed = [], 0.0, False, 0
+    points: list[PlanPointJSON] = []
+    model_s, unknown, timed = 0.0, False, 0
     for point in sweep.points:
         estimate = point.run_seconds_estimate
         seconds = None
@@ -83,7 +124,7 @@ def plan_record(sweep: PreparedSweep) -> dict[str, object]:
     }
 
 
-def _expected_to_decision(sweep: PreparedSweep, per_run: float | None) -> dict[str, object] | None:
+def _expected_to_decision(sweep: PreparedSweep, per_run: float | None) -> ExpectedJSON | None:
     """The device time `--until-decided` should take: the stopping rule simulated
     (harness.analysis.rounds.decision_cost) at an assumed curve crossing at the current default (the hardest place: the
     decision turns on the points next to it) with the simulations' mid-range slope and 1% noise per run, priced by the

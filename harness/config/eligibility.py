@@ -17,6 +17,7 @@ disagree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NotRequired, TypedDict
 
 from harness.config.discover import DiscoveredModel
 from harness.config.mlxcel_families import NEVER_RUNS, SWITCH_ENV, TABLE, FamilyWiring, lookup
@@ -99,11 +100,33 @@ def arm_forcing(model: DiscoveredModel, knowledge: Knowledge = SHIPPED) -> tuple
     return "switch", f"{why}; arms forced with {SWITCH_ENV}"
 
 
-def model_entry(model: DiscoveredModel, knowledge: Knowledge = SHIPPED) -> dict[str, object]:
+class ModelEntryYAML(TypedDict):
+    """A config's `models:` entry as model_entry writes it (harness.config.schema.ModelEntry validates it): the
+    optional keys only where the model has them."""
+
+    name: str
+    model_path: str
+    family: str
+    dff: int
+    d_model: int
+    n_experts: int
+    top_k: int
+    quant_mode: str
+    bits: NotRequired[int]
+    group_size: NotRequired[int]
+    layers: NotRequired[int]
+    shared_dff: NotRequired[int]
+    synthetic: NotRequired[str]
+    expect_null: NotRequired[str]
+    forced_by: NotRequired[str]
+    eligibility: NotRequired[str]
+
+
+def model_entry(model: DiscoveredModel, knowledge: Knowledge = SHIPPED) -> ModelEntryYAML:
     """The config entry `moecal init` writes for a discovered model (shape, quantization, synthetic note), with
     `expect_null` when the kernel is predicted to decline it. Here rather than in the init command so a sweep that
     synthesizes checkpoints builds the same entries without importing a CLI module."""
-    entry: dict[str, object] = {
+    entry: ModelEntryYAML = {
         "name": model.name,
         "model_path": str(model.path.resolve()),
         "family": f"{model.family} (synthetic)" if model.synthetic else model.family,

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -50,6 +51,28 @@ from harness.runs.summary_columns import SummaryCol
 RECORD = UNTIL_DECIDED  # the meta.json key (harness.runs.provenance_keys)
 
 
+class UntilDecidedJSON(TypedDict):
+    """meta.json's `until_decided` (Allocation.as_record): how the loop stopped and why, its looks and their
+    decisions, the stop rule's limits, the time and runs it spent, and the rounds each point got."""
+
+    stop: str
+    reason: str
+    settled: bool
+    flipped: bool
+    looks_decisions: list[str]
+    looks: int
+    max_looks: int
+    max_rounds: int
+    first_rounds: int
+    budget_s: float | None
+    spent_s: float
+    extra_runs: int
+    expected_extra_s_after_first_pass: float | None
+    action: str  # the final look's action ('' before a look)
+    cap: int | None
+    rounds: dict[str, int]
+
+
 @dataclass
 class Allocation:
     """What the until-decided loop did: the record meta.json keeps."""
@@ -68,7 +91,7 @@ class Allocation:
     expected_extra_s: float | None = None  # after the first pass: simulated device time still to a decision
     rounds: dict[str, int] = field(default_factory=dict)
 
-    def as_record(self) -> dict[str, object]:
+    def as_record(self) -> UntilDecidedJSON:
         stop = final_stop(self.stop, self.history, self.keep_undecided) if self.stop else ""
         went_back = flipped(self.history)
         reason = self.rule.describe(stop, self.history) if stop else ""

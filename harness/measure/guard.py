@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NotRequired, Protocol, TypedDict
 
 from harness.config.schema import GuardSettings
 from harness.errors import InputError
@@ -205,7 +205,16 @@ def build(settings: GuardSettings) -> Guard | None:
     return guard
 
 
-def describe(guard: Guard | None, settings: GuardSettings) -> dict[str, object]:
+class GuardJSON(TypedDict):
+    """meta.json's `guard` (describe): off with why, or on with the probes this host lacks and its log's name."""
+
+    enabled: bool
+    why: NotRequired[str]
+    absent: NotRequired[list[str]]
+    log: NotRequired[str]
+
+
+def describe(guard: Guard | None, settings: GuardSettings) -> GuardJSON:
     """meta.json's `guard`: on or off and why, the probes this host lacks."""
     if guard is None:
         why = "off in the config" if settings.enabled is False else "no GPU-process probe on this host (not a Mac)"

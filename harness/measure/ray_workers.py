@@ -32,13 +32,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from harness.config.backend_specs import backend_spec
 from harness.config.install_hint import missing_module_hint
 from harness.errors import InputError
 from harness.measure.protocol import Point, ProgressHook, RoundSchedule, measure_point
 from harness.runs.formats import RUN_KEY, SAMPLE_COLUMNS, csv_line, point_key, run_key
+from harness.runs.provenance_keys import Provenance
 from harness.runs.rundir import SampleRow, SampleWriter, truncate_torn_tail
 
 if TYPE_CHECKING:
@@ -163,6 +164,17 @@ def _held_stderr() -> Iterator[_Held]:
                 os.write(2, text.encode())
 
 
+class WorkerView(TypedDict):
+    """A worker's view of the sweep (Worker.describe): its host and either the error that stops it (source, field,
+    problem: an InputError's parts) or the sweep's provenance, points and round plan as that machine prepared them."""
+
+    error: tuple[str, str, str] | None
+    host: str
+    meta: NotRequired[Provenance]
+    points: NotRequired[list[Point]]
+    plan: NotRequired[RoundSchedule]
+
+
 @dataclass(frozen=True)
 class SweepSpec:
     """What a worker needs to rebuild the same sweep: the config's text (the worker may be another machine) and
@@ -214,7 +226,7 @@ class SweepWorker:
         """A cheap call that answers once the actor is up (after a restart, too)."""
         return os.getpid()
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> WorkerView:
         """This machine's view of the sweep: its provenance and points (or the error that stops it)."""
         if self.error is not None or self.sweep is None:
             error = self.error or InputError("(worker)", "", "the sweep could not be prepared")

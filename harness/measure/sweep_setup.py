@@ -41,6 +41,7 @@ from harness.runs.run_meta import RunPolicy
 from harness.runs.rundir import (
     DEFAULT_RESULTS,
     RunDirectory,
+    SegmentJSON,
     default_run_id,
     fresh_run_dir,
     mixed_settings,
@@ -74,7 +75,7 @@ class PreparedSweep:
     run_dir: Path
     meta: Provenance
     resuming: bool  # continuing an existing run (--resume), as opposed to starting a new one
-    segment: dict[str, object]  # this sweep's entry in meta.json's `segments`
+    segment: SegmentJSON  # this sweep's entry in meta.json's `segments`
     measure_null: bool = False  # --measure-null: expected-null command models are measured (Ray workers need it too)
 
     @property

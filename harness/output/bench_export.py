@@ -94,9 +94,13 @@ def _finite(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def ratio_points(decision: DecisionJSON) -> list[PointJSON]:
-    """The points that carry a ratio: an estimate, and not null."""
-    return [p for p in decision["points"] if p["verdict"] != "null" and _finite(p["estimate"]) is not None]
+def ratio_points(decision: DecisionJSON) -> list[tuple[PointJSON, float]]:
+    """The points that carry a ratio (a finite estimate, and not null), each with that estimate."""
+    return [
+        (p, estimate)
+        for p in decision["points"]
+        if p["verdict"] != "null" and (estimate := _finite(p["estimate"])) is not None
+    ]
 
 
 def bench_point_name(point: PointJSON) -> str:
@@ -137,12 +141,12 @@ def github_action_benchmark(decision: DecisionJSON, label: RunLabel) -> list[Ben
                 + (f"; build {build}" if build else ""),
             }
         )
-    for p in ratio_points(decision):
+    for p, estimate in ratio_points(decision):
         entries.append(
             {
                 "name": f"{label.prefix}/{bench_point_name(p)}",
                 "unit": "fused/fallback",
-                "value": float(p["estimate"]),
+                "value": estimate,
                 "range": _interval_text(_finite(p["ci_low"]), _finite(p["ci_high"]), level),
                 "extra": f"verdict {p['verdict']}; {p['method']}; runs {p['n_fallback']}/{p['n_fused']}",
             }
@@ -166,8 +170,8 @@ def bencher(decision: DecisionJSON, label: RunLabel) -> dict[str, dict[str, dict
     if crossover is not None:
         metric = _metric(crossover, _finite(decision["ci_low"]), _finite(decision["ci_high"]))
         out[f"{label.prefix}/crossover"] = {CROSSOVER_MEASURE: metric}
-    for p in ratio_points(decision):
-        metric = _metric(float(p["estimate"]), _finite(p["ci_low"]), _finite(p["ci_high"]))
+    for p, estimate in ratio_points(decision):
+        metric = _metric(estimate, _finite(p["ci_low"]), _finite(p["ci_high"]))
         out[f"{label.prefix}/{bench_point_name(p)}"] = {RATIO_MEASURE: metric}
     return out
 

@@ -18,7 +18,7 @@ from harness.config.schema import kind_meaning
 from harness.errors import InputError
 from harness.output.addendum.addendum_markdown import render_markdown
 from harness.output.addendum.report_build import build_report_data, read_report_input, whole_model_rows
-from harness.output.addendum.report_data import ReportData, read_sidecar
+from harness.output.addendum.report_data import ReportContext, ReportData, read_sidecar
 from harness.output.mlxcel_source import MlxcelSource, cap_patch
 from harness.output.plots.addendum_plot import write_plot
 from harness.output.report_links import project_root
@@ -74,7 +74,9 @@ def write_report(
         write_text_atomic(paths["mlxcel_csv"], mlxcel_csv(report_input.analysis, data))
     d = data.decision
     if "patch" in paths:
-        patch = cap_patch(_source(data, mlxcel), {data.backend: d["recommended_cap"]})
+        cap = d["recommended_cap"]
+        assert cap is not None  # a patch is written only for a move to a cap (report_build: `changes`)
+        patch = cap_patch(_source(data, mlxcel), {data.backend: cap})
         write_text_atomic(paths["patch"], patch)
     write_text_atomic(paths["sidecar"], json.dumps(data.to_json(), indent=1, ensure_ascii=False) + "\n")
     write_text_atomic(md_path, render_markdown(data))
@@ -130,7 +132,7 @@ def mlxcel_csv(analysis: Analysis, data: ReportData) -> str:
     return "\n".join(prose) + "\n" + to_mlxcel_csv(samples, summary, keys)
 
 
-def _csv_harness(ctx: dict[str, object], workloads: set[str]) -> str:
+def _csv_harness(ctx: ReportContext, workloads: set[str]) -> str:
     """What produced the exported points: the benchmark command, or the built-in kind's own words (moecal's
     synthetic decoder)."""
     if "bench_command" in ctx:

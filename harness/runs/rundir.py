@@ -44,7 +44,7 @@ import re
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import cast
+from typing import Literal, NotRequired, TypedDict, get_args
 
 import pandas as pd
 
@@ -71,7 +71,9 @@ META_FILE = "meta.json"
 SUMMARY_FILE = "summary.csv"
 RUN_FILES = (SAMPLES_FILE, META_FILE)  # either one makes a folder a run directory
 LOCK_FILE = ".lock"
-SEGMENT_KEYS = ("harness_commit", "harness_dirty", "kernel_source_hash", "launch", "command")
+# the provenance a segment restates: what may differ between the processes that appended to one run
+SegmentKey = Literal["harness_commit", "harness_dirty", "kernel_source_hash", "launch", "command"]
+SEGMENT_KEYS: tuple[SegmentKey, ...] = get_args(SegmentKey)
 MIXABLE_KEYS = ("kernel_source_hash", "launch")  # what a resumed run may not change silently
 SLUG_WORDS = 2  # of the device name: "amd-epyc", "nvidia-h200", "apple-m3" — enough to tell machines apart
 SLUG_CHARS = 20
@@ -282,8 +284,25 @@ class RunLock:
 # --- segments --------------------------------------------------------------------------------------------------
 
 
+class SegmentJSON(TypedDict):
+    """One process's entry in meta.json's `segments` (new_segment): when it started and last appended, how many rows
+    it appended, the SEGMENT_KEYS of its provenance as recorded, and the settings it mixed into a resumed run
+    (sweep --allow-mixed)."""
+
+    start: str
+    end: str
+    rows: int
+    harness_commit: NotRequired[object]
+    harness_dirty: NotRequired[object]
+    kernel_source_hash: NotRequired[object]
+    launch: NotRequired[object]
+    command: NotRequired[object]
+    mixed: NotRequired[list[str]]
+
+
 def segments(meta: Mapping[str, object]) -> list[dict[str, object]]:
-    """The run's segments; a run written before segments existed counts as one, described by its top level."""
+    """The run's segments as stored (SegmentJSON's, as the moecal that wrote each one wrote it); a run written before
+    segments existed counts as one, described by its top level."""
     stored = meta.get(SEGMENTS)
     if isinstance(stored, list):
         return [dict(s) for s in stored if isinstance(s, dict)]
@@ -292,9 +311,13 @@ def segments(meta: Mapping[str, object]) -> list[dict[str, object]]:
     return [{"start": meta.get("date", ""), **{k: meta[k] for k in SEGMENT_KEYS if k in meta}}]
 
 
-def new_segment(meta: Mapping[str, object]) -> dict[str, object]:
+def new_segment(meta: Mapping[str, object]) -> SegmentJSON:
     """This process's segment entry, from its provenance (end and rows are filled in as rows are appended)."""
-    return {"start": _now(), "end": "", "rows": 0, **{k: meta[k] for k in SEGMENT_KEYS if k in meta}}
+    segment: SegmentJSON = {"start": _now(), "end": "", "rows": 0}
+    for key in SEGMENT_KEYS:
+        if key in meta:
+            segment[key] = meta[key]
+    return segment
 
 
 def mixed_settings(previous: Mapping[str, object], segment: Mapping[str, object]) -> list[str]:
@@ -325,7 +348,7 @@ class SampleWriter:
         self,
         run_dir: Path,
         meta: Mapping[str, object],
-        segment: Mapping[str, object] | None = None,
+        segment: SegmentJSON | None = None,
         policy: RunPolicy | None = None,
     ):
         self.run_dir = Path(run_dir)
@@ -333,7 +356,7 @@ class SampleWriter:
         self.path = self.run.samples
         self.meta = dict(meta)
         self.policy = policy  # recorded for a new run; a resumed run keeps the one it has
-        self.segment = dict(segment if segment is not None else new_segment(meta))
+        self.segment = SegmentJSON(**segment) if segment is not None else new_segment(meta)
         self._fd = -1
         self._record = RunMeta()
         self._columns: list[str] = list(SAMPLE_COLUMNS)  # the file's own header once it exists (see _start)
@@ -380,11 +403,11 @@ class SampleWriter:
         except OSError as exc:
             self._undo_row(before)
             raise InputError(str(self.path), "", f"cannot append a row: {exc.strerror or exc}") from None
-        self.segment["rows"] = cast(int, self.segment["rows"]) + 1  # new_segment's count, this process's own
+        self.segment["rows"] += 1  # new_segment's count, this process's own
         try:
             self._record_segment()
         except InputError:  # meta.json could not say so: the row goes too, so its count stays exact
-            self.segment["rows"] = cast(int, self.segment["rows"]) - 1
+            self.segment["rows"] -= 1
             self._undo_row(before)
             raise
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -104,7 +104,14 @@ def _recorded_source(provenance: Mapping[str, object]) -> str:
     return CONFIG_SOURCE
 
 
-def cap_words(cap: CapFact) -> dict[str, str]:
+class CapWords(TypedDict, total=False):
+    """What a document says of the cap in force beyond its value (cap_words); at most one of the two."""
+
+    current_default_source: str
+    current_default_missing: str
+
+
+def cap_words(cap: CapFact) -> CapWords:
     """What a document says of the cap in force beyond its value: where it came from when neither the run's
     config nor the command line gave it (`current_default_source`), or what is missing (`current_default_missing`)."""
     if cap.value is None:

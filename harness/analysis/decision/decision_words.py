@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from harness.analysis import number_format
 from harness.analysis.decision.policy import Action, Move, Side, WithheldWhy
@@ -24,9 +24,10 @@ def band(margin: float, side: Side) -> str:
     return f"1 {'+' if side == 'fused' else '−'} {number_format.percent(margin)}"
 
 
-def point_test_words(question: Side, passed: bool, bound: float, level: float, margin: float) -> str:
+def point_test_words(question: Side, passed: bool, bound: float | None, level: float, margin: float) -> str:
     """One one-sided test the decision read, as the table's `decision test` cell and the reason state it:
-    `fused wins beyond 1 + 1% (one-sided 95% lower bound 1.0123)`."""
+    `fused wins beyond 1 + 1% (one-sided 95% lower bound 1.0123)`; a bound that is not finite (JSON records it as
+    null) reads `n/a`."""
     winner = "fused" if question == "fused" else "fallback"
     side = "lower" if question == "fused" else "upper"
     result = f"{winner} wins" if passed else f"{winner} not shown to win"
@@ -65,13 +66,6 @@ def family_words(label: str, benchmark: str = "") -> str:
     meaning = kind_meaning(kind)
     words = "mlxcel models" if meaning.external and "mlxcel" in benchmark else meaning.family_words or kind
     return f"{words} at a {depth.removeprefix('ctx')}-token context" if depth.startswith("ctx") else words
-
-
-def family_namer(context: dict[str, object]) -> Callable[[str], str]:
-    """Family label → the words a report uses for it, given the run's recorded context: `mlxcel models` when the
-    benchmark (its command line, or an imported file's format) is mlxcel's. One rule for the addendum and the plot."""
-    bench = str(context.get("bench_command") or context.get("source_format") or "")
-    return lambda label: family_words(label, bench)
 
 
 # --- the reason of a decision, part by part ----------------------------------------------------------------------

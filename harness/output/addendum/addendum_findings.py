@@ -16,8 +16,9 @@ from harness.analysis.decision.decision_json import (
     PointJSON,
     ratio_of_medians,
 )
-from harness.analysis.decision.decision_words import band, family_namer
+from harness.analysis.decision.decision_words import band
 from harness.analysis.points.stats import DECIDED as DECIDED_VERDICTS
+from harness.output.addendum.addendum_heading import family_namer
 from harness.output.addendum.addendum_table import point_name
 from harness.output.addendum.report_data import PreviousJSON, ReportData
 from harness.output.markdown_text import md_code, md_text
@@ -65,7 +66,8 @@ def _crossings(family: CrossoverJSON, points: list[PointJSON], conf: str) -> str
         low = -math.inf if c["ci_low"] is None else c["ci_low"]
         high = math.inf if c["ci_high"] is None else c["ci_high"]
         ci = number_format.dff_interval(low, high, smallest, largest)
-        return f"{number_format.dff(c['dff'])} ({c['direction']}, {conf} CI {ci})"
+        at = "n/a" if c["dff"] is None else number_format.dff(c["dff"])  # null: not finite (json_exact)
+        return f"{at} ({c['direction']}, {conf} CI {ci})"
 
     text = f"  - The estimated ratio is not monotone: it crosses 1.0 at {', '.join(one(c) for c in listed)}"
     chosen = family["crossover_dff"]
@@ -102,9 +104,12 @@ def _how(point: PointJSON) -> str:
     return "compares the geometric means of each side's runs (not paired)"
 
 
-def _families(d: DecisionJSON) -> list[FamilyJSON]:
-    """The families the decision was made for (one, unnamed in the JSON, when the run has one)."""
-    return d.get("families") or [{"family": d["points"][0]["family"] if d["points"] else "all", "decides": True, **d}]
+def _families(d: DecisionJSON) -> list[tuple[str, bool, FamilyJSON | DecisionJSON]]:
+    """The families the decision was made for: each one's name, whether it decides the cap, and its crossover and
+    decision (one, unnamed in the JSON, when the run has one: the decision's own)."""
+    if d.get("families"):
+        return [(f["family"], f.get("decides", True), f) for f in d["families"]]
+    return [(d["points"][0]["family"] if d["points"] else "all", True, d)]
 
 
 def findings(data: ReportData) -> list[str]:
@@ -116,20 +121,16 @@ def findings(data: ReportData) -> list[str]:
     several = len(families) > 1
     out = []
     binding = d.get("binding_family")
-    for family in families:
-        mine = [p for p in d["points"] if p["family"] == family["family"]]
-        name = md_text(family_namer(data.context)(family["family"]))
+    for family, decides, record in families:
+        mine = [p for p in d["points"] if p["family"] == family]
+        name = md_text(family_namer(data.context)(family))
         out.append(f"- {name}: {_verdicts(mine, data.options.margin)}.")
-        crossings = _crossings(family, mine, conf)
+        crossings = _crossings(record, mine, conf)
         if crossings:
             out.append(crossings)
-        if several and family["family"] != binding and family["reason"] not in d["reason"]:
-            role = (
-                "its own decision (it does not decide the cap)"
-                if not family.get("decides", True)
-                else "its own decision"
-            )
-            out.append(f"  - {role}: {family['action']}: {md_text(family['reason'])}")
+        if several and family != binding and record["reason"] not in d["reason"]:
+            role = "its own decision (it does not decide the cap)" if not decides else "its own decision"
+            out.append(f"  - {role}: {record['action']}: {md_text(record['reason'])}")
     aa = _aa_sentence(d, data.options.margin)
     if aa:
         out.append(aa)

@@ -12,11 +12,14 @@ for what ran and the library under test follow the workload kind's registry entr
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from harness.analysis.decision.decision_json import PointJSON
+from harness.analysis.decision.decision_words import family_words
 from harness.config.backend_specs import BACKENDS
 from harness.config.schema import kind_meaning
-from harness.output.addendum.report_data import ReportData
+from harness.output.addendum.report_data import CONTEXT_KEYS, ContextText, ReportContext, ReportData
 from harness.output.markdown_text import md_code, md_text
 from harness.output.mlxcel_source import MlxcelTreeJSON
 from harness.output.report_links import shown_path, shown_text
@@ -29,34 +32,9 @@ from harness.runs.summary_columns import SummaryCol
 UNDATED = "undated"
 # the array libraries each backend's built-in workloads run on (a kind whose meaning names its own runs those)
 BACKEND_PACKAGES = {spec.name: spec.libraries for spec in BACKENDS}
-CONTEXT_KEYS = (
-    "run_id",
-    "workload",
-    "hardware",
-    "device",
-    "os",
-    "cpu",
-    "gpu",
-    "driver",
-    "cuda",
-    "harness_commit",
-    "harness_dirty",
-    "config_path",
-    "config_sha256",
-    "command",
-    "bench_command",
-    "bench_description",
-    "source_format",
-    "notes",
-    "order",
-    "current_default_source",
-    LIBRARY_VERSION,
-    LIBRARY_COMMIT,
-    MLX_PIN,
-)
 # recorded strings that may hold paths of the machine that measured (shown relative to the project, or by name)
-PATH_KEYS = ("command", "bench_command", "notes", "config_path")
-HARDWARE_LABELS = (
+PATH_KEYS: tuple[ContextText, ...] = ("command", "bench_command", "notes", "config_path")
+HARDWARE_LABELS: tuple[tuple[ContextText, str], ...] = (
     ("hardware", ""),
     ("device", ""),
     ("gpu", "GPU"),
@@ -101,12 +79,13 @@ def library_under_test(provenance: Provenance, tree: MlxcelTreeJSON | None) -> s
     if external_run and tree and tree.get("checked") and tree.get("version"):
         return f"mlxcel {tree['version']}" + (f", MLX pin {mlx}" if mlx else "")
     if kind.libraries:
-        packages = provenance.get("packages") if isinstance(provenance.get("packages"), dict) else {}
+        recorded = provenance.get("packages")
+        packages = recorded if isinstance(recorded, dict) else {}
         return ", ".join(f"{lib} {packages[lib]}" if packages.get(lib) else lib for lib in kind.libraries)
     return str(provenance.get("library_pin") or "unknown library")
 
 
-def _ran(packages: dict[str, object], backend: str, workload: str) -> dict[str, str]:
+def _ran(packages: Mapping[object, object], backend: str, workload: str) -> dict[str, str]:
     """moecal, Python and the array libraries the measurement ran on (installed-but-unused ones are left out)."""
     own = kind_meaning(workload).libraries
     libraries = own if own is not None else BACKEND_PACKAGES.get(backend, ())
@@ -117,10 +96,13 @@ def _ran(packages: dict[str, object], backend: str, workload: str) -> dict[str, 
     }
 
 
-def context(provenance: Provenance, root: Path) -> dict[str, object]:
+def context(provenance: Provenance, root: Path) -> ReportContext:
     """The provenance the addendum shows (flat strings, plus the package and arm dicts), with every recorded path
     shown relative to the project `root` or by name (report_links)."""
-    out = {key: str(provenance[key]) for key in CONTEXT_KEYS if provenance.get(key) not in (None, "")}
+    out: ReportContext = {}
+    for key in CONTEXT_KEYS:
+        if provenance.get(key) not in (None, ""):
+            out[key] = str(provenance[key])
     for key in PATH_KEYS:
         if key in out:
             out[key] = shown_text(out[key], root)
@@ -155,7 +137,14 @@ def heading(data: ReportData, action_value: str) -> str:
     )
 
 
-def _hardware(ctx: dict[str, object]) -> str:
+def family_namer(ctx: ReportContext) -> Callable[[str], str]:
+    """Family label → the words a report uses for it, given the run's recorded context: `mlxcel models` when the
+    benchmark (its command line, or an imported file's format) is mlxcel's. One rule for the addendum and the plot."""
+    bench = ctx.get("bench_command") or ctx.get("source_format") or ""
+    return lambda label: family_words(label, bench)
+
+
+def _hardware(ctx: ReportContext) -> str:
     parts = [
         f"{label} {md_text(ctx[key])}"
         for key, label in HARDWARE_LABELS
@@ -182,7 +171,7 @@ def _versions(data: ReportData) -> str:
     return "; ".join(parts)
 
 
-def _harness(ctx: dict[str, object], kinds: set[str]) -> str:
+def _harness(ctx: ReportContext, kinds: set[str]) -> str:
     """What ran: the benchmark command (prompt and token counts are in it) or the built-in workload(s) in their
     kinds' own words (`kinds`: those of the points; a layer config's decode block is a second one), and moecal
     (which drove the runs, or for imported data only analysed them)."""
@@ -200,8 +189,8 @@ def _harness(ctx: dict[str, object], kinds: set[str]) -> str:
         return f"{what}; analysed by {moecal}"
     if "bench_command" in ctx:
         what = f"{md_code(ctx['bench_command'])}, one process per run"
-    elif kind_meaning(workload).description:
-        what = kind_meaning(workload).description
+    elif description := kind_meaning(workload).description:
+        what = description
         for other in sorted(kinds - {workload}):  # a block of another kind in the same config (layer's decode)
             if kind_meaning(other).description:
                 what += f"; its {other} block: {kind_meaning(other).description}"
@@ -210,7 +199,7 @@ def _harness(ctx: dict[str, object], kinds: set[str]) -> str:
     return f"{what}; driven by {moecal}{sweep}"
 
 
-def _arms(ctx: dict[str, object]) -> str:
+def _arms(ctx: ReportContext) -> str:
     """`Each side forced with fallback `X=1`, fused `X=20000`` (the design doc's sentence), fallback side first."""
     arms = ctx.get("arms")
     if not arms:
@@ -220,7 +209,7 @@ def _arms(ctx: dict[str, object]) -> str:
     return "Each side forced with " + ", ".join(f"{names.get(a, md_text(a))} {md_code(arms[a])}" for a in order) + "."
 
 
-def pairing(points: list[dict], order: str | None) -> str:
+def pairing(points: Sequence[PointJSON], order: str | None) -> str:
     """How the arms were compared, as the statistics did it: per-round pairs (interleaved rounds) or Welch on two
     unpaired samples (runs that were not interleaved, e.g. mlxcel's CSVs, or a round that lost its partner)."""
     methods = {p["dff"]: str(p.get(SummaryCol.METHOD) or "") for p in points if p.get(SummaryCol.METHOD)}
@@ -237,7 +226,7 @@ def _link(name: str | None, shown: str) -> str:
     return f"[{shown}]({name})" if name else md_code(shown)
 
 
-def provenance_paragraph(data: ReportData, points: list[dict], kinds: set[str]) -> str:
+def provenance_paragraph(data: ReportData, points: Sequence[PointJSON], kinds: set[str]) -> str:
     """Hardware, versions, harness, runs per side and how they were paired, how each side was forced, and the
     links to the raw data and the record (relative to --link-base; a file outside its project is named, not
     linked)."""

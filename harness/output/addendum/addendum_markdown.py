@@ -11,12 +11,11 @@ from __future__ import annotations
 from harness.analysis.comparison.knobs import KnobsJSON
 from harness.analysis.decision.decision_facts import MLXCEL_CONSTANTS, backend_cap, constant_words
 from harness.analysis.decision.decision_json import DecisionJSON
-from harness.analysis.decision.decision_words import family_namer
 from harness.config.schema import kind_of_family
 from harness.output.addendum.addendum_findings import findings
-from harness.output.addendum.addendum_heading import heading, provenance_paragraph
+from harness.output.addendum.addendum_heading import family_namer, heading, provenance_paragraph
 from harness.output.addendum.addendum_table import method, not_used, table_corrections, tables
-from harness.output.addendum.report_data import ReportData
+from harness.output.addendum.report_data import ReportContext, ReportData
 from harness.output.markdown_text import md_code, md_text
 from harness.output.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE
 
@@ -30,7 +29,7 @@ def action_value(d: DecisionJSON) -> str:
     return f"{d['action']} {value}"
 
 
-def _decision_head(d: DecisionJSON, backend: str, context: dict[str, object]) -> str:
+def _decision_head(d: DecisionJSON, backend: str, context: ReportContext) -> str:
     """The decision's first line: the action and the value (and the mlxcel constant it concerns), and where the
     cap in force came from when the input did not state it (an imported sweep: the engine's compiled-in default)."""
     constant = constant_words(backend)
@@ -56,8 +55,7 @@ def _decision(data: ReportData) -> list[str]:
             + f"){';' if per_run else ''}{per_run.removeprefix(' (').removesuffix(')')}."
         )  # fmt: skip
         lines.append("")
-    elif changes and backend_cap(data.backend) is not None:
-        shared = backend_cap(data.backend)
+    elif changes and (shared := backend_cap(data.backend)) is not None:
         lines += [
             f"{md_text(data.backend)} builds read `{shared.constant}`, shared with {md_text(shared.shared_with)}: a "
             f"move for {md_text(data.backend)} alone is a device-class arm (`moecal report` of several runs writes "
@@ -86,7 +84,7 @@ def _knobs(knobs: KnobsJSON | None) -> list[str]:
     ]
 
 
-def _synthetic(ctx: dict[str, object]) -> list[str]:
+def _synthetic(ctx: ReportContext) -> list[str]:
     """Which points are synthetic checkpoints (`moecal synth`: random weights, possibly fewer layers), so a reader
     does not take their tok/s for a real model's."""
     synthetic = ctx.get("synthetic")

@@ -6,6 +6,7 @@ crossover and of the family table's mistakes. Rendered from the report data (har
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 from harness.analysis import number_format
 from harness.analysis.decision.decision_facts import SWITCH_LABEL, is_switch_point
@@ -27,7 +28,12 @@ def point_name(point: PointJSON, several_families: bool) -> str:
 
 # the per-point fields of the dispatch verification pass (command workloads; `crossover --json` names them): a
 # column appears when any point of the table carries the field, so built-in runs and older data render as before
-OPTIONAL_COLUMNS = (("dispatch", "dispatch"), ("parity_class", "parity"), ("tokens_fused", "tokens fallback/fused"))
+OptionalColumn = Literal["dispatch", "parity_class", "tokens_fused"]
+OPTIONAL_COLUMNS: tuple[tuple[OptionalColumn, str], ...] = (
+    ("dispatch", "dispatch"),
+    ("parity_class", "parity"),
+    ("tokens_fused", "tokens fallback/fused"),
+)
 
 
 def meaning(point: PointJSON) -> KindMeaning:
@@ -46,7 +52,7 @@ def tables(points: list[PointJSON], name: Callable[[str], str], options: Options
     return lines
 
 
-def _optional(point: PointJSON, key: str) -> str:
+def _optional(point: PointJSON, key: OptionalColumn) -> str:
     """A cell of an optional column: tokens as `fallback/fused` (bold and flagged when the arms generated different
     counts: they did different work), parity with its fused-vs-reference NRMS (worst, median) when known."""
     if key == "tokens_fused":
@@ -112,7 +118,7 @@ def _test_cell(test: TestJSON | None, margin: float) -> str:
     """The decision's one-sided test at this point, bold when it passed (the words the reason uses)."""
     if not test:
         return ""
-    words = point_test_words(str(test["question"]), bool(test["passed"]), test["bound"], float(test["level"]), margin)
+    words = point_test_words(test["question"], bool(test["passed"]), test["bound"], float(test["level"]), margin)
     return f"**{words}**" if test["passed"] else words
 
 

@@ -72,20 +72,29 @@ def read_report_input(
     overrides = {k: str(v) for k, v in (overrides or {}).items() if v not in (None, "")}
     if analysed is not None and overrides:
         raise ValueError("an analysis handed down cannot take provenance overrides: they change what it read")
-    loaded = load_input(input_path) if analysed is None else None
-    provenance = with_overrides(loaded.provenance if loaded is not None else analysed.provenance, overrides)
-    backend = str(provenance.get("backend") or "unknown-backend")
+    if analysed is None:
+        loaded = load_input(input_path)
+        provenance = with_overrides(loaded.provenance, overrides)
+        options, targeted = _targeted(str(provenance.get("backend") or "unknown-backend"), options, mlxcel)
+        analysed = analyse(loaded._replace(provenance=provenance), options)
+    else:
+        options, targeted = _targeted(str(analysed.provenance.get("backend") or "unknown-backend"), options, mlxcel)
+        if analysed.options != options:
+            raise ValueError(f"the analysis handed down used {analysed.options}, the report needs {options}")
+    return ReportInput(Path(input_path), analysed, overrides, targeted)
+
+
+def _targeted(
+    backend: str, options: Options, mlxcel: MlxcelSource | MlxcelTreeJSON | None
+) -> tuple[Options, MlxcelTreeJSON | None]:
+    """The options with the cap in force taken from a read --mlxcel-src tree (when the command line gave none), and
+    the tree the decision targets (the read one, else the published defaults; None for a backend with no constant
+    of its own to patch: ROCm shares CUDA's)."""
     tree = mlxcel.as_json() if isinstance(mlxcel, MlxcelSource) else mlxcel or known_defaults().as_json()
     if tree["checked"] and options.current_default is None and tree_cap(tree["caps"], backend) is not None:
         source = f"the --mlxcel-src tree's {constant_words(backend)}"
         options = dataclasses.replace(options, current_default=tree_cap(tree["caps"], backend), cap_source=source)
-    # no constant of its own to patch (ROCm shares CUDA's): no tree targeted
-    targeted = tree if backend in MLXCEL_CONSTANTS else None
-    if analysed is None:
-        analysed = analyse(loaded._replace(provenance=provenance), options)
-    elif analysed.options != options:
-        raise ValueError(f"the analysis handed down used {analysed.options}, the report needs {options}")
-    return ReportInput(Path(input_path), analysed, overrides, targeted)
+    return options, tree if backend in MLXCEL_CONSTANTS else None
 
 
 def _slug(text: str) -> str:

@@ -12,13 +12,15 @@ check-reports then reports the keys missing against a fresh record, as it did).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TypedDict
+from typing import Literal, NotRequired, TypedDict, get_args
 
 from harness.analysis.comparison.knobs import KnobsJSON
 from harness.analysis.comparison.two_runs import ComparisonJSON
-from harness.analysis.decision.decision_json import DecisionJSON
+from harness.analysis.decision.decision_facts import CapWords
+from harness.analysis.decision.decision_json import DecisionJSON, OptionsJSON
 from harness.analysis.decision.pipeline import Options
 from harness.json_input import JSONObject, load_json_object
 from harness.output.mlxcel_source import MlxcelTreeJSON
@@ -50,6 +52,72 @@ class PreviousJSON(TypedDict):
     points: list[PreviousPointJSON]
     not_compared: int
     comparison: ComparisonJSON
+
+
+# the recorded provenance strings an addendum shows, copied from the run's provenance as text
+# (addendum_heading.context), in this order in the sidecar; bench_version, bench_commit, bench_mlx_pin: the build of
+# the library under test (harness.runs.provenance_keys LIBRARY_VERSION, LIBRARY_COMMIT, MLX_PIN)
+ContextText = Literal[
+    "run_id",
+    "workload",
+    "hardware",
+    "device",
+    "os",
+    "cpu",
+    "gpu",
+    "driver",
+    "cuda",
+    "harness_commit",
+    "harness_dirty",
+    "config_path",
+    "config_sha256",
+    "command",
+    "bench_command",
+    "bench_description",
+    "source_format",
+    "notes",
+    "order",
+    "current_default_source",
+    "bench_version",
+    "bench_commit",
+    "bench_mlx_pin",
+]
+CONTEXT_KEYS: tuple[ContextText, ...] = get_args(ContextText)
+
+
+class ReportContext(CapWords, total=False):
+    """The provenance an addendum shows (harness.output.addendum.addendum_heading.context), every key optional (a
+    run records what it knows): the CONTEXT_KEYS as text, shown paths made relative; `device_note` when the run's
+    label names a device its machine lacked; how each arm was forced, the packages that ran and the synthetic
+    checkpoints, name → text; and where the cap in force came from, or what is missing (CapWords).
+    """
+
+    run_id: str
+    workload: str
+    hardware: str
+    device: str
+    os: str
+    cpu: str
+    gpu: str
+    driver: str
+    cuda: str
+    harness_commit: str
+    harness_dirty: str  # "True" / "False"
+    config_path: str
+    config_sha256: str
+    command: str
+    bench_command: str
+    bench_description: str
+    source_format: str
+    notes: str
+    order: str
+    bench_version: str
+    bench_commit: str
+    bench_mlx_pin: str
+    device_note: str
+    arms: dict[str, str]
+    packages: dict[str, str]
+    synthetic: dict[str, str]
 
 
 REPORT_FORMAT = 3  # 3: sidecar record, design-doc style text, mlxcel CSV and patch beside it
@@ -85,6 +153,45 @@ class ReportFiles:
         )
 
 
+# meta.json's `until_decided` record as the run stored it (harness.measure.allocation.UntilDecidedJSON, as the moecal
+# that measured it wrote it: older runs' keys differ): the report carries it into the sidecar unread
+StoppedRecord = Mapping[str, object]
+
+
+class CapSourceJSON(TypedDict, total=False):
+    cap_source: str
+
+
+class ReportOptionsJSON(OptionsJSON, CapSourceJSON):
+    """The sidecar's `options`: the analysis settings, the cap in force and, when neither the config nor the
+    command line gave it, where it came from (`cap_source`)."""
+
+    current_default: int | None
+
+
+class SidecarJSON(TypedDict):
+    """The sidecar (ReportData.to_json), in its key order; the last four only where the report has them."""
+
+    moecal_report: int
+    date: str
+    host: str
+    backend: str
+    library_pin: str
+    raw_data: str
+    overrides: dict[str, str]
+    link_base: str
+    options: ReportOptionsJSON
+    files: dict[str, str | None]
+    context: ReportContext
+    mlxcel: MlxcelTreeJSON | None
+    decision: DecisionJSON
+    previous: PreviousJSON | None
+    until_decided: NotRequired[StoppedRecord]
+    table_wrong: NotRequired[dict[str, str]]
+    run_notes: NotRequired[list[str]]
+    knobs: NotRequired[KnobsJSON]
+
+
 @dataclass(frozen=True)
 class ReportData:
     """One addendum's record (module docstring). `until_decided` (how an until-decided sweep stopped),
@@ -98,21 +205,29 @@ class ReportData:
     raw_data: str  # relative to the project root
     options: Options  # the analysis settings, current default included, so the record can be re-derived
     files: ReportFiles
-    context: dict[str, object]  # harness.output.addendum.addendum_heading.context
+    context: ReportContext
     mlxcel: MlxcelTreeJSON | None  # the tree the decision targets (None: not an mlxcel backend)
     decision: DecisionJSON  # harness.analysis.decision.decision_record.decision_json
     previous: PreviousJSON | None  # the comparison with an earlier run (harness.output.addendum.report_build)
     overrides: dict[str, str] = field(default_factory=dict)
     link_base: str = "."
-    until_decided: dict[str, object] | None = None
+    until_decided: StoppedRecord | None = None
     table_wrong: dict[str, str] | None = None
     run_notes: list[str] = field(default_factory=list)  # how the run was taken (harness.output.addendum.run_findings)
     knobs: KnobsJSON | None = None  # a knob sweep's joint recommendation and rows (KnobResult.record)
     format: int = REPORT_FORMAT
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> SidecarJSON:
         """The sidecar's JSON object, in its key order."""
-        return {
+        # where that cap came from when not the command line (the --mlxcel-src tree): the addendum says it
+        sourced = self.options.cap_source != Options.cap_source
+        source: CapSourceJSON = {"cap_source": self.options.cap_source} if sourced else {}
+        options: ReportOptionsJSON = {
+            **self.options.settings(),
+            "current_default": self.options.current_default,
+            **source,
+        }
+        out: SidecarJSON = {
             "moecal_report": self.format,
             "date": self.date,
             "host": self.host,
@@ -121,22 +236,22 @@ class ReportData:
             "raw_data": self.raw_data,
             "overrides": self.overrides,
             "link_base": self.link_base,
-            "options": {
-                **self.options.settings(),
-                "current_default": self.options.current_default,
-                # where that cap came from when not the command line (the --mlxcel-src tree): the addendum says it
-                **({"cap_source": self.options.cap_source} if self.options.cap_source != Options.cap_source else {}),
-            },
+            "options": options,
             "files": self.files.to_json(),
             "context": self.context,
             "mlxcel": self.mlxcel,
             "decision": self.decision,
             "previous": self.previous,
-            **({"until_decided": self.until_decided} if self.until_decided else {}),
-            **({"table_wrong": self.table_wrong} if self.table_wrong else {}),
-            **({"run_notes": self.run_notes} if self.run_notes else {}),
-            **({"knobs": self.knobs} if self.knobs else {}),
         }
+        if self.until_decided:
+            out["until_decided"] = self.until_decided
+        if self.table_wrong:
+            out["table_wrong"] = self.table_wrong
+        if self.run_notes:
+            out["run_notes"] = self.run_notes
+        if self.knobs:
+            out["knobs"] = self.knobs
+        return out
 
     @classmethod
     def from_json(cls, data: JSONObject) -> ReportData:
@@ -149,7 +264,7 @@ class ReportData:
             raw_data=str(data["raw_data"]),
             options=Options(**data["options"]),
             files=ReportFiles.from_json(data["files"]),
-            context=dict(data["context"] or {}),
+            context=ReportContext(**(data["context"] or {})),
             mlxcel=data.get("mlxcel"),
             decision=data["decision"],
             previous=data["previous"],

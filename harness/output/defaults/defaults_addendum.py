@@ -8,6 +8,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypedDict
 
 from harness.analysis.comparison.backend_defaults import Defaults, build_defaults
 from harness.analysis.decision.decision_facts import MLXCEL_CONSTANTS, backend_cap, constant_words
@@ -260,7 +261,57 @@ def print_defaults(defaults: Defaults, echo: Callable[[str], None]) -> None:
             )
 
 
-def defaults_json(defaults: Defaults) -> dict[str, object]:
+class BackendDefaultJSON(TypedDict):
+    backend: str
+    devices: list[str]
+    current: int | None
+    recommended: int | None
+    action: str
+    evidence: str
+
+
+class RegressionJSON(TypedDict):
+    """A measured model the single cap sends down its slower path, and by how much (a share, rounded)."""
+
+    backend: str
+    device: str
+    model: str
+    dff: int
+    loss: float | None
+
+
+class RuleJSON(TypedDict):
+    rule: str
+    recommended: bool
+    lofo_misses: list[str]
+
+
+class DefaultsPointJSON(TypedDict):
+    backend: str
+    device: str
+    model: str
+    dff: int
+    ratio: float | None
+    verdict: str
+    faster: str | None
+    selected: str | None
+    parity: str
+    note: str
+
+
+class DefaultsJSON(TypedDict):
+    """`crossover --json` of several runs (defaults_json): each backend's default, the lines that apply them, the
+    regressions, the fitted rule per backend (None: none fits) and every point checked."""
+
+    margin: float
+    backends: list[BackendDefaultJSON]
+    apply: list[str]
+    regressions: list[RegressionJSON]
+    rules: dict[str, RuleJSON | None]
+    points: list[DefaultsPointJSON]
+
+
+def defaults_json(defaults: Defaults) -> DefaultsJSON:
     def number(value: float) -> float | None:
         return round(value, 6) if value is not None and math.isfinite(value) else None
 

@@ -16,8 +16,8 @@ import numpy as np
 from harness.analysis import number_format
 from harness.analysis.decision.decision_facts import SWITCH_LABEL, is_switch_point
 from harness.analysis.decision.decision_json import CrossoverJSON, DecisionJSON, PointJSON, ratio_of_medians
-from harness.analysis.decision.decision_words import family_namer
 from harness.config.schema import kind_meaning, kind_of_family
+from harness.output.addendum.addendum_heading import family_namer
 from harness.output.addendum.report_data import ReportData
 from harness.output.markdown_text import plot_label
 from harness.runs.summary_columns import SummaryCol

@@ -18,7 +18,7 @@ from harness.errors import InputError
 from harness.output.addendum.addendum_markdown import render_markdown
 from harness.output.addendum.design_doc import insert_addendum, markers
 from harness.output.addendum.report_build import build_report_data, read_report_input
-from harness.output.addendum.report_data import ReportData, read_sidecar
+from harness.output.addendum.report_data import CONTEXT_KEYS, ReportContext, ReportData, read_sidecar
 from harness.output.plots.addendum_plot import title_text
 from harness.output.report_files import write_report
 from harness.runs import provenance as prov
@@ -40,6 +40,13 @@ def project(tmp_path):
 
 def _heading(md_path: Path) -> str:
     return md_path.read_text(encoding="utf-8").splitlines()[0]
+
+
+def test_every_text_key_of_the_context_is_copied_from_the_provenance():
+    """report_data lists the context's text keys twice, as the Literal the copy iterates and as the TypedDict's
+    fields (mypy checks each listed key is a text field); this checks no text field is left out of the copy."""
+    built_apart = {"device_note", "arms", "packages", "synthetic", "current_default_missing"}
+    assert ReportContext.__annotations__.keys() - set(CONTEXT_KEYS) == built_apart
 
 
 def test_published_csv_header_gives_date_host_hardware_backend_and_pin(tmp_path):
@@ -122,6 +129,13 @@ def test_command_run_states_the_binary_version_commit_and_pin_and_a_missing_devi
     assert "(labelled cuda, measured without a cuda device) — decision: " in title_text(
         ReportData.from_json(read_sidecar(md_path))
     )
+    # the sidecar's context keeps the build under the registry's own key names (report_data.ContextText lists them)
+    context = read_sidecar(md_path)["context"]
+    assert [context[k] for k in (keys.LIBRARY_VERSION, keys.LIBRARY_COMMIT, keys.MLX_PIN)] == [
+        "mlxcel 0.4.2",
+        "0123456789abcdef0123",
+        "57c66cac",
+    ]
     # the record without the flag: a cuda label with no NVIDIA GPU found tells the same; a GPU found clears it
     assert prov.backend_device_missing({"backend": "cuda", "os": "Linux", "cpu": "AMD EPYC"})
     assert prov.backend_device_missing({"backend": "rocm", keys.BACKEND_DEVICE_MISSING: ""}) is None
