@@ -589,9 +589,15 @@ PROTOCOL_REGIMES = {
         Regime("dense16 flat per-arm drift, two passes", DENSE16, flat=True, drift="per_arm", order="two_passes"),
         Regime("dense16 flat slow drift, two passes", DENSE16, flat=True, order="two_passes", **SLOW_ONE_PERCENT),
         Regime("dense16 curved, two passes", DENSE16, crossover=(2000.0, 15000.0), order="two_passes"),
-        # step-shaped wins: fused +3% up to the crossover, −3% after (3× the margin at the next Dff)
+        # step-shaped wins: fused +3% up to the crossover, −3% after (3× the margin at the next Dff); their one-pass
+        # twins and the sparse grid without slowed runs: what the drift allowance and the outlier screen each cost
+        # at 5 rounds (issue 36.5, docs/design.md §7)
         Regime("sparse step 3%, two passes", SPARSE, shape="step", order="two_passes"),
         Regime("dense16 step 3%, two passes", DENSE16, shape="step", crossover=(2000.0, 15000.0), order="two_passes"),
+        Regime("sparse step 3%", SPARSE, shape="step"),
+        Regime("dense16 step 3%", DENSE16, shape="step", crossover=(2000.0, 15000.0)),
+        Regime("sparse step 3% no outliers", SPARSE, shape="step", outlier_rate=0.0),
+        Regime("sparse step 3% no outliers, two passes", SPARSE, shape="step", outlier_rate=0.0, order="two_passes"),
         # beyond what the engine was calibrated on: the limits of the drift bound (docs/design.md §7)
         *(
             Regime(f"sparse flat {name} drift, two passes", SPARSE, flat=True, order="two_passes", **kwargs)

@@ -22,9 +22,9 @@ fixed sweep, first_half_runs; 0: one pass, nothing changes), here called its pas
   shared move before screening (paired differences are unchanged).
 - drift_trend: the drift estimated, not only bounded (issue 36): a trend in run time (a polynomial, its order by
   the family's points) fitted to the points' pass differences, each point's mean corrected by it, and the variance
-  the trend's uncertainty and the visit-to-visit drift around it (τ², the variance of a visit's offset) add to its
-  standard error, τ² at the largest value the family's residuals cannot exclude at the decision's level
-  (DRIFT_BOUND_LEVEL), not at its point estimate.
+  the trend's uncertainty, the visit-to-visit drift around it (τ², the variance of a visit's offset) and the
+  trend's own spread over the sweep add to its standard error, τ² at the largest value the family's residuals
+  cannot exclude at the decision's level (DRIFT_BOUND_LEVEL), not at its point estimate.
 - residual test: whether the residuals leave a trend of the next order along the sweep (drift_trend); rejected (at
   SWEEP_DRIFT_ALPHA, Bonferroni over the families) the drift bends more than the model can fit, the data are
   unusable for a decision: keep, said in the reason and in `sweep_drift` of the record, and measure again. Passes
@@ -269,7 +269,39 @@ def _fit(columns: np.ndarray, used: np.ndarray, y: np.ndarray) -> tuple[np.ndarr
     return np.einsum("...ij,...j->...i", inverse, np.einsum("...pi,...p->...i", x, y)) * used, inverse
 
 
-def drift_trend(p: dict[str, np.ndarray], dff: np.ndarray | None = None) -> DriftTrend:
+def _level_spread(
+    times: tuple[np.ndarray, np.ndarray],
+    runs: tuple[np.ndarray, np.ndarray],
+    beta: np.ndarray,
+    used: np.ndarray,
+    covariance: np.ndarray,
+) -> np.ndarray:
+    """The variance of the fitted trend ĝ over the family's runs in time (..., 1), less what the coefficients' own
+    noise (`covariance` (..., Q, Q) at their point estimate) adds to it on average, at least 0; `times` and `runs`:
+    each point's visit time and runs in each pass (..., points), `beta` (..., Q) the trend's coefficients.
+
+    Why: θ̂ is the ratio at the sweep's mean state of the drift (g's level stays in θ̂; drift_trend), one moment's
+    choice where a trend moves one arm over the sweep: at any other moment the sweep measured the ratio differs by
+    g(t) − ḡ, and a later run meets the machine in some such state. A drift of the fused arm that bent 8% by the
+    sweep's end raised the cap in 3.7% of flat sweeps at 5 rounds without it (every point visited in both passes
+    corrected and widened), in 2.6% with it (800 sweeps; docs/design.md §7); the noise correction keeps it near 0
+    without drift of one arm (dense16 curved power at 5 rounds .394 before, .348 with the spread uncorrected, .379
+    corrected; 200 sweeps)."""
+    powers = np.arange(1, used.shape[-1] + 1)
+    x = np.stack(times, axis=-1)[..., None] ** powers * used[..., None, None, :]  # (..., points, pass, Q)
+    w = np.stack(runs, axis=-1).astype(float)  # (..., points, pass)
+    total = np.sum(w, axis=(-2, -1))
+    dev = x - (np.einsum("...pv,...pvi->...i", w, x) / total[..., None])[..., None, None, :]
+    spread = np.einsum("...pv,...pvi,...pvj->...ij", w, dev, dev) / total[..., None, None]  # the columns' covariance
+    level = np.einsum("...i,...ij,...j->...", beta, spread, beta)
+    noise = np.einsum("...ij,...ji->...", spread, covariance)
+    beyond: np.ndarray = np.fmax(level - noise, 0.0)
+    return beyond[..., None]
+
+
+def drift_trend(
+    p: dict[str, np.ndarray], dff: np.ndarray | None = None, runs: dict[str, np.ndarray] | None = None
+) -> DriftTrend:
     """The estimate of a drift of one arm from a family's screened passes (`p`, _screened_passes): model
 
         d̄ₚ(j) = θⱼ + g(tₚ(j)) + uⱼₚ + noise,  g a polynomial in run time (order _trend_order), uⱼₚ ~ (0, τ²)
@@ -280,7 +312,19 @@ def drift_trend(p: dict[str, np.ndarray], dff: np.ndarray | None = None) -> Drif
     the family's points: g's level over the sweep is a constant offset of one arm, which *is* a ratio, and stays in
     θ (no design can split it). τ², from the residuals (E Σr² = (k − q)(2τ² + s²c̄)), is taken at the upper end the
     family cannot exclude at DRIFT_BOUND_LEVEL, as the bound was, and so is the trend's covariance; each point's
-    mean gets τ²(n₁² + n₂²)/n² + the variance of its correction.
+    mean gets τ²(n₁² + n₂²)/n² + the variance of its correction + the trend's spread over the sweep (_level_spread:
+    which moment's level θ̂ is).
+
+    `p` is what the fit reads (the passes after the round screen); `runs` (default `p`) the passes θ̂ rests on,
+    before it: every point with runs in both passes there is corrected and widened, at its runs' times and counts,
+    also where the round screen emptied one of its passes (which left such a point out of the fit, and before
+    issue 36.5 out of the correction and the allowance too: it decided on its runs alone, the false raises of a
+    bending drift read at the last point). Times count every run's slot: a screened round took its time too.
+
+    Not taken (issue 36.5, docs/design.md §7): τ̂² at its point estimate with Satterthwaite degrees of freedom for
+    the combined variance, calibrated where the visit offsets are independent but acting on 4.5-5.5% of flat
+    sweeps at 4 rounds under a drift slow against the sweep, whose offsets at a point's two visits are alike and
+    so half hidden from their difference; the bound's margin is what covers that.
 
     What two visits cannot identify: a drift component periodic with half the sweep (uⱼ₁ = uⱼ₂) moves both visits
     of a point alike and is a Dff-dependent ratio to any reading of the data. The model assumes the visit offsets'
@@ -292,9 +336,11 @@ def drift_trend(p: dict[str, np.ndarray], dff: np.ndarray | None = None) -> Drif
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a family without a point in both passes: no trend
         usable = p["usable"]
+        runs = p if runs is None else runs
+        visited = runs["usable"]
         n1, n2 = (np.where(usable, p[key], 0) for key in ("n1", "n2"))
-        t1, t2 = _visit_times(p, dff)
-        span = np.fmax(np.max(np.where(usable, t2, 0.0), axis=-1, keepdims=True), 1.0)  # times in [0, 1]
+        t1, t2 = _visit_times(runs, dff)
+        span = np.fmax(np.max(np.where(visited, t2, 0.0), axis=-1, keepdims=True), 1.0)  # times in [0, 1]
         t1, t2 = t1 / span, t2 / span
         gap = np.where(usable, p["m1"] - p["m2"], 0.0)
         k = np.sum(usable, axis=-1)
@@ -305,16 +351,21 @@ def drift_trend(p: dict[str, np.ndarray], dff: np.ndarray | None = None) -> Drif
         beta, inverse = _fit(differences, used, gap)
         resid = np.where(usable, gap - np.einsum("...pi,...i->...p", differences, beta), 0.0)
         rss = np.sum(resid**2, axis=-1)
-        upper = rss / scipy_stats.chi2.ppf(1.0 - DRIFT_BOUND_LEVEL, np.maximum(k - q, 1))  # Var(Δ) at its bound
+        dof = np.maximum(k - q, 1)
+        upper = rss / scipy_stats.chi2.ppf(1.0 - DRIFT_BOUND_LEVEL, dof)  # Var(Δ) at its bound
         noise = p["s2"] * np.nanmean(np.where(usable, 1.0 / n1 + 1.0 / n2, np.nan), axis=-1)
         tau2 = np.fmax((upper - noise) / 2.0, 0.0)[..., None]
-        n = n1 + n2
-        means = (n1[..., None] * t1[..., None] ** powers + n2[..., None] * t2[..., None] ** powers) / n[..., None]
-        centre = np.nanmean(np.where(usable[..., None], means, np.nan), axis=-2, keepdims=True)
-        lever = np.where(usable[..., None], means - centre, 0.0) * used[..., None, :]
+        # the correction and its variance, at every point visited in both passes, by the runs its θ̂ rests on
+        v1, v2 = (np.where(visited, runs[key], 0) for key in ("n1", "n2"))
+        n = v1 + v2
+        means = (v1[..., None] * t1[..., None] ** powers + v2[..., None] * t2[..., None] ** powers) / n[..., None]
+        centre = np.nanmean(np.where(visited[..., None], means, np.nan), axis=-2, keepdims=True)
+        lever = np.where(visited[..., None], means - centre, 0.0) * used[..., None, :]
         shift = np.einsum("...pi,...i->...p", lever, beta)
-        spread = np.einsum("...pi,...ij,...pj->...p", lever, inverse * used[..., None] * used[..., None, :], lever)
-        extra = tau2 * (n1**2 + n2**2) / n**2 + upper[..., None] * spread
+        inverse = inverse * used[..., None] * used[..., None, :]
+        spread = np.einsum("...pi,...ij,...pj->...p", lever, inverse, lever)
+        level = _level_spread((t1, t2), (v1, v2), beta, used, (rss / dof)[..., None, None] * inverse)
+        extra = tau2 * (v1**2 + v2**2) / n**2 + upper[..., None] * spread + level
         # the residual test: the next order's column, what the fitted ones explain of it projected out
         following = powers == q[..., None] + 1
         column = np.sum(differences * following[..., None, :], axis=-1)
@@ -325,8 +376,8 @@ def drift_trend(p: dict[str, np.ndarray], dff: np.ndarray | None = None) -> Drif
         value = scipy_stats.f.sf(explained / ((rss - explained) / np.maximum(left, 1)), 1, np.maximum(left, 1))
         testable = (q > 0) & (left >= 1) & np.isfinite(value)
     return DriftTrend(
-        np.where(usable, shift, 0.0),
-        np.where(usable & np.isfinite(extra), extra, 0.0),
+        np.where(visited, shift, 0.0),
+        np.where(visited & np.isfinite(extra), extra, 0.0),
         np.where(testable, value, 1.0),
     )
 
@@ -387,7 +438,7 @@ def estimate_in_passes(
     centred_a, centred_b = centre_passes(a, b, first)
     result, flagged = estimate(centred_a, centred_b, paired, floor)
     kept = np.where(flagged.any(axis=0), np.nan, centred_a - centred_b)
-    trend = drift_trend(_screened_passes(kept, first), dff)
+    trend = drift_trend(_screened_passes(kept, first), dff, _passes(kept, first))
     var = result.se**2 + trend.extra
     with np.errstate(all="ignore"):
         factor = np.where(result.se > 0, var / result.se**2, 1.0)

@@ -17,7 +17,15 @@ from harness.analysis.decision.decision_json import decision_json
 from harness.analysis.decision.pipeline import Options, analyse
 from harness.analysis.points.inputs import LoadedInput
 from harness.analysis.points.stats import FULL_PRECISION_FLOOR, estimate_family, screen_outliers
-from harness.analysis.points.sweep_drift import SWEEP_DRIFT_ALPHA, centre_passes, estimate_in_passes, residual_test
+from harness.analysis.points.sweep_drift import (
+    SWEEP_DRIFT_ALPHA,
+    _passes,
+    _screened_passes,
+    centre_passes,
+    drift_trend,
+    estimate_in_passes,
+    residual_test,
+)
 from harness.analysis.rounds.decision_value import StopRule
 from harness.measure import sweep_loop
 from harness.measure.allocation import allocate
@@ -80,6 +88,41 @@ def test_a_linear_drift_of_one_arm_is_estimated_and_taken_out_of_the_points():
     assert abs(slope[1]) < 0.002
     assert np.all(corrected.se >= plain.se)
     assert np.mean(p < SWEEP_DRIFT_ALPHA) <= 0.03  # the model fits: not unusable
+
+
+def test_a_point_whose_earlier_pass_the_round_screen_dropped_keeps_its_drift_correction_and_allowance():
+    """SYNTHETIC per-round differences: a drift of one arm of 4% over the sweep, 6 points, 9 rounds (4 in the first
+    pass), 1.4% noise; at one point the first pass's 4 rounds lie 15% above its second pass (beyond 4 robust σ of
+    the family's rounds), so the round screen leaves that point out of the trend's fit. Its θ̂ still rests on all
+    its runs (the arm-level screen keeps them), and so on the drift at both visits: drift_trend corrects it by the
+    trend at its runs' mean time and widens it by the same allowance as its neighbours. Before, fitted and
+    corrected on the screened rounds alone, such a point decided on its runs (the false raises of the bending drift
+    read at the last point, docs/design.md §7)."""
+    rng = np.random.default_rng(12)
+    d = rng.normal(0.0, 0.014, size=(200, 6, 9)) - 0.04 * _sweep_times(6, 9)
+    d[:, 3, :4] += 0.15
+    screened = _screened_passes(d, 4)
+    assert not np.any(screened["usable"][:, 3])
+    trend = drift_trend(screened, None, _passes(d, 4))
+    assert np.all(trend.extra[:, 3] > 0)
+    assert np.median(trend.extra[:, 3]) == pytest.approx(np.median(trend.extra[:, 2]), rel=0.25)
+    lag = 0.04 * (np.mean(_sweep_times(6, 9)[3]) - np.mean(_sweep_times(6, 9)))  # its runs' mean time, from g's mean
+    assert np.median(trend.shift[:, 3]) == pytest.approx(-lag, abs=0.004)
+    old = drift_trend(screened)  # the screened rounds alone: the point gets nothing
+    assert np.all(old.extra[:, 3] == 0) and np.all(old.shift[:, 3] == 0)
+
+
+def test_the_trend_s_spread_over_the_sweep_is_added_where_one_arm_trends():
+    """SYNTHETIC per-round differences, 6 points, 10 rounds in two passes, 1.4% noise. θ̂ is the ratio at the sweep's
+    mean state; where one arm trends over the sweep that state is one moment's choice, and drift_trend adds the
+    variance of the fitted trend over the sweep's runs to every point. A 4% linear drift: about 0.04²/12 (a uniform
+    ramp's variance) more than the same runs without it (its cost without drift, the noise correction's remainder, is
+    in docs/design.md §7: dense16 curved power .394 → .379 at 5 rounds)."""
+    rng = np.random.default_rng(13)
+    white = rng.normal(0.0, 0.014, size=(400, 6, 10))
+    ramp = white + 0.04 * _sweep_times(6, 10)
+    plain, drifting = (drift_trend(_screened_passes(d, 5)) for d in (white, ramp))
+    assert np.median(drifting.extra - plain.extra) == pytest.approx(0.04**2 / 12, rel=0.25)
 
 
 def test_one_slowed_round_does_not_decide_the_test():
