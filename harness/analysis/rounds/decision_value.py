@@ -35,7 +35,7 @@ import numpy as np
 
 from harness.analysis.decision.curve import Curve
 from harness.analysis.decision.decide import StagedFamily
-from harness.analysis.decision.policy import Action
+from harness.analysis.decision.vocabulary import Action
 from harness.thresholds import CONFIDENCE
 
 Key = tuple[int, int]  # (family index in the staged list, point index on its curve)

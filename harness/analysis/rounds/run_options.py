@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.analysis.decision.pipeline import Options
 from harness.analysis.points.inputs import run_dir_of
+from harness.policy import Policy
 from harness.runs.run_meta import RunPolicy
 from harness.runs.rundir import RunDirectory
 
@@ -23,7 +24,7 @@ def policy_options(
     if policy is None:
         return Options(current_default=current_default)
     level = policy.look_confidence if at_look_level and policy.look_confidence is not None else policy.confidence
-    return Options(confidence=level, margin=policy.margin, current_default=current_default)
+    return Options(policy=Policy(confidence=level, margin=policy.margin), current_default=current_default)
 
 
 def recorded_options(run_dir: Path, current_default: int | None = None, at_look_level: bool = False) -> Options:

@@ -111,7 +111,7 @@ def findings(data: ReportData) -> list[str]:
     """The findings list: per family its verdicts (and crossings), then the A/A check, outliers, medians against the
     ratio, the dispatch pass, unstable points and the comparison with a previous run."""
     d = data.decision
-    conf = number_format.percent(data.options.confidence)
+    conf = number_format.percent(data.options.policy.confidence)
     families = _families(d)
     several = len(families) > 1
     out = []
@@ -119,7 +119,7 @@ def findings(data: ReportData) -> list[str]:
     for family in families:
         mine = [p for p in d["points"] if p["family"] == family["family"]]
         name = md_text(family_namer(data.context)(family["family"]))
-        out.append(f"- {name}: {_verdicts(mine, data.options.margin)}.")
+        out.append(f"- {name}: {_verdicts(mine, data.options.policy.margin)}.")
         crossings = _crossings(family, mine, conf)
         if crossings:
             out.append(crossings)
@@ -130,7 +130,7 @@ def findings(data: ReportData) -> list[str]:
                 else "its own decision"
             )
             out.append(f"  - {role}: {family['action']}: {md_text(family['reason'])}")
-    aa = _aa_sentence(d, data.options.margin)
+    aa = _aa_sentence(d, data.options.policy.margin)
     if aa:
         out.append(aa)
     for p in d["points"]:

@@ -16,9 +16,9 @@ from harness.analysis.decision.cap_target import CapTarget
 from harness.analysis.decision.curve import Curve, acceptance_set, find_crossover
 from harness.analysis.decision.decision_json import decision_from_json
 from harness.analysis.decision.pipeline import Options, analyse, analyse_path, save_summary
-from harness.analysis.decision.policy import Policy
 from harness.analysis.points.inputs import LoadedInput
 from harness.errors import InputError
+from harness.policy import Policy
 from harness.runs.formats import read_provenance
 from tests.support.helpers import run_cli
 from tests.support.synthetic_sweeps import linear_curve, synthetic_samples, write_run

@@ -123,7 +123,7 @@ def test_the_sweeps_own_decisions_read_the_recorded_policy(tmp_path, monkeypatch
     seen = []
 
     def capture(path, options):
-        seen.append((path, options.confidence, options.margin, options.current_default))
+        seen.append((path, options.policy.confidence, options.policy.margin, options.current_default))
         raise _Captured
 
     monkeypatch.setattr(module, "analyse_path", capture)
