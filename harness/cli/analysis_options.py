@@ -88,13 +88,13 @@ def build_options(
     (harness.analysis.points.null_margin)."""
     from harness.analysis.decision.pipeline import Options, parse_excludes
     from harness.analysis.points import null_margin
-    from harness.analysis.rounds.run_options import input_policy, policy_options
+    from harness.analysis.rounds.run_options import input_policy
     from harness.policy import Interpolation, Policy
 
     if confidence is None or margin is None:
         recorded = {input_policy(path) for path in inputs}
-        policy = recorded.pop() if len(recorded) == 1 else None
-        default = policy_options(policy, at_look_level=True).policy
+        only = recorded.pop() if len(recorded) == 1 else None
+        default = Policy() if only is None else only.at_look_level()
         confidence = default.confidence if confidence is None else confidence
         derived = null_margin.recorded(inputs) if margin is None else None
         margin = derived.margin if derived is not None else default.margin if margin is None else margin
