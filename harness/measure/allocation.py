@@ -96,12 +96,12 @@ class Allocation:
 
 
 def rule_for(measure: Measure, first_rounds: int) -> StopRule:
-    """The stop rule of a config's `measure:` block."""
+    """The stop rule of a config's `measure:` block, at the policy the sweep records (its confidence and margin)."""
     return StopRule(
         first_rounds=first_rounds,
         max_rounds=max(measure.max_rounds, first_rounds),
         looks=measure.looks,
-        confidence=measure.confidence,
+        policy=measure.policy,
         passes=measure.passes,
     )
 

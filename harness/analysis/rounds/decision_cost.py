@@ -160,8 +160,9 @@ def until_decided(
     budget: float | None = None,
 ) -> Simulated:
     """The until-decided protocol: a first pass of `rule.first_rounds` everywhere, then looks (next_step) until it
-    stops. `cost` (families, points): device-seconds of one round (default 1: the result counts rounds); `budget`
-    in the same unit."""
+    stops, each reading the decision at the rule's look level and `margin` (the module's, as the plan's and a
+    sweep's expected-time estimates have always read, whatever the rule's policy margin). `cost` (families, points):
+    device-seconds of one round (default 1: the result counts rounds); `budget` in the same unit."""
     cost = np.ones((families, len(grid))) if cost is None else cost
     sweep = _Sweep(source, families, len(grid), rule.max_rounds, rule.passes)
     sweep.first_pass(rule.first_rounds)

@@ -68,7 +68,7 @@ def test_a_later_analysis_defaults_to_the_recorded_policy_and_the_command_line_o
 
 def test_an_until_decided_run_is_analysed_at_the_level_its_looks_read(tmp_path):
     run = _run_with_policy(tmp_path, {"confidence": 0.9, "margin": 0.01})
-    rule = StopRule(looks=4, confidence=0.9)
+    rule = StopRule(looks=4, policy=Policy(confidence=0.9))
     allocation.save(run, allocation.Allocation(rule, None, looks=2, stop="decided"))
     assert RunDirectory(run).read_policy() == Policy(confidence=0.9, margin=0.01, look_confidence=0.975)
     assert RunDirectory(run).read_meta()["until_decided"]["looks"] == 2
