@@ -3,8 +3,8 @@ tolerated regression, the largest cap.
 
 They live in a module that imports nothing so that a command module can use them in its option declarations without
 loading what the analysis itself needs (pandas, scipy): `moecal <command> --help` stays fast (tests/test_help.py).
-harness.analysis.points.stats, harness.analysis.decision.policy, harness.analysis.comparison.regression and
-harness.config.schema use them from here.
+harness.analysis.points.stats, harness.policy, harness.analysis.comparison.regression and harness.config.schema use
+them from here.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ MAX_CAP = 2**31 - 1  # caps (current_default, fused_cap, --current-default): wha
 
 
 def in_range(value: object, bounds: tuple[float, float]) -> TypeGuard[float]:
-    """`value` is a number (not a bool, not NaN) in [low, high): the one range check of a confidence or a margin,
-    wherever one is read (a Policy, meta.json's policy and until-decided record; a config's `measure:` states the
-    same bounds to pydantic), each place wording its own refusal."""
+    """`value` is a number (not a bool, not NaN) in [low, high): the range check of a confidence or a margin, made
+    by harness.policy.Policy's constructor wherever a policy is built (options, meta.json's policy and an older
+    until-decided record; a config's `measure:` states the same bounds to pydantic)."""
     low, high = bounds
     return not isinstance(value, bool) and isinstance(value, int | float) and low <= value < high

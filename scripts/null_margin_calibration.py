@@ -18,8 +18,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support.calibration
 
-from harness.analysis.decision.policy import Policy  # noqa: E402
 from harness.analysis.points.null_margin import kept_deltas, round_up  # noqa: E402
+from harness.policy import Policy  # noqa: E402
 from tests.support.calibration import REGIMES, print_regime_table, right_action, run_engine, wrong_action  # noqa: E402
 from tests.support.simulation import SimulatedSweeps, draw_truth, simulate  # noqa: E402
 

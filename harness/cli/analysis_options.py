@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -88,20 +88,20 @@ def build_options(
     (harness.analysis.points.null_margin)."""
     from harness.analysis.decision.pipeline import Options, parse_excludes
     from harness.analysis.points import null_margin
-    from harness.analysis.rounds.run_options import input_policy, policy_options
+    from harness.analysis.rounds.run_options import input_policy
+    from harness.policy import Interpolation, Policy
 
     if confidence is None or margin is None:
         recorded = {input_policy(path) for path in inputs}
-        policy = recorded.pop() if len(recorded) == 1 else None
-        default = policy_options(policy, at_look_level=True)
+        only = recorded.pop() if len(recorded) == 1 else None
+        default = Policy() if only is None else only.at_look_level()
         confidence = default.confidence if confidence is None else confidence
         derived = null_margin.recorded(inputs) if margin is None else None
         margin = derived.margin if derived is not None else default.margin if margin is None else margin
     return Options(
+        policy=Policy(  # checked here: a value out of range is one line naming the option
+            confidence=confidence, margin=margin, grid=grid, interpolation=cast(Interpolation, interpolation)
+        ),
         excludes=parse_excludes(exclude or []),
-        confidence=confidence,
-        margin=margin,
         current_default=current_default,
-        grid=grid,
-        interpolation=interpolation,
     )

@@ -44,7 +44,7 @@ def compare(
     options = build_options(exclude, confidence, margin, inputs=[run_a, run_b])
     a, b = analyse_path(run_a, options), analyse_path(run_b, options)
     keyed = key_changes([(str(run_a), a), (str(run_b), b)], across_decode_paths)
-    result = compare_runs(a, b, options.confidence)
+    result = compare_runs(a, b, options.policy.confidence)
     if as_json:
         typer.echo(
             json.dumps({"run_a": str(run_a), "run_b": str(run_b), "key_changes": keyed, **result.as_json()}, indent=1)

@@ -54,7 +54,7 @@ def print_decision(analysis: Analysis, console: Console) -> None:
     from harness.analysis.decision.curve import format_ci
 
     result = analysis.result
-    conf = number_format.percent(analysis.options.confidence)
+    conf = number_format.percent(analysis.options.policy.confidence)
     for family in result.families:
         c = family.crossover
         if c.outcome == "no_points":
@@ -118,7 +118,7 @@ def crossover(
     if ctx.info_name != "recommend":
         tests = used_tests(analysis.result)
         title = f"{input_path}: fused/fallback per point"
-        print_summary(analysis.summary, title, console, options.confidence, tests, options.margin)
+        print_summary(analysis.summary, title, console, options.policy.confidence, tests, options.policy.margin)
     print_decision(analysis, console)
 
 

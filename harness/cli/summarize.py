@@ -55,7 +55,7 @@ def summarize(
     if as_json:
         write_json({"points": with_kind(analysis.as_json()["points"]), **options.settings()}, sys.stdout)
     else:
-        print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, options.confidence)
+        print_summary(analysis.summary, f"{input_path}: fused/fallback per point", console, options.policy.confidence)
     if out is None and input_path.is_dir():
         if stored_reason(input_path) is None:
             out = RunDirectory(input_path).summary

@@ -360,12 +360,12 @@ def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | 
         console.print(
             f"until decided: {allocation['stop']} after {allocation['looks']} looks, {allocation['extra_runs']} runs "
             f"past the first pass, {allocation['spent_s'] / 60:.1f} min: {allocation['reason']}; the report reads "
-            f"the decision at confidence {options.confidence:.4f} (recorded in meta.json: later analyses of the run "
-            "default to it)",
+            f"the decision at confidence {options.policy.confidence:.4f} (recorded in meta.json: later analyses of the "
+            "run default to it)",
             highlight=False,
         )
         # the level the looks read, as `sweep --json` printed it before meta.json kept it once (in its policy)
-        result["until_decided"] = {**allocation, "look_confidence": options.confidence}
+        result["until_decided"] = {**allocation, "look_confidence": options.policy.confidence}
     if report:
         summary = save_summary(analysis, run.summary)
         md_path, png_path, decision, _ = write_report(

@@ -26,6 +26,7 @@ from harness.config.duration import parse_duration
 from harness.config.kind_meaning import UNKNOWN, KindMeaning
 from harness.errors import InputError
 from harness.json_input import MAX_NESTING
+from harness.policy import Policy
 from harness.thresholds import CONFIDENCE, CONFIDENCE_RANGE, MARGIN, MARGIN_RANGE, MAX_CAP
 
 DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
@@ -399,7 +400,8 @@ class Measure(Strict):
     target_crossover_width: float = Field(0.05, gt=0)
     refine_grid: int = Field(256, ge=1)
     # the policy the sweep's own decisions aim at (the until-decided looks, refinement's next Dff), recorded in
-    # meta.json (harness.runs.run_meta.RunPolicy) so a later analysis of the run defaults to the same targets
+    # meta.json (`policy` below, harness.runs.run_meta) so a later analysis of the run defaults to the same targets;
+    # the bounds are stated here for the schema's own error paths, and are those harness.policy.Policy checks
     confidence: float = Field(CONFIDENCE, ge=CONFIDENCE_RANGE[0], lt=CONFIDENCE_RANGE[1])
     # a fraction, or `from-null` (needs null_arm): the widest null-arm per-round delta rounded up to the next 0.5%,
     # as mlxcel's ADR 0007 sets its threshold (harness.analysis.points.null_margin); the sweep's own looks then use
@@ -425,6 +427,12 @@ class Measure(Strict):
     def numeric_margin(self) -> float:
         """The margin the sweep's own looks aim at: MARGIN while it is to be derived from the null arm."""
         return MARGIN if self.margin == "from-null" else self.margin
+
+    @property
+    def policy(self) -> Policy:
+        """The policy a sweep of this block records and its own decisions aim at (the until-decided looks read it
+        at their stricter level, harness.measure.allocation.rule_for; the look level is added once they have)."""
+        return Policy(confidence=self.confidence, margin=self.numeric_margin)
 
     @model_validator(mode="after")
     def _max_rounds(self) -> Measure:

@@ -119,12 +119,12 @@ class Allocation:
 
 
 def rule_for(measure: Measure, first_rounds: int) -> StopRule:
-    """The stop rule of a config's `measure:` block."""
+    """The stop rule of a config's `measure:` block, at the policy the sweep records (its confidence and margin)."""
     return StopRule(
         first_rounds=first_rounds,
         max_rounds=max(measure.max_rounds, first_rounds),
         looks=measure.looks,
-        confidence=measure.confidence,
+        policy=measure.policy,
         passes=measure.passes,
     )
 
@@ -133,7 +133,7 @@ def _at_look(analysis: Analysis, rule: StopRule, staged: Sequence[StagedFamily],
     """The decision of `staged` (the analysis's curves, or a look's perturbation of them) at the look level, as the
     final analysis of the run reads it: the A/A withholding and the pass test (passes that disagree: keep) included;
     `hint` False for a look's perturbations (only their action and cap are read)."""
-    withhold = withheld_reason(analysis.aa_beyond_margin, analysis.options.margin)
+    withhold = withheld_reason(analysis.aa_beyond_margin, analysis.options.policy.margin)
     policy = analysis.options.policy.at(rule.look_confidence)
     return decide_curves(
         staged, analysis.current_default, policy, withhold, table=False, sweep_drift=analysis.sweep_drift, hint=hint
@@ -248,7 +248,7 @@ def allocate(
     while True:
         analysis = analyse_path(run_dir, recorded_options(run_dir, current_default))
         rows = None if analysis.samples is None else _PointRows(analysis.samples)
-        staged = stage_families(analysis.summary, analysis.options.interpolation)
+        staged = stage_families(analysis.summary, analysis.options.policy.interpolation)
         behind: dict[Key, list[Point]] = {}
         for f, family in enumerate(staged):
             for i, dff in enumerate(family.curve.dffs):

@@ -222,7 +222,7 @@ def _run_entry(
         points, plan = described["points"], described["plan"]
         with (
             RunLock(result.run_dir),
-            SampleWriter(result.run_dir, meta, segment, sweep_setup.run_policy(entry.config.measure)) as writer,
+            SampleWriter(result.run_dir, meta, segment, entry.config.measure.policy) as writer,
         ):
             done = writer.done_keys()
             on_run = track(entry.name, pending_runs(points, plan, entry.name, done))

@@ -124,7 +124,7 @@ def refine(
         analysis = analyse_path(run_dir, recorded_options(run_dir, current_default))
         families = deciding_families(analysis.result.families)
         deciding = {f.family for f in families if f.family.startswith(workload.kind)}
-        staged = stage_families(analysis.summary, analysis.options.interpolation)
+        staged = stage_families(analysis.summary, analysis.options.policy.interpolation)
 
         def decide(curves: Sequence[StagedFamily], analysis: Analysis = analysis) -> Outcome:
             result = decide_curves(curves, analysis.current_default, analysis.options.policy, table=False, hint=False)

@@ -22,7 +22,6 @@ from harness.config.backend_specs import BACKEND_NAMES, backend_spec
 from harness.config.schema import (
     PARITY_CHECK_ENV,
     PARITY_THRESHOLD_ENV,
-    Measure,
     SweepConfig,
     kind_meaning,
     load_config,
@@ -35,9 +34,9 @@ from harness.measure.model_folders import check_model_folders
 from harness.measure.protocol import Point, RoundSchedule, Workload, pending_runs
 from harness.measure.synth_models import with_synthetic_models
 from harness.measure.workloads import build_workload, workload_kind
+from harness.policy import Policy
 from harness.runs import provenance
 from harness.runs.provenance_keys import Provenance
-from harness.runs.run_meta import RunPolicy
 from harness.runs.rundir import (
     DEFAULT_RESULTS,
     RunDirectory,
@@ -79,15 +78,9 @@ class PreparedSweep:
     measure_null: bool = False  # --measure-null: expected-null command models are measured (Ray workers need it too)
 
     @property
-    def policy(self) -> RunPolicy:
-        """The policy meta.json records for a new run (from its config)."""
-        return run_policy(self.config.measure)
-
-
-def run_policy(measure: Measure) -> RunPolicy:
-    """The targets a sweep's own decisions aim at: the `measure:` block's confidence and margin (the until-decided
-    look level is added by harness.measure.allocation.save once the looks have read the decision at it)."""
-    return RunPolicy(measure.confidence, measure.numeric_margin)
+    def policy(self) -> Policy:
+        """The policy meta.json records for a new run (its config's, harness.config.schema.Measure.policy)."""
+        return self.config.measure.policy
 
 
 def backend_for(config: SweepConfig, override: str | None) -> str:

@@ -114,7 +114,7 @@ def _verify_defaults(md_path: Path, text: str, trees: Sequence[Path]) -> list[st
             if tree is None
             else MlxcelSource(dict(tree["caps"]), bool(tree["checked"]), tree["mlx_pin"], tree["version"], tree["path"])
         )
-        defaults = build_defaults(runs, Options(**stored["options"]))
+        defaults = build_defaults(runs, Options.from_settings(stored["options"]))
         fresh = defaults_text(
             defaults,
             stored["date"],

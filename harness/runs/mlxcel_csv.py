@@ -393,7 +393,7 @@ def import_run_dir(
     imported.provenance.setdefault("run_id", run_dir.name)
     text = format_provenance(imported.provenance) + frame_csv(imported.samples)
     write_text_atomic(run.samples, text)
-    run.write_record(RunMeta(imported.provenance))  # an import records no policy: it measured none
+    run.write_record(RunMeta(provenance=imported.provenance))  # an import records no policy: it measured none
     return imported
 
 

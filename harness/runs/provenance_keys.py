@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import InputError
-from harness.thresholds import CONFIDENCE_RANGE, in_range
 
 # a run's provenance (meta.json without its format and policy, or a CSV's `# key: value` header): an open mapping of
 # key → value, whose listed keys (KEYS) are checked where it is read and before it is written
@@ -65,16 +64,9 @@ def objects(value: object) -> str | None:
 
 def until_decided_record(value: object) -> str | None:
     """The until-decided loop's record (harness.measure.allocation.Allocation.as_record): an object. Runs written
-    before the look level moved to the policy (harness.runs.run_meta) carry it here too: where present it must be a
-    confidence, since a reader moves it into the policy and every analysis of the run reads the decision at it."""
-    if not isinstance(value, Mapping):
-        return f"{_short(value)} is not an object"
-    if "look_confidence" not in value:
-        return None
-    level = value["look_confidence"]
-    if not in_range(level, CONFIDENCE_RANGE):
-        return f"look_confidence {level!r} is not a number in [0.5, 1)"
-    return None
+    before the look level moved to the policy carry it here too; harness.runs.run_meta moves it into the policy, whose
+    constructor is its range check (harness.policy.Policy), and names `until_decided.look_confidence` when it fails."""
+    return None if isinstance(value, Mapping) else f"{_short(value)} is not an object"
 
 
 def _short(value: object) -> str:

@@ -50,6 +50,7 @@ import pandas as pd
 
 from harness.errors import InputError
 from harness.json_input import load_json_object
+from harness.policy import Policy
 from harness.runs.formats import (
     SAMPLE_COLUMNS,
     SAMPLES_FILE,
@@ -63,7 +64,7 @@ from harness.runs.formats import (
     write_text_atomic,
 )
 from harness.runs.provenance_keys import SEGMENTS, Provenance, check_provenance
-from harness.runs.run_meta import RunMeta, RunPolicy
+from harness.runs.run_meta import RunMeta
 
 DEFAULT_RESULTS = Path("results")
 STORED_MARKER = ".stored"  # documented in README 'Run directories': marks a read-only baseline outside git
@@ -190,7 +191,7 @@ class RunDirectory:
         """meta.json's provenance: without its `format` and `policy` ({} when there is no meta.json)."""
         return self.read_record().provenance
 
-    def read_policy(self) -> RunPolicy | None:
+    def read_policy(self) -> Policy | None:
         """The policy the run's sweep measured to, None for a run that recorded none (see harness.runs.run_meta)."""
         return self.read_record().policy
 
@@ -349,7 +350,7 @@ class SampleWriter:
         run_dir: Path,
         meta: Mapping[str, object],
         segment: SegmentJSON | None = None,
-        policy: RunPolicy | None = None,
+        policy: Policy | None = None,
     ):
         self.run_dir = Path(run_dir)
         self.run = RunDirectory(run_dir)
@@ -376,8 +377,8 @@ class SampleWriter:
                 write_text_atomic(self.path, format_provenance(self.meta) + csv_line(SAMPLE_COLUMNS))
             earlier = previous.provenance
             self._record = RunMeta(
-                {**(earlier or self.meta), SEGMENTS: [*segments(earlier), self.segment]},
-                previous.policy if earlier else self.policy,
+                provenance={**(earlier or self.meta), SEGMENTS: [*segments(earlier), self.segment]},
+                policy=previous.policy if earlier else self.policy,
             )
             self.run.write_record(self._record)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)

@@ -44,7 +44,7 @@ def test_engine_bench_rounds_jsonl_imports_with_its_null_arm(tmp_path):
     meta = json.loads((run / "meta.json").read_text())
     assert meta["margin_from_null"] is True and meta["host"] == "gb10"
     derived = from_null(samples)
-    assert derived is not None and build_options(None, inputs=[run]).margin == pytest.approx(derived.margin)
+    assert derived is not None and build_options(None, inputs=[run]).policy.margin == pytest.approx(derived.margin)
     assert cli("crossover", run, "--json").returncode == 0
 
 

@@ -26,9 +26,6 @@ BAD = [
     ("segments", {"start": "x"}, "is not a list of objects"),
     ("knobs", {"MLXCEL_X": "1"}, "is not an object of lists"),
     (keys.UNTIL_DECIDED, ["looks"], "is not an object"),
-    # an older run's record carried the look level (harness.runs.run_meta moves it into the policy): a null one
-    (keys.UNTIL_DECIDED, {"looks": 2, "look_confidence": None}, "look_confidence None is not a number in [0.5, 1)"),
-    (keys.UNTIL_DECIDED, {"look_confidence": 1.5}, "look_confidence 1.5 is not a number"),
     (keys.DISPATCH_OVERRIDES, ["qwen3-30b-a3b"], "is not an object of text values"),
     (keys.EXPECT_NULL, {"qwen3-30b-a3b": None}, "is not an object of text values"),
 ]
@@ -48,6 +45,20 @@ def test_a_bad_value_is_refused_where_meta_json_is_read(tmp_path, key, value, pr
     with pytest.raises(InputError) as caught:
         RunDirectory(run_dir).read_meta()
     assert (caught.value.source, caught.value.field) == (str(run_dir / "meta.json"), key)
+    assert problem in caught.value.problem
+
+
+@pytest.mark.parametrize(
+    ("level", "problem"),
+    [(None, "None is not a number in [0.5, 1.0)"), (1.5, "1.5 is not a number"), ("high", "'high' is not a number")],
+)
+def test_an_older_records_look_level_is_checked_by_the_policy_it_moves_into(tmp_path, level, problem):
+    """An older run's record carried the look level (harness.runs.run_meta moves it into the policy): its one range
+    check is the Policy's (harness.policy), named by the record's field; a null one is no level."""
+    run_dir = _copy_with(tmp_path, keys.UNTIL_DECIDED, {"looks": 2, "look_confidence": level})
+    with pytest.raises(InputError) as caught:
+        RunDirectory(run_dir).read_meta()
+    assert (caught.value.source, caught.value.field) == (str(run_dir / "meta.json"), "until_decided.look_confidence")
     assert problem in caught.value.problem
 
 

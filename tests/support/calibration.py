@@ -22,11 +22,11 @@ from harness.analysis.comparison.regression import judge_decision
 from harness.analysis.decision.curve import Curve
 from harness.analysis.decision.decide import StagedFamily, decide_curves
 from harness.analysis.decision.decision_record import Decision, DecisionResult
-from harness.analysis.decision.policy import Policy
 from harness.analysis.decision.rounds_hint import BUDGET_ROUNDS
 from harness.analysis.points import sweep_drift
 from harness.analysis.points.stats import CONFIDENCE, FULL_PRECISION_FLOOR, Comparison, estimate_family, ratio_interval
 from harness.analysis.points.sweep_drift import estimate_in_passes
+from harness.policy import Policy
 from tests.support.simulation import AR_INNOVATION, AR_RHO, DENSE, SPARSE, Regime, SimulatedSweeps, draw_truth, simulate
 
 CURRENT_DEFAULT = 8192

@@ -31,7 +31,7 @@ import pandas as pd
 
 from harness.analysis.decision.decision_facts import expected_null
 from harness.analysis.decision.pipeline import Analysis, Options, analyse
-from harness.analysis.decision.policy import Action
+from harness.analysis.decision.vocabulary import Action
 from harness.analysis.evidence import dispatch_evidence
 from harness.analysis.evidence.dispatch_evidence import VerificationRecord
 from harness.analysis.evidence.parity import PointParity, parity_by_model
@@ -447,10 +447,10 @@ def build_defaults(paths: Sequence[Path], options: Options = Options()) -> Defau
             "--current-default", str(options.current_default), "one cap for several backends; leave it to each run"
         )
     devices = device_rows(runs)
-    backends = _withhold_regressions(backend_rows(devices, runs), runs, options.margin)
+    backends = _withhold_regressions(backend_rows(devices, runs), runs, options.policy.margin)
     points = _point_checks(runs, backends)
     rules = {b.backend: simplest_rule([p for p in points if p.backend == b.backend]) for b in backends}
-    return Defaults(runs, devices, backends, points, rules, options.margin)
+    return Defaults(runs, devices, backends, points, rules, options.policy.margin)
 
 
 def run_checks(path: Path) -> list[str]:

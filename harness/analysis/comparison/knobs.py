@@ -227,7 +227,7 @@ def analyse_knobs(path: str | Path, options: Options = Options()) -> KnobResult 
     rows = {s: setting_decision(analyses[s]) for s in settings}
     ref_cap = rows[reference].cap
     ref_rows = _ln_by_round(loaded.samples, reference, _paths(base, ref_cap)).reindex(columns=sorted(models))
-    level = 1 - (1 - options.confidence) / max(len(settings) - 1, 1)
+    level = 1 - (1 - options.policy.confidence) / max(len(settings) - 1, 1)
     candidates = []
     for setting in settings:
         cap = rows[setting].cap
@@ -235,7 +235,7 @@ def analyse_knobs(path: str | Path, options: Options = Options()) -> KnobResult 
         candidates.append(Candidate(setting, cap, gain, low, high, rounds))
     best = max((c for c in candidates if c.setting != reference and np.isfinite(c.gain)), key=lambda c: c.gain,
                default=None)  # fmt: skip
-    chosen, reason = _choose(reference, setting_cap_words(rows[reference]), best, options.margin, level)
+    chosen, reason = _choose(reference, setting_cap_words(rows[reference]), best, options.policy.margin, level)
     if chosen is not None:
         reason = reason.replace(f"with cap {chosen.cap}:", f"with {setting_cap_words(rows[chosen.setting])}:", 1)
     if len({(r.action, r.cap) for r in rows.values()}) > 1:  # the rows differ: the joint line says how
@@ -249,7 +249,7 @@ def analyse_knobs(path: str | Path, options: Options = Options()) -> KnobResult 
         chosen.cap if chosen else ref_cap,
         reason,
         level,
-        options.margin,
+        options.policy.margin,
         rows,
     )
 

@@ -174,7 +174,7 @@ def _arm_change(
             np.pad(np.log(r), (0, width - len(r)), constant_values=np.nan)[None, :] for r in (runs_after, runs_before)
         )
         welch = compare_arms(after_y, before_y, paired=False, pool=False)
-        interval = ratio_interval(welch.theta, welch.se, welch.df, current.options.confidence)
+        interval = ratio_interval(welch.theta, welch.se, welch.df, current.options.policy.confidence)
         _, low, high = (float(v[0]) for v in interval)
         ci = [low - 1.0, high - 1.0]
         significant = high < 1.0 or low > 1.0
@@ -255,9 +255,9 @@ def judge_decision(
 
 
 def _subset_decision(analysis: Analysis, rows: list[int], current_default: int | None) -> DecisionResult:
-    options = analysis.options
+    policy = analysis.options.policy
     summary = analysis.summary.iloc[rows].reset_index(drop=True)
-    return decide(summary, current_default, options.policy, withheld_reason(analysis.aa_beyond_margin, options.margin))
+    return decide(summary, current_default, policy, withheld_reason(analysis.aa_beyond_margin, policy.margin))
 
 
 def check_runs(
@@ -307,7 +307,7 @@ def check_runs(
     after = _subset_decision(current, rows, default)
     cap = before.decision.recommended_cap
     at_cap = _subset_decision(current, rows, cap) if cap is not None else None
-    findings = judge_decision(before, at_cap, after, default, current.options.margin)
+    findings = judge_decision(before, at_cap, after, default, current.options.policy.margin)
     result.decisions = {
         side: {"recommended_cap": d.decision.recommended_cap, "action": d.decision.action, "reason": d.decision.reason}
         for side, d in (("baseline", before), ("current", after))

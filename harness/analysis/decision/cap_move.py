@@ -25,10 +25,11 @@ import numpy as np
 from harness.analysis.decision import decision_words as words
 from harness.analysis.decision.curve import Crossover, Curve, format_ci
 from harness.analysis.decision.decision_record import CapOption, Decision, PointTest, Switch, Withheld
-from harness.analysis.decision.policy import Move, Policy, Side, WithheldWhy
 from harness.analysis.decision.rounds_hint import BUDGET_ROUNDS, Measured, rounds_to_decide
+from harness.analysis.decision.vocabulary import Move, Side, WithheldWhy
 from harness.analysis.points.stats import ratio_interval, t_quantile
 from harness.analysis.points.sweep_drift import MIN_PASS_ROUNDS, one_round_words
+from harness.policy import Policy
 
 
 def candidate_caps(curve: Curve, current: int | None, policy: Policy) -> tuple[CapOption, ...]:

@@ -27,8 +27,8 @@ import pandas as pd
 from scipy.stats import chi2
 
 from harness.analysis import number_format
-from harness.analysis.decision.policy import INTERPOLATIONS, Interpolation, Policy
 from harness.analysis.points.stats import t_quantile
+from harness.policy import INTERPOLATIONS, Interpolation, Policy
 from harness.runs.summary_columns import SummaryCol
 from harness.thresholds import CONFIDENCE
 

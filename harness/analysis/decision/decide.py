@@ -29,7 +29,7 @@ from harness.analysis.decision.decision_record import (
     Withheld,
     deciding_families,
 )
-from harness.analysis.decision.policy import Action, Interpolation, Policy, WithheldWhy
+from harness.analysis.decision.vocabulary import Action, WithheldWhy
 from harness.analysis.points.between_points import widen_for_scatter
 from harness.analysis.points.stats import DECIDED, family_labels
 from harness.analysis.points.sweep_drift import (
@@ -40,6 +40,7 @@ from harness.analysis.points.sweep_drift import (
     unusable_words,
 )
 from harness.config.schema import kind_meaning, kind_of_family
+from harness.policy import Interpolation, Policy
 from harness.runs.summary_columns import SummaryCol
 
 

@@ -24,8 +24,8 @@ from harness.analysis.decision.decision_record import (
     Withheld,
     deciding_families,
 )
-from harness.analysis.decision.policy import Action, Move, Side, WithheldWhy
 from harness.analysis.decision.rounds_hint import BUDGET_ROUNDS
+from harness.analysis.decision.vocabulary import Action, Move, Side, WithheldWhy
 from harness.analysis.evidence.dispatch_evidence import POINT_FIELDS
 from harness.analysis.number_format import json_exact, json_rounded
 from harness.analysis.points.stats import DECIDED, Verdict, family_labels

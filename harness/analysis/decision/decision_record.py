@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from harness.analysis.decision.curve import Crossover
 from harness.analysis.decision.decision_words import point_test_words, withheld_words
-from harness.analysis.decision.policy import Action, Move, Side, WithheldWhy
+from harness.analysis.decision.vocabulary import Action, Move, Side, WithheldWhy
 from harness.config.schema import kind_meaning, kind_of_family
 
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 
 from harness.analysis import number_format
-from harness.analysis.decision.policy import Action, Move, Side, WithheldWhy
+from harness.analysis.decision.vocabulary import Action, Move, Side, WithheldWhy
 from harness.config.schema import kind_meaning
 
 

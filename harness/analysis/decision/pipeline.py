@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -19,15 +18,14 @@ from harness.analysis.decision.decide import decide
 from harness.analysis.decision.decision_facts import CapFact, PointFacts, expected_null
 from harness.analysis.decision.decision_json import DecisionJSON, OptionsJSON, SettingsJSON, decision_json
 from harness.analysis.decision.decision_record import Decision, DecisionResult
-from harness.analysis.decision.policy import Interpolation, Policy
 from harness.analysis.evidence import dispatch_evidence
 from harness.analysis.evidence.dispatch_evidence import VerificationRecord
 from harness.analysis.points.inputs import LoadedInput, load_input, write_summary_csv
 from harness.analysis.points.point_summary import PointSet, analyse_points, apply_excludes
 from harness.errors import InputError
+from harness.policy import Policy
 from harness.runs.provenance_keys import Provenance
 from harness.runs.summary_columns import SummaryCol
-from harness.thresholds import CONFIDENCE, DEFAULT_GRID, MARGIN
 
 NUMERIC_SUMMARY = (
     SummaryCol.ESTIMATE,
@@ -41,33 +39,41 @@ NUMERIC_SUMMARY = (
 )
 
 
-@dataclass(frozen=True)
+POLICY_SETTINGS = ("confidence", "margin", "grid", "interpolation")  # the policy's fields a result records
+
+
+@dataclass(frozen=True, kw_only=True)
 class Options:
+    """What an analysis is asked for: the policy it reads (harness.policy.Policy, checked when it is built), the
+    models kept out, and the cap in force when the input does not state it."""
+
+    policy: Policy = Policy()
     excludes: Mapping[str, str] = field(default_factory=dict)
-    confidence: float = CONFIDENCE
-    margin: float = MARGIN
     current_default: int | None = None  # None: the cap in force the input states (decision_facts.cap_in_force)
     cap_source: str = "--current-default"  # what gave current_default (report: the --mlxcel-src tree's constant)
-    grid: int = DEFAULT_GRID
-    interpolation: Interpolation = "linear"
-
-    @cached_property
-    def policy(self) -> Policy:
-        """The decision policy of these options, built (and checked: InputError) once."""
-        return Policy(self.confidence, self.margin, self.grid, self.interpolation)
 
     def settings(self) -> OptionsJSON:
         """The options as recorded next to a result, so it can be re-derived."""
         return {
             "excludes": dict(self.excludes),
-            "confidence": self.confidence,
-            "margin": self.margin,
-            "grid": self.grid,
-            "interpolation": self.interpolation,
+            "confidence": self.policy.confidence,
+            "margin": self.policy.margin,
+            "grid": self.policy.grid,
+            "interpolation": self.policy.interpolation,
         }
 
+    @classmethod
+    def from_settings(cls, settings: object) -> Options:
+        """Options from their record (settings() with the cap fields beside it, as a sidecar keeps them): a record
+        that is not an object, or a key that is no option, is a TypeError (as `Options(**record)` raised), a policy
+        value out of range an InputError."""
+        if not isinstance(settings, Mapping):
+            raise TypeError(f"the options are not an object: {settings!r}")
+        policy = Policy(**{k: v for k, v in settings.items() if k in POLICY_SETTINGS})
+        return cls(policy=policy, **{k: v for k, v in settings.items() if k not in POLICY_SETTINGS})
 
-@dataclass
+
+@dataclass(kw_only=True)
 class Analysis:
     samples: pd.DataFrame | None
     summary: pd.DataFrame
@@ -81,8 +87,8 @@ class Analysis:
     aa_beyond_margin: tuple[str, ...]
     verification: VerificationRecord | None = None  # the run's dispatch verification record (LoadedInput.verification)
     sweep_drift: float | None = None  # p of the two passes' agreement (analysis.sweep_drift); None: one pass
-    cap: CapFact = CapFact(None, "")  # the cap in force, its source, or what is missing (decision_facts)
-    point_facts: PointFacts = PointFacts({}, {})  # the points kept out of the cap's decision, by class
+    cap: CapFact = CapFact(value=None, source="")  # the cap in force, its source, or what is missing (decision_facts)
+    point_facts: PointFacts = PointFacts(classes={}, reasons={})  # the points kept out of the cap's decision, by class
 
     @property
     def cap_env(self) -> str:
@@ -127,7 +133,7 @@ def _check_summary_settings(provenance: Mapping[str, object], options: Options) 
     """A summary.csv carries intervals and verdicts at the level and margin it was written with; they cannot be
     re-derived without the samples."""
     settings = provenance.get("summary")
-    for name, value in (("confidence", options.confidence), ("margin", options.margin)):
+    for name, value in (("confidence", options.policy.confidence), ("margin", options.policy.margin)):
         stored = settings.get(name) if isinstance(settings, dict) else None
         if stored is not None and abs(float(stored) - value) > 1e-9:
             raise InputError(
@@ -143,12 +149,12 @@ def _null_excludes(loaded: LoadedInput, options: Options) -> PointFacts:
 
 
 def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
-    policy = options.policy  # checked here, before anything is computed
+    policy = options.policy  # checked when the options were built, before anything is computed
     facts = _null_excludes(loaded, options)
     excludes = facts.reasons
     try:
         if loaded.samples is not None:
-            points = analyse_points(loaded.samples, options.confidence, options.margin, excludes)
+            points = analyse_points(loaded.samples, policy.confidence, policy.margin, excludes)
             summary = apply_excludes(points.summary, excludes)
         else:
             assert loaded.summary is not None  # an input without runs has its summary (load_input)
@@ -156,11 +162,11 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
             summary = apply_excludes(loaded.summary.reset_index(drop=True), excludes)
             for column in NUMERIC_SUMMARY:
                 summary[column] = pd.to_numeric(summary[column], errors="coerce")
-            points = PointSet(summary, float("nan"), 0, ())
+            points = PointSet(summary=summary, noise_scale=float("nan"), aa_points=0, aa_beyond_margin=())
     except ValueError as exc:  # the statistics are pure; only the excludes can be wrong once the options are checked
         name, _, problem = str(exc).partition(": ")
         raise InputError("--exclude", name, problem) from None
-    summary = decision_facts.with_switch_ratios(summary, loaded.samples, facts, options.confidence, options.margin)
+    summary = decision_facts.with_switch_ratios(summary, loaded.samples, facts, policy.confidence, policy.margin)
     summary = dispatch_evidence.annotate(summary, loaded.samples, loaded.verification, expected_null(loaded.provenance))
     cap = decision_facts.cap_in_force(loaded.provenance, options.current_default, options.cap_source)
     current = cap.value
@@ -168,24 +174,24 @@ def analyse(loaded: LoadedInput, options: Options = Options()) -> Analysis:
     # mlxcel's for its CSVs; a built-in workload records "" (no variable of any library sets its cap), so its
     # decision prints no line to apply
     target = CapTarget.of_run(loaded.provenance)
-    withheld = withheld_reason(points.aa_beyond_margin, options.margin)
+    withheld = withheld_reason(points.aa_beyond_margin, policy.margin)
     result = applied(decide(summary, current, policy, withheld, points.sweep_drift), target)
     phi = None if loaded.samples is None else points.noise_scale
     return Analysis(
-        loaded.samples,
-        summary,
-        result,
-        loaded.provenance,
-        options,
-        current,
-        target,
-        phi,
-        points.aa_points,
-        points.aa_beyond_margin,
-        loaded.verification,
-        points.sweep_drift,
-        cap,
-        facts,
+        samples=loaded.samples,
+        summary=summary,
+        result=result,
+        provenance=loaded.provenance,
+        options=options,
+        current_default=current,
+        target=target,
+        noise_scale=phi,
+        aa_points=points.aa_points,
+        aa_beyond_margin=points.aa_beyond_margin,
+        verification=loaded.verification,
+        sweep_drift=points.sweep_drift,
+        cap=cap,
+        point_facts=facts,
     )
 
 

@@ -23,11 +23,11 @@ import numpy as np
 
 from harness.analysis.decision.curve import Curve
 from harness.analysis.decision.decide import StagedFamily, decide_curves
-from harness.analysis.decision.policy import Policy
 from harness.analysis.points import sweep_drift
 from harness.analysis.points.stats import FULL_PRECISION_FLOOR, Comparison, estimate_family
 from harness.analysis.rounds.decision_value import Key, Outcome, StopRule, next_step
-from harness.thresholds import CONFIDENCE, MARGIN
+from harness.policy import Policy
+from harness.thresholds import MARGIN
 
 DEFAULT_NOISE = 0.01  # ln tok/s spread of one run when nothing was measured yet (1%: mlxcel's GB10 sweeps)
 DEFAULT_SLOPE = 0.06  # a in ln ratio = a·(C/d − 1), mid-range of the simulated truths (tests/support/simulation.py)
@@ -138,15 +138,14 @@ def fixed(
     families: int,
     rounds: int,
     current_default: int | None,
-    confidence: float = CONFIDENCE,
-    margin: float = MARGIN,
+    policy: Policy = Policy(),
     passes: int = 2,
 ) -> Simulated:
-    """The fixed protocol: `rounds` rounds at every point (in `passes` passes), one look at `confidence`."""
+    """The fixed protocol: `rounds` rounds at every point (in `passes` passes), one look at `policy`."""
     sweep = _Sweep(source, families, len(grid), rounds, passes)
     sweep.first_pass(rounds)
     staged, _ = sweep.staged(grid)
-    outcome = outcome_of(staged, current_default, Policy(confidence, margin), sweep.drift_p)
+    outcome = outcome_of(staged, current_default, policy, sweep.drift_p)
     return Simulated(outcome, sweep.rounds, "fixed", 1)
 
 
@@ -161,13 +160,15 @@ def until_decided(
     budget: float | None = None,
 ) -> Simulated:
     """The until-decided protocol: a first pass of `rule.first_rounds` everywhere, then looks (next_step) until it
-    stops. `cost` (families, points): device-seconds of one round (default 1: the result counts rounds); `budget`
-    in the same unit."""
+    stops, each reading the decision at the rule's look level and `margin` (the module's, as the plan's and a
+    sweep's expected-time estimates have always read, whatever the rule's policy margin). `cost` (families, points):
+    device-seconds of one round (default 1: the result counts rounds); `budget` in the same unit."""
     cost = np.ones((families, len(grid))) if cost is None else cost
     sweep = _Sweep(source, families, len(grid), rule.max_rounds, rule.passes)
     sweep.first_pass(rule.first_rounds)
 
-    policy = Policy(rule.look_confidence, margin)  # every look reads the one policy: built once, not per engine call
+    # every look reads the one policy: built once, not per engine call
+    policy = Policy(confidence=rule.look_confidence, margin=margin)
 
     def decide(staged: Sequence[StagedFamily]) -> Outcome:
         return outcome_of(staged, current_default, policy, sweep.drift_p)

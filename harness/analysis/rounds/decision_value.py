@@ -35,8 +35,8 @@ import numpy as np
 
 from harness.analysis.decision.curve import Curve
 from harness.analysis.decision.decide import StagedFamily
-from harness.analysis.decision.policy import Action
-from harness.thresholds import CONFIDENCE
+from harness.analysis.decision.vocabulary import Action
+from harness.policy import Policy
 
 Key = tuple[int, int]  # (family index in the staged list, point index on its curve)
 Outcome = tuple[Action, int | None]  # (action, recommended cap): what a flip changes
@@ -60,14 +60,15 @@ STOP_REASONS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StopRule:
-    """The until-decided protocol's settings: first pass, caps and error targets."""
+    """The until-decided protocol's settings: first pass, caps and error targets. Its level is the policy's
+    (the run's: harness.measure.allocation.rule_for), read at 1 − α/K at each look."""
 
     first_rounds: int = 3
     max_rounds: int = 20
     looks: int = 8  # K: the decision is read at 1 − α/K at each of at most K looks
-    confidence: float = CONFIDENCE
+    policy: Policy = Policy()  # α = 1 − policy.confidence
     settle_probability: float = 0.05  # ε: a decision that flips with a smaller chance is settled
     # measure.passes: 2 splits the first pass's rounds over two passes over the grid
     # (harness.analysis.points.sweep_drift), and every later round counts as the second; the simulations
@@ -76,7 +77,7 @@ class StopRule:
 
     @property
     def look_confidence(self) -> float:
-        return 1.0 - (1.0 - self.confidence) / max(self.looks, 1)
+        return 1.0 - (1.0 - self.policy.confidence) / max(self.looks, 1)
 
     def describe(self, reason: str, history: Sequence[Outcome] = ()) -> str:
         return STOP_REASONS[reason].format(

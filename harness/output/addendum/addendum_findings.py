@@ -116,7 +116,7 @@ def findings(data: ReportData) -> list[str]:
     """The findings list: per family its verdicts (and crossings), then the A/A check, outliers, medians against the
     ratio, the dispatch pass, unstable points and the comparison with a previous run."""
     d = data.decision
-    conf = number_format.percent(data.options.confidence)
+    conf = number_format.percent(data.options.policy.confidence)
     families = _families(d)
     several = len(families) > 1
     out = []
@@ -124,14 +124,14 @@ def findings(data: ReportData) -> list[str]:
     for family, decides, record in families:
         mine = [p for p in d["points"] if p["family"] == family]
         name = md_text(family_namer(data.context)(family))
-        out.append(f"- {name}: {_verdicts(mine, data.options.margin)}.")
+        out.append(f"- {name}: {_verdicts(mine, data.options.policy.margin)}.")
         crossings = _crossings(record, mine, conf)
         if crossings:
             out.append(crossings)
         if several and family != binding and record["reason"] not in d["reason"]:
             role = "its own decision (it does not decide the cap)" if not decides else "its own decision"
             out.append(f"  - {role}: {record['action']}: {md_text(record['reason'])}")
-    aa = _aa_sentence(d, data.options.margin)
+    aa = _aa_sentence(d, data.options.policy.margin)
     if aa:
         out.append(aa)
     for p in d["points"]:

@@ -73,7 +73,7 @@ def _table(points: list[PointJSON], name: Callable[[str], str], options: Options
     if all(p.get("dispatch") in (None, "", "unverified") for p in points):  # one finding says so, not every row
         extra = [(key, head) for key, head in extra if key != "dispatch"]
     tested = any(p.get("decides") for p in points)
-    ci_head = f"{number_format.percent(options.confidence)} CI"
+    ci_head = f"{number_format.percent(options.policy.confidence)} CI"
     heads = ["Dff", "model", f"fallback {unit}", f"fused {unit}", "fused/fallback", ci_head, "verdict"]
     rule = ["--:", "---", "--:", "--:", "--:", "---", "---"]
     if tested:
@@ -99,7 +99,7 @@ def _table(points: list[PointJSON], name: Callable[[str], str], options: Options
             verdict = SWITCH_LABEL
         cells = [str(p["dff"]), md_text(p["model"]), fallback, fused, ratio, ci, verdict]
         if tested:
-            cells.append(_test_cell(p.get("decision_test"), options.margin))
+            cells.append(_test_cell(p.get("decision_test"), options.policy.margin))
         if several_families:
             cells.insert(0, md_text(name(p["family"])))
         cells += [_optional(p, key) for key, _ in extra]
@@ -124,7 +124,7 @@ def _test_cell(test: TestJSON | None, margin: float) -> str:
 
 def method(options: Options, tested: bool) -> str:
     """What the table's columns are, and which test the decision read (only when the table shows one)."""
-    conf, band = number_format.percent(options.confidence), number_format.percent(options.margin)
+    conf, band = number_format.percent(options.policy.confidence), number_format.percent(options.policy.margin)
     text = (
         f"fused/fallback is the geometric mean of the per-run ratios (exp of the mean ln difference, paired by round "
         f"where the arms were interleaved, Welch otherwise) with its {conf} t interval; the verdict reads that "

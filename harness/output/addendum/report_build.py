@@ -137,7 +137,7 @@ def _previous(analysis: Analysis, previous: Analysis, root: Path, previous_path:
         "not_compared": len(dropped),
         # the crossover shift with its interval and each point's change (harness/analysis/comparison/two_runs.py), as
         # `moecal compare`
-        "comparison": compare_runs(previous, analysis, analysis.options.confidence).as_json(),
+        "comparison": compare_runs(previous, analysis, analysis.options.policy.confidence).as_json(),
     }
 
 

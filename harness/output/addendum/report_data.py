@@ -262,7 +262,7 @@ class ReportData:
             backend=str(data["backend"]),
             library_pin=str(data["library_pin"]),
             raw_data=str(data["raw_data"]),
-            options=Options(**data["options"]),
+            options=Options.from_settings(data["options"]),
             files=ReportFiles.from_json(data["files"]),
             context=ReportContext(**(data["context"] or {})),
             mlxcel=data.get("mlxcel"),

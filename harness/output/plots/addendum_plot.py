@@ -179,7 +179,7 @@ def _panel(ax: Axes, data: ReportData, kind: str, families: list[str], y_limits:
     from matplotlib.ticker import FixedLocator, NullLocator
 
     d = data.decision
-    margin = data.options.margin
+    margin = data.options.policy.margin
     y_low, y_high = y_limits
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -226,7 +226,7 @@ def _panel(ax: Axes, data: ReportData, kind: str, families: list[str], y_limits:
                     clipped = True
     _draw_nulls(ax, points, y_low, y_high)
     drawn = [(f, c) for f, c in _crossovers(d) if f in families and c.get("outcome") not in (None, "no_points")]
-    conf = f"{data.options.confidence:.0%}"
+    conf = f"{data.options.policy.confidence:.0%}"
     for family, c in drawn:
         index = families.index(family)
         # above the 1 ± δ band, one row per family so several families' bars never lie on top of each other
@@ -275,7 +275,7 @@ def draw_plot(data: ReportData) -> Figure:
     import matplotlib.pyplot as plt
 
     d = data.decision
-    margin = data.options.margin
+    margin = data.options.policy.margin
     families = list(dict.fromkeys(p["family"] for p in d["points"]))
     kinds = _panels(families)
     fig, axes = plt.subplots(
@@ -297,7 +297,7 @@ def draw_plot(data: ReportData) -> Figure:
     note = "; ▲▼ at an edge: whisker clipped" if clipped else ""
     fig.supxlabel(
         f"▲ fused wins, ▼ fallback wins, ■ equivalent, ● inconclusive; ◆ crossover, bar: its "
-        f"{data.options.confidence:.0%} interval (arrow: open){note}",
+        f"{data.options.policy.confidence:.0%} interval (arrow: open){note}",
         fontsize=7, color="0.25",
     )  # fmt: skip
     return fig

@@ -16,9 +16,8 @@ from harness.analysis.decision.cap_target import CapTarget
 from harness.analysis.decision.curve import Curve, acceptance_set, find_crossover
 from harness.analysis.decision.decision_json import decision_from_json
 from harness.analysis.decision.pipeline import Options, analyse, analyse_path, save_summary
-from harness.analysis.decision.policy import Policy
 from harness.analysis.points.inputs import LoadedInput
-from harness.errors import InputError
+from harness.policy import Policy
 from harness.runs.formats import read_provenance
 from tests.support.helpers import run_cli
 from tests.support.synthetic_sweeps import linear_curve, synthetic_samples, write_run
@@ -329,21 +328,6 @@ def test_the_cap_line_belongs_to_the_run_target_not_the_engine():
     assert CapTarget.of_run({"workload": "command", "cap_env": "OTHER_CAP"}).setting(4096) == "OTHER_CAP=4096"
     assert CapTarget.of_run({"cap_env": ""}).setting(4096) is None
     assert CapTarget("X").setting(None) is None
-
-
-@pytest.mark.parametrize(
-    ("settings", "message"),
-    [
-        ({"margin": 0.5}, "--margin: 0.5: must be in [0, 0.5)"),
-        ({"grid": 0}, "--grid: 0: must be a positive integer"),
-        ({"confidence": 1.0}, "--confidence: 1.0: must be in [0.5, 1)"),
-        ({"interpolation": "cubic"}, "--interpolation: cubic: must be one of linear, log2"),
-    ],
-)
-def test_a_policy_is_checked_once_where_it_is_built(settings, message):
-    with pytest.raises(InputError) as raised:
-        Policy(**settings)
-    assert str(raised.value) == message
 
 
 @pytest.mark.parametrize("path", [DESIGN_CSV, JULY_03_CSV])

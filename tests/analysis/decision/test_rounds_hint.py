@@ -14,8 +14,8 @@ from harness.analysis.decision import rounds_hint
 from harness.analysis.decision.curve import Curve
 from harness.analysis.decision.decide import StagedFamily, decide_curves, stage_families
 from harness.analysis.decision.decision_record import Decision
-from harness.analysis.decision.policy import Policy
 from harness.analysis.points.point_summary import summarize
+from harness.policy import Policy
 from tests.support.calibration import PROTOCOL_REGIMES, hint_calibration
 from tests.support.synthetic_sweeps import synthetic_samples
 

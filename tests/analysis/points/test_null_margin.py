@@ -76,8 +76,8 @@ def test_a_from_null_sweep_is_analysed_and_reported_at_its_derived_margin(tmp_pa
     done = cli("sweep", config, "--out", run, "--only", "qwen3-30b-a3b-4bit", "--no-report")
     assert done.returncode == 0, done.stderr
     derived = from_null(read_samples(run / "samples.csv"))  # (pandas alone would read the arm `null` as NaN)
-    assert derived is not None and build_options(None, inputs=[run]).margin == pytest.approx(derived.margin)
-    assert build_options(None, margin=0.02, inputs=[run]).margin == 0.02  # an explicit --margin wins
+    assert derived is not None and build_options(None, inputs=[run]).policy.margin == pytest.approx(derived.margin)
+    assert build_options(None, margin=0.02, inputs=[run]).policy.margin == 0.02  # an explicit --margin wins
     reports = tmp_path / "reports"
     report = cli("report", run, "--out", reports)
     assert report.returncode == 0, report.stderr

@@ -14,7 +14,8 @@ import yaml
 from harness.analysis.rounds.decision_value import StopRule
 from harness.errors import InputError
 from harness.measure import allocation, refine
-from harness.runs.run_meta import RunPolicy
+from harness.policy import Policy
+from harness.runs.run_meta import policy_to_json
 from harness.runs.rundir import RunDirectory, SampleWriter
 from harness.thresholds import CONFIDENCE, MARGIN
 from tests.support.helpers import REPO, cli
@@ -34,15 +35,19 @@ def _run_with_policy(tmp_path, policy):
 def test_a_new_run_records_its_policy_apart_from_its_provenance_and_a_resume_keeps_it(tmp_path):
     row = {"backend": "cpu", "device": "d", "workload": "layer", "model": "m", "dff": 1024, "arm": "fused"}
     row.update(round=0, tok_s=10.0, status="ok")
-    with SampleWriter(tmp_path, {"backend": "cpu", "device": "d"}, policy=RunPolicy(0.9, 0.02)) as writer:
+    with SampleWriter(
+        tmp_path, {"backend": "cpu", "device": "d"}, policy=Policy(confidence=0.9, margin=0.02)
+    ) as writer:
         writer.append(row)
     assert json.loads((tmp_path / "meta.json").read_text())["policy"] == {"confidence": 0.9, "margin": 0.02}
     run = RunDirectory(tmp_path)
-    assert run.read_policy() == RunPolicy(0.9, 0.02) and "policy" not in run.read_meta()
+    assert run.read_policy() == Policy(confidence=0.9, margin=0.02) and "policy" not in run.read_meta()
     assert "policy" not in (tmp_path / "samples.csv").read_text()  # a setting, not a provenance line
-    with SampleWriter(tmp_path, {"backend": "cpu", "device": "d"}, policy=RunPolicy(0.99, 0.05)) as writer:
+    with SampleWriter(
+        tmp_path, {"backend": "cpu", "device": "d"}, policy=Policy(confidence=0.99, margin=0.05)
+    ) as writer:
         writer.append({**row, "round": 1})
-    assert run.read_policy() == RunPolicy(0.9, 0.02), "a resumed run keeps the policy it was measured to"
+    assert run.read_policy() == Policy(confidence=0.9, margin=0.02), "a resumed run keeps the policy it was measured to"
 
 
 def test_a_run_without_a_policy_is_analysed_at_the_defaults_as_before(tmp_path):
@@ -63,9 +68,9 @@ def test_a_later_analysis_defaults_to_the_recorded_policy_and_the_command_line_o
 
 def test_an_until_decided_run_is_analysed_at_the_level_its_looks_read(tmp_path):
     run = _run_with_policy(tmp_path, {"confidence": 0.9, "margin": 0.01})
-    rule = StopRule(looks=4, confidence=0.9)
+    rule = StopRule(looks=4, policy=Policy(confidence=0.9))
     allocation.save(run, allocation.Allocation(rule, None, looks=2, stop="decided"))
-    assert RunDirectory(run).read_policy() == RunPolicy(0.9, 0.01, 0.975)
+    assert RunDirectory(run).read_policy() == Policy(confidence=0.9, margin=0.01, look_confidence=0.975)
     assert RunDirectory(run).read_meta()["until_decided"]["looks"] == 2
     answer = json.loads(cli("crossover", run, "--json").stdout)
     assert answer["confidence"] == pytest.approx(0.975)
@@ -74,9 +79,13 @@ def test_an_until_decided_run_is_analysed_at_the_level_its_looks_read(tmp_path):
 @pytest.mark.parametrize(
     ("policy", "record_level", "expected"),
     [
-        ({"confidence": 0.9, "margin": 0.01, "look_confidence": 0.975}, 0.975, RunPolicy(0.9, 0.01, 0.975)),
-        ({"confidence": 0.9, "margin": 0.01}, 0.975, RunPolicy(0.9, 0.01, 0.975)),
-        (None, 0.9875, RunPolicy(CONFIDENCE, MARGIN, 0.9875)),
+        (
+            {"confidence": 0.9, "margin": 0.01, "look_confidence": 0.975},
+            0.975,
+            Policy(confidence=0.9, margin=0.01, look_confidence=0.975),
+        ),
+        ({"confidence": 0.9, "margin": 0.01}, 0.975, Policy(confidence=0.9, margin=0.01, look_confidence=0.975)),
+        (None, 0.9875, Policy(confidence=CONFIDENCE, margin=MARGIN, look_confidence=0.9875)),
     ],
     ids=["both-keys", "record-only", "record-only-no-policy"],
 )
@@ -96,7 +105,7 @@ def test_an_older_run_with_the_look_level_in_its_record_reads_it_and_a_rewrite_w
     assert json.loads(cli("crossover", run, "--json").stdout)["confidence"] == pytest.approx(expected.look_confidence)
     directory.write_record(directory.read_record())
     rewritten = json.loads((run / "meta.json").read_text())
-    assert rewritten["until_decided"] == {"looks": 2} and rewritten["policy"] == expected.to_json()
+    assert rewritten["until_decided"] == {"looks": 2} and rewritten["policy"] == policy_to_json(expected)
 
 
 @pytest.mark.parametrize(
@@ -123,7 +132,7 @@ def test_the_sweeps_own_decisions_read_the_recorded_policy(tmp_path, monkeypatch
     seen = []
 
     def capture(path, options):
-        seen.append((path, options.confidence, options.margin, options.current_default))
+        seen.append((path, options.policy.confidence, options.policy.margin, options.current_default))
         raise _Captured
 
     monkeypatch.setattr(module, "analyse_path", capture)
@@ -136,15 +145,13 @@ def test_the_sweeps_own_decisions_read_the_recorded_policy(tmp_path, monkeypatch
 
 
 def test_the_config_sets_the_policy_and_refuses_one_out_of_range(tmp_path):
-    from harness.measure.sweep_setup import run_policy
-
     data = yaml.safe_load((REPO / "configs" / "cpu-smoke.yaml").read_text())
     data.setdefault("measure", {}).update(confidence=0.9, margin=0.02)
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(data))
     from harness.config.schema import load_config
 
-    assert run_policy(load_config(path).measure) == RunPolicy(0.9, 0.02)
+    assert load_config(path).measure.policy == Policy(confidence=0.9, margin=0.02)
     data["measure"]["margin"] = 0.5
     path.write_text(yaml.safe_dump(data))
     done = cli("plan", path)

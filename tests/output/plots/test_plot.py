@@ -86,7 +86,7 @@ def test_null_points_and_the_crossover_interval_are_drawn_where_they_can_be_seen
         texts = {t.get_text() for t in ax.texts}
         assert {"null", "null, not run", "[1792, 14336]"} <= texts  # as the tables write it
         (bar,) = [line for line in ax.lines if line.get_label() == "crossover 95% interval"]
-        assert list(bar.get_xdata()) == [1792, 14336] and min(bar.get_ydata()) > 1 + data.options.margin
+        assert list(bar.get_xdata()) == [1792, 14336] and min(bar.get_ydata()) > 1 + data.options.policy.margin
         legend = {t.get_text() for t in ax.get_legend().get_texts()}
         assert {"crossover 95% interval", "not used: null (same code) or too few runs"} <= legend
     finally:
