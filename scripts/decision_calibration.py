@@ -11,6 +11,7 @@ coverage. Nothing is measured and nothing is written; the full table takes minut
     .venv/bin/python scripts/decision_calibration.py --rounds 3 5 10 20 --one-visit-rule-off \
         --regime "sparse flat slow drift, sweep CSV"   # issue 36's imported formats, with and without the rule
     .venv/bin/python scripts/decision_calibration.py --rounds 5 10 --hint --regime "sparse curved, two passes"
+    .venv/bin/python scripts/decision_calibration.py --rounds 5 10 --screen-split --regime "sparse step 3%"
 
 A regime named `…, two passes` measures each point's rounds in two passes over the grid
 (harness.analysis.points.sweep_drift) and is scored on its one-pass twin's truths, noise and drift.
@@ -36,6 +37,7 @@ from tests.support.calibration import (  # noqa: E402
     hint_calibration,
     protocol_table,
 )
+from tests.support.screen_split import screen_split  # noqa: E402
 
 
 def main() -> None:
@@ -74,6 +76,13 @@ def main() -> None:
         action="store_true",
         help="instead: how often `check` fails sweep pairs of one truth (false fails) and of a moved crossover (power)",
     )
+    parser.add_argument(
+        "--screen-split",
+        action="store_true",
+        help="instead: where power goes with slowed runs present, at the lowering trigger (tests/support/"
+        "screen_split.py: slowed rounds dropped and kept, the trigger's df, its test with the screen, pooling and "
+        "drift inflation switched)",
+    )
     args = parser.parse_args()
     if args.check_pairs:
         for name, (regime, moved, default) in CHECK_REGIMES.items():
@@ -82,6 +91,12 @@ def main() -> None:
                 print(f"check, {name}, {n} rounds, {args.sweeps} pairs: {pairs.words()}", flush=True)
         return
     regimes = [PROTOCOL_REGIMES[name] for name in args.regime or PROTOCOL_REGIMES]
+    if args.screen_split:
+        for regime in regimes:
+            for n in args.rounds:
+                for line in screen_split(regime, n, args.sweeps, args.seed).lines():
+                    print(f"{regime.name}, n={n}: {line}", flush=True)
+        return
     if args.hint:
         for regime in regimes:
             for n in args.rounds:
