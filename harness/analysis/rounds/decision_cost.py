@@ -122,7 +122,14 @@ class _Sweep:
             short = bool(np.any((first[f] > 0) & (first[f] < sweep_drift.MIN_PASS_ROUNDS)))
             bound = np.broadcast_to(comparison.pass_bound, comparison.se.shape)[f, keep]
             staged.append(
-                StagedFamily(f"layer family {f}", curve, self.rounds[f, keep], short_passes=short, bound=bound)
+                StagedFamily(
+                    f"layer family {f}",
+                    curve,
+                    self.rounds[f, keep],
+                    short_passes=short,
+                    bound=bound,
+                    passes=self.passes,
+                )
             )
             index.append(keep)
         return staged, index

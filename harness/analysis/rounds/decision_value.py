@@ -38,6 +38,7 @@ import numpy as np
 from harness.analysis.decision.curve import Curve
 from harness.analysis.decision.decide import StagedFamily
 from harness.analysis.decision.policy import Action
+from harness.analysis.decision.rounds_hint import Measured, bound_narrowing
 from harness.thresholds import CONFIDENCE
 
 Key = tuple[int, int]  # (family index in the staged list, point index on its curve)
@@ -189,14 +190,6 @@ def passes_share(n: int) -> float:
     return (early**2 + (n - early) ** 2) / max(n, 1) ** 2
 
 
-def halves_noise(rounds: np.ndarray) -> float:
-    """The family's mean of 1/n₁ + 1/n₂ over its points' halves (⌊n/2⌋, ⌈n/2⌉): the runs' share of the variance of
-    the pass differences the drift bound is read from (sweep_drift.drift_trend's noise term)."""
-    n = np.maximum(np.asarray(rounds, int), 2)
-    early = n // 2
-    return float(np.mean(1.0 / early + 1.0 / (n - early)))
-
-
 def updated_se(se: float, bound: float, rounds_now: int, total: int, bound_shrink: float = 1.0) -> float:
     """A point's standard error after `total` rounds, from `rounds_now`, as its own rounds change it: the runs' part
     se²/F shrinks as n/total; the drift bound's part se²(1 − 1/F) (F: the bound's variance factor, the
@@ -265,14 +258,14 @@ def pass_flip(
     current: Outcome,
 ) -> float:
     """The chance that a pass over the family (`extra` rounds at each of its curve points, by index) changes the
-    decision: every point's se updated at once, the drift bound's part narrowed as the family's halves_noise (the
-    bound's τ² rests on every point's two halves, and where the family has no drift of one arm it is the runs' noise
-    read at its upper bound, so it narrows as that noise does), and the flip read at each point's preposterior in
-    turn; the largest of them (the chance that some point flips is at least that).
+    decision: every point's se updated at once, the drift bound's part narrowed as τ²'s bound would with every
+    point's new halves (rounds_hint.bound_narrowing: the bound rests on every point's two halves; where the passes
+    show no drift of one arm it is the runs' noise read at its upper end and narrows as that noise does, where they
+    show one only the noise's part narrows), and the flip read at each point's preposterior in turn; the largest of
+    them (the chance that some point flips is at least that).
 
     Why: a flip probability per point alone cannot see that rounds everywhere narrow every point's interval
-    (updated_se); before it the looks' pass was a fixed rule (_with_a_pass) and the value of a pass went unpriced.
-    Under a real drift of one arm τ²'s bound narrows less than this predicts; the next look reads the bound again."""
+    (updated_se); before it the looks' pass was a fixed rule (_with_a_pass) and the value of a pass went unpriced."""
     fam = staged[family]
     c = fam.curve
     if fam.rounds is None or not extra:
@@ -281,7 +274,8 @@ def pass_flip(
     after = now.copy()
     for i, h in extra.items():
         after[i] += h
-    shrink = halves_noise(after) / halves_noise(now)
+    bound = np.ones(len(now)) if fam.bound is None else np.asarray(fam.bound, float)
+    shrink = bound_narrowing(Measured(c.theta, c.se, c.df, now, bound, fam.passes), after)
     se, df = c.se.copy(), c.df.copy()
     for i, h in extra.items():
         se[i] = updated_se(float(c.se[i]), _bound_at(fam, i), int(now[i]), int(after[i]), shrink)

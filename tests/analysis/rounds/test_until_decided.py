@@ -13,6 +13,7 @@ import pytest
 from harness.analysis.decision.curve import Curve
 from harness.analysis.decision.decide import StagedFamily
 from harness.analysis.decision.policy import Policy
+from harness.analysis.decision.rounds_hint import Measured, bound_narrowing
 from harness.analysis.rounds.decision_cost import WhiteNoise, curve_truth, fixed, outcome_of, until_decided
 from harness.analysis.rounds.decision_value import (
     PASS_REACH,
@@ -21,7 +22,6 @@ from harness.analysis.rounds.decision_value import (
     final_stop,
     flip_probability,
     flipped,
-    halves_noise,
     pass_flip,
     settle_words,
     updated_se,
@@ -201,7 +201,8 @@ def test_a_pass_over_the_family_is_priced_where_rounds_at_one_point_cannot_move_
     theta = np.full(len(SPARSE), 0.03)
     theta[SPARSE >= 8192] = -0.035
     curve = Curve(SPARSE.astype(float), theta, np.full(len(SPARSE), 0.012), np.full(len(SPARSE), 60.0))
-    family = StagedFamily("f", curve, np.full(len(SPARSE), 3), short_passes=True, bound=np.full(len(SPARSE), 4.0))
+    bound = np.full(len(SPARSE), 4.0)
+    family = StagedFamily("f", curve, np.full(len(SPARSE), 3), short_passes=True, bound=bound, passes=2)
     policy = Policy(StopRule().look_confidence, 0.01)
 
     def decide(staged):
@@ -212,4 +213,23 @@ def test_a_pass_over_the_family_is_priced_where_rounds_at_one_point_cannot_move_
     alone = flip_probability([family], (0, at_cap), 3, 17, decide, current)
     together = pass_flip([family], 0, dict.fromkeys(range(len(SPARSE)), 17), decide, current)
     assert current[0] == "keep" and alone < 0.5 < together, (current, alone, together)
-    assert halves_noise(np.full(6, 20)) == pytest.approx(0.2) and halves_noise(np.full(6, 3)) == pytest.approx(1.5)
+
+
+def test_the_drift_bound_narrows_with_every_points_halves_by_the_noise_part_alone():
+    # SYNTHETIC family read back as rounds_hint reads a summary: se 1.2% at 3 rounds, F = 4 everywhere (the passes
+    # saw no drift: τ̂² = 0, so τ²'s bound is the runs' noise at its upper end and narrows as 1/n₁ + 1/n₂'s mean:
+    # 1.5 → 0.2 at 20); F = 20 (the passes saw a drift: τ̂² > 0, which more rounds do not remove) narrows less; one
+    # pass narrows nothing
+    points = len(SPARSE)
+
+    def measured(factor, passes=2):
+        se = np.full(points, 0.012)
+        return Measured(
+            np.zeros(points), se, np.full(points, 60.0), np.full(points, 3), np.full(points, factor), passes
+        )
+
+    after = np.full(points, 20)
+    assert bound_narrowing(measured(4.0), after) == pytest.approx(0.2 / 1.5)
+    assert 0.2 / 1.5 < bound_narrowing(measured(20.0), after) < 1.0
+    assert bound_narrowing(measured(4.0, passes=1), after) == 1.0
+    assert bound_narrowing(measured(4.0), np.full(points, 3)) == pytest.approx(1.0)
