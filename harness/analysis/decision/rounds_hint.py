@@ -147,7 +147,8 @@ def _visit_drift(m: Measured) -> tuple[float, np.ndarray]:
 
 
 def read_share(rounds: np.ndarray) -> np.ndarray:
-    """Each point's share of τ² in its mean, (n₁² + n₂²)/n² over its halves ⌊n/2⌋, ⌈n/2⌉ (at least 2 rounds)."""
+    """Each point's share of τ² in its mean, (n₁² + n₂²)/n² over its halves ⌊n/2⌋, ⌈n/2⌉ (at least 2 rounds): 5/9 at
+    3, ½ from 4 on even n."""
     now = np.maximum(rounds, 2)
     early = now // 2
     share: np.ndarray = (early**2 + (now - early) ** 2) / now**2

@@ -38,7 +38,7 @@ import numpy as np
 from harness.analysis.decision.curve import Curve
 from harness.analysis.decision.decide import StagedFamily
 from harness.analysis.decision.policy import Action
-from harness.analysis.decision.rounds_hint import Measured, bound_narrowing
+from harness.analysis.decision.rounds_hint import Measured, bound_narrowing, read_share
 from harness.thresholds import CONFIDENCE
 
 Key = tuple[int, int]  # (family index in the staged list, point index on its curve)
@@ -183,25 +183,19 @@ def _bound_at(family: StagedFamily, i: int) -> float:
     return max(float(np.asarray(family.bound, float)[i]), 1.0)
 
 
-def passes_share(n: int) -> float:
-    """(n₁² + n₂²)/n² for n rounds split ⌊n/2⌋ / ⌈n/2⌉: the share of the visit-to-visit drift variance τ² in a point's
-    mean (sweep_drift.drift_trend), ½ from even n on, 5/9 at 3."""
-    early = n // 2
-    return (early**2 + (n - early) ** 2) / max(n, 1) ** 2
-
-
 def updated_se(se: float, bound: float, rounds_now: int, total: int, bound_shrink: float = 1.0) -> float:
     """A point's standard error after `total` rounds, from `rounds_now`, as its own rounds change it: the runs' part
     se²/F shrinks as n/total; the drift bound's part se²(1 − 1/F) (F: the bound's variance factor, the
     visit-to-visit drift τ² at its upper bound, sweep_drift.drift_trend) moves only by the point's share of τ²
-    (passes_share), since τ²'s bound rests on every point's passes and not on this one's rounds.
+    (rounds_hint.read_share), since τ²'s bound rests on every point's passes and not on this one's rounds.
 
     Why: the preposterior took the whole se to shrink as √(n/total). In two passes, where the bound multiplied a
     sparse family's variance by about 3-4, that promised flips the rounds could not bring, and the looks spent
     rounds at the deciding point whose interval then stayed near where the first pass put it (docs/design.md §7).
     `bound_shrink`: how much a look that adds rounds at every point of the family narrows τ²'s bound (pass_flip)."""
     runs = se**2 / bound
-    drift = (se**2 - runs) * bound_shrink * passes_share(total) / passes_share(rounds_now)
+    share = read_share(np.array([total, rounds_now]))
+    drift = (se**2 - runs) * bound_shrink * float(share[0] / share[1])
     return math.sqrt(runs * rounds_now / total + drift)
 
 
