@@ -385,8 +385,10 @@ def _stretch_passes(
 
     Why a stretch and not the family: on a 16-point dense grid a pass over every point cost 16 rounds a look, while
     the decision turns on the few next to the cap and the crossover (`python -m tests.support.until_decided --matched
-    40 "dense 1 family"`: 110.3 rounds at power .41 over the family, 99.7 at .45 over the stretch; docs/design.md
-    §7)."""
+    40 "dense 1 family"`: 110.3 rounds at power .41 over the family, 99.7 at .45 over the stretch). Where no point
+    flips alone the pass is the whole family, and on the dense grid that makes until-decided a fixed protocol read
+    at the looks' level (100 sweeps: 1.34 of the fixed rounds of its power; docs/design.md §7, and the variants
+    measured there)."""
     out = {}
     for f, family in enumerate(staged):
         if family.bound is None or not np.any(np.asarray(family.bound, float) > 1.0):
