@@ -276,12 +276,13 @@ def floor(reps: int = 100, seed: int = 36) -> list[str]:
     return lines
 
 
-def table(sweeps: int) -> list[str]:
+def table(sweeps: int, names: tuple[str, ...] = ()) -> list[str]:
+    """The protocols at matched rounds on REGIMES (those named in `names`; all by default)."""
     lines = [
         "| regime | protocol | rounds per sweep | action rate | wrong action | power | stops |",
         "|---|---|--:|--:|--:|--:|---|",
     ]
-    for regime in REGIMES:
+    for regime in (r for r in REGIMES if not names or r.name in names):
         for row in compare(regime, protocols(), sweeps, seed=29):
             lines.append(
                 f"| {row.regime} | {row.protocol} | {row.rounds_per_sweep:.1f} | {row.action_rate:.3f} | "
@@ -291,7 +292,8 @@ def table(sweeps: int) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
-    """`python -m tests.support.until_decided [SWEEPS]`: the protocols at matched rounds (fixed 5 and 10);
+    """`python -m tests.support.until_decided [SWEEPS] [REGIME …]`: the protocols at matched rounds (fixed 5 and 10;
+    regimes by their REGIMES name, all by default);
     `--matched [--passes 1] [--looks K] [SWEEPS] [REGIME …]` (regimes by their MATCHED name, all by default): at
     matched power; `--floor [REPS]`: the standard error rounds at the deciding point alone reach in two passes."""
     parser = argparse.ArgumentParser(prog="python -m tests.support.until_decided", description=main.__doc__)
@@ -300,7 +302,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--passes", type=int, default=2, choices=(1, 2), help="passes over the grid (1: no bound)")
     parser.add_argument("--looks", type=int, default=StopRule.looks, help="until-decided's K looks")
     parser.add_argument("sweeps", type=int, nargs="?", help="sweeps per regime (--floor: repetitions)")
-    parser.add_argument("regimes", nargs="*", help="--matched: the MATCHED regimes to run, by name")
+    parser.add_argument("regimes", nargs="*", help="the regimes to run, by name (--matched: MATCHED's, else REGIMES')")
     args = parser.parse_args(argv)
     if args.floor:
         print("\n".join(floor(args.sweeps or 100)))
@@ -309,7 +311,7 @@ def main(argv: list[str]) -> None:
         rule = StopRule(passes=args.passes, looks=args.looks)
         print("\n".join(matched(args.sweeps or 100, regimes=chosen, rule=rule)))
     else:
-        print("\n".join(table(args.sweeps or 200)))
+        print("\n".join(table(args.sweeps or 200, tuple(args.regimes))))
 
 
 if __name__ == "__main__":

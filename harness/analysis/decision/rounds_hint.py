@@ -142,18 +142,79 @@ def _visit_drift(m: Measured) -> tuple[float, np.ndarray]:
     point estimate rss/dof less the noise term is 2τ̂². The point estimate, not a draw from τ²'s posterior: on 5
     degrees of freedom (6 points) that posterior's tail drew drift into nearly every simulated sweep, and on truths
     without drift of one arm the hint then named a number for 1 keep in 169 (16 before; 200 sweeps at 3 rounds)."""
-    now = np.maximum(m.rounds, 2)
+    read = _read_bound(m)
+    return (0.0 if read is None else read.tau2), read_share(m.rounds)
+
+
+def read_share(rounds: np.ndarray) -> np.ndarray:
+    """Each point's share of τ² in its mean, (n₁² + n₂²)/n² over its halves ⌊n/2⌋, ⌈n/2⌉ (at least 2 rounds): 5/9 at
+    3, ½ from 4 on even n."""
+    now = np.maximum(rounds, 2)
     early = now // 2
     share: np.ndarray = (early**2 + (now - early) ** 2) / now**2
+    return share
+
+
+@dataclass(frozen=True)
+class _Bound:
+    """The drift bound of a family's passes, read back from its points (_read_bound): τ² at its upper bound, its
+    point estimate, the runs' noise in the pass differences (mean σ²(1/n₁ + 1/n₂)) and the per-round variance."""
+
+    upper: float
+    tau2: float
+    noise: float
+    sigma2: np.ndarray
+
+
+def _halves(rounds: np.ndarray) -> np.ndarray:
+    now = np.maximum(rounds, 2)
+    early = now // 2
+    out: np.ndarray = 1.0 / early + 1.0 / (now - early)
+    return out
+
+
+def _level_factor(points: int) -> tuple[int, float]:
+    """drift_trend's residual degrees of freedom on `points` and the χ² quantile its bound divides the residuals by."""
+    dof = sweep_drift.residual_dof(points)
+    return dof, float(scipy_stats.chi2.ppf(1.0 - sweep_drift.DRIFT_BOUND_LEVEL, dof))
+
+
+def _read_bound(m: Measured) -> _Bound | None:
+    """_visit_drift's inversion of the bound (None: one pass, or no point's se carries one)."""
     drifted = m.bound > 1.0
     if m.passes != 2 or not np.any(drifted):
-        return 0.0, share
+        return None
+    share = read_share(m.rounds)
     runs_se2 = m.se**2 / np.fmax(m.bound, 1.0)
-    tau2_up = float(np.min((m.se[drifted] ** 2 - runs_se2[drifted]) / share[drifted]))
-    noise = float(np.mean(runs_se2 * now * (1.0 / early + 1.0 / (now - early))))
-    dof = sweep_drift.residual_dof(len(m.theta))
-    rss = (2.0 * tau2_up + noise) * scipy_stats.chi2.ppf(1.0 - sweep_drift.DRIFT_BOUND_LEVEL, dof)
-    return max((rss / dof - noise) / 2.0, 0.0), share
+    sigma2: np.ndarray = runs_se2 * np.maximum(m.rounds, 2)
+    upper = float(np.min((m.se[drifted] ** 2 - runs_se2[drifted]) / share[drifted]))
+    noise = float(np.mean(sigma2 * _halves(m.rounds)))
+    dof, quantile = _level_factor(len(m.theta))
+    rss = (2.0 * upper + noise) * quantile
+    return _Bound(upper, max((rss / dof - noise) / 2.0, 0.0), noise, sigma2)
+
+
+def bound_narrowing(m: Measured, after: np.ndarray) -> float:
+    """The factor by which τ²'s upper bound (the drift bound's part of every point's se², sweep_drift.drift_trend)
+    narrows when the family's points have `after` rounds instead of m.rounds: the residuals' expectation
+    (k − q)(2τ̂² + noise) with τ̂² as _visit_drift reads it and the runs' noise at the new halves, read at the bound's
+    level as drift_trend reads the measured ones. 1 where nothing is bounded.
+
+    Why τ̂² and not the noise alone: where the passes see a drift of one arm, more rounds narrow only the noise's part
+    of the bound (until-decided's pass, harness.analysis.rounds.decision_value.pass_flip, promised the whole of it
+    under per-arm drift and bought passes that did not narrow it); where they see none, the bound is the noise read at
+    its upper end and narrows as the noise does."""
+    read = _read_bound(m)
+    if read is None or read.upper <= 0:
+        return 1.0
+    dof, quantile = _level_factor(len(m.theta))
+
+    def expected_upper(rounds: np.ndarray) -> float:
+        noise = float(np.mean(read.sigma2 * _halves(rounds)))
+        return max(((2.0 * read.tau2 + noise) * dof / quantile - noise) / 2.0, 0.0)
+
+    now = expected_upper(np.asarray(m.rounds))
+    return min(expected_upper(np.asarray(after)) / now, 1.0) if now > 0 else 1.0
 
 
 def chance(draw: _Draw, n: int, decided: Decided, sims: int | None = None) -> float:

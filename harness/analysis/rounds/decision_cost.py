@@ -120,7 +120,17 @@ class _Sweep:
             )
             # as the summary marks it (a pass of one round: point_summary), the move's rule in cap_move.recommend
             short = bool(np.any((first[f] > 0) & (first[f] < sweep_drift.MIN_PASS_ROUNDS)))
-            staged.append(StagedFamily(f"layer family {f}", curve, self.rounds[f, keep], short_passes=short))
+            bound = np.broadcast_to(comparison.pass_bound, comparison.se.shape)[f, keep]
+            staged.append(
+                StagedFamily(
+                    f"layer family {f}",
+                    curve,
+                    self.rounds[f, keep],
+                    short_passes=short,
+                    bound=bound,
+                    passes=self.passes,
+                )
+            )
             index.append(keep)
         return staged, index
 

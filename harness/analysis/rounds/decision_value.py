@@ -14,9 +14,11 @@ point's value is the chance that the rounds still affordable there change the de
   as soon as it looks settled, which would inflate false actions at a fixed level. The decision is therefore read at
   1 − α/K at every one of at most K looks (Bonferroni alpha spending, extended from the per-point rule the sweep
   used to have to the decision itself): the chance of any false raise or lower over all looks stays ≤ α.
-- **a pass per look**: in a sweep measured in two passes, a look that gives rounds to a point gives each point within
-  PASS_REACH grid steps of it at least one, so the drift bound every interval carries
-  (harness.analysis.points.sweep_drift) narrows too.
+- **the drift bound's part** (two passes): a point's se² holds the runs' noise, which its own rounds shrink, and the
+  drift of one arm the family's passes cannot exclude (harness.analysis.points.sweep_drift, the variance factor F),
+  which they barely move (updated_se); what narrows it is rounds at every point, so a pass over the stretch of the
+  grid around the point of highest flip probability is priced as one more candidate (pass_flip), and a look that
+  gives rounds to a point gives each point within PASS_REACH grid steps of it at least one.
 - **stop** when no affordable round changes the decision with probability ≥ ε (`decided`), when the budget cannot
   pay the cheapest round (`budget`), when every point that matters is at its round cap (`max_rounds`), or when the
   K looks are spent (`looks`).
@@ -35,6 +37,7 @@ import numpy as np
 
 from harness.analysis.decision.curve import Curve
 from harness.analysis.decision.decide import StagedFamily
+from harness.analysis.decision.rounds_hint import Measured, bound_narrowing, read_share
 from harness.analysis.decision.vocabulary import Action
 from harness.policy import Policy
 
@@ -174,6 +177,29 @@ def _with_point(
     return out
 
 
+def _bound_at(family: StagedFamily, i: int) -> float:
+    """The drift bound's variance factor F in point i's se² (1: measured in one pass, or no bound)."""
+    if family.bound is None:
+        return 1.0
+    return max(float(np.asarray(family.bound, float)[i]), 1.0)
+
+
+def updated_se(se: float, bound: float, rounds_now: int, total: int, bound_shrink: float = 1.0) -> float:
+    """A point's standard error after `total` rounds, from `rounds_now`, as its own rounds change it: the runs' part
+    se²/F shrinks as n/total; the drift bound's part se²(1 − 1/F) (F: the bound's variance factor, the
+    visit-to-visit drift τ² at its upper bound, sweep_drift.drift_trend) moves only by the point's share of τ²
+    (rounds_hint.read_share), since τ²'s bound rests on every point's passes and not on this one's rounds.
+
+    Why: the preposterior took the whole se to shrink as √(n/total). In two passes, where the bound multiplied a
+    sparse family's variance by about 3-4, that promised flips the rounds could not bring, and the looks spent
+    rounds at the deciding point whose interval then stayed near where the first pass put it (docs/design.md §7).
+    `bound_shrink`: how much a look that adds rounds at every point of the family narrows τ²'s bound (pass_flip)."""
+    runs = se**2 / bound
+    share = read_share(np.array([total, rounds_now]))
+    drift = (se**2 - runs) * bound_shrink * float(share[0] / share[1])
+    return math.sqrt(runs * rounds_now / total + drift)
+
+
 _Z = np.linspace(-2.5, 2.5, 11)  # quadrature nodes of the updated estimate, in its standard deviations
 _EDGES = np.concatenate([[-np.inf], (_Z[1:] + _Z[:-1]) / 2, [np.inf]])
 _MASS = np.diff(0.5 * (1 + np.vectorize(math.erf)(_EDGES / math.sqrt(2))))  # normal mass of each node's cell
@@ -201,17 +227,67 @@ def flip_probability(
         return 0.0
     current = decide(staged) if current is None else current
     total = rounds_now + extra
-    new_se, new_df = se * math.sqrt(rounds_now / total), df + extra
-    spread = se * math.sqrt(extra / total)
+    new_se, new_df = updated_se(se, _bound_at(staged[f], i), rounds_now, total), df + extra
+    spread = math.sqrt(max(se**2 - new_se**2, 0.0))
 
     def flips(z: float) -> bool:
         return decide(_with_point(staged, key, theta + z * spread, new_se, new_df, total)) != current
 
+    return _quadrature(flips)
+
+
+def _quadrature(flips: Callable[[float], bool]) -> float:
+    """The normal mass of the quantiles _Z at which the decision flips, the extremes read first (neither flips: 0)."""
     ends = (flips(_Z[0]), flips(_Z[-1]))
     if not any(ends):
         return 0.0
     flipped = [ends[0], *(flips(z) for z in _Z[1:-1]), ends[1]]
     return float(np.dot(_MASS, flipped))
+
+
+def pass_flip(
+    staged: Sequence[StagedFamily],
+    family: int,
+    extra: Mapping[int, int],
+    decide: Decider,
+    current: Outcome,
+) -> float:
+    """The chance that a pass over the family (`extra` rounds at each of its curve points, by index) changes the
+    decision: every point's se updated at once, the drift bound's part narrowed as τ²'s bound would with every
+    point's new halves (rounds_hint.bound_narrowing: the bound rests on every point's two halves; where the passes
+    show no drift of one arm it is the runs' noise read at its upper end and narrows as that noise does, where they
+    show one only the noise's part narrows), and the flip read at each point's preposterior in turn; the largest of
+    them (the chance that some point flips is at least that).
+
+    Why: a flip probability per point alone cannot see that rounds everywhere narrow every point's interval
+    (updated_se); before it the looks' pass was a fixed rule (_with_a_pass) and the value of a pass went unpriced."""
+    fam = staged[family]
+    c = fam.curve
+    if fam.rounds is None or not extra:
+        return 0.0
+    now = np.asarray(fam.rounds, int)
+    after = now.copy()
+    for i, h in extra.items():
+        after[i] += h
+    bound = np.ones(len(now)) if fam.bound is None else np.asarray(fam.bound, float)
+    shrink = bound_narrowing(Measured(c.theta, c.se, c.df, now, bound, fam.passes), after)
+    se, df = c.se.copy(), c.df.copy()
+    for i, h in extra.items():
+        se[i] = updated_se(float(c.se[i]), _bound_at(fam, i), int(now[i]), int(after[i]), shrink)
+        df[i] += h
+    narrowed = list(staged)
+    narrowed[family] = replace(fam, curve=Curve(c.dffs, c.theta, se, df, c.interpolation, c.labels), rounds=after)
+    best = 0.0
+    for i in extra:
+        spread = math.sqrt(max(float(c.se[i]) ** 2 - float(se[i]) ** 2, 0.0))
+        key, theta = (family, i), float(c.theta[i])
+
+        def flips(z: float, key: Key = key, theta: float = theta, spread: float = spread, i: int = i) -> bool:
+            moved = _with_point(narrowed, key, theta + z * spread, float(se[i]), float(df[i]), int(after[i]))
+            return decide(moved) != current
+
+        best = max(best, _quadrature(flips))
+    return best
 
 
 def new_point_flip(staged: Sequence[StagedFamily], family: int, dff: float, rounds: int, decide: Decider) -> float:
@@ -259,9 +335,10 @@ def next_step(
     """One look (module docstring). `rounds_done` and `cost` (device-seconds of one more round, every arm) per curve
     point; `decide` reads the decision at `rule.look_confidence`; `looks_done` counts the looks before this one.
     Rounds go to the points whose flip probability per device-second of their horizon is at least half the best
-    one's, each an equal share of its horizon over the looks left. `passes_disagree` (the sweep's pass test rejected,
-    harness.analysis.points.sweep_drift): stop as `drift` before pricing anything, since rounds in this sweep add to its
-    later half and cannot repair a drift between the passes."""
+    one's, and to the stretch of a family whose pass (_stretch_passes) is worth as much, each an equal share of its
+    horizon over the looks left; the decision is settled when neither a point nor a pass flips it with ε.
+    `passes_disagree` (the sweep's pass test rejected, harness.analysis.points.sweep_drift): stop as `drift` before
+    pricing anything, since rounds in this sweep add to its later half and cannot repair a drift between the passes."""
     current = decide(staged)
     if passes_disagree:
         return Step(current, "drift", {}, {})
@@ -276,19 +353,54 @@ def next_step(
         if horizon > 0:
             horizons[key] = horizon
     flip = {key: flip_probability(staged, key, rounds_done[key], h, decide, current) for key, h in horizons.items()}
+    passes = _stretch_passes(staged, horizons, decide, current, flip) if rule.passes == 2 else {}
     looks_left = rule.looks - looks_done - 1
-    if flip and max(flip.values()) < rule.settle_probability:
+    if flip and max([*flip.values(), *(p for p, _ in passes.values())]) < rule.settle_probability:
         return Step(current, "decided", {}, flip)
     if not horizons:
         return Step(current, "budget" if capped_by_budget else "max_rounds", {}, flip)
     if looks_left <= 0:
         return Step(current, "looks", {}, flip)
     value = {key: flip[key] / (max(cost[key], 1e-9) * horizons[key]) for key in flip}
-    best = max(value.values())
-    rounds = {key: math.ceil(horizons[key] / looks_left) for key in value if value[key] >= best / 2 and best > 0}
+    # a stretch's pass is one candidate, priced at every horizon in it
+    pass_value = {f: p / max(sum(cost[k] * horizons[k] for k in keys), 1e-9) for f, (p, keys) in passes.items()}
+    best = max([*value.values(), *pass_value.values()])
+    chosen = [key for key, v in value.items() if v >= best / 2]
+    chosen += [key for f, (_, keys) in passes.items() if pass_value[f] >= best / 2 for key in keys]
+    rounds = {key: math.ceil(horizons[key] / looks_left) for key in chosen if best > 0}
     if rule.passes == 2:
         rounds = _with_a_pass(rounds, horizons, cost, budget_left)
     return Step(current, None, rounds, flip)
+
+
+def _stretch_passes(
+    staged: Sequence[StagedFamily],
+    horizons: Mapping[Key, int],
+    decide: Decider,
+    current: Outcome,
+    flip: Mapping[Key, float],
+) -> dict[int, tuple[float, list[Key]]]:
+    """Per family whose points carry a drift bound (F > 1 at some point): a pass at every point within PASS_REACH
+    grid steps of its point of highest flip probability (the whole family when none flips), each at its horizon, as
+    (pass_flip, its points).
+
+    Why a stretch and not the family: on a 16-point dense grid a pass over every point cost 16 rounds a look, while
+    the decision turns on the few next to the cap and the crossover (`python -m tests.support.until_decided --matched
+    40 "dense 1 family"`: 110.3 rounds at power .41 over the family, 99.7 at .45 over the stretch). Where no point
+    flips alone the pass is the whole family, and on the dense grid that makes until-decided a fixed protocol read
+    at the looks' level (100 sweeps: 1.34 of the fixed rounds of its power; docs/design.md §7, and the variants
+    measured there)."""
+    out = {}
+    for f, family in enumerate(staged):
+        if family.bound is None or not np.any(np.asarray(family.bound, float) > 1.0):
+            continue
+        mine = {i: h for (g, i), h in horizons.items() if g == f}
+        centre = max(mine, key=lambda i: flip.get((f, i), 0.0), default=None)
+        if centre is not None and flip.get((f, centre), 0.0) > 0:
+            mine = {i: h for i, h in mine.items() if abs(i - centre) <= PASS_REACH}
+        if mine:
+            out[f] = (pass_flip(staged, f, mine, decide, current), [(f, i) for i in sorted(mine)])
+    return out
 
 
 PASS_REACH = 3  # a look's pass round goes to the points within this many grid steps of a point the look measures

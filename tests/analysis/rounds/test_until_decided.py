@@ -5,14 +5,29 @@ here."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 
-from harness.analysis.rounds.decision_cost import WhiteNoise, curve_truth, fixed, until_decided
-from harness.analysis.rounds.decision_value import PASS_REACH, StopRule, _with_a_pass, final_stop, flipped, settle_words
+from harness.analysis.decision.curve import Curve
+from harness.analysis.decision.decide import StagedFamily
+from harness.analysis.decision.rounds_hint import Measured, bound_narrowing
+from harness.analysis.rounds.decision_cost import WhiteNoise, curve_truth, fixed, outcome_of, until_decided
+from harness.analysis.rounds.decision_value import (
+    PASS_REACH,
+    StopRule,
+    _with_a_pass,
+    final_stop,
+    flip_probability,
+    flipped,
+    pass_flip,
+    settle_words,
+    updated_se,
+)
 from harness.config.duration import parse_duration
 from harness.measure.allocation import Allocation
+from harness.policy import Policy
 from tests.support.calibration import CURRENT_DEFAULT, run_engine
 from tests.support.helpers import cli, fake_config
 from tests.support.simulation import SPARSE, Regime, simulate
@@ -20,11 +35,13 @@ from tests.support.until_decided import PrefixRuns, Row, compare, fixed_at_power
 
 
 def test_fewer_rounds_than_the_fixed_protocol_and_no_more_wrong_actions():
-    """In the sweep's own order (the first rounds in two passes over the grid, issue 36) until-decided spends 0.50 of
-    fixed 10's rounds on one sparse family (60 sweeps: docs/design.md §7, Until decided); 10 sweeps vary more."""
+    """In the sweep's own order (the first rounds in two passes over the grid, issue 36) until-decided spends fewer
+    rounds than fixed 10 for at least its power on one sparse family (100 sweeps: 41.3 rounds at power .40, fixed 10
+    60 at .44; docs/design.md §7, Until decided); 10 sweeps vary more, so only that it is not worse on both."""
     for regime in (Regime("sparse", SPARSE), Regime("flat drift", SPARSE, drift="per_arm", flat=True)):
         fixed10, until = compare(regime, protocols(fixed_rounds=(10,)), sweeps=10, seed=7)
-        assert until.rounds_per_sweep <= 0.6 * fixed10.rounds_per_sweep, (fixed10, until)
+        assert until.rounds_per_sweep < fixed10.rounds_per_sweep, (fixed10, until)
+        assert until.right_action >= fixed10.right_action, (fixed10, until)
         assert until.wrong_action <= fixed10.wrong_action + 0.1, (fixed10, until)
 
 
@@ -50,9 +67,9 @@ def test_rounds_go_to_the_point_the_decision_turns_on_and_stop_when_settled(pass
     # white noise around a curve crossing at 7000 (0.87% below 1 at the cap 8192: keep or lower turns on that point);
     # seed 11 (one pass) and 12 (two) look more than once (the first pass drawn in two passes over the grid since
     # issue 36; seed 11 in two passes settles on the right keep at its first look since the drift trend). Dff 768 and
-    # 14336 cannot change the decision: in one pass they stay at the first pass's 3 rounds; in two, 14336 (one grid
-    # step from the cap) gets one round per look that measures (a pass over that stretch of the grid: the drift
-    # bound), 768 (four steps away, beyond PASS_REACH) stays at 3
+    # 14336 cannot change the decision: in one pass they stay at the first pass's 3 rounds; in two they get rounds
+    # too, since the drift bound's part of the cap's interval narrows only with rounds at every point (a pass over
+    # the family is priced beside the cap's own rounds: decision_value.pass_flip)
     truth = curve_truth(SPARSE, 7000.0)[None]
     rule = StopRule(max_rounds=16, passes=passes)
     sim = until_decided(WhiteNoise(truth, 0.01, np.random.default_rng(10 + passes)), SPARSE, 1, rule, 8192)
@@ -63,7 +80,7 @@ def test_rounds_go_to_the_point_the_decision_turns_on_and_stop_when_settled(pass
     if passes == 1:
         assert far.tolist() == [3, 3], sim
     else:
-        assert far[0] == 3 and 3 < far[1] <= 3 + sim.looks - 1, sim
+        assert np.all(far > 3), sim
 
 
 def test_a_budget_stops_it():
@@ -164,3 +181,55 @@ def test_a_decision_that_flipped_across_looks_is_not_called_settled():
     told = capped.as_record()
     assert told["stop"] == "undecided" and not told["settled"] and not told["flipped"]
     assert told["reason"].startswith("not settled: no round within the round cap (12) changes the keep")
+
+
+def test_a_points_own_rounds_shrink_only_the_runs_part_of_a_drift_bounded_interval():
+    # F = 4: three quarters of se² is the drift bound's τ² share, which 3 → 20 rounds move only from 5/9 to 1/2 of τ²;
+    # one pass (F = 1): the whole se shrinks as √(n/total)
+    se = 0.012
+    assert updated_se(se, 1.0, 3, 20) == pytest.approx(se * math.sqrt(3 / 20))
+    expected = math.sqrt(se**2 / 4 * 3 / 20 + se**2 * 3 / 4 * (1 / 2) / (5 / 9))
+    assert updated_se(se, 4.0, 3, 20) == pytest.approx(expected)
+    # a pass that narrows the family's bound narrows that part too
+    assert updated_se(se, 4.0, 3, 20, bound_shrink=0.1) < 0.4 * updated_se(se, 4.0, 3, 20)
+
+
+def test_a_pass_over_the_family_is_priced_where_rounds_at_one_point_cannot_move_a_drift_bounded_interval():
+    # SYNTHETIC: fallback wins by 3.5% at the cap 8192, every point's se 1.2% at 3 rounds, three quarters of it the
+    # drift bound (F = 4): keep; 17 more rounds at 8192 alone leave the lower unproven, a pass of 17 over the family
+    # (the bound's noise narrows with every point's halves) proves it
+    theta = np.full(len(SPARSE), 0.03)
+    theta[SPARSE >= 8192] = -0.035
+    curve = Curve(SPARSE.astype(float), theta, np.full(len(SPARSE), 0.012), np.full(len(SPARSE), 60.0))
+    bound = np.full(len(SPARSE), 4.0)
+    family = StagedFamily("f", curve, np.full(len(SPARSE), 3), short_passes=True, bound=bound, passes=2)
+    policy = Policy(confidence=StopRule().look_confidence, margin=0.01)
+
+    def decide(staged):
+        return outcome_of(staged, 8192, policy)
+
+    current = decide([family])
+    at_cap = int(np.flatnonzero(SPARSE == 8192)[0])
+    alone = flip_probability([family], (0, at_cap), 3, 17, decide, current)
+    together = pass_flip([family], 0, dict.fromkeys(range(len(SPARSE)), 17), decide, current)
+    assert current[0] == "keep" and alone < 0.5 < together, (current, alone, together)
+
+
+def test_the_drift_bound_narrows_with_every_points_halves_by_the_noise_part_alone():
+    # SYNTHETIC family read back as rounds_hint reads a summary: se 1.2% at 3 rounds, F = 4 everywhere (the passes
+    # saw no drift: τ̂² = 0, so τ²'s bound is the runs' noise at its upper end and narrows as 1/n₁ + 1/n₂'s mean:
+    # 1.5 → 0.2 at 20); F = 20 (the passes saw a drift: τ̂² > 0, which more rounds do not remove) narrows less; one
+    # pass narrows nothing
+    points = len(SPARSE)
+
+    def measured(factor, passes=2):
+        se = np.full(points, 0.012)
+        return Measured(
+            np.zeros(points), se, np.full(points, 60.0), np.full(points, 3), np.full(points, factor), passes
+        )
+
+    after = np.full(points, 20)
+    assert bound_narrowing(measured(4.0), after) == pytest.approx(0.2 / 1.5)
+    assert 0.2 / 1.5 < bound_narrowing(measured(20.0), after) < 1.0
+    assert bound_narrowing(measured(4.0, passes=1), after) == 1.0
+    assert bound_narrowing(measured(4.0), np.full(points, 3)) == pytest.approx(1.0)
