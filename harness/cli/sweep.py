@@ -159,8 +159,8 @@ def sweep(
     """
     from harness.cli.plan import print_plan
     from harness.errors import BackendUnavailable
-    from harness.measure import guard, sweep_setup
     from harness.measure import sweep_loop as sweeps
+    from harness.measure import sweep_setup
 
     if config is None and resume:  # --resume DIR: the run's own config, never this machine's preset
         config = _recorded_config(Path(resume))
@@ -217,17 +217,8 @@ def sweep(
             def say(message: str) -> None:
                 progress.console.print(message, highlight=False, markup=False)
 
-            with guard.sweep_hold(getattr(plan.workload, "guard", None), _rocm_host(plan), say) as held:
-                say(f"guard: {held}")
-                written = sweeps.execute(plan, on_run, workers, say)
+            written = sweeps.run(plan, on_run, workers, say)
         _finish(plan, written, report, report_dir, as_json)
-
-
-def _rocm_host(plan: PreparedSweep) -> bool:
-    """Whether the sweep shares mlxcel's ROCm guard lock: a rocm run, or a host with the ROCm KFD driver."""
-    from harness.measure.guard_probes import KFD_PROC_DIR
-
-    return plan.meta.get("backend") == "rocm" or Path(KFD_PROC_DIR).is_dir()
 
 
 def _until_decided_options(plan: PreparedSweep, on: bool, max_rounds: int | None, budget: str | None) -> None:
