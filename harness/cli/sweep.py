@@ -201,7 +201,7 @@ def sweep(
     todo = sweep_setup.pending(plan)
     if not (todo or plan.config.measure.until_decided):  # the allocation may add rounds beyond the first pass
         console.print(f"run directory: {plan.run_dir}  (0 runs to do)")
-        _finish(plan, written=0, report=report, report_dir=report_dir, as_json=as_json)
+        _print_end(plan, written=0, report=report, report_dir=report_dir, as_json=as_json)
         return
     with sweeps.writing(plan), _resume_hint(plan.run_dir):  # the lock is held through the summary and addendum
         console.print(f"run directory: {plan.run_dir}  ({todo} runs to do)")
@@ -218,7 +218,7 @@ def sweep(
                 progress.console.print(message, highlight=False, markup=False)
 
             written = sweeps.run(plan, on_run, workers, say)
-        _finish(plan, written, report, report_dir, as_json)
+        _print_end(plan, written, report, report_dir, as_json)
 
 
 def _until_decided_options(plan: PreparedSweep, on: bool, max_rounds: int | None, budget: str | None) -> None:
@@ -308,9 +308,10 @@ def _resume_hint(run_dir: Path) -> Iterator[None]:
         raise
 
 
-def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
-    """The final table, then summary + addendum + plot when this sweep measured something new. With --json the
-    result is one JSON object on stdout (the run's files and the decision) and everything else goes to stderr.
+def _print_end(plan: PreparedSweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
+    """The end of the sweep, printed: the final table, then summary + addendum + plot when this sweep measured
+    something new. With --json the result is one JSON object on stdout (the run's files and the decision) and
+    everything else goes to stderr.
 
     The run is read and analysed once (harness.measure.sweep_end.conclude), the files are written from that analysis
     (harness.output.sweep_result.finish); this prints each as it comes."""
