@@ -84,6 +84,7 @@ ROOMS = {
         "defaults",
         "report_files",
         "report_check",
+        "sweep_result",
     ),
 }
 

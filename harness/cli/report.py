@@ -124,9 +124,8 @@ def report(
     if append_to is not None:
         check_doc(append_to)  # a missing doc, a link or broken markers are refused before anything is written
     base = link_base if link_base is not None else append_to.parent if append_to is not None else None
-    md_path, png_path, decision, record = write_report(
-        input_paths[0], out, previous, options, mlxcel=source, overrides=overrides, link_base=base
-    )
+    written = write_report(input_paths[0], out, previous, options, mlxcel=source, overrides=overrides, link_base=base)
+    md_path, png_path, decision, record = written
     for line in run_checks(input_paths[0]):
         typer.echo(line)
     typer.echo(f"addendum → {md_path}\nplot     → {png_path}\ndecision: {decision.action} — {decision.reason}")
@@ -140,7 +139,7 @@ def report(
         typer.echo(f"apply: {decision.apply}")
     if append_to is not None:
         run_id = md_path.name.removesuffix(ADDENDUM_SUFFIX)
-        replaced = insert_into(append_to, md_path.read_text(encoding="utf-8"), run_id)
+        replaced = insert_into(append_to, written.markdown, run_id)
         typer.echo(f"{'replaced in' if replaced else 'appended to'} {append_to}")
 
 

@@ -26,7 +26,9 @@ from harness.measure import noise_check
 if TYPE_CHECKING:  # imported when the command runs, not for its --help (tests/test_help.py)
     import pandas as pd
 
+    from harness.measure.sweep_end import Bandwidth
     from harness.measure.sweep_setup import PreparedSweep
+    from harness.output.report_files import WrittenReport
 
 
 def _console(stderr: bool = False) -> Console:
@@ -157,8 +159,8 @@ def sweep(
     """
     from harness.cli.plan import print_plan
     from harness.errors import BackendUnavailable
-    from harness.measure import guard, sweep_setup
     from harness.measure import sweep_loop as sweeps
+    from harness.measure import sweep_setup
 
     if config is None and resume:  # --resume DIR: the run's own config, never this machine's preset
         config = _recorded_config(Path(resume))
@@ -199,7 +201,7 @@ def sweep(
     todo = sweep_setup.pending(plan)
     if not (todo or plan.config.measure.until_decided):  # the allocation may add rounds beyond the first pass
         console.print(f"run directory: {plan.run_dir}  (0 runs to do)")
-        _finish(plan, written=0, report=report, report_dir=report_dir, as_json=as_json)
+        _print_end(plan, written=0, report=report, report_dir=report_dir, as_json=as_json)
         return
     with sweeps.writing(plan), _resume_hint(plan.run_dir):  # the lock is held through the summary and addendum
         console.print(f"run directory: {plan.run_dir}  ({todo} runs to do)")
@@ -215,17 +217,8 @@ def sweep(
             def say(message: str) -> None:
                 progress.console.print(message, highlight=False, markup=False)
 
-            with guard.sweep_hold(getattr(plan.workload, "guard", None), _rocm_host(plan), say) as held:
-                say(f"guard: {held}")
-                written = sweeps.execute(plan, on_run, workers, say)
-        _finish(plan, written, report, report_dir, as_json)
-
-
-def _rocm_host(plan: PreparedSweep) -> bool:
-    """Whether the sweep shares mlxcel's ROCm guard lock: a rocm run, or a host with the ROCm KFD driver."""
-    from harness.measure.guard_probes import KFD_PROC_DIR
-
-    return plan.meta.get("backend") == "rocm" or Path(KFD_PROC_DIR).is_dir()
+            written = sweeps.run(plan, on_run, workers, say)
+        _print_end(plan, written, report, report_dir, as_json)
 
 
 def _until_decided_options(plan: PreparedSweep, on: bool, max_rounds: int | None, budget: str | None) -> None:
@@ -315,48 +308,38 @@ def _resume_hint(run_dir: Path) -> Iterator[None]:
         raise
 
 
-def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
-    """The final table, then summary + addendum + plot when this sweep measured something new. With --json the
-    result is one JSON object on stdout (the run's files and the decision) and everything else goes to stderr.
+def _print_end(plan: PreparedSweep, written: int, report: bool, report_dir: Path | None, as_json: bool = False) -> None:
+    """The end of the sweep, printed: the final table, then summary + addendum + plot when this sweep measured
+    something new. With --json the result is one JSON object on stdout (the run's files and the decision) and
+    everything else goes to stderr.
 
-    The run is read and analysed once, here, at the options the report records; the table, summary.csv, the
-    addendum and the mlxcel CSV are all of that one analysis (tests/test_one_analysis.py counts)."""
-    from harness.analysis.decision.pipeline import analyse, save_summary
-    from harness.analysis.points.inputs import load_input
-    from harness.analysis.rounds.run_options import recorded_options
-    from harness.measure import sweep_loop as sweeps
-    from harness.output.addendum.knob_report import write_knob_report
-    from harness.output.report_files import write_report
-    from harness.runs.provenance_keys import UNTIL_DECIDED
-    from harness.runs.rundir import RunDirectory
+    The run is read and analysed once (harness.measure.sweep_end.conclude), the files are written from that analysis
+    (harness.output.sweep_result.finish); this prints each as it comes."""
+    from harness.measure.sweep_end import NoResult, conclude
+    from harness.output.sweep_result import finish
 
-    run = RunDirectory(plan.run_dir)
+    end = conclude(plan, written)
     result: dict[str, object] = {"run_dir": str(plan.run_dir), "runs_written": written}
-    no_result = sweeps.why_no_result(plan.run_dir)
-    if no_result:  # nothing to summarize: an addendum would state a decision no measurement supports
-        message, failed = no_result
-        if failed:
-            print(f"error: {run.samples}: {message}", file=sys.stderr)
+    measured = end.outcome
+    if isinstance(measured, NoResult):
+        message = measured.message
+        if measured.failed:
+            print(f"error: {end.samples}: {message}", file=sys.stderr)
             _emit({**result, "error": message}, as_json)  # --json still answers with an object (exit code 1)
             raise typer.Exit(1)
-        console.print(f"{run.samples}: {message}: nothing to summarize or report")
+        console.print(f"{end.samples}: {message}: nothing to summarize or report")
         _emit({**result, "note": f"{message}: nothing to summarize or report"}, as_json)
         return
-    # the run's policy (the targets its config set) at the level its until-decided looks read, where it has one
-    # (docs/design.md §7): the one reader every later analysis of the run defaults through
-    options = recorded_options(plan.run_dir, at_look_level=True)
-    allocation = run.read_meta().get(UNTIL_DECIDED)
-    analysis = analyse(load_input(plan.run_dir), options)
-    quick = sweeps.quick_table(plan.run_dir, analysis.summary)
-    (console if as_json else _console()).print(quick_table_view(plan.run_dir, quick))
-    result["physics"] = _physics(plan, quick)
-    result["samples"] = str(run.samples)
-    console.print(f"samples:  {run.samples}\nmeta:     {run.meta_path}")
+    (console if as_json else _console()).print(quick_table_view(plan.run_dir, measured.table))
+    result["physics"] = _physics(measured.bandwidth)
+    result["samples"] = str(end.samples)
+    console.print(f"samples:  {end.samples}\nmeta:     {end.meta}")
     if not written:
         console.print(f"nothing new measured: no file changed (`moecal report {plan.run_dir}` re-reports it)")
         _emit({**result, "note": "nothing new measured"}, as_json)
         return
-    if isinstance(allocation, dict):
+    allocation, options = measured.until_decided, measured.options
+    if allocation is not None:
         console.print(
             f"until decided: {allocation['stop']} after {allocation['looks']} looks, {allocation['extra_runs']} runs "
             f"past the first pass, {allocation['spent_s'] / 60:.1f} min: {allocation['reason']}; the report reads "
@@ -366,59 +349,37 @@ def _finish(plan: PreparedSweep, written: int, report: bool, report_dir: Path | 
         )
         # the level the looks read, as `sweep --json` printed it before meta.json kept it once (in its policy)
         result["until_decided"] = {**allocation, "look_confidence": options.policy.confidence}
-    if report:
-        summary = save_summary(analysis, run.summary)
-        md_path, png_path, decision, _ = write_report(
-            plan.run_dir, report_dir or plan.run_dir, options=options, analysed=analysis
-        )
-        console.print(f"summary:  {summary}\naddendum: {md_path}\nplot:     {png_path}")
-        console.print(f"decision: {decision.action} — {decision.reason}")
-        if decision.apply:  # only where a variable sets the cap (a built-in run has none to set)
-            console.print(f"apply:    {decision.apply}")
-        result.update(summary=str(summary), addendum=str(md_path), plot=str(png_path), decision=asdict(decision))
-        # a knob sweep: the crossover per setting and the joint choice, at the run's policy as `moecal report` reads it
-        knobs = write_knob_report(plan.run_dir, md_path, options)
-        if knobs:
-            console.print(f"knobs:    {knobs[0]}\nknobs plot: {knobs[1]}")
-            result.update(knobs=str(knobs[0]), knobs_plot=str(knobs[1]))
-    failed = every_run_failed(run.read_samples())
+    done = finish(end, report=report, report_dir=report_dir, on_report=_print_report)
+    if done.report:
+        md_path, png_path, decision, _ = done.report
+        result.update(summary=str(done.summary), addendum=str(md_path), plot=str(png_path), decision=asdict(decision))
+    if done.knobs:
+        console.print(f"knobs:    {done.knobs[0]}\nknobs plot: {done.knobs[1]}")
+        result.update(knobs=str(done.knobs[0]), knobs_plot=str(done.knobs[1]))
+    failed = measured.every_run_failed
     if failed:
         result["error"] = failed
     _emit(result, as_json)
     if failed:  # the others were reported; this model has no result at all, so the sweep did not do its job
-        print(f"error: {run.samples}: {failed}", file=sys.stderr)
+        print(f"error: {end.samples}: {failed}", file=sys.stderr)
         raise typer.Exit(1)
 
 
-def every_run_failed(samples: pd.DataFrame) -> str:
-    """'' when every model has an ok run or none failed; else one line naming the first model whose every run
-    failed, with its first error (skips, e.g. expect_null models, are not failures)."""
-    names = []
-    for model, rows in samples.groupby("model", sort=False):
-        if not (rows["status"] == "ok").any() and (rows["status"] == "fail").any():
-            names.append(str(model))
-    if not names:
-        return ""
-    rows = samples[(samples["model"] == names[0]) & (samples["status"] == "fail")]
-    others = f" (every run of {', '.join(map(repr, names[1:]))} failed too)" if names[1:] else ""
-    line = f"model {names[0]!r}: all {len(rows)} runs failed{others}; first error: {rows['error'].iloc[0]}"
-    return " ".join(line.split())[:600]
+def _print_report(summary: Path, report: WrittenReport) -> None:
+    """The summary, addendum, plot and decision lines, as soon as they are written (before the knob report)."""
+    md_path, png_path, decision, _ = report
+    console.print(f"summary:  {summary}\naddendum: {md_path}\nplot:     {png_path}")
+    console.print(f"decision: {decision.action} — {decision.reason}")
+    if decision.apply:  # only where a variable sets the cap (a built-in run has none to set)
+        console.print(f"apply:    {decision.apply}")
 
 
-def _physics(plan: PreparedSweep, table: pd.DataFrame) -> dict[str, object]:
-    """Bytes per decode token, implied GB/s and share of the device's bandwidth per point (`table`: the final
-    table's medians); a point above the ceiling is a measurement error (harness.analysis.evidence.physics_prior).
-    Printed, and returned for --json."""
+def _physics(bandwidth: Bandwidth) -> dict[str, object]:
+    """Prints the bandwidth check of the final table (harness.measure.sweep_end.Bandwidth) and returns it for --json."""
     from harness.analysis import number_format
-    from harness.analysis.evidence.physics_prior import NEAR_CEILING, predicted_crossover
-    from harness.measure.physics_points import sweep_physics
+    from harness.analysis.evidence.physics_prior import NEAR_CEILING
 
-    medians = {
-        (str(r["model"]), int(r["dff"])): {"fused": float(r["fused"]), "fallback": float(r["fallback"])}
-        for r in table.to_dict("records")
-    }
-    device = str(plan.meta.get("device") or "")
-    physics, source = sweep_physics(plan.points, medians, device)
+    physics, source, predicted = bandwidth.points, bandwidth.source, bandwidth.predicted_crossover
     for p in physics:
         shares = [
             f"{arm} {g:.0f} GB/s" + (f" ({p.fraction[arm]:.0%})" if arm in p.fraction else "")
@@ -429,9 +390,8 @@ def _physics(plan: PreparedSweep, table: pd.DataFrame) -> dict[str, object]:
         console.print(
             f"bandwidth: {p.label} Dff {p.dff}: {p.bytes_per_token / 1e6:.1f} MB/token, {share}{flag}", highlight=False
         )
-    predicted = predicted_crossover(physics)
     if physics:
-        where = source or f"no bandwidth listed for {device!r}: GB/s only"
+        where = source or f"no bandwidth listed for {bandwidth.device!r}: GB/s only"
         guess = (
             f"; the fallback reaches {NEAR_CEILING:.0%} of it at Dff ≈ {number_format.dff(predicted)} "
             "(the predicted crossover)"

@@ -43,6 +43,23 @@ def writing(sweep: PreparedSweep) -> Iterator[None]:
         yield
 
 
+def run(sweep: PreparedSweep, on_run: ProgressHook, workers: str | None, say: ProgressHook) -> int:
+    """`execute` under the host's guard for the whole sweep (harness.measure.guard.sweep_hold: the host lock and, on
+    macOS, a sleep assertion), first saying what is held; returns the number of rows written."""
+    from harness.measure import guard
+
+    with guard.sweep_hold(getattr(sweep.workload, "guard", None), _rocm_host(sweep), say) as held:
+        say(f"guard: {held}")
+        return execute(sweep, on_run, workers, say)
+
+
+def _rocm_host(sweep: PreparedSweep) -> bool:
+    """Whether the sweep shares mlxcel's ROCm guard lock: a rocm run, or a host with the ROCm KFD driver."""
+    from harness.measure.guard_probes import KFD_PROC_DIR
+
+    return sweep.meta.get("backend") == "rocm" or Path(KFD_PROC_DIR).is_dir()
+
+
 def execute(
     sweep: PreparedSweep, on_run: ProgressHook, workers: str | None = None, say: ProgressHook | None = None
 ) -> int:

@@ -39,6 +39,12 @@ class WrittenReport(NamedTuple):
     decision: Decision
     record: ReportData
 
+    @property
+    def markdown(self) -> str:
+        """The addendum's text, the markdown of its record: write_report writes this, and a command that inserts the
+        addendum elsewhere (`moecal report --append-to`) takes it from here rather than reading the file back."""
+        return render_markdown(self.record)
+
 
 def write_report(
     input_path: str | Path,
@@ -79,8 +85,9 @@ def write_report(
         patch = cap_patch(_source(data, mlxcel), {data.backend: cap})
         write_text_atomic(paths["patch"], patch)
     write_text_atomic(paths["sidecar"], json.dumps(data.to_json(), indent=1, ensure_ascii=False) + "\n")
-    write_text_atomic(md_path, render_markdown(data))
-    return WrittenReport(md_path, png_path, decision_from_json(d), data)
+    written = WrittenReport(md_path, png_path, decision_from_json(d), data)
+    write_text_atomic(md_path, written.markdown)
+    return written
 
 
 def _source(data: ReportData, mlxcel: MlxcelSource | None) -> MlxcelSource:
