@@ -44,3 +44,16 @@ class SummaryCol:
 
 # summary.csv's columns: the point, then SummaryCol's names in the order they are defined above
 SUMMARY_COLUMNS = [*POINT_COLUMNS, *(value for name, value in vars(SummaryCol).items() if name.isupper())]
+
+
+class PassCol:
+    """Columns the summary frame carries in memory beside summary.csv's, for the decision's model of how each point
+    was measured (the rounds hint's simulated sweeps, until-decided's looks: decide.stage_families). Not written:
+    summary.csv's header is a file format (write_summary_csv drops them); a summary read back restores them from
+    its method column (point_summary.pass_columns), the words the same facts were always written in."""
+
+    DRIFT_BOUND: Final = "drift_bound"  # float: the drift bound's variance factor in se² (1: none shown)
+    TWO_PASSES: Final = "two_passes"  # bool: the point's method names passes (a bound, a pass of one round, file pairs)
+
+
+PASS_COLUMNS = [value for name, value in vars(PassCol).items() if name.isupper()]

@@ -41,7 +41,7 @@ from harness.analysis.points.sweep_drift import (
 )
 from harness.config.schema import kind_meaning, kind_of_family
 from harness.policy import Interpolation, Policy
-from harness.runs.summary_columns import SummaryCol
+from harness.runs.summary_columns import PassCol, SummaryCol
 
 
 def stage_families(summary: pd.DataFrame, interpolation: Interpolation = "linear") -> list[StagedFamily]:
@@ -58,7 +58,7 @@ def stage_families(summary: pd.DataFrame, interpolation: Interpolation = "linear
         methods = summary[SummaryCol.METHOD].iloc[positions].astype(str).tolist() if len(positions) else []
         unchecked = next(filter(None, map(unchecked_drift, methods)), "")
         short = any(ONE_ROUND_PASS in m for m in methods)
-        bound, passes = _as_measured(methods) if len(curve.dffs) == len(methods) else (None, 1)
+        bound, passes = _as_measured(summary, positions) if len(curve.dffs) == len(methods) else (None, 1)
         has = SummaryCol.OUTLIERS in summary and len(positions)
         dropped = summary[SummaryCol.OUTLIERS].iloc[positions].tolist() if has else []
         slowed = _slowed(dropped, rounds)
@@ -66,7 +66,6 @@ def stage_families(summary: pd.DataFrame, interpolation: Interpolation = "linear
     return staged
 
 
-_BOUND = re.compile(r"drift bound ×([0-9.]+)")
 _DROPPED = re.compile(r"\(([+-][0-9.]+)%\)")
 
 
@@ -81,14 +80,15 @@ def _slowed(dropped: Sequence[object], rounds: np.ndarray | None) -> tuple[float
     return min(len(found) / runs, 1.0), float(np.log1p(np.median(found)))
 
 
-def _as_measured(methods: Sequence[str]) -> tuple[np.ndarray, int]:
-    """Each point's drift-bound variance factor and the family's passes, read from the summary's method column
-    (point_summary writes `two passes: drift bound ×F` where F ≥ 1.05, `a pass of one round`, `by file pair`): what
-    the rounds hint needs to tell a point's per-run noise from the bound, and to simulate the sweep in passes. The
-    summary keeps no other record of them (its columns are fixed), so a summary read back gives the same hint."""
-    found = [_BOUND.search(m) for m in methods]
-    bound = np.array([float(f.group(1)) if f else 1.0 for f in found])
-    passes = 2 if any(f for f in found) or any(ONE_ROUND_PASS in m or "by file pair" in m for m in methods) else 1
+def _as_measured(summary: pd.DataFrame, positions: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each point's drift-bound variance factor and the family's passes, from the summary's PassCol columns (the
+    analysis of the runs carries them; a summary read back restores them, point_summary.pass_columns): what the rounds
+    hint needs to tell a point's per-run noise from the bound, and to simulate the sweep in passes. A frame without
+    them (a summary made by hand) was measured in one pass with no bound."""
+    if PassCol.DRIFT_BOUND not in summary or PassCol.TWO_PASSES not in summary:
+        return np.ones(len(positions)), 1
+    bound = summary[PassCol.DRIFT_BOUND].to_numpy(float)[positions]
+    passes = 2 if bool(summary[PassCol.TWO_PASSES].to_numpy(bool)[positions].any()) else 1
     return bound, passes
 
 

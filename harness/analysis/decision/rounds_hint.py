@@ -12,8 +12,8 @@ estimator.
 
 What is drawn, per simulated sweep and point (posterior under flat priors, so a point's uncertainty is its own):
 - the per-run noise, separated from the part of the standard error more rounds cannot shrink: se² = σ²/n · F,
-  where F is the variance factor of the drift bound of two passes (Comparison.pass_bound, the summary's method
-  `two passes: drift bound ×F`); σ² is drawn as σ̂²·df/χ²_df (at 3 rounds σ is known to about a factor of 2);
+  where F is the variance factor of the drift bound of two passes (Comparison.pass_bound, the summary's field
+  PassCol.DRIFT_BOUND); σ² is drawn as σ̂²·df/χ²_df (at 3 rounds σ is known to about a factor of 2);
 - the truth θ ~ θ̂ + (σ/√n)·z: the estimate's uncertainty from its runs' noise, not the bound's upper end;
 - N new rounds per arm at that truth and noise, split ⌊N/2⌋ / ⌈N/2⌉ over two passes when the sweep had two;
 - outliers: each new run slowed, as often and by as much as the runs the screen dropped from the current sweep
@@ -135,7 +135,7 @@ def _visit_drift(m: Measured) -> tuple[float, np.ndarray]:
 
     Why: without it the simulated sweeps' passes agreed, so the trend and τ² re-derived at N were small, while the
     sweep that follows a hint under a drift of one arm has its own (docs/design.md §7). The summary records the drift
-    only as each point's bound factor F (`two passes: drift bound ×F`: se² = σ²/n · F), so τ² is read back from it,
+    only as each point's bound factor F (PassCol.DRIFT_BOUND: se² = σ²/n · F), so τ² is read back from it,
     inverting drift_trend: the bound's extra se²(1 − 1/F) is τ² at its upper bound times the point's share, plus the
     trend's uncertainty (the family's smallest, where that part is least, is taken for τ²); with the passes' noise
     term σ²(1/n₁ + 1/n₂) it gives Var(Δ) at its bound, rss/χ²_dof(α), and so the residual sum of squares, whose

@@ -14,6 +14,7 @@ import pandas as pd
 
 from harness.analysis.evidence import dispatch_evidence
 from harness.analysis.evidence.dispatch_evidence import VerificationRecord
+from harness.analysis.points.point_summary import pass_columns
 from harness.analysis.points.stats import VERDICTS
 from harness.errors import InputError
 from harness.runs import mlxcel_csv as mlxcel
@@ -37,7 +38,7 @@ from harness.runs.formats import (
 )
 from harness.runs.provenance_keys import Provenance
 from harness.runs.rundir import META_FILE, SUMMARY_FILE, RunDirectory
-from harness.runs.summary_columns import SUMMARY_COLUMNS, SummaryCol
+from harness.runs.summary_columns import PASS_COLUMNS, SUMMARY_COLUMNS, SummaryCol
 
 
 class LoadedInput(NamedTuple):
@@ -185,9 +186,10 @@ def _read_summary(path: Path) -> pd.DataFrame:
     keys = point_keys(frame)
     first_bad(path, frame, keys.duplicated(), "dff", "this point ({value}) already has a row")
     frame[SummaryCol.UNSTABLE] = frame[SummaryCol.UNSTABLE].astype(str).str.lower().isin(("true", "1"))
-    return frame
+    return pass_columns(frame)
 
 
 def write_summary_csv(summary: pd.DataFrame, path: Path, provenance: Provenance) -> Path:
     """summary.csv with the provenance header (the settings that produced it included)."""
-    return write_text_atomic(Path(path), format_provenance(provenance) + frame_csv(summary))
+    kept = summary.drop(columns=[c for c in PASS_COLUMNS if c in summary])  # in memory only (PassCol)
+    return write_text_atomic(Path(path), format_provenance(provenance) + frame_csv(kept))

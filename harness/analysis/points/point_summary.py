@@ -8,6 +8,7 @@ module as the one place that turns samples rows into points and points into summ
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -30,10 +31,13 @@ from harness.analysis.points.stats import (
     row_median,
 )
 from harness.runs.formats import COMPARED_ARMS, NULL, POINT_COLUMNS, cell_numbers
-from harness.runs.summary_columns import SUMMARY_COLUMNS, SummaryCol
+from harness.runs.summary_columns import PASS_COLUMNS, SUMMARY_COLUMNS, PassCol, SummaryCol
 from harness.thresholds import CONFIDENCE, MARGIN
 
 UNSTABLE_SPREAD = 0.05
+# the drift bound's variance factor from which a point's method states it (`two passes: drift bound ×F`) and the
+# decision's model of the sweep carries it (PassCol.DRIFT_BOUND; below it the bound adds under 5% to se²)
+BOUND_SHOWN = 1.05
 # Points are listed shape family by shape family, by increasing Dff within a family.
 POINT_ORDER = ["backend", "device", "workload", "d_model", "top_k", "n_experts", "bits", "group_size", "dtype", "dff"]
 SUMMARY_ARMS = (*COMPARED_ARMS, NULL)  # summary columns n_fallback, n_fused, n_null in this order
@@ -179,7 +183,7 @@ def analyse_points(
     taken = [c for c in samples.columns if c in ANALYSED_COLUMNS and (c in varying or c not in POINT_COLUMNS)]
     ordered = samples[taken].reset_index(drop=True)  # its index: each row's position in the samples
     if ordered.empty:
-        return PointSet(pd.DataFrame([], columns=SUMMARY_COLUMNS), 1.0, 0, ())
+        return PointSet(pd.DataFrame([], columns=SUMMARY_COLUMNS + PASS_COLUMNS), 1.0, 0, ())
     ordered, point = _in_point_order(ordered, varying)
     first = np.unique(point, return_index=True)[1]
     rows = ordered.index.to_numpy()[first]
@@ -215,6 +219,8 @@ def analyse_points(
             SummaryCol.SE: se,
             SummaryCol.DF: main.df,
             SummaryCol.METHOD: main.method,
+            PassCol.DRIFT_BOUND: main.drift_bound,
+            PassCol.TWO_PASSES: main.two_passes,
         }
     )
     summary[SummaryCol.P_VALUE] = p_values
@@ -233,7 +239,8 @@ def analyse_points(
     summary[SummaryCol.VERDICT], summary[SummaryCol.REASON] = [v for v, _ in verdicts], [r for _, r in verdicts]
     dffs = summary["dff"].to_numpy()
     names = [f"{summary['model'].iat[i]} (Dff {int(dffs[i])})" for i in beyond]
-    return PointSet(summary[SUMMARY_COLUMNS], phi, len(aa_points), tuple(names), sweep_drift.combined(pass_tests))
+    kept = summary[SUMMARY_COLUMNS + PASS_COLUMNS]
+    return PointSet(kept, phi, len(aa_points), tuple(names), sweep_drift.combined(pass_tests))
 
 
 def _in_point_order(rows: pd.DataFrame, varying: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
@@ -302,11 +309,14 @@ class _Estimates:
     df: np.ndarray
     method: np.ndarray
     outliers: np.ndarray
+    drift_bound: np.ndarray  # PassCol.DRIFT_BOUND
+    two_passes: np.ndarray  # PassCol.TWO_PASSES
 
     @classmethod
     def empty(cls, n_points: int) -> _Estimates:
         nan = np.full(n_points, np.nan)
-        return cls(nan.copy(), nan.copy(), nan.copy(), np.full(n_points, "", object), np.full(n_points, "", object))
+        text = np.full(n_points, "", object)
+        return cls(nan.copy(), nan.copy(), nan.copy(), text, text.copy(), np.ones(n_points), np.zeros(n_points, bool))
 
 
 def _family(
@@ -345,16 +355,20 @@ def _family(
     bound = np.broadcast_to(result.pass_bound, result.se.shape)
     out.theta[usable], out.se[usable], out.df[usable] = result.theta, result.se, result.df
     by_pass, one_visit = points.by_pass[usable], points.one_visit()[usable]
+    one_round = paired & (first > 0) & (first < sweep_drift.MIN_PASS_ROUNDS)
+    shown = bound >= BOUND_SHOWN
+    out.drift_bound[usable] = np.where(shown, bound, 1.0)
+    out.two_passes[usable] = shown | one_round | (paired & by_pass)
     out.method[usable] = [
         ("welch" if not is_paired else "paired" + (" by file pair" if passes else "") + (", pooled" if pooled else ""))
         + (f", {sweep_drift.ONE_VISIT}" if lone and not is_paired else "")
         # a half of one round: the passes cannot bound a drift of one arm (decide() withholds raise and lower)
-        + (f", {sweep_drift.ONE_ROUND_PASS}" if is_paired and 0 < half < sweep_drift.MIN_PASS_ROUNDS else "")
+        + (f", {sweep_drift.ONE_ROUND_PASS}" if short else "")
         + (f", drift: variance ×{float(ratio):.1f}" if drift else "")
         # why a two-pass point's interval is wider than its runs' spread: the drift its passes cannot exclude
-        + (f", two passes: drift bound ×{float(factor):.1f}" if factor >= 1.05 else "")
-        for is_paired, pooled, ratio, drift, factor, passes, lone, half in zip(
-            paired, result.pooled, inflation, found, bound, by_pass, one_visit, first, strict=True
+        + (f", two passes: drift bound ×{float(factor):.1f}" if factor >= BOUND_SHOWN else "")
+        for is_paired, pooled, ratio, drift, factor, passes, lone, short in zip(
+            paired, result.pooled, inflation, found, bound, by_pass, one_visit, one_round, strict=True
         )
     ]
     return usable
@@ -435,6 +449,20 @@ def check_excludes(summary: pd.DataFrame, excludes: Mapping[str, str]) -> None:
     if unknown:
         models = ", ".join(sorted(set(summary["model"].astype(str))))
         raise ValueError(f"{unknown[0]}: no point has this model name (models: {models})")
+
+
+_BOUND_WORDS = re.compile(r"two passes: drift bound ×([0-9.]+)")
+
+
+def pass_columns(summary: pd.DataFrame) -> pd.DataFrame:
+    """A summary read back from summary.csv with its PassCol columns, restored from the method column's words (the
+    one record of them a stored summary has: _family writes them there and drops the columns with the file), so a
+    stored summary's decision models its sweep as the fresh analysis did, to the method's one decimal of F."""
+    methods = summary[SummaryCol.METHOD].fillna("").astype(str)
+    found = methods.str.extract(_BOUND_WORDS, expand=False)
+    bound = pd.to_numeric(found, errors="coerce").fillna(1.0).to_numpy(float)
+    named = methods.str.contains(sweep_drift.ONE_ROUND_PASS, regex=False) | methods.str.contains("by file pair")
+    return summary.assign(**{PassCol.DRIFT_BOUND: bound, PassCol.TWO_PASSES: (bound > 1.0) | named.to_numpy()})
 
 
 def apply_excludes(summary: pd.DataFrame, excludes: Mapping[str, str]) -> pd.DataFrame:

@@ -8,15 +8,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from harness.analysis.decision import rounds_hint
 from harness.analysis.decision.curve import Curve
 from harness.analysis.decision.decide import StagedFamily, decide_curves, stage_families
 from harness.analysis.decision.decision_record import Decision
+from harness.analysis.decision.pipeline import Options, analyse, save_summary
+from harness.analysis.points.inputs import LoadedInput, load_input
 from harness.analysis.points.point_summary import summarize
 from harness.policy import Policy
+from harness.runs.summary_columns import PASS_COLUMNS
 from tests.support.calibration import PROTOCOL_REGIMES, hint_calibration
+from tests.support.simulation import as_samples, simulate
 from tests.support.synthetic_sweeps import synthetic_samples
 
 GRID = np.array([2048.0, 4096.0, 8192.0, 16384.0])
@@ -127,3 +132,21 @@ def test_the_hints_sweeps_carry_the_drift_of_one_arm_the_passes_estimated(monkey
     still = rounds_hint._Draw(measured(8.0), 400, seed=1)
     assert gap - pass_gap_variance(still) == pytest.approx(2 * tau2, rel=0.25)
     assert top < rounds_hint.chance(still, 10, decided)
+
+
+def test_the_hint_reads_how_points_were_measured_from_fields_and_a_stored_summary_restores_them(tmp_path):
+    """SYNTHETIC two-pass sweep at 5 rounds: each point's drift bound and passes reach the staged family as the
+    summary's PassCol fields (the estimator's exact factor), not from its method's words; summary.csv keeps its header
+    without them, and the summary read back from it restores them from the method (F to its one decimal), so the
+    stored summary stages the same passes and, within that rounding, the same bound."""
+    sim = simulate(PROTOCOL_REGIMES["sparse curved, two passes"], 5, 1, seed=3)
+    fresh = analyse(LoadedInput(as_samples(sim, 0), None, {}), Options(current_default=8192))
+    assert set(PASS_COLUMNS) <= set(fresh.summary.columns)
+    (staged,) = stage_families(fresh.summary)
+    assert staged.passes == 2 and staged.bound is not None and np.all(staged.bound > 1.05), staged.bound
+    path = save_summary(fresh, tmp_path / "summary.csv")
+    assert not set(PASS_COLUMNS) & set(pd.read_csv(path, comment="#").columns)
+    (stored,) = stage_families(load_input(path).summary)
+    assert stored.passes == 2 and stored.bound == pytest.approx(staged.bound, abs=0.05)
+    shuffled = fresh.summary.assign(**{c: fresh.summary[c].iloc[::-1].to_numpy() for c in PASS_COLUMNS})
+    assert not np.array_equal(stage_families(shuffled)[0].bound, staged.bound)  # the fields, not the words, are read
