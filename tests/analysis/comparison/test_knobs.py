@@ -134,11 +134,27 @@ def test_joint_comparison_by_simulation_coverage_false_action_and_power():
         gain, low, high, rounds = _compare(samples, "K=2", paths, ref, level)
         covered += low <= 1.0 <= high
         false_action += (
-            _choose("K=8", "cap 8192", Candidate("K=2", 8192, gain, low, high, rounds), 0.01, level)[0] is not None
+            _choose(
+                "K=8",
+                "cap 8192",
+                Candidate(setting="K=2", cap=8192, gain=gain, ci_low=low, ci_high=high, rounds=rounds),
+                0.01,
+                level,
+            )[0]
+            is not None
         )
         samples, ref, paths = _simulate(1.03, 5, rng)
         gain, low, high, rounds = _compare(samples, "K=2", paths, ref, level)
-        power += _choose("K=8", "cap 8192", Candidate("K=2", 8192, gain, low, high, rounds), 0.01, level)[0] is not None
+        power += (
+            _choose(
+                "K=8",
+                "cap 8192",
+                Candidate(setting="K=2", cap=8192, gain=gain, ci_low=low, ci_high=high, rounds=rounds),
+                0.01,
+                level,
+            )[0]
+            is not None
+        )
     print(f"coverage {covered / n:.3f}, false action {false_action / n:.3f}, power {power / n:.3f}")
     assert covered / n >= 0.95 and false_action / n <= 0.05 and power / n >= 0.8
 
