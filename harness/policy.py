@@ -7,7 +7,8 @@ analysis reads it at every step (harness.analysis.decision.pipeline.Options carr
 at a stricter level (`policy.at(level)`, harness.analysis.rounds.decision_value.StopRule), and meta.json records it
 (harness.runs.run_meta). Before, confidence and margin lived in four types and were checked in three places. A value
 out of range raises PolicyError: worded as the command-line option it came from, and carrying the field's name, so
-that a reader of a file names the file's field instead (harness.runs.run_meta.policy_from_json).
+that a reader of a file names the file's field instead (harness.runs.run_meta.policy_from_json, the config's
+`measure:` in harness.config.schema.Measure).
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ class PolicyError(InputError):
     def __init__(self, name: str, value: object, allowed: str):
         super().__init__(f"--{name}", str(value), f"must be {allowed}")
         self.name = name
+
+    def in_file(self, written: object) -> str:
+        """The problem worded for a file's field (a config's `measure:`, meta.json's `policy`): the value as the file
+        wrote it and the level's range. Only levels come from files; grid and interpolation are options only."""
+        low, high = LEVEL_RANGES[self.name]
+        return f"{written!r} is not a number in [{low}, {high})"
 
 
 @dataclass(frozen=True, kw_only=True)

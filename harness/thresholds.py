@@ -25,6 +25,6 @@ MAX_CAP = 2**31 - 1  # caps (current_default, fused_cap, --current-default): wha
 def in_range(value: object, bounds: tuple[float, float]) -> TypeGuard[float]:
     """`value` is a number (not a bool, not NaN) in [low, high): the range check of a confidence or a margin, made
     by harness.policy.Policy's constructor wherever a policy is built (options, meta.json's policy and an older
-    until-decided record; a config's `measure:` states the same bounds to pydantic)."""
+    until-decided record, a config's `measure:`)."""
     low, high = bounds
     return not isinstance(value, bool) and isinstance(value, int | float) and low <= value < high

@@ -26,8 +26,8 @@ from harness.config.duration import parse_duration
 from harness.config.kind_meaning import UNKNOWN, KindMeaning
 from harness.errors import InputError
 from harness.json_input import MAX_NESTING
-from harness.policy import Policy
-from harness.thresholds import CONFIDENCE, CONFIDENCE_RANGE, MARGIN, MARGIN_RANGE, MAX_CAP
+from harness.policy import Policy, PolicyError
+from harness.thresholds import CONFIDENCE, MARGIN, MAX_CAP
 
 DEFAULT_METRIC_REGEX = r"Decode:\s+[0-9.]+ ms \(([0-9.]+) tok/s\)"
 DEFAULT_CAP_ENV = "MLXCEL_FUSED_MOE_MAX_DFF"
@@ -401,12 +401,23 @@ class Measure(Strict):
     refine_grid: int = Field(256, ge=1)
     # the policy the sweep's own decisions aim at (the until-decided looks, refinement's next Dff), recorded in
     # meta.json (`policy` below, harness.runs.run_meta) so a later analysis of the run defaults to the same targets;
-    # the bounds are stated here for the schema's own error paths, and are those harness.policy.Policy checks
-    confidence: float = Field(CONFIDENCE, ge=CONFIDENCE_RANGE[0], lt=CONFIDENCE_RANGE[1])
+    # the schema states their types only: their ranges are checked by harness.policy.Policy (_policy_in_range)
+    confidence: float = CONFIDENCE
     # a fraction, or `from-null` (needs null_arm): the widest null-arm per-round delta rounded up to the next 0.5%,
     # as mlxcel's ADR 0007 sets its threshold (harness.analysis.points.null_margin); the sweep's own looks then use
     # MARGIN
-    margin: Annotated[float, Field(ge=MARGIN_RANGE[0], lt=MARGIN_RANGE[1])] | Literal["from-null"] = MARGIN
+    margin: float | Literal["from-null"] = MARGIN
+
+    @model_validator(mode="after")
+    def _policy_in_range(self) -> Measure:
+        """The range check of confidence and margin is Policy's constructor, the one every policy passes (options,
+        meta.json, this block); a value it refuses is named as this file's field. The first of the block's cross-field
+        checks, so an out-of-range level is what is reported, as a field's own error would be."""
+        try:
+            self.policy  # noqa: B018  # built for its constructor's check
+        except PolicyError as exc:
+            raise _FieldError(("measure", exc.name), exc.in_file(getattr(self, exc.name))) from None
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -37,7 +37,7 @@ def decode_shape(point: Point) -> DecodeShape | None:
     bits, group = _number(key.get("bits"), 4), _number(key.get("group_size"), 64)
     model = point.extra.get("model")
     if not kind_meaning(key.get("workload")).whole_model or model is None:
-        return DecodeShape(d_model, dff, top_k, bits=bits, group_size=group)
+        return DecodeShape(d_model=d_model, dff=dff, top_k=top_k, bits=bits, group_size=group)
     attention, head = 0, 0
     path = getattr(model, "model_path", None)
     if path:
@@ -48,9 +48,9 @@ def decode_shape(point: Point) -> DecodeShape | None:
         if isinstance(config, Mapping):
             attention, head = whole_model_extras(config)
     return DecodeShape(
-        d_model,
-        dff,
-        top_k,
+        d_model=d_model,
+        dff=dff,
+        top_k=top_k,
         layers=_number(getattr(model, "layers", None), 1),
         shared_dff=_number(getattr(model, "shared_dff", None), 0),
         bits=bits,

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.errors import InputError
-from harness.policy import LEVEL_RANGES, Policy, PolicyError
+from harness.policy import Policy, PolicyError
 from harness.runs.provenance_keys import UNTIL_DECIDED, Provenance, check_provenance
 
 FORMAT_KEY = "format"
@@ -77,10 +77,7 @@ def _checked(source: Path, where: str, written: Mapping[str, object], build: Cal
     try:
         return build()
     except PolicyError as exc:
-        low, high = LEVEL_RANGES[exc.name]
-        raise InputError(
-            str(source), f"{where}.{exc.name}", f"{written.get(exc.name)!r} is not a number in [{low}, {high})"
-        ) from None
+        raise InputError(str(source), f"{where}.{exc.name}", exc.in_file(written.get(exc.name))) from None
 
 
 def policy_from_json(data: object, source: Path) -> Policy:

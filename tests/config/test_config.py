@@ -9,6 +9,7 @@ import yaml
 
 from harness.config.schema import load_config, parse_config
 from harness.errors import InputError
+from harness.policy import Policy, PolicyError
 from tests.support.helpers import REPO, fake_config, run_cli
 
 EXAMPLE = REPO / "configs" / "mlxcel-command.yaml"
@@ -46,6 +47,9 @@ def test_shipped_mlxcel_example_is_valid():
         (lambda d: d["models"][0].pop("model_path"), "models[0]", "{model_path}"),
         (lambda d: d["workload"].update(fallback_cap=20000), "workload", "same code"),
         (lambda d: d.update(backend="tpu"), "backend", "metal"),
+        (lambda d: d["measure"].update(confidence=1.0), "measure.confidence", "1.0 is not a number in [0.5, 1.0)"),
+        (lambda d: d["measure"].update(margin=0.5), "measure.margin", "0.5 is not a number in [0.0, 0.5)"),
+        (lambda d: d["measure"].update(margin=True), "measure.margin", "is not a number in [0.0, 0.5)"),
     ],
 )
 def test_bad_input_names_the_field(mutate, field, problem):
@@ -53,6 +57,27 @@ def test_bad_input_names_the_field(mutate, field, problem):
         parse_config(_mutated(mutate), "cfg.yaml")
     assert info.value.field == field
     assert problem in info.value.problem
+
+
+@pytest.mark.parametrize(
+    ("confidence", "margin"),
+    [(0.5, 0.0), (0.999, 0.499), (0.4999, 0.01), (1.0, 0.01), (0.95, 0.5), (0.95, -1e-9), (float("nan"), 0.01)],
+)
+def test_the_config_refuses_exactly_the_levels_policy_refuses(confidence, margin):
+    """One range check: a config's `measure:` levels pass or fail as harness.policy.Policy's constructor decides."""
+    try:
+        Policy(confidence=confidence, margin=margin)
+        policy_accepts = True
+    except PolicyError:
+        policy_accepts = False
+    data = _mutated(lambda d: d["measure"].update(confidence=confidence, margin=margin))
+    try:
+        parse_config(data, "cfg.yaml")
+        config_accepts = True
+    except InputError as exc:
+        assert exc.field in ("measure.confidence", "measure.margin")
+        config_accepts = False
+    assert config_accepts == policy_accepts
 
 
 def test_cli_prints_one_line_and_exits_2_for_bad_config(tmp_path):

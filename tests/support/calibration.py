@@ -144,10 +144,10 @@ def run_engine(
         for f in range(families):
             keep = np.isfinite(comparison.se[s, f])
             curve = Curve(
-                sim.grid[keep].astype(float),
-                comparison.theta[s, f, keep],
-                comparison.se[s, f, keep],
-                comparison.df[s, f, keep],
+                dffs=sim.grid[keep].astype(float),
+                theta=comparison.theta[s, f, keep],
+                se=comparison.se[s, f, keep],
+                df=comparison.df[s, f, keep],
             )
             staged.append(
                 StagedFamily(

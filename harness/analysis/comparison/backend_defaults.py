@@ -57,7 +57,7 @@ class RunResult:
     mispredicted: dict[str, str]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeviceRow:
     backend: str
     device: str
@@ -68,7 +68,7 @@ class DeviceRow:
     evidence: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BackendRow:
     backend: str
     devices: tuple[str, ...]
@@ -78,7 +78,7 @@ class BackendRow:
     evidence: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PointCheck:
     """One measured point under the proposed cap of its backend."""
 
@@ -114,7 +114,7 @@ class PointCheck:
         return self.faster is not None and self.selected != "" and self.selected != self.faster
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Rule:
     feature: str
     thresholds: dict[str, float]  # class label ('' for one class) → largest feature value that runs fused
@@ -236,7 +236,15 @@ def device_rows(runs: Sequence[RunResult]) -> list[DeviceRow]:
         recommended = binding.recommended_cap if binding.recommended_cap is not None else current
         action = binding.action if binding.action != "set" or current is None else _action(recommended, current)
         rows.append(
-            DeviceRow(backend, device, tuple(m.path.name for m in members), current, recommended, action, evidence)
+            DeviceRow(
+                backend=backend,
+                device=device,
+                runs=tuple(m.path.name for m in members),
+                current=current,
+                recommended=recommended,
+                action=action,
+                evidence=evidence,
+            )
         )
     return rows
 
@@ -278,7 +286,16 @@ def backend_rows(devices: Sequence[DeviceRow], runs: Sequence[RunResult] = ()) -
         evidence = f"{why} ({'; '.join(quoted)})" if quoted else why
         action = _action(recommended, current)
         names = tuple(d.device for d in rows)
-        out.append(BackendRow(backend, names, current, recommended, action, evidence))
+        out.append(
+            BackendRow(
+                backend=backend,
+                devices=names,
+                current=current,
+                recommended=recommended,
+                action=action,
+                evidence=evidence,
+            )
+        )
     return out
 
 
@@ -338,7 +355,7 @@ def _float(value: Any) -> float:  # anything a summary cell holds
 
 def losing_under(runs: Sequence[RunResult], backend: str, cap: int | None) -> list[PointCheck]:
     """The points of `runs` on `backend` that `cap` would send down the path the other beats beyond the margin."""
-    row = BackendRow(backend, (), cap, cap, "keep", "")
+    row = BackendRow(backend=backend, devices=(), current=cap, recommended=cap, action="keep", evidence="")
     return [p for p in _point_checks(runs, [row]) if p.regression and p.backend == backend]
 
 
@@ -382,7 +399,7 @@ FEATURES: list[tuple[str, Callable[[PointCheck], float], Callable[[PointCheck], 
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Fit:
     thresholds: dict[str, float]
     intervals: dict[str, tuple[float, float]]
@@ -405,7 +422,7 @@ def _fit(
         thresholds[name] = math.sqrt(low * high) if fused and slower and low < high else low
         intervals[name] = (low, high)
         violations += [f"{p.model} ({p.device})" for p in members if _misplaced(p, value(p), thresholds[name])]
-    return _Fit(thresholds, intervals, violations)
+    return _Fit(thresholds=thresholds, intervals=intervals, violations=violations)
 
 
 def _misplaced(p: PointCheck, value: float, threshold: float) -> bool:
@@ -429,7 +446,17 @@ def fit_rules(points: Sequence[PointCheck]) -> list[Rule]:
             if any(_misplaced(p, value(p), others.get(label(p), 0.0)) for p in held_out):
                 misses.append(family)
         bad = tuple(fit.violations)
-        rules.append(Rule(name, fit.thresholds, fit.intervals, not bad, tuple(misses), len(families), bad))
+        rules.append(
+            Rule(
+                feature=name,
+                thresholds=fit.thresholds,
+                intervals=fit.intervals,
+                fits=not bad,
+                lofo_misses=tuple(misses),
+                lofo_families=len(families),
+                violations=bad,
+            )
+        )
     return rules
 
 

@@ -40,7 +40,7 @@ from harness.runs.summary_columns import SummaryCol
 DISABLE = "MLXCEL_FUSED_MOE=0"  # mlxcel's kill switch: every Dff runs the fallback path
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SettingDecision:
     """One setting's own decision as its row states it: action and cap (the joint candidate's cap), `below_all`
     when fused loses at every measured Dff and the row says lower below the smallest measured Dff or disable."""
@@ -71,12 +71,12 @@ def setting_decision(analysis: Analysis) -> SettingDecision:
             f"fused loses at every measured Dff (ratio {spread}): lower to below the smallest measured Dff "
             f"{smallest} (cap {below}), or disable ({DISABLE})"
         )
-        return SettingDecision("lower", below, True, words)
+        return SettingDecision(action="lower", cap=below, below_all=True, words=words)
     moved = default is not None and d.action in ("raise", "lower")
     words = f"{d.action} {default} → {cap}" if moved else f"{d.action} {cap}"
     if d.action == "keep" and everywhere:
         words += f" (fused is slower at every measured Dff, ratio {spread}, but not shown beyond the margin at the cap)"
-    return SettingDecision(d.action, cap, False, words)
+    return SettingDecision(action=d.action, cap=cap, below_all=False, words=words)
 
 
 def setting_cap_words(row: SettingDecision) -> str:
@@ -102,7 +102,7 @@ def where_to_set(setting: str, backend: str) -> str:
     return "; ".join(parts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Candidate:
     """One setting at its decided cap, against the reference setting at its decided cap."""
 
@@ -133,7 +133,7 @@ class KnobsJSON(TypedDict):
     where: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KnobResult:
     reference: str
     analyses: dict[str, Analysis]  # setting label → its run's analysis (crossover, decision)
@@ -232,7 +232,7 @@ def analyse_knobs(path: str | Path, options: Options = Options()) -> KnobResult 
     for setting in settings:
         cap = rows[setting].cap
         gain, low, high, rounds = _compare(loaded.samples, setting, _paths(base, cap), ref_rows, level)
-        candidates.append(Candidate(setting, cap, gain, low, high, rounds))
+        candidates.append(Candidate(setting=setting, cap=cap, gain=gain, ci_low=low, ci_high=high, rounds=rounds))
     best = max((c for c in candidates if c.setting != reference and np.isfinite(c.gain)), key=lambda c: c.gain,
                default=None)  # fmt: skip
     chosen, reason = _choose(reference, setting_cap_words(rows[reference]), best, options.policy.margin, level)
@@ -241,16 +241,16 @@ def analyse_knobs(path: str | Path, options: Options = Options()) -> KnobResult 
     if len({(r.action, r.cap) for r in rows.values()}) > 1:  # the rows differ: the joint line says how
         reason += " Per setting: " + "; ".join(f"{s}: {r.words}" for s, r in rows.items()) + "."
     return KnobResult(
-        reference,
-        analyses,
-        tuple(candidates),
-        tuple(sorted(models)),
-        chosen.setting if chosen else reference,
-        chosen.cap if chosen else ref_cap,
-        reason,
-        level,
-        options.policy.margin,
-        rows,
+        reference=reference,
+        analyses=analyses,
+        candidates=tuple(candidates),
+        models=tuple(sorted(models)),
+        recommended=chosen.setting if chosen else reference,
+        recommended_cap=chosen.cap if chosen else ref_cap,
+        reason=reason,
+        confidence=level,
+        margin=options.policy.margin,
+        rows=rows,
     )
 
 

@@ -200,7 +200,7 @@ def verdict_flipped(before: str, after: str) -> bool:
     return "null" in (before, after) or {before, after} == {"fused", "fallback"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DecisionFindings:
     """What the current data say about the baseline's decision: `contradicted` fails the gate (exit 1), `notices`
     are printed and fail only under --strict."""
@@ -251,7 +251,7 @@ def judge_decision(
             f"the lowered decision moved: the baseline lowered {default} → {old.recommended_cap}; the current data "
             f"alone: {new.action} → {new.recommended_cap}"
         )
-    return DecisionFindings(tuple(contradicted), tuple(notices))
+    return DecisionFindings(contradicted=tuple(contradicted), notices=tuple(notices))
 
 
 def _subset_decision(analysis: Analysis, rows: list[int], current_default: int | None) -> DecisionResult:

@@ -20,7 +20,7 @@ from harness.analysis.comparison.backend_defaults import Defaults, RunResult
 MOVES = ("raise", "lower", "set")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Replication:
     backend: str
     action: str  # the backend's move
@@ -78,7 +78,14 @@ def replication(defaults: Defaults, class_of: Callable[[RunResult], str] = same_
             per_class[decided[name][0]] = per_class.get(decided[name][0], 0) + 1
         shared = next((c for c, n in per_class.items() if n >= 2), "")
         replicated = move in MOVES and not opposite and bool(shared)
-        out[row.backend] = Replication(row.backend, move, replicated, agreeing, differing, shared if replicated else "")
+        out[row.backend] = Replication(
+            backend=row.backend,
+            action=move,
+            replicated=replicated,
+            agreeing=agreeing,
+            differing=differing,
+            device_class=shared if replicated else "",
+        )
     return out
 
 

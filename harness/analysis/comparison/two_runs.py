@@ -36,7 +36,7 @@ DRAWS = 4000
 SEED = 20260703  # fixed: the same two runs always print the same interval
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PointChange:
     model: str
     dff: int
@@ -57,7 +57,7 @@ class PointChange:
         return "fused lost" if self.ci_high < 1.0 else "within noise"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CrossoverShift:
     family: str
     crossover_a: float | None  # the crossover Dff of each run's estimate (None: no crossing in its range)
@@ -91,7 +91,7 @@ class CrossoverShift:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunComparison:
     """`moecal compare`'s answer: how one run differs from another (crossover shifts by family, ratio changes by
     point). Not stats.Comparison, which is one run's per-point estimate of ln(a/b) for two arms."""
@@ -214,7 +214,15 @@ def crossover_shift(
     )
     found_a, found_b = (float(c) if math.isfinite(c) else None for c in estimate)
     if len(a.dffs) < 2 or len(b.dffs) < 2 or found_a is None or found_b is None:
-        return CrossoverShift(family, found_a, found_b, None, -math.inf, math.inf, confidence)
+        return CrossoverShift(
+            family=family,
+            crossover_a=found_a,
+            crossover_b=found_b,
+            shift=None,
+            ci_low=-math.inf,
+            ci_high=math.inf,
+            confidence=confidence,
+        )
     rng = np.random.default_rng(seed)
     ca, cb = _draws(a, rng, draws), _draws(b, rng, draws)
     with np.errstate(invalid="ignore"):
@@ -224,7 +232,13 @@ def crossover_shift(
     low = np.quantile(np.where(np.isnan(shift), -np.inf, shift), alpha, method="lower")
     high = np.quantile(np.where(np.isnan(shift), np.inf, shift), 1 - alpha, method="higher")
     return CrossoverShift(
-        family, found_a, found_b, found_b / found_a - 1, float(np.expm1(low)), float(np.expm1(high)), confidence
+        family=family,
+        crossover_a=found_a,
+        crossover_b=found_b,
+        shift=found_b / found_a - 1,
+        ci_low=float(np.expm1(low)),
+        ci_high=float(np.expm1(high)),
+        confidence=confidence,
     )
 
 
@@ -269,9 +283,18 @@ def point_changes(a: Analysis, b: Analysis, confidence: float) -> tuple[list[Poi
         )
         change, low, high, df = point_change(theta_a, se_a, df_a, theta_b, se_b, df_b, confidence)
         changes.append(
-            PointChange(str(rb["model"]), int(rb["dff"]), str(family),
-                        float(ra[SummaryCol.ESTIMATE]), float(rb[SummaryCol.ESTIMATE]), change, low, high, df)
-        )  # fmt: skip
+            PointChange(
+                model=str(rb["model"]),
+                dff=int(rb["dff"]),
+                family=str(family),
+                ratio_a=float(ra[SummaryCol.ESTIMATE]),
+                ratio_b=float(rb[SummaryCol.ESTIMATE]),
+                change=change,
+                ci_low=low,
+                ci_high=high,
+                df=df,
+            )
+        )
     unmatched += [f"{r['model']} (Dff {int(r['dff'])}) in A only" for k, r in rows_a.items() if k not in rows_b]
     return sorted(changes, key=lambda p: (p.family, p.dff)), unmatched
 
@@ -306,7 +329,7 @@ def compare_runs(a: Analysis, b: Analysis, confidence: float, draws: int = DRAWS
         if family in curves_a
     )
     points, unmatched = point_changes(a, b, confidence)
-    return RunComparison(shifts, tuple(points), tuple(unmatched))
+    return RunComparison(shifts=shifts, points=tuple(points), unmatched=tuple(unmatched))
 
 
 def render_text(comparison: RunComparison, name_a: str, name_b: str) -> list[str]:

@@ -48,12 +48,12 @@ def candidate_caps(curve: Curve, current: int | None, policy: Policy) -> tuple[C
         to: Side = "fused" if sign > 0 else "fallback"
         switched = tuple(
             Switch(
-                int(curve.dffs[i]),
-                labels[i],
-                to,
-                math.exp(sign * curve.theta[i]),
-                math.exp(sign * curve.theta[i] - half[i]),
-                math.exp(sign * curve.theta[i] + half[i]),
+                dff=int(curve.dffs[i]),
+                model=labels[i],
+                to=to,
+                effect=math.exp(sign * curve.theta[i]),
+                ci_low=math.exp(sign * curve.theta[i] - half[i]),
+                ci_high=math.exp(sign * curve.theta[i] + half[i]),
             )
             for i in moved
         )
@@ -64,11 +64,11 @@ def candidate_caps(curve: Curve, current: int | None, policy: Policy) -> tuple[C
             effect, low, high = math.exp(theta), math.exp(theta - width), math.exp(theta + width)
         else:
             effect, low, high = 1.0, 1.0, 1.0
-        out.append(CapOption(cap, switched, effect, low, high))
+        out.append(CapOption(cap=cap, switched=switched, effect=effect, ci_low=low, ci_high=high))
     return tuple(out)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Reading:
     """The one-sided tests at the current cap c, each point once (module docstring): `worse` (fallback wins beyond
     1 − δ, at the lower level) and `better` (fused wins beyond 1 + δ) per measured point; `at` the largest measured
@@ -113,13 +113,19 @@ def _read(curve: Curve, current: int, policy: Policy, lower_level: float) -> _Re
     def test(i: int, question: int) -> PointTest:
         name: Side = "fused" if question else "fallback"
         passed = (worse, better)[question]
-        return PointTest(int(curve.dffs[i]), labels[i], name, levels[question], float(bounds[question][i]),
-                         bool(passed[i]))  # fmt: skip
+        return PointTest(
+            dff=int(curve.dffs[i]),
+            model=labels[i],
+            question=name,
+            level=levels[question],
+            bound=float(bounds[question][i]),
+            passed=bool(passed[i]),
+        )
 
     tests = [test(m, 0)] if m is not None else []
     if not lowered:
         tests += [test(int(i), 1) for i in above[: wins + 1]]
-    return _Reading(worse, better, m, above, wins, lowered, tuple(tests))
+    return _Reading(worse=worse, better=better, at=m, above=above, wins=wins, lowered=lowered, tests=tuple(tests))
 
 
 def _line_raise(curve: Curve, start: int, policy: Policy) -> tuple[int, int, int] | None:
@@ -187,7 +193,7 @@ def _to_decide(
     return said, needed, (chance if hint and math.isfinite(chance) else None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Sweep:
     """How the family's points were measured, as the rounds hint simulates the sweep that follows it: the drift
     bound's variance factor in each point's se² (None: none), the passes over the grid, a reason that withholds
@@ -225,13 +231,15 @@ def recommend(
     for the engine's own simulations, which read only the action and cap)."""
     caps = candidate_caps(curve, current_default, policy) if table else ()
     if crossover.outcome == "no_points":
-        return Decision("keep", current_default, words.NO_POINTS)
+        return Decision(action="keep", recommended_cap=current_default, reason=words.NO_POINTS)
     finding = _finding(curve, crossover, policy.confidence)
     lo = int(curve.dffs[0])
     if current_default is None:
         from_interval = math.isfinite(crossover.ci_low)
         cap = int(crossover.ci_low) if from_interval else _below_all(curve, policy.grid)
-        return Decision("set", cap, words.set_reason(finding, cap, lo, from_interval), caps=caps)
+        return Decision(
+            action="set", recommended_cap=cap, reason=words.set_reason(finding, cap, lo, from_interval), caps=caps
+        )
     c = current_default
     read = _read(curve, c, policy, lower_confidence or policy.confidence)
     move = _move(curve, read, c, policy)
@@ -239,9 +247,9 @@ def recommend(
         withhold, withhold_why = one_round_words(), "drift_not_excluded"
     if move is not None and withhold:
         verb, cap, evidence, _ = move
-        held = Withheld(verb, cap, withhold_why, because=withhold)
+        held = Withheld(move=verb, cap=cap, why=withhold_why, because=withhold)
         reason = words.withheld_sentence(finding, evidence, held.words())
-        return Decision("keep", c, reason, caps=caps, tests=read.tests, withheld=held)
+        return Decision(action="keep", recommended_cap=c, reason=reason, caps=caps, tests=read.tests, withheld=held)
     if move is not None:
         verb, cap, evidence, where = move
         line = _line_raise(curve, cap, policy) if verb == "raise" else None
@@ -249,7 +257,7 @@ def recommend(
             "" if line is None else words.straight_line(line[0], line[1:], _gap_next(crossover, *line[1:], policy.grid))
         )
         reason = words.move_reason(finding, evidence, verb, cap, where, gap)
-        return Decision(verb, cap, reason, caps=caps, tests=read.tests)
+        return Decision(action=verb, recommended_cap=cap, reason=reason, caps=caps, tests=read.tests)
     rounds = np.zeros(len(curve.dffs), int) if rounds is None else rounds
     return _keep(curve, crossover, read, c, policy, lower_confidence or policy.confidence, rounds, sweep, finding, caps)
 
@@ -317,13 +325,13 @@ def _keep(
     if line is not None:
         gap = (line[1], line[2])
         measure = _gap_next(crossover, *gap, policy.grid)
-        held = Withheld("raise", line[0], "unmeasured_gap", gap=gap, measure_next=measure)
+        held = Withheld(move="raise", cap=line[0], why="unmeasured_gap", gap=gap, measure_next=measure)
     reason = words.keep_reason(finding, parts, c, held.words() if held else "", hint)
     at = int(curve.dffs[undecided[0]]) if undecided else None
     return Decision(
-        "keep",
-        c,
-        reason,
+        action="keep",
+        recommended_cap=c,
+        reason=reason,
         caps=caps,
         tests=read.tests,
         rounds_dff=at,

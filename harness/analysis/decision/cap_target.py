@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from harness.config.schema import DEFAULT_CAP_ENV, KINDS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CapTarget:
     """`env`: the variable that sets the cap of what was measured ('' when no variable of any library does)."""
 
@@ -26,12 +26,12 @@ class CapTarget:
         workload's is mlxcel's variable, a built-in kind has none), mlxcel's for an input of unknown kind (the
         inputs that predate the record are mlxcel sweeps)."""
         if "cap_env" in provenance:
-            return cls(str(provenance["cap_env"] or ""))
+            return cls(env=str(provenance["cap_env"] or ""))
         kind = next((k for k in KINDS if k.name == provenance.get("workload")), None)
         if kind is None:
-            return cls(DEFAULT_CAP_ENV)
+            return cls(env=DEFAULT_CAP_ENV)
         field = kind.settings.model_fields.get("cap_env")
-        return cls(str(field.default) if field is not None else "")
+        return cls(env=str(field.default) if field is not None else "")
 
     def setting(self, cap: int | None) -> str | None:
         """The environment line that applies `cap` (`MLXCEL_FUSED_MOE_MAX_DFF=8192`); None when no variable sets it."""

@@ -38,7 +38,7 @@ CrossoverOutcome = Literal["crossing", "fused_everywhere", "fused_never", "no_po
 Direction = Literal["down", "up"]  # down: fused stops winning as Dff grows; up: fused wins again
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Curve:
     """A family's valid points sorted by Dff: θ̂ = ln ratio, its standard error and degrees of freedom."""
 
@@ -77,7 +77,7 @@ class Curve:
         return theta, se, df
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Crossing:
     """One sign change of θ̂ between two adjacent measured Dff, with its own test-inversion interval."""
 
@@ -88,7 +88,7 @@ class Crossing:
     ci_high: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Crossover:
     outcome: CrossoverOutcome
     dff: float | None  # the decision point (None when there is no crossing)
@@ -185,7 +185,15 @@ def crossings(curve: Curve, pieces: list[tuple[float, float]]) -> tuple[Crossing
         dff = float(curve.to_dff(x0 + w * (x1 - x0)))
         low, high = _component(pieces, dff, curve) or (dff, dff)
         direction: Direction = "down" if wins[i] else "up"
-        out.append(Crossing(dff, direction, (int(curve.dffs[i]), int(curve.dffs[i + 1])), low, high))
+        out.append(
+            Crossing(
+                dff=dff,
+                direction=direction,
+                between=(int(curve.dffs[i]), int(curve.dffs[i + 1])),
+                ci_low=low,
+                ci_high=high,
+            )
+        )
     return tuple(out)
 
 
@@ -208,26 +216,64 @@ def find_crossover(curve: Curve, policy: Policy = Policy()) -> Crossover:
     another piece of the set; every crossing keeps its own piece. Open where the set reaches an end of the measured
     range; when the set is empty the crossover lies beyond the end where the estimate points."""
     if len(curve.dffs) == 0:
-        return Crossover("no_points", None, -math.inf, math.inf, (), CI_METHOD, None, None)
+        return Crossover(
+            outcome="no_points",
+            dff=None,
+            ci_low=-math.inf,
+            ci_high=math.inf,
+            crossings=(),
+            ci_method=CI_METHOD,
+            min_dff=None,
+            max_dff=None,
+        )
     lo, hi = int(curve.dffs[0]), int(curve.dffs[-1])
     pieces = acceptance_set(curve, policy.confidence)
     found = crossings(curve, pieces)
     start = winning_start(curve, policy)
     if start is None:
         high = _to_measured(curve, pieces[0][0], pieces[-1][1])[1] if pieces else lo
-        return Crossover("fused_never", None, -math.inf, high, found, CI_METHOD, lo, hi)
+        return Crossover(
+            outcome="fused_never",
+            dff=None,
+            ci_low=-math.inf,
+            ci_high=high,
+            crossings=found,
+            ci_method=CI_METHOD,
+            min_dff=lo,
+            max_dff=hi,
+        )
     begin = float(curve.dffs[start])
     after = [(max(low, begin), high) for low, high in pieces if high >= begin]
     low, high = _to_measured(curve, after[0][0], after[-1][1]) if after else (hi, math.inf)
     first = next((c for c in found if c.direction == "down" and c.between[0] >= begin), None)
     if first is None:
-        return Crossover("fused_everywhere", None, low, math.inf, found, CI_METHOD, lo, hi)
+        return Crossover(
+            outcome="fused_everywhere",
+            dff=None,
+            ci_low=low,
+            ci_high=math.inf,
+            crossings=found,
+            ci_method=CI_METHOD,
+            min_dff=lo,
+            max_dff=hi,
+        )
     a, b = first.between
     grid = policy.grid
     inside = range(-(-(a + 1) // grid) * grid, b, grid)
     next_dff = min(inside, key=lambda d: abs(d - first.dff)) if len(inside) > 1 else None
     gap = (a, b) if next_dff is not None else None
-    return Crossover("crossing", first.dff, low, high, found, CI_METHOD, lo, hi, gap, next_dff)
+    return Crossover(
+        outcome="crossing",
+        dff=first.dff,
+        ci_low=low,
+        ci_high=high,
+        crossings=found,
+        ci_method=CI_METHOD,
+        min_dff=lo,
+        max_dff=hi,
+        gap=gap,
+        next_dff=next_dff,
+    )
 
 
 def format_ci(crossover: Crossover) -> str:
@@ -269,7 +315,11 @@ def family_curve(
         rounds = np.array([np.sum(rounds[dffs == d]) for d in unique])
         models = np.array([" + ".join(models[dffs == d]) for d in unique])
         dffs = unique
-    return Curve(dffs, theta, se, df, interpolation, tuple(models)), rounds, tuple(notes)
+    return (
+        Curve(dffs=dffs, theta=theta, se=se, df=df, interpolation=interpolation, labels=tuple(models)),
+        rounds,
+        tuple(notes),
+    )
 
 
 def random_effects(theta: np.ndarray, se: np.ndarray) -> tuple[float, float, float]:

@@ -117,7 +117,7 @@ class StagedFamily:
 
 
 def _no_families(result: DecisionResult) -> DecisionResult:
-    return DecisionResult((), result.crossover, result.decision)
+    return DecisionResult(families=(), crossover=result.crossover, decision=result.decision)
 
 
 def decide_curves(
@@ -156,7 +156,13 @@ def decide_curves(
     ]
     crossovers = [find_crossover(s.curve, policy) for s in staged]
     draft = [
-        FamilyDecision(s.family, (), c, Decision("keep", None, ""), len(s.curve.dffs))
+        FamilyDecision(
+            family=s.family,
+            rows=(),
+            crossover=c,
+            decision=Decision(action="keep", recommended_cap=None, reason=""),
+            valid_points=len(s.curve.dffs),
+        )
         for s, c in zip(staged, crossovers, strict=True)
     ]
     lower_confidence = 1.0 - (1.0 - policy.confidence) / len(deciding_families(draft))
@@ -173,7 +179,7 @@ def decide_curves(
             withhold_why=why,
             table=table,
             short_passes=s.short_passes,
-            sweep=Sweep(s.bound, s.passes, s.unchecked, s.slowed) if hint else None,
+            sweep=Sweep(bound=s.bound, passes=s.passes, withhold=s.unchecked, slowed=s.slowed) if hint else None,
         )
         if tau is not None:
             decision = replace(
@@ -181,7 +187,11 @@ def decide_curves(
             )
         if s.notes:
             decision = replace(decision, reason=f"{decision.reason} {words.curve_notes(s.notes)}")
-        families.append(FamilyDecision(s.family, s.rows, crossover, decision, len(s.curve.dffs)))
+        families.append(
+            FamilyDecision(
+                family=s.family, rows=s.rows, crossover=crossover, decision=decision, valid_points=len(s.curve.dffs)
+            )
+        )
     candidates = deciding_families(families)
     binding = min(
         candidates, key=lambda f: math.inf if f.decision.recommended_cap is None else f.decision.recommended_cap
@@ -189,7 +199,9 @@ def decide_curves(
     overall = _overall(binding, candidates, current_default)
     if unusable(sweep_drift):
         overall = marked_unusable(overall, sweep_drift)
-    return DecisionResult(tuple(families), binding.crossover, overall, binding.family)
+    return DecisionResult(
+        families=tuple(families), crossover=binding.crossover, decision=overall, binding=binding.family
+    )
 
 
 def _overall(binding: FamilyDecision, candidates: Sequence[FamilyDecision], current_default: int | None) -> Decision:
@@ -209,7 +221,7 @@ def _overall(binding: FamilyDecision, candidates: Sequence[FamilyDecision], curr
         others = tuple(words.family_words(f.family) for f in candidates if f.decision.action != "raise")
         if raisers:
             smallest = min(f.decision.recommended_cap or 0 for f in raisers)
-            held = Withheld("raise", smallest, "family_disagrees", families=others)
+            held = Withheld(move="raise", cap=smallest, why="family_disagrees", families=others)
     who = words.binding_family(decision.action, binding.family, len(candidates), held.words() if held else "")
     return replace(decision, reason=f"{who}. {decision.reason}", withheld=held or decision.withheld)
 
@@ -225,6 +237,8 @@ def decide(
     staged = stage_families(summary, policy.interpolation)
     if not staged:
         empty = np.array([])
-        staged = [StagedFamily("", Curve(empty, empty, empty, empty, policy.interpolation))]
+        staged = [
+            StagedFamily("", Curve(dffs=empty, theta=empty, se=empty, df=empty, interpolation=policy.interpolation))
+        ]
         return _no_families(decide_curves(staged, current_default, policy, withhold))
     return decide_curves(staged, current_default, policy, withhold, sweep_drift=sweep_drift)

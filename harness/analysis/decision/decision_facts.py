@@ -55,7 +55,7 @@ MLXCEL_DEFAULT_CAPS = {backend: cap.default for backend, cap in mlxcel_caps().it
 MLXCEL_CONSTANTS = {backend: cap.constant for backend, cap in mlxcel_caps().items() if not cap.shared_with}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CapFact:
     """The cap in force (None: unknown), where it comes from, and — when unknown — which fact is missing and how
     to give it."""
@@ -138,23 +138,25 @@ def cap_in_force(
     `option` is the command line's cap (`--current-default`, or the `--mlxcel-src` tree's constant, named by
     `option_source`)."""
     if option is not None:
-        return CapFact(option, option_source)
+        return CapFact(value=option, source=option_source)
     recorded = provenance.get("current_default")
     if recorded not in (None, ""):
-        return CapFact(_integer(recorded, "current_default"), _recorded_source(provenance))
+        return CapFact(value=_integer(recorded, "current_default"), source=_recorded_source(provenance))
     backend = str(provenance.get("backend") or "")
     cap = backend_cap(backend)
     through_mlxcel = str(provenance.get("cap_env", DEFAULT_CAP_ENV) or "") == DEFAULT_CAP_ENV
     if cap is not None and through_mlxcel:
         shared = f", which {backend} builds share with {cap.shared_with}" if cap.shared_with else ""
-        return CapFact(cap.default, f"mlxcel's compiled-in {cap.constant}{shared} (the input states no cap)")
+        return CapFact(
+            value=cap.default, source=f"mlxcel's compiled-in {cap.constant}{shared} (the input states no cap)"
+        )
     if through_mlxcel:
         why = f"backend {backend!r} has no mlxcel build" if backend else "the input names no backend"
         how = "give --current-default DFF, or the backend (import-mlxcel --backend, report --backend)"
     else:
         why = "a built-in workload has no compiled-in cap"
         how = "give --current-default DFF, or current_default in the sweep config"
-    return CapFact(None, "", f"the cap in force is unknown ({why}): {how}")
+    return CapFact(value=None, source="", missing=f"the cap in force is unknown ({why}): {how}")
 
 
 def expected_null(provenance: Mapping[str, object]) -> dict[str, str]:
@@ -173,7 +175,7 @@ def _by_model(provenance: Mapping[str, object], key: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PointFacts:
     """Every point kept out of the cap's decision: model → (class, reason). A model not here is measured."""
 
@@ -224,7 +226,7 @@ def point_facts(
         if model in expected and mlxcel_families.NEVER_RUNS in why:
             classes[model] = "aa"
     reasons = {**by_name, **ignored, **observed, **expected, **excludes}
-    return PointFacts(classes, reasons)
+    return PointFacts(classes=classes, reasons=reasons)
 
 
 def is_switch_point(reason: object) -> bool:

@@ -475,14 +475,14 @@ def decision_from_json(d: DecisionJSON) -> Decision:
     read the JSON; the withheld move comes back as far as the record keeps it (move, cap, why)."""
     held, hint = d.get("withheld"), d.get("rounds_hint")
     return Decision(
-        d["action"],
-        d["recommended_cap"],
-        d["reason"],
-        d["apply"],
+        action=d["action"],
+        recommended_cap=d["recommended_cap"],
+        reason=d["reason"],
+        apply=d["apply"],
         drift_between_points=d.get("drift_between_points"),
         rounds_dff=hint.get("dff") if hint else None,
         rounds_needed=hint.get("rounds") if hint else None,
         rounds_chance=hint.get("chance") if hint else None,
-        withheld=Withheld(held["move"], held["cap"], held["why"]) if held else None,
+        withheld=Withheld(move=held["move"], cap=held["cap"], why=held["why"]) if held else None,
         sweep_drift=d.get("sweep_drift"),
     )

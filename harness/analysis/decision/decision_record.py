@@ -16,7 +16,7 @@ from harness.analysis.decision.vocabulary import Action, Move, Side, WithheldWhy
 from harness.config.schema import kind_meaning, kind_of_family
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Switch:
     """One measured point that changes path when the cap moves: the new path's tok/s over the old path's."""
 
@@ -28,7 +28,7 @@ class Switch:
     ci_high: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CapOption:
     """One candidate cap (each differs from its neighbours in which measured points run fused): the points that
     change path against the current default and the aggregate effect over all the family's measured points (the
@@ -41,7 +41,7 @@ class CapOption:
     ci_high: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PointTest:
     """One one-sided test the policy read at a measured point (the table's `decision test` column shows it)."""
 
@@ -56,7 +56,7 @@ class PointTest:
         return point_test_words(self.question, self.passed, self.bound, self.level, margin)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Withheld:
     """A raise or lower the decision held back: the move, its cap and why — the A/A comparison lies beyond the
     margin (`because`: the caller's words), the raise rests only on a straight line across an unmeasured gap
@@ -75,7 +75,7 @@ class Withheld:
         return withheld_words(self.move, self.cap, self.why, self.because, self.gap, self.measure_next, self.families)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Decision:
     action: Action
     recommended_cap: int | None
@@ -101,7 +101,7 @@ class Decision:
     sweep_drift: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FamilyDecision:
     family: str
     rows: tuple[int, ...]  # positions in the summary
@@ -110,7 +110,7 @@ class FamilyDecision:
     valid_points: int = 0  # distinct Dffs with an interval the crossover was located from
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DecisionResult:
     """Per shape family and overall; the overall decision is the most conservative (smallest) family cap."""
 

@@ -58,7 +58,7 @@ def agreement(ours: list[str], theirs: list[str]) -> tuple[int, int]:
     return agree, max(len(ours), len(theirs))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PointParity:
     comparisons: int
     compared_tokens: int
@@ -81,10 +81,14 @@ def point_parity(rows: pd.DataFrame) -> PointParity:
     compared = pd.to_numeric(ok["tokens"], errors="coerce")
     mask = agree.notna() & compared.notna()
     if not mask.any():
-        return PointParity(0, 0, None)
+        return PointParity(comparisons=0, compared_tokens=0, diverges_at=None)
     agree, compared = agree[mask].astype(int), compared[mask].astype(int)
     diverged = agree < compared
-    return PointParity(int(mask.sum()), int(compared.max()), int(agree[diverged].min()) if diverged.any() else None)
+    return PointParity(
+        comparisons=int(mask.sum()),
+        compared_tokens=int(compared.max()),
+        diverges_at=int(agree[diverged].min()) if diverged.any() else None,
+    )
 
 
 def parity_by_model(samples: pd.DataFrame) -> dict[str, PointParity]:

@@ -53,7 +53,7 @@ SPEC_BANDWIDTH: dict[str, float] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DecodeShape:
     """What one decode token reads: the MoE layers' routed and shared experts, and (whole models) the rest."""
 
@@ -110,7 +110,7 @@ def device_bandwidth(device: str) -> tuple[float, str] | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PointPhysics:
     label: str
     dff: int
@@ -129,7 +129,7 @@ def point_physics(
     size = bytes_per_token(shape)
     gbps = {arm: size * rate / 1e9 for arm, rate in tok_s.items() if math.isfinite(rate)}
     fraction = {arm: g * 1e9 / bandwidth for arm, g in gbps.items()} if bandwidth else {}
-    return PointPhysics(label, dff, size, gbps, fraction)
+    return PointPhysics(label=label, dff=dff, bytes_per_token=size, gbps=gbps, fraction=fraction)
 
 
 def predicted_crossover(points: Sequence[PointPhysics], near: float = NEAR_CEILING) -> float | None:

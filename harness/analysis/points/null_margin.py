@@ -30,7 +30,7 @@ from harness.runs.rundir import RunDirectory
 STEP_PCT = 0.5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NullMargin:
     """The derived margin (a fraction), the widest per-round delta it came from (percent) and what it rests on."""
 
@@ -79,7 +79,9 @@ def from_null(samples: pd.DataFrame) -> NullMargin | None:
     if not kept.any():
         return None
     widest = float(np.nanmax(deltas))
-    return NullMargin(round_up(widest) / 100.0, widest, int(kept.any(axis=1).sum()), int(kept.sum()))
+    return NullMargin(
+        margin=round_up(widest) / 100.0, widest_pct=widest, points=int(kept.any(axis=1).sum()), rounds=int(kept.sum())
+    )
 
 
 def recorded(paths: Sequence[Path]) -> NullMargin | None:

@@ -54,7 +54,7 @@ ANALYSED_COLUMNS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _ArmRuns:
     """One arm's ok runs of every point, in round order: (points, width) arrays padded with NaN, and the counts.
     All points at once rather than one object per point: per-point numpy and pandas calls on arrays of 3–5 runs
@@ -75,7 +75,7 @@ class _ArmRuns:
         shape = (n_points, max(int(counts.max(initial=0)), 1))
         values, at = np.full(shape, np.nan), np.full(shape, np.nan)
         values[point, slot], at[point, slot] = tok_s, rounds
-        return cls(values, at, counts, row_median(values))
+        return cls(values=values, rounds=at, counts=counts, median=row_median(values))
 
     def unique_rounds(self) -> np.ndarray:
         unique: np.ndarray = ~np.any(np.diff(self.rounds, axis=-1) == 0, axis=-1)  # sorted: a repeat is next to itself
@@ -90,7 +90,7 @@ class _ArmRuns:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Points:
     """Every point's runs by arm, whether it was measured in rounds, and why it is null ('' when it is not)."""
 
@@ -120,7 +120,7 @@ class _Points:
         return once
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PointSet:
     """The summary table plus the run-level facts the report states."""
 
@@ -160,7 +160,9 @@ def _gather(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, exclud
         & (first_pass > 0)
         & (sweep_drift.passes_of(ordered, fallback, point, n_points) == runs["fallback"].counts)
     )
-    return _Points(runs, interleaved, np.array(null, dtype=object), first_pass, by_pass)
+    return _Points(
+        runs=runs, interleaved=interleaved, null=np.array(null, dtype=object), first_pass=first_pass, by_pass=by_pass
+    )
 
 
 def analyse_points(
@@ -183,7 +185,12 @@ def analyse_points(
     taken = [c for c in samples.columns if c in ANALYSED_COLUMNS and (c in varying or c not in POINT_COLUMNS)]
     ordered = samples[taken].reset_index(drop=True)  # its index: each row's position in the samples
     if ordered.empty:
-        return PointSet(pd.DataFrame([], columns=SUMMARY_COLUMNS + PASS_COLUMNS), 1.0, 0, ())
+        return PointSet(
+            summary=pd.DataFrame([], columns=SUMMARY_COLUMNS + PASS_COLUMNS),
+            noise_scale=1.0,
+            aa_points=0,
+            aa_beyond_margin=(),
+        )
     ordered, point = _in_point_order(ordered, varying)
     first = np.unique(point, return_index=True)[1]
     rows = ordered.index.to_numpy()[first]
@@ -204,7 +211,9 @@ def analyse_points(
         _family(points, members, "fused", step, main, dff, pass_tests)
         aa_order.append(_family(points, members, "null", step, aa, dff))
     aa_points = np.concatenate(aa_order)
-    phi = noise_scale(Comparison(aa.theta[aa_points], aa.se[aa_points], aa.df[aa_points], np.zeros(0, bool)))
+    phi = noise_scale(
+        Comparison(theta=aa.theta[aa_points], se=aa.se[aa_points], df=aa.df[aa_points], pooled=np.zeros(0, bool))
+    )
     se = main.se * phi
     estimate, low, high = ratio_interval(main.theta, se, main.df, confidence)
     with np.errstate(all="ignore"):
@@ -239,8 +248,13 @@ def analyse_points(
     summary[SummaryCol.VERDICT], summary[SummaryCol.REASON] = [v for v, _ in verdicts], [r for _, r in verdicts]
     dffs = summary["dff"].to_numpy()
     names = [f"{summary['model'].iat[i]} (Dff {int(dffs[i])})" for i in beyond]
-    kept = summary[SUMMARY_COLUMNS + PASS_COLUMNS]
-    return PointSet(kept, phi, len(aa_points), tuple(names), sweep_drift.combined(pass_tests))
+    return PointSet(
+        summary=summary[SUMMARY_COLUMNS + PASS_COLUMNS],
+        noise_scale=phi,
+        aa_points=len(aa_points),
+        aa_beyond_margin=tuple(names),
+        sweep_drift=sweep_drift.combined(pass_tests),
+    )
 
 
 def _in_point_order(rows: pd.DataFrame, varying: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
@@ -299,7 +313,7 @@ def _describe(ordered: pd.DataFrame, point: np.ndarray, keys: pd.DataFrame, poin
     return summary
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Estimates:
     """θ̂, se, df, method of every point of one comparison (NaN / '' where it has none), and the fused comparison's
     dropped runs (`outliers`); _family fills in one family's points."""
@@ -315,8 +329,16 @@ class _Estimates:
     @classmethod
     def empty(cls, n_points: int) -> _Estimates:
         nan = np.full(n_points, np.nan)
-        text = np.full(n_points, "", object)
-        return cls(nan.copy(), nan.copy(), nan.copy(), text, text.copy(), np.ones(n_points), np.zeros(n_points, bool))
+        blank = np.full(n_points, "", object)
+        return cls(
+            theta=nan.copy(),
+            se=nan.copy(),
+            df=nan.copy(),
+            method=blank,
+            outliers=blank.copy(),
+            drift_bound=np.ones(n_points),
+            two_passes=np.zeros(n_points, bool),
+        )
 
 
 def _family(

@@ -76,7 +76,7 @@ DECIDED: tuple[Verdict, ...] = ("fused", "fallback", "equivalent", "inconclusive
 # --- the array core: everything below works on (..., points, runs) arrays of y = ln tok/s, NaN where absent -----
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Comparison:
     """θ̂ = mean ln(a/b) per point with its standard error and degrees of freedom (NaN where not estimable)."""
 
@@ -193,7 +193,10 @@ def compare_arms(
         estimable = np.where(paired, n_d >= 2, (n_a >= 2) & (n_b >= 2))
     nan = np.full(theta.shape, np.nan)
     return Comparison(
-        np.where(estimable, theta, nan), np.where(estimable, se, nan), np.where(estimable, df, nan), pooled & estimable
+        theta=np.where(estimable, theta, nan),
+        se=np.where(estimable, se, nan),
+        df=np.where(estimable, df, nan),
+        pooled=pooled & estimable,
     )
 
 
@@ -238,10 +241,10 @@ def estimate_family(
         fast = np.stack([y > row_median(y)[..., None] for y in arms]) & flagged
     contaminated = fast.any(axis=(0, -1)) | split_arms(arms, (a, b))
     result = Comparison(
-        np.where(contaminated, np.nan, result.theta),
-        np.where(contaminated, np.nan, result.se),
-        np.where(contaminated, np.nan, result.df),
-        result.pooled & ~contaminated,
+        theta=np.where(contaminated, np.nan, result.theta),
+        se=np.where(contaminated, np.nan, result.se),
+        df=np.where(contaminated, np.nan, result.df),
+        pooled=result.pooled & ~contaminated,
     )
     no_drift = (np.ones(paired.shape), np.zeros((*paired.shape[:-1], 1), bool))  # what a kind of point absent gets
     own, own_found = drift_inflation(a - b) if np.any(paired) else no_drift
@@ -250,7 +253,14 @@ def estimate_family(
     inflation, found = np.where(paired, own, both), np.where(paired, own_found, both_found)
     # the drift's share of the variance rests on fewer independent pieces than the runs: about df / inflation
     df = np.fmax(result.df / inflation, 1.0)
-    widened = Comparison(result.theta, result.se * np.sqrt(inflation), df, result.pooled, inflation, found)
+    widened = Comparison(
+        theta=result.theta,
+        se=result.se * np.sqrt(inflation),
+        df=df,
+        pooled=result.pooled,
+        drift=inflation,
+        drift_found=found,
+    )
     return widened, flagged
 
 

@@ -215,7 +215,7 @@ def _screened_passes(d: np.ndarray, first: np.ndarray) -> dict[str, np.ndarray]:
     return _passes(_screened(np.asarray(d, float)), first)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DriftTrend:
     """The drift of one arm a family's two passes show, estimated (drift_trend): each point's shift by the trend in
     run time (`shift`: subtract from θ̂), the variance that the trend's uncertainty and the visit-to-visit drift left
@@ -376,9 +376,9 @@ def drift_trend(
         value = scipy_stats.f.sf(explained / ((rss - explained) / np.maximum(left, 1)), 1, np.maximum(left, 1))
         testable = (q > 0) & (left >= 1) & np.isfinite(value)
     return DriftTrend(
-        np.where(visited, shift, 0.0),
-        np.where(visited & np.isfinite(extra), extra, 0.0),
-        np.where(testable, value, 1.0),
+        shift=np.where(visited, shift, 0.0),
+        extra=np.where(visited & np.isfinite(extra), extra, 0.0),
+        p=np.where(testable, value, 1.0),
     )
 
 

@@ -51,7 +51,7 @@ class WhiteNoise:
         return fused, self.noise * self.rng.standard_normal(rounds)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Simulated:
     """One simulated sweep's outcome: the decision, the rounds each point got, why it stopped, looks used."""
 
@@ -116,7 +116,10 @@ class _Sweep:
         for f in range(self.rounds.shape[0]):
             keep = np.flatnonzero(np.isfinite(comparison.se[f]))
             curve = Curve(
-                grid[keep].astype(float), comparison.theta[f, keep], comparison.se[f, keep], comparison.df[f, keep]
+                dffs=grid[keep].astype(float),
+                theta=comparison.theta[f, keep],
+                se=comparison.se[f, keep],
+                df=comparison.df[f, keep],
             )
             # as the summary marks it (a pass of one round: point_summary), the move's rule in cap_move.recommend
             short = bool(np.any((first[f] > 0) & (first[f] < sweep_drift.MIN_PASS_ROUNDS)))
@@ -156,7 +159,7 @@ def fixed(
     sweep.first_pass(rounds)
     staged, _ = sweep.staged(grid)
     outcome = outcome_of(staged, current_default, policy, sweep.drift_p)
-    return Simulated(outcome, sweep.rounds, "fixed", 1)
+    return Simulated(outcome=outcome, rounds=sweep.rounds, stop="fixed", looks=1)
 
 
 def until_decided(
@@ -194,7 +197,7 @@ def until_decided(
         step = next_step(staged, rounds_done, costs, rule, decide, look, left, sweep_drift.unusable(sweep.drift_p))
         look += 1
         if step.stop is not None:
-            return Simulated(step.outcome, sweep.rounds, step.stop, look)
+            return Simulated(outcome=step.outcome, rounds=sweep.rounds, stop=step.stop, looks=look)
         for key, rounds in step.rounds.items():
             f, p = grid_point[key]
             sweep.measure(f, p, rounds)

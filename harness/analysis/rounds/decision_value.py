@@ -148,7 +148,7 @@ def settle_words(rounds_dff: int | None, rounds_needed: int | None, action: str,
     return f"a fixed sweep of {max_rounds} rounds per point (--rounds {max_rounds}) that confirms the {action}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Step:
     """One look: the decision at the look level, why the sweep stops (None: it goes on), the rounds to add per
     point, and every point's flip probability over its affordable horizon."""
@@ -171,7 +171,9 @@ def _with_point(
     rounds = None if family.rounds is None else np.asarray(family.rounds).copy()
     if rounds is not None:
         rounds[i] = n
-    curve = Curve(c.dffs, values[0], values[1], values[2], c.interpolation, c.labels)
+    curve = Curve(
+        dffs=c.dffs, theta=values[0], se=values[1], df=values[2], interpolation=c.interpolation, labels=c.labels
+    )
     out = list(staged)
     out[f] = replace(family, curve=curve, rounds=rounds)
     return out
@@ -276,7 +278,11 @@ def pass_flip(
         se[i] = updated_se(float(c.se[i]), _bound_at(fam, i), int(now[i]), int(after[i]), shrink)
         df[i] += h
     narrowed = list(staged)
-    narrowed[family] = replace(fam, curve=Curve(c.dffs, c.theta, se, df, c.interpolation, c.labels), rounds=after)
+    narrowed[family] = replace(
+        fam,
+        curve=Curve(dffs=c.dffs, theta=c.theta, se=se, df=df, interpolation=c.interpolation, labels=c.labels),
+        rounds=after,
+    )
     best = 0.0
     for i in extra:
         spread = math.sqrt(max(float(c.se[i]) ** 2 - float(se[i]) ** 2, 0.0))
@@ -306,12 +312,12 @@ def new_point_flip(staged: Sequence[StagedFamily], family: int, dff: float, roun
 
     def flips(z: float) -> bool:
         curve = Curve(
-            np.insert(c.dffs, j, dff),
-            np.insert(c.theta, j, theta + z * spread),
-            np.insert(c.se, j, se),
-            np.insert(c.df, j, df),
-            c.interpolation,
-            tuple(c.labels[:j]) + ("(new)",) + tuple(c.labels[j:]) if c.labels else (),
+            dffs=np.insert(c.dffs, j, dff),
+            theta=np.insert(c.theta, j, theta + z * spread),
+            se=np.insert(c.se, j, se),
+            df=np.insert(c.df, j, df),
+            interpolation=c.interpolation,
+            labels=tuple(c.labels[:j]) + ("(new)",) + tuple(c.labels[j:]) if c.labels else (),
         )
         rounds_now = staged[family].rounds
         counts = None if rounds_now is None else np.insert(np.asarray(rounds_now), j, rounds)
@@ -341,7 +347,7 @@ def next_step(
     pricing anything, since rounds in this sweep add to its later half and cannot repair a drift between the passes."""
     current = decide(staged)
     if passes_disagree:
-        return Step(current, "drift", {}, {})
+        return Step(outcome=current, stop="drift", rounds={}, flip={})
     horizons: dict[Key, int] = {}
     capped_by_budget = False
     for key, n in rounds_done.items():
@@ -356,11 +362,11 @@ def next_step(
     passes = _stretch_passes(staged, horizons, decide, current, flip) if rule.passes == 2 else {}
     looks_left = rule.looks - looks_done - 1
     if flip and max([*flip.values(), *(p for p, _ in passes.values())]) < rule.settle_probability:
-        return Step(current, "decided", {}, flip)
+        return Step(outcome=current, stop="decided", rounds={}, flip=flip)
     if not horizons:
-        return Step(current, "budget" if capped_by_budget else "max_rounds", {}, flip)
+        return Step(outcome=current, stop="budget" if capped_by_budget else "max_rounds", rounds={}, flip=flip)
     if looks_left <= 0:
-        return Step(current, "looks", {}, flip)
+        return Step(outcome=current, stop="looks", rounds={}, flip=flip)
     value = {key: flip[key] / (max(cost[key], 1e-9) * horizons[key]) for key in flip}
     # a stretch's pass is one candidate, priced at every horizon in it
     pass_value = {f: p / max(sum(cost[k] * horizons[k] for k in keys), 1e-9) for f, (p, keys) in passes.items()}
@@ -370,7 +376,7 @@ def next_step(
     rounds = {key: math.ceil(horizons[key] / looks_left) for key in chosen if best > 0}
     if rule.passes == 2:
         rounds = _with_a_pass(rounds, horizons, cost, budget_left)
-    return Step(current, None, rounds, flip)
+    return Step(outcome=current, stop=None, rounds=rounds, flip=flip)
 
 
 def _stretch_passes(

@@ -39,7 +39,10 @@ def _curves(truth: np.ndarray, rounds: int, sweeps: int, seed: int) -> list[Curv
     sim = simulate(REGIME, rounds, sweeps, seed, truth=(ln_ratio, np.full((sweeps, 1), np.nan)))
     fused, fallback = sim.fused[:, 0], sim.fallback[:, 0]
     comparison, _ = estimate_family(fused, fallback, np.ones(fused.shape[:2], bool))
-    return [Curve(DFFS.astype(float), comparison.theta[s], comparison.se[s], comparison.df[s]) for s in range(sweeps)]
+    return [
+        Curve(dffs=DFFS.astype(float), theta=comparison.theta[s], se=comparison.se[s], df=comparison.df[s])
+        for s in range(sweeps)
+    ]
 
 
 def _shift_rates(truth_b: np.ndarray, pairs: int = 150, rounds: int = 5) -> tuple[float, float, float]:

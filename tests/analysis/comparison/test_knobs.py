@@ -129,16 +129,19 @@ def test_joint_comparison_by_simulation_coverage_false_action_and_power():
     level = 1 - 0.05 / 2
     covered = false_action = power = 0
     n = 400
+
+    def compared(truth: float) -> tuple[Candidate, bool]:
+        """One simulated sweep at the true gain `truth`: K=2's candidate and whether the choice moves to it."""
+        samples, ref, paths = _simulate(truth, 5, rng)
+        gain, low, high, rounds = _compare(samples, "K=2", paths, ref, level)
+        candidate = Candidate(setting="K=2", cap=8192, gain=gain, ci_low=low, ci_high=high, rounds=rounds)
+        return candidate, _choose("K=8", "cap 8192", candidate, 0.01, level)[0] is not None
+
     for _ in range(n):
-        samples, ref, paths = _simulate(1.0, 5, rng)
-        gain, low, high, rounds = _compare(samples, "K=2", paths, ref, level)
-        covered += low <= 1.0 <= high
-        false_action += (
-            _choose("K=8", "cap 8192", Candidate("K=2", 8192, gain, low, high, rounds), 0.01, level)[0] is not None
-        )
-        samples, ref, paths = _simulate(1.03, 5, rng)
-        gain, low, high, rounds = _compare(samples, "K=2", paths, ref, level)
-        power += _choose("K=8", "cap 8192", Candidate("K=2", 8192, gain, low, high, rounds), 0.01, level)[0] is not None
+        null, acted = compared(1.0)
+        covered += null.ci_low <= 1.0 <= null.ci_high
+        false_action += acted
+        power += compared(1.03)[1]
     print(f"coverage {covered / n:.3f}, false action {false_action / n:.3f}, power {power / n:.3f}")
     assert covered / n >= 0.95 and false_action / n <= 0.05 and power / n >= 0.8
 

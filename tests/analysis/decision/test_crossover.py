@@ -32,7 +32,13 @@ def _analyse(samples: pd.DataFrame, **options: object):
 
 def _curve(dffs, ratios, se=0.005, df=20.0, interpolation="linear") -> Curve:
     n = len(dffs)
-    return Curve(np.array(dffs, float), np.log(ratios), np.full(n, se), np.full(n, df), interpolation)
+    return Curve(
+        dffs=np.array(dffs, float),
+        theta=np.log(ratios),
+        se=np.full(n, se),
+        df=np.full(n, df),
+        interpolation=interpolation,
+    )
 
 
 @pytest.mark.parametrize(("fixture", "ours"), [(JULY_03_CSV, 12879), (DESIGN_CSV, 11905)])
@@ -174,7 +180,7 @@ def test_policy(current, action, cap):
     assert (decision.action, decision.recommended_cap) == (action, cap), decision.reason
     assert decision.reason.endswith(".")
     assert decision.apply is None  # the engine decides a number; the run's target names the line
-    assert CapTarget("CAP").setting(decision.recommended_cap) == f"CAP={cap}"
+    assert CapTarget(env="CAP").setting(decision.recommended_cap) == f"CAP={cap}"
 
 
 def test_a_withheld_run_keeps_and_says_why():
@@ -327,7 +333,7 @@ def test_the_cap_line_belongs_to_the_run_target_not_the_engine():
     assert CapTarget.of_run({"workload": "command"}).setting(4096) == "MLXCEL_FUSED_MOE_MAX_DFF=4096"
     assert CapTarget.of_run({"workload": "command", "cap_env": "OTHER_CAP"}).setting(4096) == "OTHER_CAP=4096"
     assert CapTarget.of_run({"cap_env": ""}).setting(4096) is None
-    assert CapTarget("X").setting(None) is None
+    assert CapTarget(env="X").setting(None) is None
 
 
 @pytest.mark.parametrize("path", [DESIGN_CSV, JULY_03_CSV])

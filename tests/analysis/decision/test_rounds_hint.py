@@ -35,7 +35,7 @@ def _keep(at_cap: float, se: float, bound: float | None, rounds: int = 3) -> Dec
     theta = np.array([0.06, 0.04, at_cap, -0.10])
     ses = np.array([0.004, 0.004, se, 0.004])
     factors = None if bound is None else np.array([1.0, 1.0, bound, 1.0])
-    curve = Curve(GRID, theta, ses, np.full(4, 10.0))
+    curve = Curve(dffs=GRID, theta=theta, se=ses, df=np.full(4, 10.0))
     family = StagedFamily("layer family 0", curve, np.full(4, rounds), bound=factors, passes=2)
     decision = decide_curves([family], CAP, Policy()).decision
     assert (decision.action, decision.rounds_dff) == ("keep", CAP), decision  # the keep turns on the cap's point

@@ -27,7 +27,7 @@ MIXTRAL = {
 def test_mixtral_reads_about_seven_gigabytes_per_token_at_4_bits():
     attention, head = whole_model_extras(MIXTRAL)
     assert attention == 4096 * 128 * (2 * 32 + 2 * 8) and head == 32000 * 4096
-    shape = DecodeShape(4096, 14336, 2, layers=32, attention_weights=attention, head_weights=head)
+    shape = DecodeShape(d_model=4096, dff=14336, top_k=2, layers=32, attention_weights=attention, head_weights=head)
     # 4 bits + a 4-byte scale/bias pair per 64 weights = 4.5 bits per weight, over the top-2 experts only
     weights = 32 * (3 * 4096 * 14336 * 2 + attention) + head
     assert bytes_per_token(shape) == pytest.approx(weights * 4.5 / 8)
@@ -48,7 +48,7 @@ def test_device_names_match_the_most_specific_spec():
 
 
 def test_an_arm_above_the_ceiling_is_flagged_and_the_crossover_predicted_where_the_fallback_nears_it():
-    shape = DecodeShape(4096, 8192, 2, layers=1)
+    shape = DecodeShape(d_model=4096, dff=8192, top_k=2, layers=1)
     size = bytes_per_token(shape)
     bandwidth = 100e9
     fast = point_physics(

@@ -147,7 +147,7 @@ BENDING = "sparse flat bending drift 8%, two passes"  # a drift the linear trend
 def _raising_family() -> list[StagedFamily]:
     """A layer family whose fused arm wins 5% at every measured Dff (a raise from 8192 when usable)."""
     dffs = np.array([768.0, 1792.0, 2880.0, 6400.0, 8192.0, 14336.0])
-    curve = Curve(dffs, np.full(6, 0.05), np.full(6, 0.004), np.full(6, 12.0))
+    curve = Curve(dffs=dffs, theta=np.full(6, 0.05), se=np.full(6, 0.004), df=np.full(6, 12.0))
     return [StagedFamily("layer family 0", curve, np.full(6, 4))]
 
 

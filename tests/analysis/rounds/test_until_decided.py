@@ -200,7 +200,7 @@ def test_a_pass_over_the_family_is_priced_where_rounds_at_one_point_cannot_move_
     # (the bound's noise narrows with every point's halves) proves it
     theta = np.full(len(SPARSE), 0.03)
     theta[SPARSE >= 8192] = -0.035
-    curve = Curve(SPARSE.astype(float), theta, np.full(len(SPARSE), 0.012), np.full(len(SPARSE), 60.0))
+    curve = Curve(dffs=SPARSE.astype(float), theta=theta, se=np.full(len(SPARSE), 0.012), df=np.full(len(SPARSE), 60.0))
     bound = np.full(len(SPARSE), 4.0)
     family = StagedFamily("f", curve, np.full(len(SPARSE), 3), short_passes=True, bound=bound, passes=2)
     policy = Policy(confidence=StopRule().look_confidence, margin=0.01)

@@ -98,7 +98,7 @@ def _sweep(seed: int) -> dict[str, object]:
     current = [None, 4096, 8192, 1024][int(rng.integers(0, 4))]
     cap_env = "" if workload != "command" else "MLXCEL_FUSED_MOE_MAX_DFF"
     options = Options(current_default=current)
-    result = applied(decide(summary, current), CapTarget(cap_env))
+    result = applied(decide(summary, current), CapTarget(env=cap_env))
     backend = ("cpu", "cuda", "metal")[int(rng.integers(0, 3))]
     settings = options.settings()
     d = decision_json(summary, result, {"current_default": current, "cap_env": cap_env, "noise_scale": None,

@@ -125,7 +125,9 @@ def test_devices_of_one_backend_are_never_pooled(calibration):
 
 def test_backend_decision_needs_every_device_to_raise():
     def row(device: str, action: str, cap: int) -> DeviceRow:
-        return DeviceRow("cuda", device, ("run",), 8192, cap, action, "")
+        return DeviceRow(
+            backend="cuda", device=device, runs=("run",), current=8192, recommended=cap, action=action, evidence=""
+        )
 
     assert backend_rows([row("a", "raise", 12032), row("b", "keep", 8192)])[0].action == "keep"
     assert backend_rows([row("a", "raise", 12032), row("b", "raise", 10240)])[0].recommended == 10240
@@ -137,7 +139,23 @@ def _point(model: str, dff: int, d_model: int, top_k: int, faster: str | None, r
     selected = "" if cap is None else ("fused" if dff <= cap else "fallback")
     nan = math.nan
     return PointCheck(
-        "metal", "synthetic", model, dff, d_model, top_k, 4, nan, nan, ratio, nan, nan, "", faster, "", "", selected
+        backend="metal",
+        device="synthetic",
+        model=model,
+        dff=dff,
+        d_model=d_model,
+        top_k=top_k,
+        bits=4,
+        fallback_tok_s=nan,
+        fused_tok_s=nan,
+        ratio=ratio,
+        ci_low=nan,
+        ci_high=nan,
+        verdict="",
+        faster=faster,
+        parity="",
+        note="",
+        selected=selected,
     )
 
 
@@ -199,7 +217,9 @@ def test_rule_is_recommended_only_when_the_single_cap_costs_a_model():
         _point("wide", 1408, 7168, 8, "fallback", ratio=0.9, cap=4096),  # the cap runs it fused: a regression
         _point("phi", 6400, 4096, 2, "fused", ratio=1.04, cap=4096),  # the cap runs it on fallback: a regression
     ]
-    backend = BackendRow("metal", ("synthetic",), 4096, 4096, "keep", "")
+    backend = BackendRow(
+        backend="metal", devices=("synthetic",), current=4096, recommended=4096, action="keep", evidence=""
+    )
     defaults = Defaults([], [], [backend], points, {"metal": simplest_rule(points)}, 0.01)
     assert [p.model for p in defaults.regressions] == ["wide", "phi"] and defaults.recommend_rule("metal")
     text = defaults_table_markdown(defaults, "2026-01-01")
