@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from harness.measure.sweep_setup import PreparedSweep
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NoResult:
     """Why a finished sweep has nothing to analyse: not one ok run (harness.measure.sweep_loop.why_no_result)."""
 
@@ -34,7 +34,7 @@ class NoResult:
     failed: bool  # some run failed (the sweep did not do its job), rather than every point skipped
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Bandwidth:
     """Bytes per decode token, implied GB/s and share of the device's bandwidth per point of the final table
     (harness.measure.physics_points): a point above the ceiling is a measurement error."""
@@ -45,8 +45,8 @@ class Bandwidth:
     predicted_crossover: float | None  # where the fallback nears the ceiling (physics_prior.predicted_crossover)
 
 
-@dataclass(frozen=True)
-class Measured:
+@dataclass(frozen=True, kw_only=True)
+class AnalysedSweep:
     """A sweep with results, analysed once: the final table, summary.csv, the addendum and the mlxcel CSV are all of
     this one analysis (tests/test_one_analysis.py counts)."""
 
@@ -61,7 +61,7 @@ class Measured:
     every_run_failed: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepEnd:
     """A finished sweep's run directory, how many runs this sweep added, and what they came to."""
 
@@ -69,7 +69,7 @@ class SweepEnd:
     runs_written: int  # 0: nothing new measured, so nothing is re-reported (`moecal report` does that)
     samples: Path
     meta: Path
-    outcome: Measured | NoResult
+    outcome: AnalysedSweep | NoResult
 
 
 def conclude(plan: PreparedSweep, written: int) -> SweepEnd:
@@ -77,20 +77,27 @@ def conclude(plan: PreparedSweep, written: int) -> SweepEnd:
     run = RunDirectory(plan.run_dir)
     no_result = why_no_result(plan.run_dir)
     if no_result:  # nothing to summarize: an addendum would state a decision no measurement supports
-        return SweepEnd(plan.run_dir, written, run.samples, run.meta_path, NoResult(*no_result))
+        message, failed = no_result
+        return _end(plan, written, run, NoResult(message=message, failed=failed))
     options = recorded_options(plan.run_dir, at_look_level=True)
     allocation = run.read_meta().get(UNTIL_DECIDED)
     analysis = analyse(load_input(plan.run_dir), options)
     table = quick_table(plan.run_dir, analysis.summary)
-    measured = Measured(
-        options,
-        analysis,
-        table,
-        _bandwidth(plan, table),
-        allocation if isinstance(allocation, dict) else None,
-        every_run_failed(run.read_samples()) if written else "",
+    analysed = AnalysedSweep(
+        options=options,
+        analysis=analysis,
+        table=table,
+        bandwidth=_bandwidth(plan, table),
+        until_decided=allocation if isinstance(allocation, dict) else None,
+        every_run_failed=every_run_failed(run.read_samples()) if written else "",
     )
-    return SweepEnd(plan.run_dir, written, run.samples, run.meta_path, measured)
+    return _end(plan, written, run, analysed)
+
+
+def _end(plan: PreparedSweep, written: int, run: RunDirectory, outcome: AnalysedSweep | NoResult) -> SweepEnd:
+    return SweepEnd(
+        run_dir=plan.run_dir, runs_written=written, samples=run.samples, meta=run.meta_path, outcome=outcome
+    )
 
 
 def _bandwidth(plan: PreparedSweep, table: pd.DataFrame) -> Bandwidth:
@@ -101,7 +108,7 @@ def _bandwidth(plan: PreparedSweep, table: pd.DataFrame) -> Bandwidth:
     }
     device = str(plan.meta.get("device") or "")
     physics, source = sweep_physics(plan.points, medians, device)
-    return Bandwidth(physics, source, device, predicted_crossover(physics))
+    return Bandwidth(points=physics, source=source, device=device, predicted_crossover=predicted_crossover(physics))
 
 
 def every_run_failed(samples: pd.DataFrame) -> str:

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis.decision.pipeline import save_summary
-from harness.measure.sweep_end import Measured, SweepEnd
+from harness.measure.sweep_end import AnalysedSweep, SweepEnd
 from harness.output.addendum.knob_report import write_knob_report
 from harness.output.report_files import WrittenReport, write_report
 from harness.runs.rundir import RunDirectory
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepResult:
     """What the end of a sweep read, decided and wrote: the files are None where nothing was written (no result,
     nothing new measured, --no-report, or a run without knob settings)."""
@@ -41,11 +41,12 @@ def finish(
     `on_report` sees summary.csv and the addendum once they are written, before the knob report, so a refused knob
     report still leaves what was written on screen."""
     measured = end.outcome
-    if not (report and end.runs_written and isinstance(measured, Measured)):
-        return SweepResult(end)
+    if not (report and end.runs_written and isinstance(measured, AnalysedSweep)):
+        return SweepResult(end=end)
     summary = save_summary(measured.analysis, RunDirectory(end.run_dir).summary)
     written = write_report(end.run_dir, report_dir or end.run_dir, options=measured.options, analysed=measured.analysis)
     if on_report is not None:
         on_report(summary, written)
     # a knob sweep: the crossover per setting and the joint choice, at the run's policy as `moecal report` reads it
-    return SweepResult(end, summary, written, write_knob_report(end.run_dir, written.addendum, measured.options))
+    knobs = write_knob_report(end.run_dir, written.addendum, measured.options)
+    return SweepResult(end=end, summary=summary, report=written, knobs=knobs)

@@ -151,9 +151,9 @@ def run_engine(
             )
             staged.append(
                 StagedFamily(
-                    f"layer family {f}",
-                    curve,
-                    np.full(keep.sum(), rounds),
+                    family=f"layer family {f}",
+                    curve=curve,
+                    rounds=np.full(keep.sum(), rounds),
                     unchecked=unchecked,
                     short_passes=short,
                     bound=bound[s, f, keep],

@@ -174,7 +174,17 @@ def _to_decide(
     n = int(rounds[i])
     at, above = read.at, (int(read.above[0]) if read.above.size else None)
     bound = np.ones(len(curve.dffs)) if sweep.bound is None else np.asarray(sweep.bound, float)
-    measured = Measured(curve.theta, curve.se, curve.df, np.asarray(rounds), bound, sweep.passes, *sweep.slowed)
+    slowed, slowdown = sweep.slowed
+    measured = Measured(
+        theta=curve.theta,
+        se=curve.se,
+        df=curve.df,
+        rounds=np.asarray(rounds),
+        bound=bound,
+        passes=sweep.passes,
+        slowed=slowed,
+        slowdown=slowdown,
+    )
 
     def decided(theta: np.ndarray, se: np.ndarray, df: np.ndarray, drifted: np.ndarray, then: int) -> np.ndarray:
         worse, better = _point_tests(theta, se, df, policy, lower_level)

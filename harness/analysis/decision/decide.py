@@ -62,7 +62,20 @@ def stage_families(summary: pd.DataFrame, interpolation: Interpolation = "linear
         has = SummaryCol.OUTLIERS in summary and len(positions)
         dropped = summary[SummaryCol.OUTLIERS].iloc[positions].tolist() if has else []
         slowed = _slowed(dropped, rounds)
-        staged.append(StagedFamily(str(family), curve, rounds, notes, rows, unchecked, short, bound, passes, slowed))
+        staged.append(
+            StagedFamily(
+                family=str(family),
+                curve=curve,
+                rounds=rounds,
+                notes=notes,
+                rows=rows,
+                unchecked=unchecked,
+                short_passes=short,
+                bound=bound,
+                passes=passes,
+                slowed=slowed,
+            )
+        )
     return staged
 
 
@@ -92,7 +105,7 @@ def _as_measured(summary: pd.DataFrame, positions: np.ndarray) -> tuple[np.ndarr
     return bound, passes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StagedFamily:
     """One shape family's curve before its decision (what decide builds from a summary, simulations directly)."""
 
@@ -238,7 +251,9 @@ def decide(
     if not staged:
         empty = np.array([])
         staged = [
-            StagedFamily("", Curve(dffs=empty, theta=empty, se=empty, df=empty, interpolation=policy.interpolation))
+            StagedFamily(
+                family="", curve=Curve(dffs=empty, theta=empty, se=empty, df=empty, interpolation=policy.interpolation)
+            )
         ]
         return _no_families(decide_curves(staged, current_default, policy, withhold))
     return decide_curves(staged, current_default, policy, withhold, sweep_drift=sweep_drift)

@@ -63,7 +63,7 @@ SEED = 36
 Decided = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Measured:
     """A family's points as the current sweep measured them: estimate, standard error, degrees of freedom and rounds
     per arm, the drift bound's variance factor in se² (1: none), whether the rounds lay in two passes, and the runs
@@ -82,7 +82,7 @@ class Measured:
         return bool(np.all(np.isfinite(self.se) & (self.se > 0) & (self.rounds >= 1)))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Hint:
     """The rounds a keep needs (None: none up to BUDGET_ROUNDS decides) and the chance at the last N simulated."""
 
@@ -155,7 +155,7 @@ def read_share(rounds: np.ndarray) -> np.ndarray:
     return share
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Bound:
     """The drift bound of a family's passes, read back from its points (_read_bound): τ² at its upper bound, its
     point estimate, the runs' noise in the pass differences (mean σ²(1/n₁ + 1/n₂)) and the per-round variance."""
@@ -191,7 +191,7 @@ def _read_bound(m: Measured) -> _Bound | None:
     noise = float(np.mean(sigma2 * _halves(m.rounds)))
     dof, quantile = _level_factor(len(m.theta))
     rss = (2.0 * upper + noise) * quantile
-    return _Bound(upper, max((rss / dof - noise) / 2.0, 0.0), noise, sigma2)
+    return _Bound(upper=upper, tau2=max((rss / dof - noise) / 2.0, 0.0), noise=noise, sigma2=sigma2)
 
 
 def bound_narrowing(m: Measured, after: np.ndarray) -> float:
@@ -242,14 +242,14 @@ def rounds_to_decide(
     now = int(np.max(m.rounds)) if len(m.rounds) else 0
     candidates = [n for n in ladder if n > now]
     if not candidates:
-        return Hint(None, math.nan)
+        return Hint(needed=None, chance=math.nan)
     draw = _Draw(m, sims, seed)
     screened = chance(draw, candidates[-1], decided, min(SCREEN, sims))
     if screened < SCREEN_BELOW:
-        return Hint(None, screened)
+        return Hint(needed=None, chance=screened)
     top = chance(draw, candidates[-1], decided)
     if top < power:
-        return Hint(None, top)
+        return Hint(needed=None, chance=top)
     low, high = 0, len(candidates) - 1  # candidates[high] decides; find the first that does
     while low < high:
         mid = (low + high) // 2
@@ -257,4 +257,4 @@ def rounds_to_decide(
             high = mid
         else:
             low = mid + 1
-    return Hint(candidates[high], top)
+    return Hint(needed=candidates[high], chance=top)

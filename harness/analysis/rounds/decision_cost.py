@@ -126,9 +126,9 @@ class _Sweep:
             bound = np.broadcast_to(comparison.pass_bound, comparison.se.shape)[f, keep]
             staged.append(
                 StagedFamily(
-                    f"layer family {f}",
-                    curve,
-                    self.rounds[f, keep],
+                    family=f"layer family {f}",
+                    curve=curve,
+                    rounds=self.rounds[f, keep],
                     short_passes=short,
                     bound=bound,
                     passes=self.passes,

@@ -272,7 +272,9 @@ def pass_flip(
     for i, h in extra.items():
         after[i] += h
     bound = np.ones(len(now)) if fam.bound is None else np.asarray(fam.bound, float)
-    shrink = bound_narrowing(Measured(c.theta, c.se, c.df, now, bound, fam.passes), after)
+    shrink = bound_narrowing(
+        Measured(theta=c.theta, se=c.se, df=c.df, rounds=now, bound=bound, passes=fam.passes), after
+    )
     se, df = c.se.copy(), c.df.copy()
     for i, h in extra.items():
         se[i] = updated_se(float(c.se[i]), _bound_at(fam, i), int(now[i]), int(after[i]), shrink)

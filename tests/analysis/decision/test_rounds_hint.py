@@ -36,7 +36,7 @@ def _keep(at_cap: float, se: float, bound: float | None, rounds: int = 3) -> Dec
     ses = np.array([0.004, 0.004, se, 0.004])
     factors = None if bound is None else np.array([1.0, 1.0, bound, 1.0])
     curve = Curve(dffs=GRID, theta=theta, se=ses, df=np.full(4, 10.0))
-    family = StagedFamily("layer family 0", curve, np.full(4, rounds), bound=factors, passes=2)
+    family = StagedFamily(family="layer family 0", curve=curve, rounds=np.full(4, rounds), bound=factors, passes=2)
     decision = decide_curves([family], CAP, Policy()).decision
     assert (decision.action, decision.rounds_dff) == ("keep", CAP), decision  # the keep turns on the cap's point
     return decision
@@ -113,7 +113,14 @@ def test_the_hints_sweeps_carry_the_drift_of_one_arm_the_passes_estimated(monkey
 
     def measured(bound: float) -> rounds_hint.Measured:
         theta = np.array([0.06, 0.05, 0.04, -0.03, -0.06, -0.10])
-        return rounds_hint.Measured(theta, np.full(6, 0.012), np.full(6, 10.0), np.full(6, 3), np.full(6, bound), 2)
+        return rounds_hint.Measured(
+            theta=theta,
+            se=np.full(6, 0.012),
+            df=np.full(6, 10.0),
+            rounds=np.full(6, 3),
+            bound=np.full(6, bound),
+            passes=2,
+        )
 
     def decided(theta, se, df, drifted, n):
         return (np.abs(theta[:, 3]) / se[:, 3] > 1.645) & ~drifted

@@ -148,7 +148,7 @@ def _raising_family() -> list[StagedFamily]:
     """A layer family whose fused arm wins 5% at every measured Dff (a raise from 8192 when usable)."""
     dffs = np.array([768.0, 1792.0, 2880.0, 6400.0, 8192.0, 14336.0])
     curve = Curve(dffs=dffs, theta=np.full(6, 0.05), se=np.full(6, 0.004), df=np.full(6, 12.0))
-    return [StagedFamily("layer family 0", curve, np.full(6, 4))]
+    return [StagedFamily(family="layer family 0", curve=curve, rounds=np.full(6, 4))]
 
 
 def test_a_rejected_two_pass_test_withholds_the_action_and_says_so_in_the_record():

@@ -202,7 +202,9 @@ def test_a_pass_over_the_family_is_priced_where_rounds_at_one_point_cannot_move_
     theta[SPARSE >= 8192] = -0.035
     curve = Curve(dffs=SPARSE.astype(float), theta=theta, se=np.full(len(SPARSE), 0.012), df=np.full(len(SPARSE), 60.0))
     bound = np.full(len(SPARSE), 4.0)
-    family = StagedFamily("f", curve, np.full(len(SPARSE), 3), short_passes=True, bound=bound, passes=2)
+    family = StagedFamily(
+        family="f", curve=curve, rounds=np.full(len(SPARSE), 3), short_passes=True, bound=bound, passes=2
+    )
     policy = Policy(confidence=StopRule().look_confidence, margin=0.01)
 
     def decide(staged):
@@ -225,7 +227,12 @@ def test_the_drift_bound_narrows_with_every_points_halves_by_the_noise_part_alon
     def measured(factor, passes=2):
         se = np.full(points, 0.012)
         return Measured(
-            np.zeros(points), se, np.full(points, 60.0), np.full(points, 3), np.full(points, factor), passes
+            theta=np.zeros(points),
+            se=se,
+            df=np.full(points, 60.0),
+            rounds=np.full(points, 3),
+            bound=np.full(points, factor),
+            passes=passes,
         )
 
     after = np.full(points, 20)
