@@ -27,7 +27,6 @@ from harness.analysis.points import sweep_drift
 from harness.analysis.points.stats import FULL_PRECISION_FLOOR, Comparison, estimate_family
 from harness.analysis.rounds.decision_value import Key, Outcome, StopRule, next_step
 from harness.policy import Policy
-from harness.thresholds import MARGIN
 
 DEFAULT_NOISE = 0.01  # ln tok/s spread of one run when nothing was measured yet (1%: mlxcel's GB10 sweeps)
 DEFAULT_SLOPE = 0.06  # a in ln ratio = a·(C/d − 1), mid-range of the simulated truths (tests/support/simulation.py)
@@ -168,20 +167,19 @@ def until_decided(
     families: int,
     rule: StopRule,
     current_default: int | None,
-    margin: float = MARGIN,
     cost: np.ndarray | None = None,
     budget: float | None = None,
 ) -> Simulated:
     """The until-decided protocol: a first pass of `rule.first_rounds` everywhere, then looks (next_step) until it
-    stops, each reading the decision at the rule's look level and `margin` (the module's, as the plan's and a
-    sweep's expected-time estimates have always read, whatever the rule's policy margin). `cost` (families, points):
+    stops, each reading the decision at the rule's look level and its policy's margin (the run's, as the sweep's
+    own looks read it: an estimate of the protocol that will run). `cost` (families, points):
     device-seconds of one round (default 1: the result counts rounds); `budget` in the same unit."""
     cost = np.ones((families, len(grid))) if cost is None else cost
     sweep = _Sweep(source, families, len(grid), rule.max_rounds, rule.passes)
     sweep.first_pass(rule.first_rounds)
 
     # every look reads the one policy: built once, not per engine call
-    policy = Policy(confidence=rule.look_confidence, margin=margin)
+    policy = rule.policy.at(rule.look_confidence)
 
     def decide(staged: Sequence[StagedFamily]) -> Outcome:
         return outcome_of(staged, current_default, policy, sweep.drift_p)

@@ -240,3 +240,25 @@ def test_the_drift_bound_narrows_with_every_points_halves_by_the_noise_part_alon
     assert 0.2 / 1.5 < bound_narrowing(measured(20.0), after) < 1.0
     assert bound_narrowing(measured(4.0, passes=1), after) == 1.0
     assert bound_narrowing(measured(4.0), np.full(points, 3)) == pytest.approx(1.0)
+
+
+def test_the_simulated_looks_read_the_runs_margin():
+    """The plan's and the sweep's expected-time estimates simulate the protocol that will run: its looks read the
+    rule's policy margin (the config's measure.margin), not the module default. SYNTHETIC: a curve crossing at 2000
+    (fused 4.4% slower at the cap 8192), 1% noise per run; at the default 1% margin the looks spend rounds and lower
+    the cap, at a 30% margin nothing the curve does at the cap lies beyond it: keep after the first pass."""
+    truth = curve_truth(SPARSE, 2000.0)[None]
+    first_pass = 3 * len(SPARSE)
+    for seed in (3, 4):
+        sims = {
+            margin: until_decided(
+                WhiteNoise(truth, 0.01, np.random.default_rng(seed)),
+                SPARSE,
+                1,
+                StopRule(max_rounds=12, policy=Policy(margin=margin)),
+                8192,
+            )
+            for margin in (0.01, 0.3)
+        }
+        assert sims[0.01].outcome == ("lower", 2880) and sims[0.01].rounds.sum() > first_pass
+        assert sims[0.3].outcome == ("keep", 8192) and sims[0.3].rounds.sum() == first_pass
