@@ -618,11 +618,18 @@ def field_path(loc: tuple) -> str:
     return out or "(top level)"
 
 
+# the tags pydantic names a union's members by in an error's location (`float`, `literal['from-null']`, ...); no
+# config key is spelled like one
+_UNION_MEMBER = re.compile(r"float|int|str|bool|literal\[.*\]|constrained-\w+|function-\w+")
+
+
 def _error_location(error: dict) -> tuple:
     loc = tuple(error["loc"])
     # pydantic puts the discriminator tag into the location of tagged-union members: drop it for users
     if len(loc) >= 2 and loc[0] == "workload" and loc[1] in WORKLOAD_KINDS:
         loc = (loc[0], *loc[2:])
+    # and the member's type into a plain union's (measure.margin: a number or "from-null" → `margin.float`)
+    loc = tuple(part for part in loc if not (isinstance(part, str) and _UNION_MEMBER.fullmatch(part)))
     ctx_error = (error.get("ctx") or {}).get("error")
     if isinstance(ctx_error, _FieldError):
         loc = ctx_error.loc

@@ -50,6 +50,9 @@ def test_shipped_mlxcel_example_is_valid():
         (lambda d: d["measure"].update(confidence=1.0), "measure.confidence", "1.0 is not a number in [0.5, 1.0)"),
         (lambda d: d["measure"].update(margin=0.5), "measure.margin", "0.5 is not a number in [0.0, 0.5)"),
         (lambda d: d["measure"].update(margin=True), "measure.margin", "is not a number in [0.0, 0.5)"),
+        # a number or "from-null": the union member pydantic tried is not part of the field's name
+        (lambda d: d["measure"].update(margin="x"), "measure.margin", "valid number"),
+        (lambda d: d["measure"].update(margin=[1]), "measure.margin", "valid number"),
     ],
 )
 def test_bad_input_names_the_field(mutate, field, problem):
