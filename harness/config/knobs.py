@@ -71,10 +71,10 @@ class LaunchKnob:
         builds = "".join(f", {backend_spec(b).title} {v}" for b, v in self.backend_defaults.items())
         return f"{self.source_file} ({self.low}–{self.high}; default {self.default}{builds})"
 
-    @property
-    def default_line(self) -> str:
-        """The declaration as the source holds it at the default (`int sgy = 8;`)."""
-        return self.declaration.format(value=self.default)
+    def default_line(self, backend: str) -> str:
+        """The declaration as `backend`'s build branch of the source holds it (`int sgy = 8;`; ROCm `int sgy = 2;`
+        under its `#ifdef`): the line to edit for that build's default."""
+        return self.declaration.format(value=self.default_for(backend))
 
     def declared_defaults(self, text: str) -> list[int]:
         """Every default `text` (the source file of a tree) declares: one per build branch (`#ifdef`), sorted."""

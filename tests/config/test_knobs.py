@@ -52,7 +52,7 @@ def with_tile(monkeypatch: pytest.MonkeyPatch) -> launch_knobs.LaunchKnob:
 def test_the_sgy_row_says_what_mlxcel_s_source_says():
     sgy = launch_knobs.known()[SGY]
     assert (sgy.low, sgy.high, sgy.default, sgy.default_for("rocm"), sgy.default_for("metal")) == (1, 32, 8, 2, 8)
-    assert sgy.default_line == "int sgy = 8;"
+    assert sgy.default_line("cuda") == "int sgy = 8;" and sgy.default_line("rocm") == "int sgy = 2;"
     assert sgy.source == "src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp (1–32; default 8, ROCm 2)"
     assert (sgy.op, sgy.class_function) == ("fused_moe_sgy", "fused_moe_sgy_for_class")
     # the declaration is read as a pattern: one default per build branch, whatever else the file holds
@@ -95,7 +95,7 @@ def test_where_to_set_a_new_knob_quotes_its_declaration(with_tile):
     assert words == (
         f"per run: `{SGY}=4 {TILE.env}=1` in the environment; the compiled-in default of {SGY} (8 on cuda): "
         "`int sgy = 8;` in src/lib/mlxcel-core/cpp/mlx_cxx_kernels.cpp (1–32; default 8, ROCm 2); the compiled-in "
-        f"default of {TILE.env} (3 on cuda): `const int tile_rows = 2;` in "
+        f"default of {TILE.env} (3 on cuda): `const int tile_rows = 3;` in "
         "src/lib/mlxcel-core/cpp/synthetic_tile.cpp (1–4; default 2, CUDA 3)"
     )
 

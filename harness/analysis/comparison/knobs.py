@@ -95,10 +95,8 @@ def where_to_set(setting: str, backend: str) -> str:
         knob = knobs.get(name)
         if knob is None:
             continue
-        parts.append(
-            f"the compiled-in default of {name} ({knob.default_for(backend)} on {backend}): `{knob.default_line}` in "
-            f"{knob.source}"
-        )
+        default = f"{knob.default_for(backend)} on {backend}"
+        parts.append(f"the compiled-in default of {name} ({default}): `{knob.default_line(backend)}` in {knob.source}")
     return "; ".join(parts)
 
 

@@ -236,4 +236,4 @@ def test_on_rocm_every_setting_is_decided_at_the_plain_analysis_cap_in_force(tmp
     result = analyse_knobs(run)
     assert result.reference == f"{SGY}=2"
     assert {a.current_default for a in result.analyses.values()} == {analyse_path(run).current_default}
-    assert f"the compiled-in default of {SGY} (2 on rocm): `int sgy = 8;` in " in result.record("rocm")["where"]
+    assert f"the compiled-in default of {SGY} (2 on rocm): `int sgy = 2;` in " in result.record("rocm")["where"]
