@@ -50,10 +50,15 @@ class PassCol:
     """Columns the summary frame carries in memory beside summary.csv's, for the decision's model of how each point
     was measured (the rounds hint's simulated sweeps, until-decided's looks: decide.stage_families). Not written:
     summary.csv's header is a file format (write_summary_csv drops them); a summary read back restores them from
-    its method column (point_summary.pass_columns), the words the same facts were always written in."""
+    its method and outliers columns (point_summary.pass_columns), the words the same facts were always written in."""
 
     DRIFT_BOUND: Final = "drift_bound"  # float: the drift bound's variance factor in se² (1: none shown)
     TWO_PASSES: Final = "two_passes"  # bool: the point's method names passes (a bound, a pass of one round, file pairs)
+    ONE_VISIT: Final = "one_visit"  # bool: each arm's runs measured back to back, once, unpaired (method `one visit`)
+    ONE_ROUND_PASS: Final = "one_round_pass"  # bool: a half of the point's passes holds one round (its method says so)
+    # tuple[float, ...]: each run the outlier screen dropped from the fused comparison, its deviation from its arm's
+    # median (a fraction; the outliers column writes it as `fused r2 (-14.8%)`)
+    DROPPED: Final = "dropped"
 
 
 PASS_COLUMNS = [value for name, value in vars(PassCol).items() if name.isupper()]

@@ -62,7 +62,7 @@ def estimate(sim: SimulatedSweeps) -> tuple[Comparison, np.ndarray | None]:
 
 def _slowed(sim: SimulatedSweeps, flagged: np.ndarray) -> list[list[tuple[float, float]]]:
     """Per sweep and family, the share of runs the outlier screen dropped and their median ln deviation from the
-    arm's median: what the summary's outliers column tells the rounds hint (decide._slowed reads it there)."""
+    arm's median: what the summary's dropped field tells the rounds hint (decide._slowed reads it there)."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         dev = np.stack([y - np.nanmedian(y, axis=-1, keepdims=True) for y in (sim.fused, sim.fallback)])

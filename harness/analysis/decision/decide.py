@@ -6,13 +6,13 @@ each family's lower test runs at the Bonferroni level 1 − α/k. The overall de
 (smallest) family cap. Drift between points (between_points) widens a layer family's curve before it is read.
 Points measured in one visit each, not interleaved (an imported mlxcel sweep CSV), or in passes whose earlier half
 holds one round, withhold raise and lower: a drift of one arm cannot be told from a ratio there, or not bounded
-(sweep_drift.one_visit_words, one_round_words; issue 36).
+(sweep_drift.one_visit_words, one_round_words; issue 36). How each point was measured is read from the summary's
+PassCol fields, never from its words (a summary read back restores them: point_summary.pass_columns).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -32,13 +32,7 @@ from harness.analysis.decision.decision_record import (
 from harness.analysis.decision.vocabulary import Action, WithheldWhy
 from harness.analysis.points.between_points import widen_for_scatter
 from harness.analysis.points.stats import DECIDED, family_labels
-from harness.analysis.points.sweep_drift import (
-    ONE_ROUND_PASS,
-    marked_unusable,
-    unchecked_drift,
-    unusable,
-    unusable_words,
-)
+from harness.analysis.points.sweep_drift import marked_unusable, one_visit_words, unusable, unusable_words
 from harness.config.schema import kind_meaning, kind_of_family
 from harness.policy import Interpolation, Policy
 from harness.runs.summary_columns import PassCol, SummaryCol
@@ -55,12 +49,10 @@ def stage_families(summary: pd.DataFrame, interpolation: Interpolation = "linear
         positions = positions[np.argsort(summary["dff"].to_numpy()[positions], kind="stable")]
         curve, rounds, notes = family_curve(summary, positions, interpolation)
         rows = tuple(int(i) for i in np.flatnonzero(labels == family))
-        methods = summary[SummaryCol.METHOD].iloc[positions].astype(str).tolist() if len(positions) else []
-        unchecked = next(filter(None, map(unchecked_drift, methods)), "")
-        short = any(ONE_ROUND_PASS in m for m in methods)
-        bound, passes = _as_measured(summary, positions) if len(curve.dffs) == len(methods) else (None, 1)
-        has = SummaryCol.OUTLIERS in summary and len(positions)
-        dropped = summary[SummaryCol.OUTLIERS].iloc[positions].tolist() if has else []
+        unchecked = one_visit_words() if _any_of(summary, PassCol.ONE_VISIT, positions) else ""
+        short = _any_of(summary, PassCol.ONE_ROUND_PASS, positions)
+        bound, passes = _as_measured(summary, positions) if len(curve.dffs) == len(positions) else (None, 1)
+        dropped = summary[PassCol.DROPPED].iloc[positions].tolist() if PassCol.DROPPED in summary else []
         slowed = _slowed(dropped, rounds)
         staged.append(
             StagedFamily(
@@ -79,14 +71,17 @@ def stage_families(summary: pd.DataFrame, interpolation: Interpolation = "linear
     return staged
 
 
-_DROPPED = re.compile(r"\(([+-][0-9.]+)%\)")
+def _any_of(summary: pd.DataFrame, column: str, positions: np.ndarray) -> bool:
+    """Whether the boolean PassCol `column` holds at any of the positions (a frame without it, a summary made by
+    hand: at none)."""
+    return column in summary and bool(summary[column].to_numpy(bool)[positions].any())
 
 
-def _slowed(dropped: Sequence[object], rounds: np.ndarray | None) -> tuple[float, float]:
+def _slowed(dropped: Sequence[Sequence[float]], rounds: np.ndarray | None) -> tuple[float, float]:
     """The share of the family's runs the outlier screen dropped and their median ln deviation from the arm's median,
-    read from the summary's outliers column (point_summary._outlier_text: `fused r2 (-14.8%)` per dropped run): how
-    often, and by how much, the rounds hint's simulated sweeps slow a run. (0, 0) when none was dropped."""
-    found = [float(x) / 100.0 for text in dropped if isinstance(text, str) for x in _DROPPED.findall(text)]
+    from each point's PassCol.DROPPED (the deviations of its dropped runs): how often, and by how much, the rounds
+    hint's simulated sweeps slow a run. (0, 0) when none was dropped."""
+    found = [float(x) for point in dropped for x in point]
     runs = 2.0 * float(np.sum(rounds)) if rounds is not None else 0.0
     if not found or runs <= 0:
         return 0.0, 0.0

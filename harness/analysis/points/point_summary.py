@@ -230,6 +230,9 @@ def analyse_points(
             SummaryCol.METHOD: main.method,
             PassCol.DRIFT_BOUND: main.drift_bound,
             PassCol.TWO_PASSES: main.two_passes,
+            PassCol.ONE_VISIT: main.one_visit,
+            PassCol.ONE_ROUND_PASS: main.one_round_pass,
+            PassCol.DROPPED: main.dropped,
         }
     )
     summary[SummaryCol.P_VALUE] = p_values
@@ -325,6 +328,9 @@ class _Estimates:
     outliers: np.ndarray
     drift_bound: np.ndarray  # PassCol.DRIFT_BOUND
     two_passes: np.ndarray  # PassCol.TWO_PASSES
+    one_visit: np.ndarray  # PassCol.ONE_VISIT
+    one_round_pass: np.ndarray  # PassCol.ONE_ROUND_PASS
+    dropped: np.ndarray  # PassCol.DROPPED
 
     @classmethod
     def empty(cls, n_points: int) -> _Estimates:
@@ -338,7 +344,18 @@ class _Estimates:
             outliers=blank.copy(),
             drift_bound=np.ones(n_points),
             two_passes=np.zeros(n_points, bool),
+            one_visit=np.zeros(n_points, bool),
+            one_round_pass=np.zeros(n_points, bool),
+            dropped=_none_dropped(n_points),
         )
+
+
+def _none_dropped(n_points: int) -> np.ndarray:
+    """An empty PassCol.DROPPED per point (an object array of tuples: numpy would read a list of them as a matrix)."""
+    out = np.empty(n_points, object)
+    for i in range(n_points):
+        out[i] = ()
+    return out
 
 
 def _family(
@@ -371,7 +388,11 @@ def _family(
         pass_tests.append(float(drift_p))
     if arm == "fused":
         for j in np.flatnonzero(flagged.any(axis=(0, -1))):
-            out.outliers[usable[j]] = _outlier_text(points, usable[j], flagged[:, j])
+            dropped = _dropped_runs(points, usable[j], flagged[:, j])
+            out.outliers[usable[j]] = "; ".join(
+                f"{side} r{label} ({deviation:+.1%})" for side, label, deviation in dropped
+            )
+            out.dropped[usable[j]] = tuple(deviation for _, _, deviation in dropped)
     inflation = np.broadcast_to(result.drift, result.se.shape)
     found = np.broadcast_to(result.drift_found, result.se.shape)
     bound = np.broadcast_to(result.pass_bound, result.se.shape)
@@ -381,31 +402,33 @@ def _family(
     shown = bound >= BOUND_SHOWN
     out.drift_bound[usable] = np.where(shown, bound, 1.0)
     out.two_passes[usable] = shown | one_round | (paired & by_pass)
+    out.one_visit[usable], out.one_round_pass[usable] = one_visit & ~paired, one_round
     out.method[usable] = [
         ("welch" if not is_paired else "paired" + (" by file pair" if passes else "") + (", pooled" if pooled else ""))
-        + (f", {sweep_drift.ONE_VISIT}" if lone and not is_paired else "")
+        + (f", {sweep_drift.ONE_VISIT}" if lone else "")
         # a half of one round: the passes cannot bound a drift of one arm (decide() withholds raise and lower)
         + (f", {sweep_drift.ONE_ROUND_PASS}" if short else "")
         + (f", drift: variance ×{float(ratio):.1f}" if drift else "")
         # why a two-pass point's interval is wider than its runs' spread: the drift its passes cannot exclude
         + (f", two passes: drift bound ×{float(factor):.1f}" if factor >= BOUND_SHOWN else "")
         for is_paired, pooled, ratio, drift, factor, passes, lone, short in zip(
-            paired, result.pooled, inflation, found, bound, by_pass, one_visit, one_round, strict=True
+            paired, result.pooled, inflation, found, bound, by_pass, out.one_visit[usable], one_round, strict=True
         )
     ]
     return usable
 
 
-def _outlier_text(points: _Points, i: int, flagged: np.ndarray) -> str:
-    """`fused r2 (-14.8%)` per dropped run of point i, the deviation from its arm's median."""
+def _dropped_runs(points: _Points, i: int, flagged: np.ndarray) -> list[tuple[str, int, float]]:
+    """(arm, round, deviation from its arm's median) per dropped run of point i: the outliers column's words
+    (`fused r2 (-14.8%)`) and the PassCol.DROPPED field both."""
     out = []
     for arm_index, arm in enumerate(("fused", "fallback")):
         runs = points.runs[arm]
         n = runs.counts[i]
         values, labels, median = runs.values[i, :n], runs.rounds[i, :n], runs.median[i]
         for column in np.flatnonzero(flagged[arm_index][:n]):
-            out.append(f"{arm} r{int(labels[column])} ({values[column] / median - 1.0:+.1%})")
-    return "; ".join(out)
+            out.append((arm, int(labels[column]), float(values[column] / median - 1.0)))
+    return out
 
 
 def _null_reason(model: str, quant_mode: object, probe_unmatched: bool, excludes: Mapping[str, str]) -> str:
@@ -474,17 +497,31 @@ def check_excludes(summary: pd.DataFrame, excludes: Mapping[str, str]) -> None:
 
 
 _BOUND_WORDS = re.compile(r"two passes: drift bound ×([0-9.]+)")
+_DROPPED_WORDS = re.compile(r"\(([+-][0-9.]+)%\)")  # a dropped run's deviation in the outliers column
 
 
 def pass_columns(summary: pd.DataFrame) -> pd.DataFrame:
-    """A summary read back from summary.csv with its PassCol columns, restored from the method column's words (the
-    one record of them a stored summary has: _family writes them there and drops the columns with the file), so a
-    stored summary's decision models its sweep as the fresh analysis did, to the method's one decimal of F."""
+    """A summary read back from summary.csv with its PassCol columns, restored from the method and outliers
+    columns' words (the one record of them a stored summary has: _family writes them there and drops the columns
+    with the file), so a stored summary's decision models its sweep as the fresh analysis did, to the words' one
+    decimal of F and of each dropped run's percentage."""
     methods = summary[SummaryCol.METHOD].fillna("").astype(str)
     found = methods.str.extract(_BOUND_WORDS, expand=False)
     bound = pd.to_numeric(found, errors="coerce").fillna(1.0).to_numpy(float)
-    named = methods.str.contains(sweep_drift.ONE_ROUND_PASS, regex=False) | methods.str.contains("by file pair")
-    return summary.assign(**{PassCol.DRIFT_BOUND: bound, PassCol.TWO_PASSES: (bound > 1.0) | named.to_numpy()})
+    one_round = methods.str.contains(sweep_drift.ONE_ROUND_PASS, regex=False).to_numpy()
+    named = one_round | methods.str.contains("by file pair").to_numpy()
+    dropped = _none_dropped(len(summary))
+    for i, text in enumerate(summary[SummaryCol.OUTLIERS].tolist()):
+        dropped[i] = tuple(float(x) / 100.0 for x in _DROPPED_WORDS.findall(text if isinstance(text, str) else ""))
+    return summary.assign(
+        **{
+            PassCol.DRIFT_BOUND: bound,
+            PassCol.TWO_PASSES: (bound > 1.0) | named,
+            PassCol.ONE_VISIT: methods.str.contains(sweep_drift.ONE_VISIT, regex=False).to_numpy(),
+            PassCol.ONE_ROUND_PASS: one_round,
+            PassCol.DROPPED: dropped,
+        }
+    )
 
 
 def apply_excludes(summary: pd.DataFrame, excludes: Mapping[str, str]) -> pd.DataFrame:

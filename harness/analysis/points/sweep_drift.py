@@ -146,11 +146,6 @@ def one_round_words() -> str:
     )
 
 
-def unchecked_drift(method: str) -> str:
-    """The words for why a point's method leaves a drift of one arm unchecked ('' when it may be checked: passes)."""
-    return one_visit_words() if ONE_VISIT in method else ""
-
-
 def _masks(shape: tuple[int, ...], first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first pass, second pass) masks (..., points, runs); both empty where first == 0."""
     column = np.arange(shape[-1])

@@ -6,6 +6,7 @@ always give the same hint. Its calibration on simulated sweeps: scripts/decision
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,14 +16,15 @@ from harness.analysis.decision import rounds_hint
 from harness.analysis.decision.curve import Curve
 from harness.analysis.decision.decide import StagedFamily, decide_curves, stage_families
 from harness.analysis.decision.decision_record import Decision
-from harness.analysis.decision.pipeline import Options, analyse, save_summary
+from harness.analysis.decision.pipeline import Analysis, Options, analyse, save_summary
 from harness.analysis.points.inputs import LoadedInput, load_input
 from harness.analysis.points.point_summary import summarize
+from harness.analysis.points.sweep_drift import one_visit_words
 from harness.policy import Policy
-from harness.runs.summary_columns import PASS_COLUMNS
+from harness.runs.summary_columns import PASS_COLUMNS, PassCol
 from tests.support.calibration import PROTOCOL_REGIMES, hint_calibration
 from tests.support.simulation import as_samples, simulate
-from tests.support.synthetic_sweeps import synthetic_samples
+from tests.support.synthetic_sweeps import design_example, synthetic_samples
 
 GRID = np.array([2048.0, 4096.0, 8192.0, 16384.0])
 CAP = 8192
@@ -157,3 +159,41 @@ def test_the_hint_reads_how_points_were_measured_from_fields_and_a_stored_summar
     assert stored.passes == 2 and stored.bound == pytest.approx(staged.bound, abs=0.05)
     shuffled = fresh.summary.assign(**{c: fresh.summary[c].iloc[::-1].to_numpy() for c in PASS_COLUMNS})
     assert not np.array_equal(stage_families(shuffled)[0].bound, staged.bound)  # the fields, not the words, are read
+
+
+def _stored(analysis: Analysis, path: Path) -> StagedFamily:
+    """The one family staged from the analysis's summary.csv read back (written without the PassCol fields)."""
+    save_summary(analysis, path)
+    assert not set(PASS_COLUMNS) & set(pd.read_csv(path, comment="#").columns)
+    (stored,) = stage_families(load_input(path).summary)
+    return stored
+
+
+def test_one_visit_one_round_passes_and_dropped_runs_reach_the_family_as_fields_a_stored_summary_restores(tmp_path):
+    """SYNTHETIC sweeps, one per fact decide withholds or simulates by: the design example's sweep CSV (one visit per
+    point: unchecked), a two-pass sweep at 3 rounds (a pass of one round: short_passes), 5 interleaved rounds with one
+    fused run slowed 15% (the screen drops it: slowed). Each reaches the staged family as the summary's PassCol field:
+    clearing the field clears the fact while the method and outliers words stay; the summary read back from
+    summary.csv restores it from those words (a dropped run's deviation to the outliers column's 0.1%)."""
+    visits = analyse(load_input(design_example(tmp_path)), Options(current_default=4096))
+    (staged,) = stage_families(visits.summary)
+    assert staged.unchecked == one_visit_words()
+    assert stage_families(visits.summary.assign(**{PassCol.ONE_VISIT: False}))[0].unchecked == ""
+    assert _stored(visits, tmp_path / "visits.csv").unchecked == one_visit_words()
+
+    sim = simulate(PROTOCOL_REGIMES["sparse curved, two passes"], 3, 1, seed=3)
+    short = analyse(LoadedInput(as_samples(sim, 0), None, {}), Options(current_default=8192))
+    (staged,) = stage_families(short.summary)
+    assert staged.short_passes
+    assert not stage_families(short.summary.assign(**{PassCol.ONE_ROUND_PASS: False}))[0].short_passes
+    assert _stored(short, tmp_path / "short.csv").short_passes
+
+    samples = synthetic_samples({1024: 1.05, 2048: 1.05, 4096: 1.05}, rounds=5, noise=0.005, seed=6)
+    samples.loc[(samples["dff"] == 2048) & (samples["arm"] == "fused") & (samples["round"] == 3), "tok_s"] *= 0.85
+    slowed = analyse(LoadedInput(samples, None, {}), Options(current_default=8192))
+    (staged,) = stage_families(slowed.summary)
+    assert staged.slowed[0] == pytest.approx(1 / 30, rel=0.25), staged.slowed
+    none_dropped = slowed.summary[PassCol.DROPPED].map(lambda _: ())
+    assert stage_families(slowed.summary.assign(**{PassCol.DROPPED: none_dropped}))[0].slowed == (0.0, 0.0)
+    stored = _stored(slowed, tmp_path / "slowed.csv").slowed
+    assert stored == pytest.approx(staged.slowed, abs=1e-3) and stored != staged.slowed  # the words' 0.1%
