@@ -199,7 +199,8 @@ def _to_decide(
     needed = hint.needed if hint else None
     spread = hint is not None
     chance = hint.chance if hint else 0.0
-    said = words.rounds_hint(int(curve.dffs[i]), n, needed, spread, BUDGET_ROUNDS, chance)
+    drift_seen = sweep.passes >= 2 and bool(np.any(measured.bound > 1.0))
+    said = words.rounds_hint(int(curve.dffs[i]), n, needed, spread, BUDGET_ROUNDS, chance, drift_seen)
     return said, needed, (chance if hint and math.isfinite(chance) else None)
 
 

@@ -179,13 +179,18 @@ def withheld_sentence(curve_finding: str, evidence: str, withheld: str) -> str:
     return f"{curve_finding}; {evidence}; {withheld}"
 
 
-def rounds_hint(dff: int, now: int, needed: int | None, spread: bool, affordable: int, chance: float) -> str:
+def rounds_hint(
+    dff: int, now: int, needed: int | None, spread: bool, affordable: int, chance: float, drift_seen: bool = False
+) -> str:
     """`about N rounds per arm at Dff D (now n) give an 80% chance of a decision`, or why no affordable number does
     (`spread`: the interval has a spread to scale; `chance`: the chance at `affordable` rounds, NaN: the point already
-    has that many)."""
+    has that many). `drift_seen`: the points carry a drift bound from their passes; the named N then says that it
+    assumes the drift stays as small as those passes saw (a longer sweep meets drift a short one could not see:
+    under slow drift of one arm only .10–.33 of named hints decide, docs/design.md §7, the rounds hint)."""
     where = f"Dff {dff}"
     if needed is not None:
-        return f"about {needed} rounds per arm at {where} (now {now}) give an 80% chance of a decision"
+        assumes = ", if one arm drifts no more over them than in these passes" if drift_seen else ""
+        return f"about {needed} rounds per arm at {where} (now {now}) give an 80% chance of a decision{assumes}"
     if not spread:
         return f"no number of rounds at {where} can be suggested (its interval has no spread to scale)"
     if math.isnan(chance):

@@ -54,6 +54,9 @@ def test_a_drift_bound_is_not_noise_more_rounds_cannot_shrink():
     assert bounded.rounds_needed is not None and bounded.rounds_needed <= 20, bounded.reason
     assert as_noise.rounds_needed is None or as_noise.rounds_needed > bounded.rounds_needed, as_noise.reason
     assert f"about {bounded.rounds_needed} rounds per arm at Dff {CAP} (now 3)" in bounded.reason
+    # a number read off a drift bound assumes the drift stays as small as the passes saw, and says so
+    assert "if one arm drifts no more over them than in these passes" in bounded.reason
+    assert "drifts no more" not in as_noise.reason
     assert _keep(-0.028, 0.012, 3.7) == bounded  # one fixed seed: the same data give the same hint (check-reports)
 
 
