@@ -10,19 +10,21 @@ rounding to 5 digits and then formatting to 4 rounds twice and can move the last
 from __future__ import annotations
 
 import math
+import numbers
 from typing import TypeGuard
 
 RATIO_DIGITS = 4  # fused/fallback: 0.01% resolution, finer than any interval moecal has measured
 TOK_S_DIGITS = 2  # the tok/s mlxcel's benchmark prints (two decimals)
 
 
-def _finite(value: float | None) -> TypeGuard[float]:
-    return value is not None and math.isfinite(float(value))
+def _finite(value: object) -> TypeGuard[float]:
+    """A finite real number (numpy's included): the one rule for a figure a text or a JSON record may show."""
+    return isinstance(value, numbers.Real) and math.isfinite(value)
 
 
-def json_exact(value: float | None) -> float | None:
-    """A figure as a JSON record stores it: never pre-rounded (the texts format the one stored number); NaN, ±inf and
-    None become null."""
+def json_exact(value: object) -> float | None:
+    """A figure as a JSON record stores it: never pre-rounded (the texts format the one stored number); NaN, ±inf,
+    None and anything but a number become null."""
     return float(value) if _finite(value) else None
 
 

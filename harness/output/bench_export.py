@@ -27,7 +27,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from harness.analysis.decision.decision_json import DecisionJSON, PointJSON
+from harness.analysis.number_format import json_exact
 from harness.runs.formats import FALLBACK, FUSED, write_text_atomic
 from harness.runs.mlxcel_bench_csv import COLUMNS as BENCH_COLUMNS
 from harness.runs.mlxcel_bench_csv import OPTIONAL as BENCH_OPTIONAL
@@ -90,16 +90,12 @@ def run_label(provenance: Mapping[str, object], backend: str, device: str) -> Ru
     )
 
 
-def _finite(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
-
-
 def ratio_points(decision: DecisionJSON) -> list[tuple[PointJSON, float]]:
     """The points that carry a ratio (a finite estimate, and not null), each with that estimate."""
     return [
         (p, estimate)
         for p in decision["points"]
-        if p["verdict"] != "null" and (estimate := _finite(p["estimate"])) is not None
+        if p["verdict"] != "null" and (estimate := json_exact(p["estimate"])) is not None
     ]
 
 
@@ -129,14 +125,14 @@ def github_action_benchmark(decision: DecisionJSON, label: RunLabel) -> list[Ben
         x for x in (label.mlxcel_version, label.mlxcel_commit, label.mlx_commit and f"MLX {label.mlx_commit}") if x
     )
     entries: list[BenchmarkEntry] = []
-    crossover = _finite(decision["crossover_dff"])
+    crossover = json_exact(decision["crossover_dff"])
     if crossover is not None:
         entries.append(
             {
                 "name": f"{label.prefix}/crossover",
                 "unit": "Dff",
                 "value": crossover,
-                "range": _interval_text(_finite(decision["ci_low"]), _finite(decision["ci_high"]), level),
+                "range": _interval_text(json_exact(decision["ci_low"]), json_exact(decision["ci_high"]), level),
                 "extra": f"decision: {decision['action']} {decision['recommended_cap']}; {decision['outcome']}"
                 + (f"; build {build}" if build else ""),
             }
@@ -147,7 +143,7 @@ def github_action_benchmark(decision: DecisionJSON, label: RunLabel) -> list[Ben
                 "name": f"{label.prefix}/{bench_point_name(p)}",
                 "unit": "fused/fallback",
                 "value": estimate,
-                "range": _interval_text(_finite(p["ci_low"]), _finite(p["ci_high"]), level),
+                "range": _interval_text(json_exact(p["ci_low"]), json_exact(p["ci_high"]), level),
                 "extra": f"verdict {p['verdict']}; {p['method']}; runs {p['n_fallback']}/{p['n_fused']}",
             }
         )
@@ -166,12 +162,12 @@ def _metric(value: float, low: float | None, high: float | None) -> dict[str, fl
 def bencher(decision: DecisionJSON, label: RunLabel) -> dict[str, dict[str, dict[str, float]]]:
     """BMF: one benchmark per point (measure fused-over-fallback) and one for the crossover (measure crossover-dff)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    crossover = _finite(decision["crossover_dff"])
+    crossover = json_exact(decision["crossover_dff"])
     if crossover is not None:
-        metric = _metric(crossover, _finite(decision["ci_low"]), _finite(decision["ci_high"]))
+        metric = _metric(crossover, json_exact(decision["ci_low"]), json_exact(decision["ci_high"]))
         out[f"{label.prefix}/crossover"] = {CROSSOVER_MEASURE: metric}
     for p, estimate in ratio_points(decision):
-        metric = _metric(estimate, _finite(p["ci_low"]), _finite(p["ci_high"]))
+        metric = _metric(estimate, json_exact(p["ci_low"]), json_exact(p["ci_high"]))
         out[f"{label.prefix}/{bench_point_name(p)}"] = {RATIO_MEASURE: metric}
     return out
 
@@ -198,10 +194,10 @@ def compare_bench_csv(decision: DecisionJSON, label: RunLabel) -> dict[str, str]
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(BENCH_CSV_COLUMNS)
         for p in decision["points"]:
-            tok_s = _finite(p[f"{arm}_tok_s"])  # type: ignore[literal-required]
+            tok_s = json_exact(p[f"{arm}_tok_s"])  # type: ignore[literal-required]
             if tok_s is None or p["verdict"] == "null":
                 continue
-            tokens = _finite(p.get(f"tokens_{arm}"))
+            tokens = json_exact(p.get(f"tokens_{arm}"))
             row = {
                 "model": bench_point_name(p),
                 "prompt_tokens": PROMPT_TOKENS_UNKNOWN,

@@ -8,7 +8,6 @@ The JSON keys are the contract the addendum, the plot and `check-reports` read b
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NotRequired, TypedDict, TypeVar
 
@@ -380,7 +379,8 @@ def _numbers(points: pd.DataFrame, column: str, digits: int | None = None) -> li
 
 
 def _short_float(value: object) -> float | None:
-    return None if value is None or not math.isfinite(float(value)) else float(f"{float(value):.4g}")  # type: ignore[arg-type]
+    exact = json_exact(value)
+    return None if exact is None else float(f"{exact:.4g}")
 
 
 # what the dispatch verification and the token counts say about a command-workload point
