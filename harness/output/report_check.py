@@ -61,14 +61,20 @@ def verify_report(md_path: Path, trees: Sequence[Path] = ()) -> list[str] | None
         fresh = build_report_data(report_input, root, previous, record.date, md_path.parent, link_base).to_json()
         rendered = render_markdown(record)
         csv_name = record.files.mlxcel_csv
-        csv_text = mlxcel_csv(report_input.analysis, record) if csv_name else None
+        # a summary has no runs to export: the sidecar's CSV cannot come from it (the differences below name why)
+        runs = report_input.analysis.samples is not None
+        csv_text = mlxcel_csv(report_input.analysis, record) if csv_name and runs else None
     except InputError as exc:
         return [f"cannot re-derive from the raw data: {exc}"]
     except (KeyError, TypeError) as exc:
         return [f"malformed sidecar {sidecar_path(md_path).name}: missing or wrong {exc}"]
     problems = _differences(stored, fresh, "")
     csv_path = md_path.parent / Path(csv_name).name if csv_name else None
-    if csv_path is not None and (not csv_path.is_file() or csv_path.read_text(encoding="utf-8") != csv_text):
+    if csv_path is not None and csv_text is None:
+        problems.append(
+            f"{csv_name} exports runs its raw data ({stored['raw_data']}) does not hold: a summary has none"
+        )
+    elif csv_path is not None and (not csv_path.is_file() or csv_path.read_text(encoding="utf-8") != csv_text):
         problems.append(
             f"{csv_name} is missing or differs from the runs it exports: regenerate it with `moecal report`"
         )

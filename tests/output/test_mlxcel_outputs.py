@@ -180,3 +180,18 @@ def test_the_terminal_table_shows_the_addendums_estimate(project):
         if estimates[dff] is not None:
             assert ratio == pytest.approx(estimates[dff], rel=1e-4)
     assert analyse_path(run, Options()).summary["estimate"].notna().all()
+
+
+def test_check_reports_on_a_sidecar_whose_raw_data_became_a_summary_names_the_csv_it_cannot_rederive(project):
+    """A sidecar that names an exported mlxcel CSV, its raw data pointed at a summary (which holds no runs): a failed
+    check that says so, not a crash."""
+    run = command_run(project / "results" / "run-a", crossover=7000)
+    write_report(run, project / "reports")
+    assert run_cli("summarize", run, "--out", project / "results" / "s.csv", cwd=project).returncode == 0
+    sidecar = project / "reports" / "run-a.json"
+    record = json.loads(sidecar.read_text())
+    assert record["files"]["mlxcel_csv"] == "run-a-mlxcel.csv"
+    sidecar.write_text(json.dumps({**record, "raw_data": "results/s.csv"}))
+    done = run_cli("check-reports", project / "reports", cwd=project)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "run-a-mlxcel.csv exports runs its raw data (results/s.csv) does not hold: a summary has none" in done.stdout
