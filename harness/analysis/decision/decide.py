@@ -93,11 +93,10 @@ def _as_measured(summary: pd.DataFrame, positions: np.ndarray) -> tuple[np.ndarr
     analysis of the runs carries them; a summary read back restores them, point_summary.pass_columns): what the rounds
     hint needs to tell a point's per-run noise from the bound, and to simulate the sweep in passes. A frame without
     them (a summary made by hand) was measured in one pass with no bound."""
-    if PassCol.DRIFT_BOUND not in summary or PassCol.TWO_PASSES not in summary:
+    if PassCol.DRIFT_BOUND not in summary:
         return np.ones(len(positions)), 1
     bound = summary[PassCol.DRIFT_BOUND].to_numpy(float)[positions]
-    passes = 2 if bool(summary[PassCol.TWO_PASSES].to_numpy(bool)[positions].any()) else 1
-    return bound, passes
+    return bound, 2 if _any_of(summary, PassCol.TWO_PASSES, positions) else 1
 
 
 @dataclass(frozen=True, kw_only=True)

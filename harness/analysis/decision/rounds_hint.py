@@ -146,12 +146,17 @@ def _visit_drift(m: Measured) -> tuple[float, np.ndarray]:
     return (0.0 if read is None else read.tau2), read_share(m.rounds)
 
 
+def _split(rounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each point's two halves in time order, ⌊n/2⌋ and ⌈n/2⌉ of at least 2 rounds (sweep_drift's passes)."""
+    now = np.maximum(rounds, 2)
+    return now // 2, now - now // 2
+
+
 def read_share(rounds: np.ndarray) -> np.ndarray:
     """Each point's share of τ² in its mean, (n₁² + n₂²)/n² over its halves ⌊n/2⌋, ⌈n/2⌉ (at least 2 rounds): 5/9 at
     3, ½ from 4 on even n."""
-    now = np.maximum(rounds, 2)
-    early = now // 2
-    share: np.ndarray = (early**2 + (now - early) ** 2) / now**2
+    early, late = _split(rounds)
+    share: np.ndarray = (early**2 + late**2) / (early + late) ** 2
     return share
 
 
@@ -167,9 +172,9 @@ class _Bound:
 
 
 def _halves(rounds: np.ndarray) -> np.ndarray:
-    now = np.maximum(rounds, 2)
-    early = now // 2
-    out: np.ndarray = 1.0 / early + 1.0 / (now - early)
+    """1/n₁ + 1/n₂ over each point's halves: the runs' noise in its pass difference, per unit of σ²."""
+    early, late = _split(rounds)
+    out: np.ndarray = 1.0 / early + 1.0 / late
     return out
 
 

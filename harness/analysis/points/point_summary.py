@@ -353,8 +353,7 @@ class _Estimates:
 def _none_dropped(n_points: int) -> np.ndarray:
     """An empty PassCol.DROPPED per point (an object array of tuples: numpy would read a list of them as a matrix)."""
     out = np.empty(n_points, object)
-    for i in range(n_points):
-        out[i] = ()
+    out.fill(())
     return out
 
 
