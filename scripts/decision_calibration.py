@@ -12,6 +12,8 @@ coverage. Nothing is measured and nothing is written; the full table takes minut
         --regime "sparse flat slow drift, sweep CSV"   # issue 36's imported formats, with and without the rule
     .venv/bin/python scripts/decision_calibration.py --rounds 5 10 --hint --regime "sparse curved, two passes"
     .venv/bin/python scripts/decision_calibration.py --rounds 5 10 --screen-split --regime "sparse step 3%"
+    .venv/bin/python scripts/decision_calibration.py --rounds 3 5 10 20 --sweeps 200 --table \
+        --regime "sparse curved, two passes"   # issue 36's regime × n table (docs/design.md §7), markdown rows
 
 A regime named `…, two passes` measures each point's rounds in two passes over the grid
 (harness.analysis.points.sweep_drift) and is scored on its one-pass twin's truths, noise and drift.
@@ -35,6 +37,7 @@ from tests.support.calibration import (  # noqa: E402
     check_pairs,
     fixed,
     hint_calibration,
+    markdown_table,
     protocol_table,
 )
 from tests.support.screen_split import screen_split  # noqa: E402
@@ -83,6 +86,12 @@ def main() -> None:
         "screen_split.py: slowed rounds dropped and kept, the trigger's df, its test with the screen, pooling and "
         "drift inflation switched)",
     )
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help="instead: the fixed protocol at each --rounds as one markdown row per regime (false actions, power, "
+        "crossover coverage, closed width, unusable, runs per arm; the same seeds and figures as the plain table)",
+    )
     args = parser.parse_args()
     if args.check_pairs:
         for name, (regime, moved, default) in CHECK_REGIMES.items():
@@ -107,6 +116,10 @@ def main() -> None:
                     f"at 20 rounds {sc.withheld_decided:.3f} (the chance they quoted {sc.withheld_chance:.3f})",
                     flush=True,
                 )
+        return
+    if args.table:
+        for line in markdown_table(regimes, args.rounds, args.sweeps, args.seed):
+            print(line, flush=True)
         return
     protocols = [fixed(n, share) for n in args.rounds for share in [None, *args.replication]]
     if args.one_visit_rule_off:

@@ -391,7 +391,9 @@ class ProtocolScore:
     actionable: int  # sweeps whose truth calls for a raise or a lower
     crossover_coverage: float  # NaN: flat truth
     action_rate: float
-    unusable: float = math.nan  # share of sweeps whose drift the trend could not fit (sweep_drift: unusable, keep)
+    # share of sweeps whose drift the trend could not fit (sweep_drift: unusable, keep); NaN: measured in one pass,
+    # where no residual test runs
+    unusable: float = math.nan
     median_width: float = math.nan  # median Dff width of the closed crossover intervals (NaN: none closed)
     closed: float = math.nan  # share of crossover intervals closed at both ends (NaN: flat truth)
 
@@ -449,7 +451,7 @@ def score_protocol(regime: Regime, protocol: Protocol, sweeps: int, seed: int) -
         len(hits),
         covered,
         float(np.mean([r.decision.action != "keep" for r in results])),
-        float(np.mean([r.decision.sweep_drift is not None for r in results])),
+        float(np.mean([r.decision.sweep_drift is not None for r in results])) if sim.first_pass else math.nan,
         *_widths(sim, results),
     )
 
@@ -470,23 +472,73 @@ def _widths(sim: SimulatedSweeps, results: list[DecisionResult]) -> tuple[float,
     return (float(np.median(finite)) if finite else math.nan), len(finite) / len(widths)
 
 
+def protocol_scores(
+    regimes: list[Regime], protocols: list[Protocol], sweeps: int, seed: int = 0
+) -> Iterator[ProtocolScore]:
+    """Every regime × protocol scored, in that order (as each is scored). A regime's seed follows its name, and a
+    regime measured in two passes gets its one-pass twin's: the same truths, noise and drift, measured in another
+    order; the protocol's rounds are added, so each n draws its own truths."""
+    for regime in regimes:
+        k = zlib.crc32(regime.name.removesuffix(TWO_PASSES).encode()) % 1000
+        for protocol in protocols:
+            yield score_protocol(regime, protocol, sweeps, seed + 1000 * k + protocol.max_rounds)
+
+
 def protocol_table(regimes: list[Regime], protocols: list[Protocol], sweeps: int, seed: int = 0) -> Iterator[str]:
     """One line per regime × protocol (as each is scored): runs per decision, wrong-action rate, power, over-lowers,
-    coverage. A regime's seed follows its name, and a regime measured in two passes gets its one-pass twin's: the
-    same truths, noise and drift, measured in another order."""
+    coverage (protocol_scores' seeds)."""
     yield (
         f"{'regime':44} {'protocol':9} {'runs':>5} {'wrong':>6} {'over-low':>8} {'power':>6} {'(n)':>5} "
         f"{'cross cov':>9} {'actions':>7} {'unusable':>8} {'width':>6} {'closed':>6}"
     )
+    for sc in protocol_scores(regimes, protocols, sweeps, seed):
+        yield (
+            f"{sc.regime:44} {sc.protocol:9} {sc.runs:5.0f} {sc.wrong_action:6.3f} {sc.over_lower:8.3f} "
+            f"{sc.power:6.3f} {sc.actionable:5d} {sc.crossover_coverage:9.3f} {sc.action_rate:7.3f} "
+            f"{sc.unusable:8.3f} {sc.median_width:6.0f} {sc.closed:6.3f}"
+        )
+
+
+def _share(x: float, digits: int = 3) -> str:
+    """A share as docs/design.md's tables write it: 0, 1 or .xyz; – where it is undefined (NaN)."""
+    if math.isnan(x):
+        return "–"
+    text = f"{x:.{digits}f}"
+    return text[0] if float(text) in (0.0, 1.0) else text.removeprefix("0")
+
+
+def markdown_table(regimes: list[Regime], rounds: list[int], sweeps: int, seed: int = 0) -> Iterator[str]:
+    """Issue 36's regime × n table for docs/design.md §7: a markdown row per regime (as each is scored), each cell
+    the fixed protocol at every n of `rounds` (protocol_scores' seeds, so the plain table's figures): false actions
+    (wrong_action: on a flat truth any raise or lower), power, crossover coverage, median width of the closed
+    crossover intervals (their share closed), unusable (– in one pass), runs per arm per decision; then a line with
+    the Monte-Carlo standard errors the cells carry."""
+    yield "| regime | false actions | power | crossover coverage | width (closed) | unusable | runs per arm |"
+    yield "|---|---|---|---|---|---|---|"
+    scored: list[ProtocolScore] = []
     for regime in regimes:
-        k = zlib.crc32(regime.name.removesuffix(TWO_PASSES).encode()) % 1000
-        for protocol in protocols:
-            sc = score_protocol(regime, protocol, sweeps, seed + 1000 * k + protocol.max_rounds)
-            yield (
-                f"{regime.name:44} {protocol.name:9} {sc.runs:5.0f} {sc.wrong_action:6.3f} {sc.over_lower:8.3f} "
-                f"{sc.power:6.3f} {sc.actionable:5d} {sc.crossover_coverage:9.3f} {sc.action_rate:7.3f} "
-                f"{sc.unusable:8.3f} {sc.median_width:6.0f} {sc.closed:6.3f}"
-            )
+        scores = list(protocol_scores([regime], [fixed(n) for n in rounds], sweeps, seed))
+        scored += scores
+        widths = " ".join("–" if math.isnan(sc.median_width) else f"{sc.median_width:.0f}" for sc in scores)
+        closed = " ".join(_share(sc.closed, 2) for sc in scores)
+        columns = (
+            [sc.wrong_action for sc in scores],
+            [sc.power for sc in scores],
+            [sc.crossover_coverage for sc in scores],
+        )
+        cells = [" ".join(map(_share, column)) for column in columns]
+        width = "–" if regime.flat else f"{widths} ({closed})"
+        unusable = " ".join(_share(sc.unusable) for sc in scores)
+        runs = " ".join(f"{sc.runs:.0f}" for sc in scores)
+        yield f"| {regime.name} | {' | '.join(cells)} | {width} | {unusable} | {runs} |"
+    fewest = min((sc.actionable for sc in scored if sc.actionable), default=0)
+    one = scored[0]
+    yield (
+        f"n = {' / '.join(map(str, rounds))}; {sweeps} SYNTHETIC sweeps per cell, seed {seed}; Monte-Carlo s.e. "
+        f"±{_share(one.mc_error(0.03))} at 3%, ±{_share(one.mc_error(0.10))} at 10%, ±{_share(one.mc_error(0.5))} at "
+        f"50%; power over as few as {fewest} sweeps whose truth calls for a move (±{_share(one.mc_error(0.5, fewest))} "
+        "at 50%)"
+    )
 
 
 # issue 36: each arm's own slow drift (AR(1) ρ = .95 per run, stationary sd 1%) under mlxcel's publishing formats, not

@@ -25,6 +25,8 @@ from tests.support.calibration import (
     check_pairs,
     estimate,
     fixed,
+    markdown_table,
+    protocol_scores,
     replicated,
     run_engine,
     score,
@@ -336,6 +338,39 @@ def test_slow_drift_of_one_arm_on_a_dense_grid_is_estimated_not_called_unusable(
     sc = score_protocol(PROTOCOL_REGIMES["dense16 flat slow drift, two passes"], fixed(n), 150, seed=60 + n)
     assert sc.unusable <= 0.10 + 2 * sc.mc_error(0.10), sc
     assert sc.wrong_action <= 0.03 + 2 * sc.mc_error(0.03), sc
+
+
+@pytest.mark.parametrize("n", [10, 20])
+def test_slow_drift_of_one_arm_in_imported_file_pairs_is_estimated_not_called_unusable(n):
+    """Issue 36's "unusable in ≤ 10% of drift sweeps at n ≥ 10" for the format mlxcel publishes: bench_decode.sh file
+    pairs (each pair a pass) under each arm's own slow drift (AR(1) ρ = .95 per run, sd 1%), flat truth. The pass F
+    test called .065/.200 of these sweeps unusable at 10/20 pairs; with the drift estimated .030/.025 (2,000 sweeps,
+    `scripts/decision_calibration.py --table`, docs/design.md §7). 150 sweeps: the bound allows 2 Monte-Carlo
+    standard errors at 10% (±.024), so it guards the target, not a regression below it: these seeds read .040/.007
+    here and .107/.113 on the engine before the drift estimate (4318d72), which passes too."""
+    name = "sparse flat slow drift, bench_decode.sh file pairs"
+    sc = score_protocol(PROTOCOL_REGIMES[name], fixed(n), 150, seed=70 + n)
+    assert sc.unusable <= 0.10 + 2 * sc.mc_error(0.10), sc
+    assert sc.wrong_action <= 0.03 + 2 * sc.mc_error(0.03), sc
+
+
+def test_the_regime_table_prints_each_regimes_scores_in_one_row():
+    """`scripts/decision_calibration.py --table` (docs/design.md §7's regime × n table): a markdown row per regime whose
+    cells are protocol_scores' figures at each n, in the doc's notation (0, .xyz, – where undefined: power and
+    coverage on a flat truth, unusable in one pass), runs per arm = n × points."""
+    names = ["sparse curved, two passes", "sparse flat slow drift, sweep CSV"]
+    regimes = [PROTOCOL_REGIMES[name] for name in names]
+    lines = list(markdown_table(regimes, [4, 5], 12, seed=3))
+    assert lines[0].startswith("| regime | false actions | power |") and len(lines) == 5
+    scores = list(protocol_scores(regimes, [fixed(4), fixed(5)], 12, seed=3))
+    for line, name, pair in zip(lines[2:4], names, (scores[:2], scores[2:]), strict=True):
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        assert cells[0] == name
+        assert [float(x) for x in cells[1].split()] == [round(sc.wrong_action, 3) for sc in pair]
+        assert cells[-1] == "24 30"
+    curved, flat = (line.strip("|").split("|") for line in lines[2:4])
+    assert flat[2].split() == ["–", "–"] and flat[5].split() == ["–", "–"]  # no power, no residual test in one pass
+    assert curved[5].split() != ["–", "–"] and "12 SYNTHETIC sweeps per cell, seed 3" in lines[4]
 
 
 def test_an_interval_rarely_closes_at_the_last_measured_dff_with_the_truth_beyond_it():
