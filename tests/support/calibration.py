@@ -531,14 +531,17 @@ def markdown_table(regimes: list[Regime], rounds: list[int], sweeps: int, seed: 
         unusable = " ".join(_share(sc.unusable) for sc in scores)
         runs = " ".join(f"{sc.runs:.0f}" for sc in scores)
         yield f"| {regime.name} | {' | '.join(cells)} | {width} | {unusable} | {runs} |"
-    fewest = min((sc.actionable for sc in scored if sc.actionable), default=0)
     one = scored[0]
-    yield (
+    line = (
         f"n = {' / '.join(map(str, rounds))}; {sweeps} SYNTHETIC sweeps per cell, seed {seed}; Monte-Carlo s.e. "
         f"±{_share(one.mc_error(0.03))} at 3%, ±{_share(one.mc_error(0.10))} at 10%, ±{_share(one.mc_error(0.5))} at "
-        f"50%; power over as few as {fewest} sweeps whose truth calls for a move (±{_share(one.mc_error(0.5, fewest))} "
-        "at 50%)"
+        "50%"
     )
+    if actionable := [sc.actionable for sc in scored if sc.actionable]:
+        fewest = min(actionable)
+        error = _share(one.mc_error(0.5, fewest))
+        line += f"; power over as few as {fewest} sweeps whose truth calls for a move (±{error} at 50%)"
+    yield line
 
 
 # issue 36: each arm's own slow drift (AR(1) ρ = .95 per run, stationary sd 1%) under mlxcel's publishing formats, not
