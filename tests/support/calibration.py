@@ -626,8 +626,11 @@ PROTOCOL_REGIMES = {
         ),
         Regime("sparse flat step 2%, two passes", SPARSE, flat=True, step=0.02, order="two_passes"),
         # a drift of the fused arm that bends (8% by the sweep's end, quadratic in time): more than the sparse grid's
-        # linear trend fits (sweep_drift.drift_trend's residual test: unusable)
+        # linear trend fits, so sweep_drift.drift_trend steps up to a quadratic (issue 36)
         Regime("sparse flat bending drift 8%, two passes", SPARSE, flat=True, bend=0.08, order="two_passes"),
+        # quartic in time (40% by the end, most of it in the last fifth: a governor stepping in late): more than the
+        # sparse grid's quadratic follows (the residual test: unusable)
+        Regime("sparse flat late drift 40%, two passes", SPARSE, flat=True, bend=0.4, bend_power=4, order="two_passes"),
         Regime("sparse flat, two passes", SPARSE, flat=True, order="two_passes"),
         Regime("sparse flat 15% outliers, two passes", SPARSE, flat=True, outlier_rate=0.15, order="two_passes"),
         Regime("sparse curved, two passes", SPARSE, order="two_passes"),

@@ -71,9 +71,11 @@ class Regime:
     # files: whether the import records each file pair as a pass (`pass` column); False: as before issue 36
     file_passes: bool = True
     step: float = 0.0  # a step change of the fused arm's level half way through the sweep (ln units)
-    # a drift of the fused arm that bends: bend·(slot/slots)² (ln units at the sweep's end), more than the linear
-    # trend of sweep_drift.drift_trend can fit on a sparse grid (its residual test; issue 36)
+    # a drift of the fused arm that bends: bend·(slot/slots)^bend_power (ln units at the sweep's end); squared, more
+    # than a linear trend follows (sweep_drift.drift_trend steps up an order); cubed, more than the sparse grid's
+    # quadratic follows (its residual test: unusable; issue 36)
     bend: float = 0.0
+    bend_power: int = 2
     # curved: a·(C/d − 1); step: fused wins by a constant `win` up to C and loses by it after (issue 36)
     shape: str = "curved"
     win: float = math.log(1.03)
@@ -158,7 +160,7 @@ def simulate(
         return level + effect + drift[..., slots_of] + noise + outliers
 
     step = np.where(np.arange(slots) >= slots // 2, regime.step, 0.0)[fused_slot]
-    step = step + regime.bend * (np.arange(slots) / slots)[fused_slot] ** 2
+    step = step + regime.bend * (np.arange(slots) / slots)[fused_slot] ** regime.bend_power
     fused = arm("fused", fused_slot, ln_ratio[..., None] + step)
     fallback = arm("fallback", fallback_slot, 0.0)
     by_pass = regime.order in ("files", "arm_files") and regime.file_passes

@@ -25,11 +25,12 @@ fixed sweep, first_half_runs; 0: one pass, nothing changes), here called its pas
   the trend's uncertainty, the visit-to-visit drift around it (τ², the variance of a visit's offset) and the
   trend's own spread over the sweep add to its standard error, τ² at the largest value the family's residuals
   cannot exclude at the decision's level (DRIFT_BOUND_LEVEL), not at its point estimate.
-- residual test: whether the residuals leave a trend of the next order along the sweep (drift_trend); rejected (at
-  SWEEP_DRIFT_ALPHA, Bonferroni over the families) the drift bends more than the model can fit, the data are
-  unusable for a decision: keep, said in the reason and in `sweep_drift` of the record, and measure again. Passes
-  that merely disagree (a step of one arm between them, a drift the trend and τ² absorb) decide: before issue 36 an
-  F test of the passes' agreement made such sweeps unusable (a 16-point grid under slow drift: .38/.83/.99 of
+- residual test: whether the residuals leave a trend of the next order along the sweep (drift_trend); rejected, the
+  trend steps up that order where the points allow it, and rejected there too (at SWEEP_DRIFT_ALPHA, Bonferroni
+  over the families) the drift bends more than the model can fit, the data are unusable for a decision: keep, said
+  in the reason and in `sweep_drift` of the record, and measure again. Passes that merely disagree (a step of one
+  arm between them, a drift the trend and τ² absorb) decide: before issue 36 an F test of the passes' agreement
+  made such sweeps unusable (a 16-point grid under slow drift: .38/.83/.99 of
   sweeps at 5/10/20 rounds), though deciding on them with the bound acted no more often on flat truths.
 """
 
@@ -79,6 +80,8 @@ SWEEP_DRIFT_ALPHA = 0.01  # at 5% it withheld 3-5% of right actions on curved tr
 DRIFT_BOUND_LEVEL = CONFIDENCE
 MIN_TREND_POINTS = 3  # points in both passes a trend is fitted on (fewer: τ² read about zero, no trend)
 QUADRATIC_TREND_POINTS = 8  # from this many, the trend bends (_trend_order)
+MAX_TREND_ORDER = 3  # the highest order drift_trend steps up to where the residual test finds a bend
+_POWERS = np.arange(1, MAX_TREND_ORDER + 2)  # the trend's columns t, t², t³ and the test's next one
 ROUND_SIGMAS = 4.0  # a round further than this many robust σ from its point's median d is left out of the test
 ONE_VISIT = "one visit"  # a point's method when each arm's runs were measured back to back, once (one_visit_words)
 ONE_ROUND_PASS = "a pass of one round"  # a point's method when a half of its passes holds one round (one_round_words)
@@ -243,8 +246,9 @@ def _visit_times(p: dict[str, np.ndarray], dff: np.ndarray | None) -> tuple[np.n
 
 
 def _trend_order(k: np.ndarray) -> np.ndarray:
-    """The trend's order per family: 0 (β = 0) below MIN_TREND_POINTS points in both passes, 1 (linear in time) up
-    to QUADRATIC_TREND_POINTS, 2 from there. Each order costs the bound on τ² a degree of freedom: at 6 points that
+    """The trend's order per family before its residual test: 0 (β = 0) below MIN_TREND_POINTS points in both
+    passes, 1 (linear in time) up to QUADRATIC_TREND_POINTS, 2 from there (drift_trend may step one up).
+    Each order costs the bound on τ² a degree of freedom: at 6 points that
     widened every interval by a fifth, at 16 by a twentieth, while a bending drift of the dense grid's length was
     what the residual test found in most of its rejections (docs/design.md §7)."""
     return np.where(k >= QUADRATIC_TREND_POINTS, 2, np.where(k >= MIN_TREND_POINTS, 1, 0))
@@ -262,6 +266,38 @@ def _fit(columns: np.ndarray, used: np.ndarray, y: np.ndarray) -> tuple[np.ndarr
     normal = np.einsum("...pi,...pj->...ij", x, x) + np.eye(used.shape[-1]) * ~used[..., None, :]
     inverse = np.linalg.pinv(normal)
     return np.einsum("...ij,...j->...i", inverse, np.einsum("...pi,...p->...i", x, y)) * used, inverse
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _OrderFit:
+    """drift_trend's least squares at one order per family: the coefficients (..., Q), their inverse normal matrix
+    (..., Q, Q), the residual sum of squares (...), which columns are fitted (..., Q), and the residual test's
+    p-value (...) (1: untestable)."""
+
+    beta: np.ndarray
+    inverse: np.ndarray
+    rss: np.ndarray
+    used: np.ndarray
+    p: np.ndarray
+
+
+def _fit_at(differences: np.ndarray, usable: np.ndarray, gap: np.ndarray, k: np.ndarray, q: np.ndarray) -> _OrderFit:
+    """The trend of order q (...) fitted to the pass differences `gap` (..., points) on the columns `differences`
+    (..., points, len(_POWERS)), and the residual test: whether the residuals carry the next order's column (what
+    the fitted ones explain of it projected out), F on 1 and k − q − 1 degrees of freedom."""
+    used = q[..., None] >= _POWERS
+    beta, inverse = _fit(differences, used, gap)
+    resid = np.where(usable, gap - np.einsum("...pi,...i->...p", differences, beta), 0.0)
+    rss = np.sum(resid**2, axis=-1)
+    following = q[..., None] + 1 == _POWERS
+    column = np.sum(differences * following[..., None, :], axis=-1)
+    along = column - np.einsum("...pi,...i->...p", differences, _fit(differences, used, column)[0])
+    along = np.where(usable, along, 0.0)
+    explained = np.sum(resid * along, axis=-1) ** 2 / np.sum(along**2, axis=-1)
+    left = k - q - 1
+    value = scipy_stats.f.sf(explained / ((rss - explained) / np.maximum(left, 1)), 1, np.maximum(left, 1))
+    testable = (q > 0) & (left >= 1) & np.isfinite(value)
+    return _OrderFit(beta=beta, inverse=inverse, rss=rss, used=used, p=np.where(testable, value, 1.0))
 
 
 def _level_spread(
@@ -326,8 +362,12 @@ def drift_trend(
     mean and difference have the same variance (true of drift that decorrelates within half a sweep) and that g's
     unseen part is the polynomial's. The residual test checks what two passes can: that the residuals carry no
     trend of the next order along the sweep (a drift that bends more than g, whose unseen part would bend the curve
-    too), F on one degree of freedom against k − q − 1. A rejection (SWEEP_DRIFT_ALPHA, Bonferroni over families)
-    is drift the model cannot fit: unusable_words asks for more passes."""
+    too), F on one degree of freedom against k − q − 1. A rejection at SWEEP_DRIFT_ALPHA steps the order up once
+    (where k − q ≥ 3 leaves the next test a degree of freedom) and the fit, the bound and the test are read again
+    there; a rejection at that order too (Bonferroni over families) is drift the model cannot fit: unusable_words
+    asks for more passes. Why one order up and not unusable at once: a drift of one arm that merely bends (a
+    quadratic in time, or a slow wander over a long sweep) was called unusable in up to a quarter of sweeps that
+    the quadratic fits, with no false action more once fitted (docs/design.md §7, one order up)."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a family without a point in both passes: no trend
         usable = p["usable"]
@@ -340,12 +380,14 @@ def drift_trend(
         gap = np.where(usable, p["m1"] - p["m2"], 0.0)
         k = np.sum(usable, axis=-1)
         q = _trend_order(k)
-        powers = np.arange(1, 4)
-        differences = np.where(usable[..., None], t1[..., None] ** powers - t2[..., None] ** powers, 0.0)
-        used = powers <= q[..., None]
-        beta, inverse = _fit(differences, used, gap)
-        resid = np.where(usable, gap - np.einsum("...pi,...i->...p", differences, beta), 0.0)
-        rss = np.sum(resid**2, axis=-1)
+        differences = np.where(usable[..., None], t1[..., None] ** _POWERS - t2[..., None] ** _POWERS, 0.0)
+        fit = _fit_at(differences, usable, gap, k, q)
+        # a bend the order cannot follow: one order more where the points leave its own test a degree of freedom
+        bends = (fit.p < SWEEP_DRIFT_ALPHA) & (k - q >= 3) & (q < MAX_TREND_ORDER)
+        if np.any(bends):
+            q = np.where(bends, q + 1, q)
+            fit = _fit_at(differences, usable, gap, k, q)
+        beta, inverse, rss, used = fit.beta, fit.inverse, fit.rss, fit.used
         dof = np.maximum(k - q, 1)
         upper = rss / scipy_stats.chi2.ppf(1.0 - DRIFT_BOUND_LEVEL, dof)  # Var(Δ) at its bound
         noise = p["s2"] * np.nanmean(np.where(usable, 1.0 / n1 + 1.0 / n2, np.nan), axis=-1)
@@ -353,7 +395,7 @@ def drift_trend(
         # the correction and its variance, at every point visited in both passes, by the runs its θ̂ rests on
         v1, v2 = (np.where(visited, runs[key], 0) for key in ("n1", "n2"))
         n = v1 + v2
-        means = (v1[..., None] * t1[..., None] ** powers + v2[..., None] * t2[..., None] ** powers) / n[..., None]
+        means = (v1[..., None] * t1[..., None] ** _POWERS + v2[..., None] * t2[..., None] ** _POWERS) / n[..., None]
         centre = np.nanmean(np.where(visited[..., None], means, np.nan), axis=-2, keepdims=True)
         lever = np.where(visited[..., None], means - centre, 0.0) * used[..., None, :]
         shift = np.einsum("...pi,...i->...p", lever, beta)
@@ -361,19 +403,10 @@ def drift_trend(
         spread = np.einsum("...pi,...ij,...pj->...p", lever, inverse, lever)
         level = _level_spread((t1, t2), (v1, v2), beta, used, (rss / dof)[..., None, None] * inverse)
         extra = tau2 * (v1**2 + v2**2) / n**2 + upper[..., None] * spread + level
-        # the residual test: the next order's column, what the fitted ones explain of it projected out
-        following = powers == q[..., None] + 1
-        column = np.sum(differences * following[..., None, :], axis=-1)
-        along = column - np.einsum("...pi,...i->...p", differences, _fit(differences, used, column)[0])
-        along = np.where(usable, along, 0.0)
-        explained = np.sum(resid * along, axis=-1) ** 2 / np.sum(along**2, axis=-1)
-        left = k - q - 1
-        value = scipy_stats.f.sf(explained / ((rss - explained) / np.maximum(left, 1)), 1, np.maximum(left, 1))
-        testable = (q > 0) & (left >= 1) & np.isfinite(value)
     return DriftTrend(
         shift=np.where(visited, shift, 0.0),
         extra=np.where(visited & np.isfinite(extra), extra, 0.0),
-        p=np.where(testable, value, 1.0),
+        p=fit.p,
     )
 
 

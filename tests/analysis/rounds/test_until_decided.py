@@ -36,12 +36,14 @@ from tests.support.until_decided import PrefixRuns, Row, compare, fixed_at_power
 
 def test_fewer_rounds_than_the_fixed_protocol_and_no_more_wrong_actions():
     """In the sweep's own order (the first rounds in two passes over the grid, issue 36) until-decided spends fewer
-    rounds than fixed 10 for at least its power on one sparse family (100 sweeps: 41.3 rounds at power .40, fixed 10
-    60 at .44; docs/design.md §7, Until decided); 10 sweeps vary more, so only that it is not worse on both."""
+    rounds than fixed 10 for at least fixed 5's power on one sparse family (100 sweeps: 39.4 rounds at power .36;
+    fixed 5 30 at .22, fixed 10 60 at .44; docs/design.md §7, Until decided: not fixed 10's power, which this test
+    claimed on 10 sweeps until 40 of them read .32 against .68); 10 sweeps vary more, so only that it is not worse
+    than fixed 5 on both."""
     for regime in (Regime("sparse", SPARSE), Regime("flat drift", SPARSE, drift="per_arm", flat=True)):
-        fixed10, until = compare(regime, protocols(fixed_rounds=(10,)), sweeps=10, seed=7)
+        fixed5, fixed10, until = compare(regime, protocols(fixed_rounds=(5, 10)), sweeps=10, seed=7)
         assert until.rounds_per_sweep < fixed10.rounds_per_sweep, (fixed10, until)
-        assert until.right_action >= fixed10.right_action, (fixed10, until)
+        assert until.right_action >= fixed5.right_action, (fixed5, until)
         assert until.wrong_action <= fixed10.wrong_action + 0.1, (fixed10, until)
 
 
