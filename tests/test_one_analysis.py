@@ -41,3 +41,28 @@ def test_sweep_and_report_each_analyse_the_run_once(tmp_path, analyses):
     done = cli("check-reports", tmp_path / "reports")
     assert done.returncode == 0, done.stdout
     assert len(analyses) == 1  # re-derived once from the raw data: record and mlxcel CSV compared against it
+
+
+def test_the_sweeps_end_reads_its_samples_and_meta_once(tmp_path, monkeypatch):
+    """conclude reads samples.csv and meta.json once each and passes what it read to the no-result check, the
+    analysis, the final table, the until-decided record and the every-run-failed check (whole-file reads counted)."""
+    from pathlib import Path
+
+    from harness.measure import sweep_end
+
+    reads: list[str] = []
+    original_read_text, original_conclude = Path.read_text, sweep_end.conclude
+
+    def counting_read_text(self, *args, **kwargs):
+        reads.append(self.name)
+        return original_read_text(self, *args, **kwargs)
+
+    def counting_conclude(*args, **kwargs):
+        with monkeypatch.context() as inside:
+            inside.setattr(Path, "read_text", counting_read_text)
+            return original_conclude(*args, **kwargs)
+
+    monkeypatch.setattr(sweep_end, "conclude", counting_conclude)
+    done = cli("sweep", fake_config(tmp_path, measure={"rounds": 2}), "--out", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    assert (reads.count("samples.csv"), reads.count("meta.json")) == (1, 1), reads

@@ -161,6 +161,7 @@ def sweep(
     from harness.errors import BackendUnavailable
     from harness.measure import sweep_loop as sweeps
     from harness.measure import sweep_setup
+    from harness.measure.protocol import RERUN_NOTE
 
     if config is None and resume:  # --resume DIR: the run's own config, never this machine's preset
         config = _recorded_config(Path(resume))
@@ -210,9 +211,12 @@ def sweep(
             console.print(busy, highlight=False, markup=False)
         with Progress(*PROGRESS_COLUMNS, console=console, transient=False) as progress:
             task = progress.add_task("sweep", total=todo)
+            planned = todo
 
             def on_run(message: str) -> None:
-                progress.update(task, advance=1, description=message[:60])
+                nonlocal planned  # a contended run's slot runs again: one run more to do (never "13/12")
+                planned += message.endswith(RERUN_NOTE)
+                progress.update(task, advance=1, total=planned, description=message[:60])
 
             def say(message: str) -> None:
                 progress.console.print(message, highlight=False, markup=False)

@@ -10,7 +10,7 @@ import contextlib
 import datetime as _dt
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -80,6 +80,15 @@ class RunContended(RunFailed):
 
 
 CONTENDED_RETRIES = 3
+RUN_AGAIN = "; run again"  # a contended row's error ends so when its slot is run again (not after the last retry)
+# ends the progress line of such a row: the sweep's count of runs to do grows by the run it adds
+RERUN_NOTE = " (contended, run again)"
+
+
+def runs_again(row: Mapping[str, object]) -> bool:
+    """A row written for a contended run whose slot is then run again: one run more than the sweep planned."""
+    error = str(row.get("error") or "")
+    return row.get("status") == "fail" and error.startswith("contended:") and error.endswith(RUN_AGAIN)
 
 
 class PointRunner(Protocol):
@@ -161,7 +170,7 @@ class RoundSchedule:
         return 1 if round_index < self.first_pass else 2
 
 
-ProgressHook = Callable[[str], None]
+ProgressHook = Callable[[str], None]  # one call per row written; a message ending in RERUN_NOTE adds a run to do
 
 
 def _now() -> str:
@@ -237,7 +246,7 @@ def measure_point(
                     writer.append(row)
                     written += 1
                     where = f" {row['knobs']}" if setting else ""
-                    on_run(f"{point.label}{where} {arm} r{round_index}: {row['status']}{' (contended)' * contended}")
+                    on_run(f"{point.label}{where} {arm} r{round_index}: {row['status']}{RERUN_NOTE * runs_again(row)}")
                     if not contended:
                         break
             round_index += 1
@@ -255,7 +264,7 @@ def _run_once(runner: PointRunner, arm: str, setting: dict[str, str], row: Sampl
         outcome = runner.run(arm_path(arm), setting) if setting else runner.run(arm_path(arm))
         row.update(outcome_fields(checked(outcome)))
     except RunContended as exc:
-        tail = "; every retry was contended, so this slot has no clean run" if last else "; run again"
+        tail = "; every retry was contended, so this slot has no clean run" if last else RUN_AGAIN
         row.update(status="fail", error=f"contended: {exc}{tail}")
         return not last
     except RunFailed as exc:

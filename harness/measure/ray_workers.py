@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 from harness.config.backend_specs import backend_spec
 from harness.config.install_hint import missing_module_hint
 from harness.errors import InputError
-from harness.measure.protocol import Point, ProgressHook, RoundSchedule, measure_point
+from harness.measure.protocol import RERUN_NOTE, Point, ProgressHook, RoundSchedule, measure_point, runs_again
 from harness.runs.formats import RUN_KEY, SAMPLE_COLUMNS, csv_line, point_key, run_key
 from harness.runs.provenance_keys import Provenance
 from harness.runs.rundir import SampleRow, SampleWriter, truncate_torn_tail
@@ -436,7 +436,7 @@ def _record(pool: Pool, streamed: SampleRow) -> None:
             if pool.done.get(key) != "ok":
                 pool.done[key] = str(row["status"])
         pool.written += 1
-    pool.on_run(f"{row['model']} {row['arm']} r{row['round']}: {row['status']}")
+    pool.on_run(f"{row['model']} {row['arm']} r{row['round']}: {row['status']}{RERUN_NOTE * runs_again(row)}")
 
 
 def worker_options(ray: ModuleType, backend: str, count: int | None) -> tuple[int, dict[str, object]]:

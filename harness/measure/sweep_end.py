@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.analysis.decision.pipeline import Analysis, Options, analyse
+from harness.analysis.evidence import dispatch_evidence
 from harness.analysis.evidence.physics_prior import PointPhysics, predicted_crossover
-from harness.analysis.points.inputs import load_input
-from harness.analysis.rounds.run_options import recorded_options
+from harness.analysis.points.inputs import samples_input
+from harness.analysis.rounds.run_options import policy_options
 from harness.measure.physics_points import sweep_physics
-from harness.measure.sweep_loop import quick_table, why_no_result
+from harness.measure.sweep_loop import NOTHING_RECORDED, no_ok_run, quick_table
 from harness.runs.provenance_keys import UNTIL_DECIDED
 from harness.runs.rundir import RunDirectory
 
@@ -73,25 +74,35 @@ class SweepEnd:
 
 
 def conclude(plan: PreparedSweep, written: int) -> SweepEnd:
-    """Read and analyse the finished sweep of `plan`, which wrote `written` new runs; writes nothing."""
+    """Read and analyse the finished sweep of `plan`, which wrote `written` new runs; writes nothing. samples.csv
+    and meta.json are read once each, and what was read is handed to every check, the analysis and the table."""
     run = RunDirectory(plan.run_dir)
-    no_result = why_no_result(plan.run_dir)
+    if not run.samples.exists():
+        return _stopped(plan, written, run, NOTHING_RECORDED)
+    samples = run.read_samples()
+    no_result = no_ok_run(samples)
     if no_result:  # nothing to summarize: an addendum would state a decision no measurement supports
-        message, failed = no_result
-        return _end(plan, written, run, NoResult(message=message, failed=failed))
-    options = recorded_options(plan.run_dir, at_look_level=True)
-    allocation = run.read_meta().get(UNTIL_DECIDED)
-    analysis = analyse(load_input(plan.run_dir), options)
-    table = quick_table(plan.run_dir, analysis.summary)
+        return _stopped(plan, written, run, no_result)
+    record = run.read_record()
+    options = policy_options(record.policy, at_look_level=True)
+    verification = dispatch_evidence.read_record(plan.run_dir)
+    analysis = analyse(samples_input(run.samples, samples, record.provenance, verification or None), options)
+    table = quick_table(analysis.summary, samples, record.provenance, verification)
+    allocation = record.provenance.get(UNTIL_DECIDED)
     analysed = AnalysedSweep(
         options=options,
         analysis=analysis,
         table=table,
         bandwidth=_bandwidth(plan, table),
         until_decided=allocation if isinstance(allocation, dict) else None,
-        every_run_failed=every_run_failed(run.read_samples()) if written else "",
+        every_run_failed=every_run_failed(samples) if written else "",
     )
     return _end(plan, written, run, analysed)
+
+
+def _stopped(plan: PreparedSweep, written: int, run: RunDirectory, why: tuple[str, bool]) -> SweepEnd:
+    message, failed = why
+    return _end(plan, written, run, NoResult(message=message, failed=failed))
 
 
 def _end(plan: PreparedSweep, written: int, run: RunDirectory, outcome: AnalysedSweep | NoResult) -> SweepEnd:

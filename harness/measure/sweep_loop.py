@@ -18,7 +18,7 @@ from harness.errors import InputError
 from harness.measure import dispatch
 from harness.measure.protocol import Point, ProgressHook, RoundSchedule, measure_point
 from harness.runs.formats import csv_columns
-from harness.runs.provenance_keys import DISPATCH_OVERRIDES
+from harness.runs.provenance_keys import DISPATCH_OVERRIDES, Provenance
 from harness.runs.rundir import (
     RunDirectory,
     RunLock,
@@ -187,13 +187,18 @@ def verify_dispatch(sweep: PreparedSweep) -> None:
             point.skip_reason = f"{reason} (--measure-null measures it)"
 
 
+NOTHING_RECORDED = ("no run was recorded", False)  # why_no_result of a run without samples.csv
+
+
 def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
+    """no_ok_run of the run directory's samples.csv (NOTHING_RECORDED without one)."""
+    run = RunDirectory(run_dir)
+    return no_ok_run(run.read_samples()) if run.samples.exists() else NOTHING_RECORDED
+
+
+def no_ok_run(samples: pd.DataFrame) -> tuple[str, bool] | None:
     """Why a finished sweep has nothing to analyse (not one ok run), as one line, and whether that is a failure
     (some run failed) rather than every point skipped (nothing fits here); None when it has results."""
-    run = RunDirectory(run_dir)
-    if not run.samples.exists():
-        return "no run was recorded", False
-    samples = run.read_samples()
     statuses = samples["status"].value_counts()
     if statuses.get("ok", 0):
         return None
@@ -203,19 +208,21 @@ def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
     return f"no run succeeded ({counts}){first}"[:400].replace("\n", " "), bool(len(failed))
 
 
-def quick_table(run_dir: Path, summary: pd.DataFrame) -> pd.DataFrame:
+def quick_table(
+    summary: pd.DataFrame, samples: pd.DataFrame, meta: Provenance, verification: dispatch_evidence.VerificationRecord
+) -> pd.DataFrame:
     """Per point: median tok/s of each arm, the fused/fallback estimate, run counts, the median generated tokens per
     arm and the dispatch the verification pass found (harness.analysis.evidence.dispatch_evidence). The estimate is the
     geometric-mean ratio the summary's interval belongs to (the same number the addendum shows), not a ratio of medians,
     so the terminal and the addendum never disagree: `summary` is the run's analysed summary, the one the caller
-    reports (the sweep analyses its run once)."""
+    reports (the sweep analyses its run once), of the run whose samples.csv (every setting), meta.json provenance
+    and verification record ({} when none) the caller read."""
     import pandas as pd
 
     from harness.analysis.points.inputs import at_reference_setting
 
-    run = RunDirectory(run_dir)
     # a knob sweep's table is its reference setting's, like its summary (the other settings: the knobs report)
-    samples = at_reference_setting(run.read_samples(), run.read_meta()).fillna({"d_model": 0})
+    samples = at_reference_setting(samples, meta).fillna({"d_model": 0})
     keys = ["workload", "model", "d_model", "dff"]  # a layer config's decode block shares model names and dffs
     ok = samples[samples["status"] == "ok"]
     table = ok.pivot_table(index=keys, columns="arm", values="tok_s", aggfunc="median").reset_index()
@@ -233,6 +240,6 @@ def quick_table(run_dir: Path, summary: pd.DataFrame) -> pd.DataFrame:
     counts = samples.groupby(keys)["status"].value_counts().unstack(fill_value=0)
     counts = counts.reindex(columns=["ok", "fail", "skip"], fill_value=0).reset_index()
     table = table.merge(counts, on=keys, how="outer").fillna({"ok": 0, "fail": 0, "skip": 0})
-    facts = dispatch_evidence.per_model(dispatch_evidence.read_record(run_dir), expected_null(run.read_meta()))
+    facts = dispatch_evidence.per_model(verification, expected_null(meta))
     table["dispatch"] = [str(fact["dispatch"]) if (fact := facts.get(str(m))) else "" for m in table["model"]]
     return table.sort_values(["workload", "d_model", "dff"])

@@ -443,3 +443,15 @@ def _alive(pid: int) -> bool:
             return handle.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_contended_run_adds_a_run_to_the_progress_total(tmp_path):
+    """The fake benchmark exits 75 (a GPU guard found contention) on its 5th invocation: that slot is run again, so
+    the sweep writes 13 rows for its 12 planned runs and the progress line's total grows with it (it read 13/12)."""
+    command = [str(FAKE_BENCH), "--dff", "{dff}", "--counter", str(tmp_path / "n"), "--contended-at", "5"]
+    done = cli("sweep", fake_config(tmp_path, workload={"command": command}), "--out", tmp_path / "run", "--no-report")
+    assert done.returncode == 0, done.stderr
+    assert "(12 runs to do)" in done.stderr
+    rows = read_samples(tmp_path / "run")
+    assert len(rows) == 13 and rows["error"].str.startswith("contended: exit 75").sum() == 1
+    assert re.findall(r"\b(\d+)/(\d+)\b", done.stderr)[-1] == ("13", "13")

@@ -15,11 +15,10 @@ import pandas as pd
 import pytest
 
 from harness.analysis.decision.pipeline import Options, analyse_path
-from harness.measure.sweep_loop import quick_table
 from harness.output.addendum.report_data import read_sidecar
 from harness.output.mlxcel_source import SWITCH_LAYERS, cap_patch, known_defaults, read_source
 from harness.output.report_files import write_report
-from tests.support.helpers import run_cli
+from tests.support.helpers import final_table, run_cli
 from tests.support.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
 
 # FIXTURE: shaped like mlxcel's src/models/switch_layers.rs and src/lib/mlx-cpp/CMakeLists.txt (declaration lines
@@ -175,7 +174,7 @@ def test_the_terminal_table_shows_the_addendums_estimate(project):
     run = command_run(project / "results" / "run-d", crossover=7000)
     md_path, _, _, _ = write_report(run, project / "reports")
     estimates = {p["dff"]: p["estimate"] for p in read_sidecar(md_path)["decision"]["points"]}
-    table = quick_table(run, analyse_path(run).summary)
+    table = final_table(run, analyse_path(run).summary)
     for dff, ratio in zip(table["dff"], table["ratio"], strict=True):
         if estimates[dff] is not None:
             assert ratio == pytest.approx(estimates[dff], rel=1e-4)

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -81,3 +82,14 @@ def wait_for(condition: Callable[[], bool], what: str, seconds: float = 300) -> 
     while not condition():
         assert time.monotonic() < deadline, f"still waiting for {what} after {seconds:.0f} s"
         time.sleep(0.02)
+
+
+def final_table(run_dir: Path, summary: Any) -> Any:
+    """A sweep's final table (harness.measure.sweep_loop.quick_table) of a run directory and its analysed summary,
+    the run's files read here as the sweep's end reads them."""
+    from harness.analysis.evidence import dispatch_evidence
+    from harness.measure.sweep_loop import quick_table
+    from harness.runs.rundir import RunDirectory
+
+    run = RunDirectory(run_dir)
+    return quick_table(summary, run.read_samples(), run.read_meta(), dispatch_evidence.read_record(run_dir))

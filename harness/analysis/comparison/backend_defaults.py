@@ -43,6 +43,7 @@ from harness.runs.formats import FUSED, Row
 from harness.runs.summary_columns import SummaryCol
 
 DEFAULT_BITS = 4  # imported mlxcel CSVs carry no bits; every published point is 4-bit
+UNKNOWN_DEVICE = "unknown device"  # how the tables name the device of a run that records none
 
 
 @dataclass
@@ -51,10 +52,12 @@ class RunResult:
 
     path: Path
     backend: str
-    device: str
+    device: str  # the recorded name, else UNKNOWN_DEVICE
     analysis: Analysis
     parity: dict[str, PointParity]
     mispredicted: dict[str, str]
+    # False: the run names no device, so no device class, class arm or device entry may be keyed by `device`
+    device_recorded: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,10 +165,11 @@ def _num(value: float) -> str:
 
 
 def _run_identity(analysis: Analysis) -> tuple[str, str]:
+    """The run's backend and device as recorded ('' for a device the run does not name)."""
     summary = analysis.summary
     backend = str(summary["backend"].iloc[0]) if len(summary) else str(analysis.provenance.get("backend", ""))
     device = str(summary["device"].iloc[0]) if len(summary) and "device" in summary else ""
-    device = device if device and device != "nan" else str(analysis.provenance.get("device") or "unknown device")
+    device = device if device and device != "nan" else str(analysis.provenance.get("device") or "")
     return backend, device
 
 
@@ -201,7 +205,7 @@ def load_run(path: Path, options: Options) -> RunResult:
     samples = analysis.samples
     parity = parity_by_model(samples) if samples is not None else {}
     wrong = mispredictions(samples, expected, loaded.verification)
-    return RunResult(Path(path), backend, device, analysis, parity, wrong)
+    return RunResult(Path(path), backend, device or UNKNOWN_DEVICE, analysis, parity, wrong, bool(device))
 
 
 def faster_path(row: Row) -> str | None:

@@ -47,14 +47,17 @@ def _direction(action: str, recommended: int | None, current: int | None) -> str
     return "keep" if recommended == current else "raise" if recommended > current else "lower"
 
 
-def same_device(run: RunResult) -> str:
-    """The device class when no finer one is given: the backend and the device's name."""
-    return f"{run.backend}-{run.device}"
+def same_device(run: RunResult) -> str | None:
+    """The device class when no finer one is given: the backend and the device's name (None: none recorded)."""
+    return f"{run.backend}-{run.device}" if run.device_recorded else None
 
 
-def replication(defaults: Defaults, class_of: Callable[[RunResult], str] = same_device) -> dict[str, Replication]:
-    """Per backend: whether its move is replicated across sessions of one device class (`class_of`: a run's class;
-    the report passes the device-class table's, harness.output.defaults.device_defaults.device_class)."""
+def replication(
+    defaults: Defaults, class_of: Callable[[RunResult], str | None] = same_device
+) -> dict[str, Replication]:
+    """Per backend: whether its move is replicated across sessions of one device class (`class_of`: a run's class,
+    None for a run of no known class, which shares a class with no other; the report passes the device-class
+    table's, harness.output.defaults.device_defaults.run_class)."""
     out = {}
     for row in defaults.backends:
         move = _direction(row.action, row.recommended, row.current)
@@ -75,7 +78,9 @@ def replication(defaults: Defaults, class_of: Callable[[RunResult], str] = same_
         opposite = any(d in ("raise", "lower") and d != move for _, d in decided.values())
         per_class: dict[str, int] = {}
         for name in agreeing:
-            per_class[decided[name][0]] = per_class.get(decided[name][0], 0) + 1
+            cls = decided[name][0]
+            if cls is not None:
+                per_class[cls] = per_class.get(cls, 0) + 1
         shared = next((c for c, n in per_class.items() if n >= 2), "")
         replicated = move in MOVES and not opposite and bool(shared)
         out[row.backend] = Replication(
@@ -90,7 +95,10 @@ def replication(defaults: Defaults, class_of: Callable[[RunResult], str] = same_
 
 
 def replicated_caps(
-    defaults: Defaults, changed: dict[str, int], unreplicated: bool, class_of: Callable[[RunResult], str] = same_device
+    defaults: Defaults,
+    changed: dict[str, int],
+    unreplicated: bool,
+    class_of: Callable[[RunResult], str | None] = same_device,
 ) -> dict[str, int]:
     """The changed caps a patch may carry: the replicated moves only, every move with `unreplicated`."""
     if unreplicated:

@@ -73,11 +73,7 @@ def load_input(path: str | Path, all_settings: bool = False) -> LoadedInput:
     meta = RunDirectory(run_dir).read_meta() if run_dir is not None else {}
     record = (dispatch_evidence.read_record(run_dir) or None) if run_dir is not None else None
     if set(SAMPLE_COLUMNS) - set(LATER_COLUMNS) <= set(columns):
-        samples = read_samples(path)
-        _check_meta_matches(path, meta, samples)
-        provenance = {**_provenance(path), **meta}
-        samples = samples if all_settings else at_reference_setting(samples, provenance)
-        return LoadedInput(samples, None, provenance, record)
+        return samples_input(path, read_samples(path), meta, record, all_settings)
     if set(SUMMARY_COLUMNS) <= set(columns):
         return LoadedInput(None, _read_summary(path), {**_provenance(path), **meta}, record)
     if {"round_ratio", "p_value", "verdict"} <= set(columns):  # summary.csv of the earlier bootstrap engine
@@ -90,6 +86,21 @@ def load_input(path: str | Path, all_settings: bool = False) -> LoadedInput:
     raise InputError(
         str(path), "columns", "not a samples.csv, summary.csv or mlxcel sweep CSV (header: " + ",".join(columns) + ")"
     )
+
+
+def samples_input(
+    path: Path,
+    samples: pd.DataFrame,
+    meta: Provenance,
+    verification: VerificationRecord | None,
+    all_settings: bool = False,
+) -> LoadedInput:
+    """load_input of the samples.csv at `path` from its rows, its run's meta.json provenance and verification record
+    as read already (by load_input, or by the sweep's end, which reads each file once)."""
+    _check_meta_matches(path, meta, samples)
+    provenance = {**_provenance(path), **meta}
+    samples = samples if all_settings else at_reference_setting(samples, provenance)
+    return LoadedInput(samples, None, provenance, verification)
 
 
 def run_dir_of(path: Path) -> Path | None:

@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from harness.analysis.points.stats import MAD_TO_SIGMA, row_median
 from harness.runs.formats import cell_numbers
 from harness.thresholds import CONFIDENCE
 
@@ -162,21 +163,22 @@ def centre_passes(a: np.ndarray, b: np.ndarray, first: np.ndarray) -> tuple[np.n
     moves both. With one or two runs in a pass the mean of the two shifts would carry half of a slowdown into the
     other arm, where it looked like a fast run (the point then lost its interval; simulated: power .46 → .41 at 3
     rounds); without centring the passes' shift halved the slowed runs dropped (15% slowed runs: power .36 → .24).
-    Only points with two runs in each pass are centred."""
+    Only points with two runs in each pass are centred.
+
+    A row holds a point's ok runs (point_summary's arm matrices: a failed run is never gathered) and NaN after them
+    where the family's widest point has more; every median here is row_median's, of a row's runs alone, as the
+    outlier screen takes them."""
     out_a, out_b = np.array(a, float), np.array(b, float)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        whole = [np.nanmedian(y, axis=-1, keepdims=True) for y in (out_a, out_b)]
+        whole = [row_median(y)[..., None] for y in (out_a, out_b)]
         masks = _masks(out_a.shape, first)
         # a pass of one run: its shift is that run's own deviation, slowdown included (centred, flat truths with 15%
         # slowed runs acted in 5.0% of sweeps at 3 rounds, 3.5% without)
         runs = [np.sum(mask & ~np.isnan(out_a), axis=-1, keepdims=True) for mask in masks]
         both = (runs[0] >= 2) & (runs[1] >= 2)
         for mask in masks:
-            moved = [
-                np.nanmedian(np.where(mask, y, np.nan), axis=-1, keepdims=True) - m
-                for y, m in zip((a, b), whole, strict=True)
-            ]
+            moved = [row_median(np.where(mask, y, np.nan))[..., None] - m for y, m in zip((a, b), whole, strict=True)]
             shift = np.where(both, np.nan_to_num(np.fmax(*moved)), 0.0)
             out_a, out_b = out_a - np.where(mask, shift, 0.0), out_b - np.where(mask, shift, 0.0)
     return out_a, out_b
@@ -185,11 +187,13 @@ def centre_passes(a: np.ndarray, b: np.ndarray, first: np.ndarray) -> tuple[np.n
 def _screened(d: np.ndarray) -> np.ndarray:
     """d without the rounds far from their point's median (a slowed run the arm-level screen let through): one such
     round in a pass of one or two decides the test alone (5% of runs slowed by 10-20% made it reject 12-17% of
-    sweeps without drift at 3 rounds). σ: 1.4826·MAD of the family's rounds around their points' medians."""
+    sweeps without drift at 3 rounds). σ: 1.4826·MAD of the family's rounds around their points' medians. NaN in d:
+    no round (padding after a point's ok runs, a round the outlier screen dropped), left out of every median."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        resid = d - np.nanmedian(d, axis=-1, keepdims=True)
-        sigma = 1.4826 * np.nanmedian(np.abs(resid), axis=(-2, -1), keepdims=True)
+        resid = d - row_median(d)[..., None]
+        family = np.abs(resid).reshape(*resid.shape[:-2], -1)  # the family's rounds in one row
+        sigma = MAD_TO_SIGMA * row_median(family)[..., None, None]
         return np.where(np.abs(resid) > ROUND_SIGMAS * sigma, np.nan, d)
 
 

@@ -20,7 +20,11 @@ def recorded_options(run_dir: Path, current_default: int | None = None, at_look_
     `at_look_level`, the level its until-decided looks read where it recorded one (the sweep's end, as a later
     command reads it: harness.cli.analysis_options.build_options), so its report reads the decision the looks
     stopped on."""
-    policy = RunDirectory(run_dir).read_policy()
+    return policy_options(RunDirectory(run_dir).read_policy(), current_default, at_look_level)
+
+
+def policy_options(policy: Policy | None, current_default: int | None = None, at_look_level: bool = False) -> Options:
+    """recorded_options of a policy already read from meta.json (None: the run recorded none)."""
     if policy is None:
         return Options(current_default=current_default)
     return Options(policy=policy.at_look_level() if at_look_level else policy, current_default=current_default)

@@ -32,7 +32,7 @@ from harness.config import knobs as launch_knobs
 from harness.errors import InputError
 from harness.json_input import JSONObject
 from harness.output.bench_export import run_label
-from harness.output.defaults.device_defaults import class_defaults, device_class
+from harness.output.defaults.device_defaults import class_defaults, run_class
 from harness.runs.formats import write_text_atomic
 from harness.runs.provenance import file_sha256
 from harness.runs.rundir import RunDirectory, refuse_stored
@@ -93,7 +93,9 @@ def _entry_digest(entry: Mapping[str, object]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _entry(op: str, level: str, runs: Sequence[RunResult], value: int, extra: Mapping[str, object]) -> JSONObject:
+def _entry(
+    op: str, level: str, runs: Sequence[RunResult], value: int, extra: Mapping[str, object], architecture: str
+) -> JSONObject:
     binding = runs[0]
     label = run_label(binding.analysis.provenance, binding.backend, binding.device)
     name = ops()[op]
@@ -104,7 +106,7 @@ def _entry(op: str, level: str, runs: Sequence[RunResult], value: int, extra: Ma
         "runner": binding.backend,
         "level": level,
         "device": binding.device if level == "device" else "",
-        "architecture": device_class(binding.backend, binding.device, binding.analysis.provenance),
+        "architecture": architecture,
         "bucket": BUCKET,
         "dtype": DTYPE,
         "mlxcel_version": label.mlxcel_version,
@@ -127,20 +129,19 @@ def build_entries(defaults: Defaults) -> list[JSONObject]:
     entries = []
     for row in defaults.devices:
         runs = [r for r in defaults.runs if (r.backend, r.device) == (row.backend, row.device)]
-        if row.recommended is not None:
-            entries.append(_entry(CAP_OP, "device", runs, row.recommended, {"action": row.action}))
+        architecture = run_class(runs[0])
+        # no entry for a device the run does not name: no binary's device is called UNKNOWN_DEVICE
+        if row.recommended is not None and runs[0].device_recorded and architecture is not None:
+            entries.append(_entry(CAP_OP, "device", runs, row.recommended, {"action": row.action}, architecture))
     for cls in class_defaults(defaults):
-        runs = [
-            r
-            for r in defaults.runs
-            if device_class(r.backend, r.device, r.analysis.provenance) == cls.device_class and r.device in cls.devices
-        ]
+        runs = [r for r in defaults.runs if run_class(r) == cls.device_class and r.device in cls.devices]
         if cls.cap is not None:
             extra = {"crossover_ci": cls.cap_interval, "devices": list(cls.devices)}
-            entries.append(_entry(CAP_OP, "architecture", runs, cls.cap, extra))
+            entries.append(_entry(CAP_OP, "architecture", runs, cls.cap, extra, cls.device_class))
         for chosen in cls.knobs:
             if chosen.value is not None and chosen.swept:
-                entries.append(_entry(chosen.knob.op, "architecture", runs, chosen.value, {"why": chosen.evidence}))
+                why = {"why": chosen.evidence}
+                entries.append(_entry(chosen.knob.op, "architecture", runs, chosen.value, why, cls.device_class))
     return entries
 
 

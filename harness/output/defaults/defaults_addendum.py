@@ -14,7 +14,13 @@ from harness.analysis.comparison.backend_defaults import Defaults, build_default
 from harness.analysis.decision.decision_facts import MLXCEL_CONSTANTS, backend_cap, constant_words
 from harness.analysis.decision.pipeline import Options
 from harness.output.addendum.addendum_heading import library_under_test
-from harness.output.defaults.device_defaults import class_defaults, class_markdown, class_patch, rust_block
+from harness.output.defaults.device_defaults import (
+    class_defaults,
+    class_markdown,
+    class_patch,
+    rust_block,
+    unclassed_lines,
+)
 from harness.output.defaults.replication_section import patch_caps, replication_markdown
 from harness.output.markdown_text import md_code, md_text
 from harness.output.mlxcel_source import SWITCH_LAYERS, UNCHECKED_NOTE, MlxcelSource, cap_patch, known_defaults
@@ -216,7 +222,7 @@ def defaults_text(
     files = f"Rust match arms: [{stem}-device-defaults.rs]({stem}-device-defaults.rs)"
     if class_patch_name:
         files += f"; patch of the --mlxcel-src tree's {SWITCH_LAYERS}: [{class_patch_name}]({class_patch_name})"
-    classes = class_markdown(class_defaults(defaults)) + "\n" + files + ".\n"
+    classes = class_markdown(class_defaults(defaults), unclassed_lines(defaults)) + "\n" + files + ".\n"
     replicated = replication_markdown(defaults, unreplicated)
     return defaults_table_markdown(defaults, date, source, patch) + "\n" + replicated + "\n" + classes
 
@@ -246,6 +252,8 @@ def print_defaults(defaults: Defaults, echo: Callable[[str], None]) -> None:
         echo(f"{b.backend}{constant} ({', '.join(b.devices)}): {move} — {b.evidence}")
     for line in apply_lines(defaults):
         echo(f"apply: {line}")
+    for line in unclassed_lines(defaults):
+        echo(f"no device class: {line}")
     for p in defaults.regressions:
         echo(
             f"regression: {p.backend} {p.device} {p.model} (Dff {p.dff}): {p.selected} loses {p.loss:.1%} to {p.faster}"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,13 +35,33 @@ from harness.output.mlxcel_source import BEGIN, CAP_CLASS_FUNCTION, END, SWITCH_
 from harness.runs.provenance_keys import Provenance
 
 
-def device_class(backend: str, device: str, provenance: Provenance) -> str:
-    """`metal-m3` (Apple chip generation), `cuda-sm90` (compute capability), `rocm-gfx1151` (gfx target), else
-    `<backend>-<device>`: the key mlxcel's default would be chosen by."""
+def device_class(backend: str, device: str, provenance: Provenance) -> str | None:
+    """`metal-m3` (Apple chip generation), `cuda-sm90` (compute capability), `rocm-gfx1151` (gfx target), read from
+    the device, the GPU or the hardware an mlxcel CSV's header names, else `<backend>-<device>`: the key mlxcel's
+    default would be chosen by. None when `device` is '' (the run names none) and nothing recorded names the class:
+    a key made of the backend alone would read as a device class."""
     spec = known_backend(backend)
     rule = spec.device_class if spec is not None else None
-    found = rule(f"{device} {provenance.get('gpu', '')}", provenance) if rule is not None else None
-    return found or f"{backend}-{device}"
+    named = f"{device} {provenance.get('gpu') or ''} {provenance.get('hardware') or ''}"
+    found = rule(named, provenance) if rule is not None else None
+    return found or (f"{backend}-{device}" if device else None)
+
+
+def run_class(run: RunResult) -> str | None:
+    """A run's device class as the device-class table names it (`cuda-sm121`, `metal-m3`, …); None for a run that
+    records no device and nothing its class could be read from: its decision counts for the backend's default only."""
+    return device_class(run.backend, run.device if run.device_recorded else "", run.analysis.provenance)
+
+
+def unclassed_lines(defaults: Defaults) -> list[str]:
+    """One line per run left out of the per-class outputs (run_class None): the run, and what to record."""
+    return [
+        f"{run.path.name} ({run.backend}) records no device: no class row, Rust arm or autotune entry is written "
+        "for it, its decision counts for the backend's default only; record its device (meta.json's device; a CSV's "
+        "'# device: NAME' line or moecal import-mlxcel --device NAME; on CUDA, compute_capability names the class)"
+        for run in defaults.runs
+        if run_class(run) is None
+    ]
 
 
 @dataclass(frozen=True)
@@ -103,8 +123,9 @@ def class_defaults(defaults: Defaults) -> list[ClassDefault]:
     not send any measured device's model down its slower path)."""
     groups: dict[str, list[RunResult]] = {}
     for run in defaults.runs:
-        key = device_class(run.backend, run.device, run.analysis.provenance)
-        groups.setdefault(key, []).append(run)
+        key = run_class(run)
+        if key is not None:  # unclassed_lines names the rest
+            groups.setdefault(key, []).append(run)
     rows = []
     for key, runs in sorted(groups.items()):
         binding = min(runs, key=lambda r: r.analysis.result.decision.recommended_cap or math.inf)
@@ -139,8 +160,9 @@ def class_defaults(defaults: Defaults) -> list[ClassDefault]:
     return rows
 
 
-def class_markdown(rows: list[ClassDefault]) -> str:
-    """The table: a value and an evidence column per launch knob, after the cap's."""
+def class_markdown(rows: list[ClassDefault], unclassed: Sequence[str] = ()) -> str:
+    """The table: a value and an evidence column per launch knob, after the cap's; below it, each run left out of
+    it for want of a device (unclassed_lines)."""
     knobs = "".join(f" {k.heading} | {k.heading} evidence |" for k in launch_knobs.KNOBS)
     lines = [
         "#### Defaults per device class",
@@ -155,6 +177,7 @@ def class_markdown(rows: list[ClassDefault]) -> str:
             f"| {r.cap_interval} |{values} {md_code(r.mlxcel_commit)} | {md_code(r.mlx_commit)} "
             f"| {md_text(r.remeasure)} |"
         )
+    lines += ["", *(f"Not in this table: {md_text(line)}." for line in unclassed)] if unclassed else []
     return "\n".join(lines) + "\n"
 
 

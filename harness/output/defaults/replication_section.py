@@ -3,15 +3,10 @@ is replicated across sessions, and what the patch carries."""
 
 from __future__ import annotations
 
-from harness.analysis.comparison.backend_defaults import Defaults, RunResult
+from harness.analysis.comparison.backend_defaults import Defaults
 from harness.analysis.comparison.replication import replicated_caps, replication
-from harness.output.defaults.device_defaults import device_class
+from harness.output.defaults.device_defaults import run_class
 from harness.output.markdown_text import md_text
-
-
-def run_class(run: RunResult) -> str:
-    """A run's device class as the device-class table names it (`cuda-sm121`, `metal-m3`, …)."""
-    return device_class(run.backend, run.device, run.analysis.provenance)
 
 
 def patch_caps(defaults: Defaults, changed: dict[str, int], unreplicated: bool) -> dict[str, int]:

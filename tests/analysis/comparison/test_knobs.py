@@ -18,9 +18,8 @@ import yaml
 from harness.analysis.comparison.knobs import Candidate, _choose, _compare
 from harness.analysis.decision.pipeline import analyse_path
 from harness.config import knobs as launch_knobs
-from harness.measure.sweep_loop import quick_table
 from tests.support.fake_models import CONFIGS, EMULATED_BENCH, write_models
-from tests.support.helpers import cli
+from tests.support.helpers import cli, final_table
 
 SGY = launch_knobs.SGY
 
@@ -57,7 +56,7 @@ def test_a_sweep_over_two_sgy_values_reports_a_crossover_per_sgy_and_a_joint_rec
     run = tmp_path / "run"
     result = cli("sweep", config, "--out", run, "--report-dir", tmp_path / "reports")
     assert result.returncode == 0, result.stderr
-    assert set(quick_table(run, analyse_path(run).summary)["ok"]) == {
+    assert set(final_table(run, analyse_path(run).summary)["ok"]) == {
         8
     }  # the final table is the reference setting's: 4 rounds × 2 arms
     samples = pd.read_csv(run / "samples.csv", comment="#", dtype={"knobs": str})

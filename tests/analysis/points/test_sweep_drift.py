@@ -272,3 +272,36 @@ def test_the_summary_marks_two_pass_points_of_three_rounds_and_the_pipeline_with
             assert "a pass of one round" in decision.reason
             withheld += 1
     assert withheld >= 3  # 13.5% of such sweeps moved the cap before the rule (scripts/decision_calibration.py)
+
+
+def test_a_failed_run_reaches_no_pass_median_only_padding_does(monkeypatch):
+    """The pass medians (centre_passes, the round screen) take NaN as 'no run': only padding after a point's ok runs
+    reaches them, never a failed run, which the arm matrices never gather (point_summary's ok mask). SYNTHETIC
+    two-pass sweep: a fused run of one point failed (the point goes unpaired: not centred) and both arms of a round
+    of another (paired on its 5 ok runs); the estimates equal those of the sweep with the failed rows deleted."""
+    from harness.analysis.points import point_summary, sweep_drift
+    from tests.support.synthetic_sweeps import linear_curve, synthetic_samples
+
+    samples = synthetic_samples(linear_curve([2048, 4096, 6144, 8192, 10240, 12288], 9000), rounds=6, seed=3)
+    samples["pass"] = (samples["round"] >= 3).astype(int) + 1
+    failed = ((samples["dff"] == 4096) & (samples["arm"] == "fused") & (samples["round"] == 1)) | (
+        (samples["dff"] == 8192) & (samples["round"] == 4)
+    )
+    samples.loc[failed, ["status", "tok_s", "error"]] = ["fail", float("nan"), "exit 1"]
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    original = sweep_drift.centre_passes
+
+    def spy(a, b, first):
+        seen.append((a, b))
+        return original(a, b, first)
+
+    monkeypatch.setattr(sweep_drift, "centre_passes", spy)
+    with_failures = point_summary.analyse_points(samples).summary
+    ((a, b),) = seen
+    for y, ok_runs in ((a, [6, 5, 6, 5, 6, 6]), (b, [6, 6, 6, 5, 6, 6])):
+        assert (~np.isnan(y)).sum(axis=-1).tolist() == ok_runs
+        assert not np.isnan(y[np.arange(y.shape[-1]) < np.array(ok_runs)[:, None]]).any()  # NaN only after them
+    without = point_summary.analyse_points(samples[~failed].reset_index(drop=True)).summary
+    assert with_failures["method"].tolist()[1] == "welch" and "two passes" in with_failures["method"].tolist()[3]
+    assert with_failures["n_failed"].tolist() == [0, 1, 0, 2, 0, 0]  # counted as failures, estimated without them
+    pd.testing.assert_frame_equal(with_failures.drop(columns="n_failed"), without.drop(columns="n_failed"))

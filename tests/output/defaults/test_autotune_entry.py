@@ -1,11 +1,11 @@
 """The defaults as entries in mlxcel's autotune-store shape: written by `moecal report` over several runs, read back
 and validated, looked up device → architecture → backend default; an edited entry is refused. Inputs: the two stored
-GB10 sweeps in tests/fixtures (mlxcel sweep CSVs; their figures are the fixtures', nothing is made up here)."""
+GB10 sweeps in tests/fixtures (mlxcel sweep CSVs; their figures are the fixtures', nothing is made up here), each
+with a `# device:` line naming the GPU their prose names."""
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,9 @@ RUNS = ("gb10-design-example.csv", "gb10-sweep-2026-07-03.csv")
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     root = tmp_path_factory.mktemp("autotune")
-    runs = [shutil.copy(FIXTURES / name, root / name) for name in RUNS]
+    runs = [root / name for name in RUNS]
+    for run in runs:  # the GPU both sweeps' prose names; without a device no device or class entry is written
+        run.write_text("# device: NVIDIA GB10\n" + (FIXTURES / run.name).read_text())
     result = CliRunner().invoke(app, ["report", *map(str, runs), "--out", str(root / "reports")])
     assert result.exit_code == 0, result.output
     (path,) = (root / "reports").glob("*-autotune.json")

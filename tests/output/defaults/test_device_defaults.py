@@ -5,6 +5,7 @@ the commits a cap was measured under, and the Rust match arms patched into an ml
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pandas as pd
@@ -27,6 +28,8 @@ from tests.support.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthet
         ("cuda", "Some New GPU", {"compute_capability": "10.3"}, "cuda-sm103"),
         ("rocm", "AMD_Radeon_8060S_Graphics_gfx1151_ROCm10.0.0_96GB", {}, "rocm-gfx1151"),
         ("cpu", "x86", {}, "cpu-x86"),
+        ("cuda", "", {"compute_capability": "12.1"}, "cuda-sm121"),  # no device named, the class recorded
+        ("cuda", "", {}, None),  # nothing names the class: no `cuda-` key of the backend alone
     ],
 )
 def test_device_class(backend, device, provenance, expected):
@@ -42,6 +45,8 @@ def _run(folder, backend: str, device: str, crossover: float, current: int, buil
         parts.append(one)
     meta = {**SYNTHETIC_META, "workload": "command", "backend": backend, "device": device, "run_id": folder.name}
     meta.update(current_default=current, **build)
+    if not device:  # a run that records no device
+        del meta["device"]
     return write_run(folder, pd.concat(parts, ignore_index=True), meta)
 
 
@@ -72,3 +77,34 @@ def test_defaults_per_device_class_with_commits_and_rust_arms_that_apply_to_the_
     assert block in patched and "const FUSED_MOE_MAX_DFF_CUDA: i32 = 8192;" in patched
     again = run_cli("report", metal, cuda, "--out", tmp_path / "again", "--mlxcel-src", tree, cwd=tmp_path)
     assert again.returncode == 0 and not list((tmp_path / "again").glob("*-device-defaults.diff"))  # already there
+
+
+def test_a_run_that_names_no_device_gets_no_device_class_row_arm_entry_or_replication(tmp_path):
+    """Two SYNTHETIC CUDA runs with no device in their provenance once became the class `cuda-unknown device`: a
+    table row, a Rust arm and autotune entries keyed by it, and a replicated raise "in" that class. They count for
+    the backend's default only, and each is named with what to record."""
+    (tmp_path / "pyproject.toml").write_text("")
+    build = {"mlxcel_commit": "2fcdbe5f", "mlx_commit": "81ba1c6a"}
+    nameless = [_run(tmp_path / "results" / name, "cuda", "", 11000, 8192, build) for name in ("nodev-a", "nodev-b")]
+    gb10 = _run(tmp_path / "results" / "gb10", "cuda", "NVIDIA GB10", 11000, 8192, build)
+    done = run_cli("report", *nameless, gb10, "--out", tmp_path / "reports", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "cuda [FUSED_MOE_MAX_DFF_CUDA] (unknown device, NVIDIA GB10): raise 8192 → 10240" in done.stdout
+    for name in ("nodev-a", "nodev-b"):
+        assert f"no device class: {name} (cuda) records no device: no class row, Rust arm or autotune" in done.stdout
+    (addendum,) = (tmp_path / "reports").glob("*-dff-defaults.md")
+    text = addendum.read_text()
+    rows = {line.split("|")[1].strip(" `") for line in text.splitlines() if line.startswith("| `")}
+    assert rows == {"cuda-sm121"}
+    assert (
+        "Not in this table: nodev-a (cuda) records no device" in text
+        and "record its device (meta.json's device; a CSV's" in text
+    )
+    assert "| cuda | raise | replicated: no (a proposal from nodev-a, nodev-b, gb10; a second session" in text
+    (rust,) = (tmp_path / "reports").glob("*-device-defaults.rs")
+    assert "unknown" not in rust.read_text() and '"cuda-sm121" => Some(10240),' in rust.read_text()
+    (entries,) = (tmp_path / "reports").glob("*-autotune.json")
+    keys = [(e["level"], e["device"], e["architecture"]) for e in json.loads(entries.read_text())["entries"]]
+    assert keys == [("device", "NVIDIA GB10", "cuda-sm121"), ("architecture", "", "cuda-sm121")]
+    checked = run_cli("check-reports", tmp_path / "reports", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout
