@@ -335,7 +335,10 @@ def _level_spread(
 
 
 def drift_trend(
-    p: dict[str, np.ndarray], dff: np.ndarray | None = None, runs: dict[str, np.ndarray] | None = None
+    p: dict[str, np.ndarray],
+    dff: np.ndarray | None = None,
+    runs: dict[str, np.ndarray] | None = None,
+    planned: np.ndarray | None = None,
 ) -> DriftTrend:
     """The estimate of a drift of one arm from a family's screened passes (`p`, _screened_passes): model
 
@@ -355,6 +358,11 @@ def drift_trend(
     also where the round screen emptied one of its passes (which left such a point out of the fit, and before
     issue 36.5 out of the correction and the allowance too: it decided on its runs alone, the false raises of a
     bending drift read at the last point). Times count every run's slot: a screened round took its time too.
+    `planned` (..., points; default: the points with runs in both passes of `runs`): the points measured in two
+    passes. One of those whose runs the outlier screen left in one pass only is corrected at that visit's time and
+    carries its visit's offset whole (τ² · 1): left out, it decided on that one visit alone, and where one arm
+    drifted far within the sweep the screen dropped the other pass as outliers (the 2 first-pass runs of 5 against
+    the 3 drifted ones), so the drifted runs raised the cap (docs/design.md §7, one visit left).
 
     Not taken (issue 36.5, docs/design.md §7): τ̂² at its point estimate with Satterthwaite degrees of freedom for
     the combined variance, calibrated where the visit offsets are independent but acting on 4.5-5.5% of flat
@@ -376,9 +384,10 @@ def drift_trend(
         warnings.simplefilter("ignore", RuntimeWarning)  # a family without a point in both passes: no trend
         usable = p["usable"]
         runs = p if runs is None else runs
-        visited = runs["usable"]
+        both = runs["usable"]
+        visited = both if planned is None else both | (planned & (runs["n1"] + runs["n2"] > 0))
         n1, n2 = (np.where(usable, p[key], 0) for key in ("n1", "n2"))
-        t1, t2 = _visit_times(runs, dff)
+        t1, t2 = _visit_times({**runs, "usable": visited}, dff)
         span = np.fmax(np.max(np.where(visited, t2, 0.0), axis=-1, keepdims=True), 1.0)  # times in [0, 1]
         t1, t2 = t1 / span, t2 / span
         gap = np.where(usable, p["m1"] - p["m2"], 0.0)
@@ -396,11 +405,11 @@ def drift_trend(
         upper = rss / scipy_stats.chi2.ppf(1.0 - DRIFT_BOUND_LEVEL, dof)  # Var(Δ) at its bound
         noise = p["s2"] * np.nanmean(np.where(usable, 1.0 / n1 + 1.0 / n2, np.nan), axis=-1)
         tau2 = np.fmax((upper - noise) / 2.0, 0.0)[..., None]
-        # the correction and its variance, at every point visited in both passes, by the runs its θ̂ rests on
+        # the correction and its variance, at every point measured in two passes, by the runs its θ̂ rests on
         v1, v2 = (np.where(visited, runs[key], 0) for key in ("n1", "n2"))
         n = v1 + v2
         means = (v1[..., None] * t1[..., None] ** _POWERS + v2[..., None] * t2[..., None] ** _POWERS) / n[..., None]
-        centre = np.nanmean(np.where(visited[..., None], means, np.nan), axis=-2, keepdims=True)
+        centre = np.nanmean(np.where(both[..., None], means, np.nan), axis=-2, keepdims=True)
         lever = np.where(visited[..., None], means - centre, 0.0) * used[..., None, :]
         shift = np.einsum("...pi,...i->...p", lever, beta)
         inverse = inverse * used[..., None] * used[..., None, :]
@@ -470,7 +479,7 @@ def estimate_in_passes(
     centred_a, centred_b = centre_passes(a, b, first)
     result, flagged = estimate(centred_a, centred_b, paired, floor)
     kept = np.where(flagged.any(axis=0), np.nan, centred_a - centred_b)
-    trend = drift_trend(_screened_passes(kept, first), dff, _passes(kept, first))
+    trend = drift_trend(_screened_passes(kept, first), dff, _passes(kept, first), first > 0)
     var = result.se**2 + trend.extra
     with np.errstate(all="ignore"):
         factor = np.where(result.se > 0, var / result.se**2, 1.0)

@@ -371,6 +371,16 @@ def test_a_drift_the_trend_follows_one_order_up_is_not_called_unusable(name, n):
     assert sc.wrong_action <= 0.03 + 2 * sc.mc_error(0.03), sc
 
 
+def test_a_drift_far_within_the_sweep_does_not_raise_the_cap_on_the_runs_of_one_visit():
+    """SYNTHETIC, beyond the calibration: the fused arm 40% faster by the sweep's end, most of it in the last fifth
+    ("sparse flat late drift 40%, two passes"), 5 rounds (2 + 3 per point). The outlier screen drops a late point's 2
+    first-pass runs against its 3 drifted ones; decided on that one visit, the cap rose in .40 (1f1fe54) and .455
+    (the trend stepped up an order) of 200 flat sweeps; with the visit's offset carried whole .060 (docs/design.md
+    §7, one visit left). 100 sweeps: bound .15, about 3.5 Monte-Carlo errors above .06 and 7 under .40."""
+    sc = score_protocol(PROTOCOL_REGIMES["sparse flat late drift 40%, two passes"], fixed(5), 100, seed=91)
+    assert sc.wrong_action <= 0.15, sc
+
+
 def test_the_regime_table_prints_each_regimes_scores_in_one_row():
     """`scripts/decision_calibration.py --table` (docs/design.md §7's regime × n table): a markdown row per regime whose
     cells are protocol_scores' figures at each n, in the doc's notation (0, .xyz, – where undefined: power and

@@ -119,6 +119,28 @@ def test_a_point_whose_earlier_pass_the_round_screen_dropped_keeps_its_drift_cor
     assert np.all(old.extra[:, 3] == 0) and np.all(old.shift[:, 3] == 0)
 
 
+def test_a_point_the_screen_left_one_visit_carries_that_visits_offset_whole():
+    """SYNTHETIC per-round differences: a drift of one arm of 4% over the sweep, 6 points, 10 rounds (5 in the first
+    pass), 1.4% noise; at one point the outlier screen dropped every first-pass round (NaN), so its θ̂ rests on its
+    second visit alone. Measured in two passes (`planned`), it is corrected by the trend at that visit's time and
+    widened by τ² whole (its visit's offset, not the half a point with both visits carries) plus the correction's
+    uncertainty; before, it got neither and decided on its one visit: under a drift of one arm far within the sweep
+    that raised the cap in .40-.455 of flat sweeps at 5 rounds (docs/design.md §7, one visit left)."""
+    rng = np.random.default_rng(14)
+    d = rng.normal(0.0, 0.014, size=(200, 6, 10)) - 0.04 * _sweep_times(6, 10)
+    d[:, 4, :5] = np.nan
+    runs = _passes(d, 5)
+    assert not np.any(runs["usable"][:, 4])
+    planned = np.ones((200, 6), bool)
+    trend = drift_trend(_screened_passes(d, 5), None, runs, planned)
+    assert np.all(trend.extra[:, 4] > trend.extra[:, 3])  # τ² whole against half of it, and a longer lever
+    lag = 0.04 * (np.mean(_sweep_times(6, 10)[4, 5:]) - np.mean(_sweep_times(6, 10)))  # its visit, from g's mean
+    assert np.median(trend.shift[:, 4]) == pytest.approx(-lag, abs=0.006)
+    unplanned = drift_trend(_screened_passes(d, 5), None, runs)  # not known to be two passes: as before
+    assert np.all(unplanned.extra[:, 4] == 0) and np.all(unplanned.shift[:, 4] == 0)
+    assert np.array_equal(unplanned.extra[:, :4], drift_trend(_screened_passes(d, 5), None, _passes(d, 5)).extra[:, :4])
+
+
 def test_the_trend_s_spread_over_the_sweep_is_added_where_one_arm_trends():
     """SYNTHETIC per-round differences, 6 points, 10 rounds in two passes, 1.4% noise. θ̂ is the ratio at the sweep's
     mean state; where one arm trends over the sweep that state is one moment's choice, and drift_trend adds the
