@@ -15,6 +15,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_BENCH = REPO / "tests" / "fixtures" / "fake_decode_bench.py"
+# The fake benchmark as a command line's first words: this interpreter, isolated (-I: no site packages), as
+# fake_models.bench_command runs the emulated one. Its own `#!/usr/bin/env python3` goes through whatever python3 PATH
+# names first: a version manager's shim (pyenv) took ~100 ms a run against ~35 ms here, and the sweep tests run the fake
+# hundreds of times. tests/measure/test_sweep_command.py still runs it once as an executable of its own, as a user's is.
+FAKE_BENCH_COMMAND = (sys.executable, "-I", str(FAKE_BENCH))
 
 
 def run_cli(*args: str, cwd: Path = REPO, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -38,7 +43,7 @@ def fake_config(tmp_path: Path, models: list[dict] | None = None, **overrides: o
         "current_default": 4096,
         "workload": {
             "kind": "command",
-            "command": [str(FAKE_BENCH), "--dff", "{dff}"],
+            "command": [*FAKE_BENCH_COMMAND, "--dff", "{dff}"],
             "timeout_s": 20,
             "dispatch_probe": {"regex": "path=fused"},
         },
