@@ -15,11 +15,13 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_BENCH = REPO / "tests" / "fixtures" / "fake_decode_bench.py"
-# The fake benchmark as a command line's first words: this interpreter, isolated (-I: no site packages), as
-# fake_models.bench_command runs the emulated one. Its own `#!/usr/bin/env python3` goes through whatever python3 PATH
-# names first: a version manager's shim (pyenv) took ~100 ms a run against ~35 ms here, and the sweep tests run the fake
-# hundreds of times. tests/measure/test_sweep_command.py still runs it once as an executable of its own, as a user's is.
-FAKE_BENCH_COMMAND = (sys.executable, "-I", str(FAKE_BENCH))
+# How the tests start the fixtures' benchmark scripts (tests/fixtures/*.py, the standard library alone): this
+# interpreter, isolated (-I) and without the site module (-S), since the sweep tests start them thousands of times.
+# Measured per start here: through a script's own `#!/usr/bin/env python3` (python3 on PATH was a pyenv shim) ~100 ms,
+# `python -I` ~50 ms (site imports the editable install's .pth finder), `python -I -S` ~20 ms.
+FIXTURE_PYTHON = (sys.executable, "-I", "-S")
+# tests/measure/test_sweep_command.py still runs the fake once as an executable of its own (its #! line), as a user's is
+FAKE_BENCH_COMMAND = (*FIXTURE_PYTHON, str(FAKE_BENCH))
 
 
 def run_cli(*args: str, cwd: Path = REPO, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
