@@ -46,7 +46,7 @@ def _defaults_report(tmp_path, edit):
     rewrote (bytes → bytes); returns (the finished command, the tree)."""
     from harness.output.mlxcel_source import SWITCH_LAYERS
     from tests.output.defaults.test_device_defaults import _run, fixture_tree
-    from tests.support.helpers import run_cli
+    from tests.support.helpers import cli
 
     (tmp_path / "pyproject.toml").write_text("")
     tree = fixture_tree(tmp_path / "mlxcel")
@@ -55,7 +55,7 @@ def _defaults_report(tmp_path, edit):
     build = {"mlxcel_commit": "2fcdbe5f", "mlx_commit": "81ba1c6a"}
     metal = _run(tmp_path / "results" / "m3", "metal", "Apple M3 Max", 5000, 4096, build)
     cuda = _run(tmp_path / "results" / "gb10", "cuda", "NVIDIA GB10", 11000, 8192, build)
-    return run_cli("report", metal, cuda, "--out", tmp_path / "reports", "--mlxcel-src", tree, cwd=tmp_path), tree
+    return cli("report", metal, cuda, "--out", tmp_path / "reports", "--mlxcel-src", tree, cwd=tmp_path), tree
 
 
 def _marked(*parts: str):

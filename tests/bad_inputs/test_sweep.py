@@ -378,9 +378,10 @@ def test_an_interrupted_until_decided_sweep_resumes_at_the_next_look(tmp_path, m
     then holds the look count and the look level (a later analysis reads the run at it), and `--resume
     --until-decided` goes on with look 2: the alpha spent by the first look is not spent again."""
     from harness.measure import allocation
-    from tests.support.helpers import FAKE_BENCH
+    from tests.support.helpers import FAKE_BENCH_COMMAND
 
-    command = [str(FAKE_BENCH), "--dff", "{dff}", "--noise", "0.008", "--seed", "0", "--counter", str(tmp_path / "n")]
+    seeded = ["--noise", "0.008", "--seed", "0", "--counter", str(tmp_path / "n")]
+    command = [*FAKE_BENCH_COMMAND, "--dff", "{dff}", *seeded]
     config = fake_config(
         tmp_path,
         workload={"command": command},

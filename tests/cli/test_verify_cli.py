@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from harness.cli.app import app
 from harness.devices.backends.cpu import CpuBackend
 from harness.errors import InputError
-from tests.support.helpers import REPO, run_cli
+from tests.support.helpers import REPO, cli, run_cli
 
 SHAPES = "d1024-f512-e4-k2-q8g32,d2080-f512-k1-q4g32-bf16"
 
@@ -46,9 +46,9 @@ def test_verify_fails_with_exit_1_when_a_path_is_wrong(monkeypatch: pytest.Monke
 
 
 def test_verify_rejects_bad_shapes_and_unusable_backends_with_exit_2() -> None:
-    bad_shape = run_cli("verify", "--backend", "cpu", "--shapes", "d2048-x3")
+    bad_shape = cli("verify", "--backend", "cpu", "--shapes", "d2048-x3")
     assert bad_shape.returncode == 2 and "error: --shapes: d2048-x3: cannot read token 'x3'" in bad_shape.stderr
-    compile_cpu = run_cli("verify", "--backend", "cpu", "--compile-only")
+    compile_cpu = cli("verify", "--backend", "cpu", "--compile-only")
     assert compile_cpu.returncode == 2 and "only the cuda backend" in compile_cpu.stderr
 
 
@@ -57,7 +57,7 @@ def test_verify_says_why_a_backend_is_unavailable() -> None:
 
     if availability("cuda")[0]:
         pytest.skip("a CUDA device is present, so the cuda backend is available here")
-    done = run_cli("verify", "--backend", "cuda", "--shapes", "d512-f256")
+    done = cli("verify", "--backend", "cuda", "--shapes", "d512-f256")
     assert done.returncode == 2 and done.stderr.startswith("error: --backend: cuda: not usable here:")
 
 

@@ -10,7 +10,7 @@ import yaml
 from harness.config.schema import load_config, parse_config
 from harness.errors import InputError
 from harness.policy import Policy, PolicyError
-from tests.support.helpers import REPO, fake_config, run_cli
+from tests.support.helpers import REPO, cli, fake_config
 
 EXAMPLE = REPO / "configs" / "mlxcel-command.yaml"
 
@@ -85,7 +85,7 @@ def test_the_config_refuses_exactly_the_levels_policy_refuses(confidence, margin
 
 def test_cli_prints_one_line_and_exits_2_for_bad_config(tmp_path):
     path = fake_config(tmp_path, workload={"timeot_s": 5})
-    done = run_cli("sweep", path, "--dry-run")
+    done = cli("sweep", path, "--dry-run")
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert lines == [
@@ -95,15 +95,15 @@ def test_cli_prints_one_line_and_exits_2_for_bad_config(tmp_path):
 
 
 def test_unreadable_and_malformed_files(tmp_path):
-    missing = run_cli("plan", tmp_path / "nope.yaml")
+    missing = cli("plan", tmp_path / "nope.yaml")
     assert missing.returncode == 2
     assert missing.stderr.startswith(f"error: {tmp_path / 'nope.yaml'}: (file): cannot read")
     broken = tmp_path / "broken.yaml"
     broken.write_text("name: x\nworkload: [unclosed\n")
-    done = run_cli("plan", broken)
+    done = cli("plan", broken)
     assert done.returncode == 2
     assert "invalid YAML" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     not_mapping = tmp_path / "list.yaml"
     not_mapping.write_text("- 1\n- 2\n")
-    done = run_cli("plan", not_mapping)
+    done = cli("plan", not_mapping)
     assert done.returncode == 2 and "(top level)" in done.stderr

@@ -5,13 +5,12 @@ are described from their plan, not written (the sweep writes them). Source folde
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.support.helpers import REPO, cli
+from tests.support.helpers import FIXTURE_PYTHON, REPO, cli
 from tests.support.synth_sources import source_folder
 
 FAKE = REPO / "tests" / "fixtures" / "fake_mlxcel_bench.py"
@@ -36,7 +35,7 @@ def test_plan_over_synthetic_checkpoints_leaves_the_filesystem_untouched(tmp_pat
                 "backend": "cpu",
                 "workload": {
                     "kind": "command",
-                    "command": [sys.executable, str(FAKE), "-m", "{model_path}", "-p", "hi", "-n", "8"],
+                    "command": [*FIXTURE_PYTHON, str(FAKE), "-m", "{model_path}", "-p", "hi", "-n", "8"],
                     "dispatch_probe": {"regex": "path=fused"},
                 },
                 "synth": {"like": str(source), "dff": [6400, 14336], "layers": 1, "cache": str(tmp_path / "cache")},

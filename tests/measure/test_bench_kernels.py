@@ -14,7 +14,7 @@ from harness.devices.timing import time_calls
 from harness.measure.kernel_bench import COLUMNS, MIN_SAMPLE_SECONDS, bench_shape
 from harness.measure.workloads.layer import copies_for_cache
 from harness.runs.formats import read_frame, read_provenance
-from tests.support.helpers import run_cli
+from tests.support.helpers import cli, run_cli
 
 
 class _FakeClock:
@@ -133,5 +133,5 @@ def test_bench_kernels_cli_writes_csv_with_provenance(tmp_path: Path) -> None:
 
 
 def test_bench_kernels_rejects_a_bad_grid() -> None:
-    done = run_cli("bench-kernels", "--backend", "cpu", "--d-model", "500", "--dff", "256")
+    done = cli("bench-kernels", "--backend", "cpu", "--d-model", "500", "--dff", "256")
     assert done.returncode == 2 and "error:" in done.stderr and "multiple of group_size" in done.stderr

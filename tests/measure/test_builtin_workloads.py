@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from harness.measure.workloads.arrays import array_ops
 from harness.measure.workloads.decoder import DecoderShapes, SyntheticDecoder
 from harness.measure.workloads.layer import copies_for_cache
 from harness.runs.formats import read_samples
-from tests.support.helpers import REPO, run_cli
+from tests.support.helpers import REPO, cli, run_cli
 
 # A tiny model defined inline (every shape field given), small enough for a sweep in seconds.
 TINY = {
@@ -53,9 +54,10 @@ def write_config(tmp_path: Path, workload: dict, models: list[dict], **measure: 
     return path
 
 
-def sweep(tmp_path: Path, config: Path):
+def sweep(tmp_path: Path, config: Path, run: Callable[..., subprocess.CompletedProcess] = cli):
+    """The sweep through the CLI, in-process unless `run` is run_cli (a process of its own, as a user runs it)."""
     out = tmp_path / "run"
-    done = run_cli("sweep", config, "--out", out, "--no-report")  # reports are the decision engine's tests
+    done = run("sweep", config, "--out", out, "--no-report")  # reports are the decision engine's tests
     assert done.returncode == 0, done.stderr
     return read_samples(out)
 
@@ -63,7 +65,8 @@ def sweep(tmp_path: Path, config: Path):
 def test_layer_sweep_over_a_dff_grid_at_a_fixed_shape_then_its_decode_block(tmp_path):
     decode_block = {"tokens": 3, "warmup_tokens": 0, "context": 8, "models": [{**TINY, "layers": 1}]}
     workload = {"kind": "layer", "dff_grid": [128, 384], "min_run_s": 0.02, "copies": 3, "decode": decode_block}
-    everything = sweep(tmp_path, write_config(tmp_path, workload, [TINY], null_arm=True))
+    # the one built-in sweep in a process of its own (the others run in-process: the same command, no interpreter start)
+    everything = sweep(tmp_path, write_config(tmp_path, workload, [TINY], null_arm=True), run=run_cli)
     assert set(everything["status"]) == {"ok"}
     decode = everything[everything["workload"] == "decode"]
     assert len(decode) == 3 * 2 and set(decode["dff"]) == {256} and (decode["tokens_agree"] == 3).all()
@@ -121,7 +124,7 @@ def test_config_errors_name_the_field(tmp_path):
         ({"kind": "decode"}, [{"name": "olmoe-1b-7b", "top_k": 65}], "models[0]: top_k=65 exceeds n_experts=64"),
     ]
     for workload, models, message in cases:
-        done = run_cli("plan", write_config(tmp_path, workload, models))
+        done = cli("plan", write_config(tmp_path, workload, models))
         assert done.returncode == 2, done.stdout
         assert message in done.stderr
 

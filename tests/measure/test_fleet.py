@@ -23,7 +23,7 @@ from harness.measure import sweep_loop as sweeps
 from harness.measure import sweep_setup
 from harness.runs.formats import read_samples
 from harness.runs.rundir import RunDirectory
-from tests.support.helpers import FAKE_BENCH, REPO, fake_config, wait_for
+from tests.support.helpers import FAKE_BENCH_COMMAND, REPO, fake_config, wait_for
 
 HARDWARE_CLASSES = {"hw_a": 1, "hw_b": 1}
 
@@ -56,7 +56,7 @@ def _sleeping_config(tmp_path, sleep: float, rounds: int, models: list[dict], na
     return fake_config(
         tmp_path,
         name=name,
-        workload={"command": [str(FAKE_BENCH), "--dff", "{dff}", "--sleep", str(sleep)]},
+        workload={"command": [*FAKE_BENCH_COMMAND, "--dff", "{dff}", "--sleep", str(sleep)]},
         models=models,
         measure={"rounds": rounds, "warmup_runs": 0},
     )
@@ -162,7 +162,7 @@ def test_two_workers_finish_a_sweep_with_one_ok_row_per_run(tmp_path, ray_cluste
 @pytest.mark.fleet
 def test_a_killed_worker_loses_only_its_run_in_flight(tmp_path, ray_cluster):
     hold = tmp_path / "hold"
-    command = [str(FAKE_BENCH), "--dff", "{dff}", "--counter", str(tmp_path / "count"), "--hold-after", "3"]
+    command = [*FAKE_BENCH_COMMAND, "--dff", "{dff}", "--counter", str(tmp_path / "count"), "--hold-after", "3"]
     config = fake_config(
         tmp_path,
         workload={"command": [*command, "--hold-file", str(hold)], "timeout_s": 600},  # held runs wait for the test

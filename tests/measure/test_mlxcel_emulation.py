@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +26,7 @@ from harness.measure import dispatch
 from harness.measure.bench_output import generated_tokens, parity_calls, probe_summaries, rejected_flag
 from harness.measure.workloads.command import CommandRunner
 from tests.support.fake_models import CONFIGS, EMULATED_BENCH, bench_command, emulated_build, write_models
-from tests.support.helpers import REPO, cli
+from tests.support.helpers import FIXTURE_PYTHON, REPO, cli
 
 VERIFIED = {"qwen3-30b-a3b-4bit", "phi-3.5-moe-4bit", "mixtral-8x7b-4bit"}
 DECLINED = {"gpt-oss-20b-mxfp4", "llama-4-scout-17b-16e-4bit"}
@@ -47,7 +47,7 @@ def on_path(tmp_path, monkeypatch) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     wrapper = bin_dir / "mlxcel-bench-decode"  # isolated Python: a fast start
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "{EMULATED_BENCH}" "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.join(FIXTURE_PYTHON)} "{EMULATED_BENCH}" "$@"\n')
     wrapper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return bin_dir

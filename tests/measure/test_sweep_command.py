@@ -19,7 +19,7 @@ from harness.measure import sweep_setup
 from harness.output.addendum.report_data import read_sidecar
 from harness.runs import rundir
 from harness.runs.formats import read_provenance, read_samples
-from tests.support.helpers import FAKE_BENCH, REPO, cli, fake_config, wait_for
+from tests.support.helpers import FAKE_BENCH, FAKE_BENCH_COMMAND, REPO, cli, fake_config, wait_for
 
 
 def _ok_rows(run_dir) -> pd.DataFrame:
@@ -79,7 +79,7 @@ def test_sigkill_mid_sweep_then_resume_gives_one_ok_row_per_run(tmp_path):
     config = fake_config(
         tmp_path,
         workload={
-            "command": [str(FAKE_BENCH), "--dff", "{dff}", "--counter", str(counter), "--hold-after", "5"]
+            "command": [*FAKE_BENCH_COMMAND, "--dff", "{dff}", "--counter", str(counter), "--hold-after", "5"]
             + ["--hold-file", str(hold)],
             "timeout_s": 600,  # the held run waits for the kill, however slow this machine is
         },
@@ -130,7 +130,7 @@ def test_a_hung_run_times_out_into_fail_rows_and_the_sweep_goes_on(tmp_path):
     and the sweep then reports that none succeeded."""
     config = fake_config(
         tmp_path,
-        workload={"command": [str(FAKE_BENCH), "--dff", "{dff}", "--hang"], "timeout_s": 1.0},
+        workload={"command": [*FAKE_BENCH_COMMAND, "--dff", "{dff}", "--hang"], "timeout_s": 1.0},
         models=[{"name": "hangs", "dff": 2048}],
         measure={"rounds": 2, "warmup_runs": 0},
     )
@@ -146,6 +146,7 @@ def test_crashes_and_garbage_become_fail_rows_and_the_sweep_goes_on(tmp_path):
     counter = tmp_path / "count"
     config = fake_config(
         tmp_path,
+        # the fake as an executable of its own (its #! line), as a user's benchmark is; elsewhere FAKE_BENCH_COMMAND
         workload={"command": [str(FAKE_BENCH), "--dff", "{dff}", "{extra}", "--counter", str(counter)]},
         models=[
             {"name": "crashes", "dff": 4096, "args": {"extra": "--crash-every=3"}},
@@ -179,7 +180,7 @@ def test_missing_binary_fails_fast_before_any_run(tmp_path):
 def test_dispatch_probe_records_when_the_fused_path_never_ran(tmp_path):
     config = fake_config(
         tmp_path,
-        workload={"command": [str(FAKE_BENCH), "--dff", "{dff}", "{extra}"]},
+        workload={"command": [*FAKE_BENCH_COMMAND, "--dff", "{dff}", "{extra}"]},
         models=[
             {"name": "has-fused", "dff": 2048, "args": {"extra": "--noise=0.01"}},
             {"name": "no-fused-path", "dff": 4096, "args": {"extra": "--no-fused-path"}},
@@ -219,7 +220,7 @@ def test_until_decided_spends_its_rounds_where_the_decision_can_change(tmp_path)
         tmp_path,
         workload={
             "command": [
-                str(FAKE_BENCH),
+                *FAKE_BENCH_COMMAND,
                 "--dff",
                 "{dff}",
                 "--noise",
@@ -275,7 +276,8 @@ def test_an_until_decided_sweeps_end_and_a_later_crossover_read_the_same_look_le
     """SYNTHETIC fake benchmark (seeded, as above): with 4 looks the look level (1 - 0.05/4) differs from the
     config's 0.95, so a reader that missed it would show. The sweep's end analyses the run and writes its report at
     the level it reads; a later `crossover` of the same run reads its meta.json through the same reader."""
-    command = [str(FAKE_BENCH), "--dff", "{dff}", "--noise", "0.008", "--seed", "0", "--counter", str(tmp_path / "n")]
+    seeded = ["--noise", "0.008", "--seed", "0", "--counter", str(tmp_path / "n")]
+    command = [*FAKE_BENCH_COMMAND, "--dff", "{dff}", *seeded]
     config = fake_config(
         tmp_path,
         workload={"command": command},
@@ -397,7 +399,7 @@ def test_non_finite_or_non_positive_throughput_is_a_failed_run_and_no_result_exi
     config = fake_config(
         tmp_path,
         workload={
-            "command": [str(FAKE_BENCH), "--dff", "{dff}", "--tok-s", "{extra}"],
+            "command": [*FAKE_BENCH_COMMAND, "--dff", "{dff}", "--tok-s", "{extra}"],
             "metric_regex": r"\((\S+) tok/s",
         },
         models=[{"name": f"m{i}", "dff": 1024 * (i + 1), "args": {"extra": text}} for i, text in enumerate(printed)],
@@ -421,7 +423,7 @@ def test_a_timeout_kills_the_benchmarks_whole_process_group(tmp_path):
     config = fake_config(
         tmp_path,
         workload={
-            "command": [str(FAKE_BENCH), "--dff", "{dff}", "--hang", "--child-pid", str(child_pid)],
+            "command": [*FAKE_BENCH_COMMAND, "--dff", "{dff}", "--hang", "--child-pid", str(child_pid)],
             "timeout_s": 1.0,
         },  # fmt: skip
         models=[{"name": "hangs", "dff": 1024}],
@@ -448,7 +450,7 @@ def _alive(pid: int) -> bool:
 def test_a_contended_run_adds_a_run_to_the_progress_total(tmp_path):
     """The fake benchmark exits 75 (a GPU guard found contention) on its 5th invocation: that slot is run again, so
     the sweep writes 13 rows for its 12 planned runs and the progress line's total grows with it (it read 13/12)."""
-    command = [str(FAKE_BENCH), "--dff", "{dff}", "--counter", str(tmp_path / "n"), "--contended-at", "5"]
+    command = [*FAKE_BENCH_COMMAND, "--dff", "{dff}", "--counter", str(tmp_path / "n"), "--contended-at", "5"]
     done = cli("sweep", fake_config(tmp_path, workload={"command": command}), "--out", tmp_path / "run", "--no-report")
     assert done.returncode == 0, done.stderr
     assert "(12 runs to do)" in done.stderr

@@ -6,7 +6,6 @@ inside the crossover bracket until it is far narrower than the real models' 6400
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +14,7 @@ import yaml
 
 from harness.config.schema import SynthSettings
 from harness.measure.synth_models import synthesize
-from tests.support.helpers import REPO, cli
+from tests.support.helpers import FIXTURE_PYTHON, REPO, cli
 from tests.support.synth_sources import source_folder
 
 pytest.importorskip("mlx.core", reason="MLX writes the synthetic checkpoints")
@@ -31,7 +30,7 @@ def _config(tmp_path: Path, source: Path, cache: Path) -> Path:
         "current_default": 8192,
         "workload": {
             "kind": "command",
-            "command": [sys.executable, str(FAKE), "-m", "{model_path}", "-p", "hi", "-n", "8"],
+            "command": [*FIXTURE_PYTHON, str(FAKE), "-m", "{model_path}", "-p", "hi", "-n", "8"],
             "timeout_s": 30,
             # the noise a fixed sequence: the refinement's path (which Dff, how many runs) is what the test reads
             "env": {"FAKE_MLXCEL_BACKEND": "cuda", "FAKE_MLXCEL_NOISE_STATE": str(tmp_path / "noise-calls")},

@@ -18,7 +18,7 @@ from harness.analysis.decision.pipeline import Options, analyse_path
 from harness.output.addendum.report_data import read_sidecar
 from harness.output.mlxcel_source import SWITCH_LAYERS, cap_patch, known_defaults, read_source
 from harness.output.report_files import write_report
-from tests.support.helpers import final_table, run_cli
+from tests.support.helpers import cli, final_table, run_cli
 from tests.support.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
 
 # FIXTURE: shaped like mlxcel's src/models/switch_layers.rs and src/lib/mlx-cpp/CMakeLists.txt (declaration lines
@@ -94,7 +94,7 @@ def test_the_mlxcel_csv_reads_back_to_the_same_decision(project):
         "fused_run1,fused_run2,fused_run3,fused_run4,fused_run5,fused_median,fused_over_fallback"
     )
     assert text.startswith("# Fused decode-MoE vs fallback Dff crossover sweep (moecal).\n")
-    done = run_cli("crossover", csv, "--json", cwd=project)
+    done = cli("crossover", csv, "--json", cwd=project)
     assert done.returncode == 0, done.stderr
     back = json.loads(done.stdout)
     assert (back["action"], back["recommended_cap"]) == (decision.action, decision.recommended_cap)
@@ -133,7 +133,7 @@ def test_a_raise_on_cuda_writes_a_patch_that_applies_to_the_tree(project):
     text = (tree / SWITCH_LAYERS).read_text()
     assert f"const FUSED_MOE_MAX_DFF_CUDA: i32 = {d['recommended_cap']};" in text
     assert "const FUSED_MOE_MAX_DFF_METAL: i32 = 4096;" in text
-    assert run_cli("check-reports", project / "reports", cwd=project).returncode == 0
+    assert cli("check-reports", project / "reports", cwd=project).returncode == 0
 
 
 @pytest.mark.skipif(shutil.which("patch") is None, reason="needs patch(1)")
@@ -155,7 +155,7 @@ def test_without_a_tree_the_patch_targets_the_published_defaults_and_patch_place
 def test_a_tree_without_the_declaration_is_one_error_line(tmp_path):
     tree = fixture_tree(tmp_path / "mlxcel")
     (tree / SWITCH_LAYERS).write_text("const FUSED_MOE_MAX_DFF_METAL: i32 = 4096;\n")
-    done = run_cli("report", tmp_path, "--mlxcel-src", tree, cwd=tmp_path)
+    done = cli("report", tmp_path, "--mlxcel-src", tree, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().startswith("error: ") and "FUSED_MOE_MAX_DFF_CUDA" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -186,11 +186,11 @@ def test_check_reports_on_a_sidecar_whose_raw_data_became_a_summary_names_the_cs
     check that says so, not a crash."""
     run = command_run(project / "results" / "run-a", crossover=7000)
     write_report(run, project / "reports")
-    assert run_cli("summarize", run, "--out", project / "results" / "s.csv", cwd=project).returncode == 0
+    assert cli("summarize", run, "--out", project / "results" / "s.csv", cwd=project).returncode == 0
     sidecar = project / "reports" / "run-a.json"
     record = json.loads(sidecar.read_text())
     assert record["files"]["mlxcel_csv"] == "run-a-mlxcel.csv"
     sidecar.write_text(json.dumps({**record, "raw_data": "results/s.csv"}))
-    done = run_cli("check-reports", project / "reports", cwd=project)
+    done = cli("check-reports", project / "reports", cwd=project)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "run-a-mlxcel.csv exports runs its raw data (results/s.csv) does not hold: a summary has none" in done.stdout

@@ -16,7 +16,7 @@ from harness.output.addendum.report_build import build_report_data, read_report_
 from harness.output.addendum.report_data import read_sidecar, sidecar_path
 from harness.output.report_files import write_report
 from harness.runs.mlxcel_csv import import_run_dir
-from tests.support.helpers import run_cli
+from tests.support.helpers import cli, run_cli
 from tests.support.synthetic_sweeps import SYNTHETIC_META, design_example, linear_curve, synthetic_samples, write_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -92,7 +92,7 @@ def test_check_reports_passes_fresh_and_fails_on_edited_numbers(project):
     original = sidecar.read_text()
     cap = read_sidecar(md_path)["decision"]["recommended_cap"]
     sidecar.write_text(original.replace(f'"recommended_cap": {cap}', f'"recommended_cap": {cap + 256}', 1))
-    done = run_cli("check-reports", reports, cwd=project)
+    done = cli("check-reports", reports, cwd=project)
     assert done.returncode == 1 and "decision.recommended_cap: stored" in done.stdout
 
     sidecar.write_text(original)
@@ -100,19 +100,19 @@ def test_check_reports_passes_fresh_and_fails_on_edited_numbers(project):
     edited = body.replace("| 4096 | synthetic-layer | ", "| 4097 | synthetic-layer | ", 1)
     assert edited != body
     md_path.write_text(edited)
-    done = run_cli("check-reports", reports, cwd=project)
+    done = cli("check-reports", reports, cwd=project)
     assert done.returncode == 1 and "the text differs from what its sidecar renders to" in done.stdout
 
     md_path.write_text(body)
     (csv,) = reports.glob("*-mlxcel.csv")
     csv.write_text(csv.read_text().replace(",", ";", 1))
-    done = run_cli("check-reports", reports, cwd=project)
+    done = cli("check-reports", reports, cwd=project)
     assert done.returncode == 1 and "differs from the runs it exports" in done.stdout
 
 
 def test_check_reports_with_nothing_to_check(tmp_path):
     (tmp_path / "notes.md").write_text("# not an addendum\n")
-    done = run_cli("check-reports", tmp_path)
+    done = cli("check-reports", tmp_path)
     assert done.returncode == 0 and "nothing to check" in done.stdout
 
 
@@ -189,7 +189,7 @@ def test_the_addendum_says_where_the_dispatch_pass_proved_the_family_table_wrong
     assert "moecal's family table was wrong here" in body
     assert f"- {ran}: predicted null (family x never runs the fused kernel), but the verification run logged" in body
     assert f"- {declined}: predicted eligible, but the kernel declined it" in body
-    assert run_cli("check-reports", project / "reports", cwd=project).returncode == 0
+    assert cli("check-reports", project / "reports", cwd=project).returncode == 0
 
 
 def test_a_sidecar_of_the_first_format_3_still_reads(project):

@@ -8,8 +8,10 @@ reads them and prints SYNTHETIC timings.
 from __future__ import annotations
 
 import json
-import sys
+import shlex
 from pathlib import Path
+
+from tests.support.helpers import FIXTURE_PYTHON
 
 EMULATED_BENCH = Path(__file__).resolve().parents[1] / "fixtures" / "emulated_mlxcel_bench_decode.py"
 TEXT_GENERATOR = Path(__file__).resolve().parents[1] / "fixtures" / "fake_mlxcel_bench.py"
@@ -90,8 +92,8 @@ def write_models(root: Path, configs: dict[str, dict] | None = None) -> Path:
 
 
 def bench_command() -> str:
-    """The emulated benchmark as `moecal init --bench` takes it (isolated Python: fast start, no site packages)."""
-    return f"{sys.executable} -I {EMULATED_BENCH}"
+    """The emulated benchmark as `moecal init --bench` takes it (isolated Python without site: a fast start)."""
+    return shlex.join([*FIXTURE_PYTHON, str(EMULATED_BENCH)])
 
 
 def emulated_build(folder: Path, build: str, backend: str = "cuda") -> str:
@@ -100,7 +102,7 @@ def emulated_build(folder: Path, build: str, backend: str = "cuda") -> str:
     folder.mkdir(parents=True, exist_ok=True)
     wrapper = folder / f"mlxcel-bench-decode-{build}-{backend}"
     wrapper.write_text(
-        f'#!/bin/sh\nEMULATED_MLXCEL_BUILD={build} EMULATED_MLXCEL_BACKEND={backend} exec "{sys.executable}" -I '
+        f"#!/bin/sh\nEMULATED_MLXCEL_BUILD={build} EMULATED_MLXCEL_BACKEND={backend} exec {shlex.join(FIXTURE_PYTHON)} "
         f'"{EMULATED_BENCH}" "$@"\n'
     )
     wrapper.chmod(0o755)
@@ -109,4 +111,4 @@ def emulated_build(folder: Path, build: str, backend: str = "cuda") -> str:
 
 def text_generator_command() -> str:
     """The fake greedy generator that prints its text (`Output: …`), for the greedy-parity tests."""
-    return f"{sys.executable} -I {TEXT_GENERATOR}"
+    return shlex.join([*FIXTURE_PYTHON, str(TEXT_GENERATOR)])

@@ -16,6 +16,13 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_BENCH = REPO / "tests" / "fixtures" / "fake_decode_bench.py"
+# How the tests start the fixtures' benchmark scripts (tests/fixtures/*.py, the standard library alone): this
+# interpreter, isolated (-I) and without the site module (-S), since the sweep tests start them thousands of times.
+# Measured per start here: through a script's own `#!/usr/bin/env python3` (python3 on PATH was a pyenv shim) ~100 ms,
+# `python -I` ~50 ms (site imports the editable install's .pth finder), `python -I -S` ~20 ms.
+FIXTURE_PYTHON = (sys.executable, "-I", "-S")
+# tests/measure/test_sweep_command.py still runs the fake once as an executable of its own (its #! line), as a user's is
+FAKE_BENCH_COMMAND = (*FIXTURE_PYTHON, str(FAKE_BENCH))
 
 
 def run_cli(*args: str, cwd: Path = REPO, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -39,7 +46,7 @@ def fake_config(tmp_path: Path, models: list[dict] | None = None, **overrides: o
         "current_default": 4096,
         "workload": {
             "kind": "command",
-            "command": [str(FAKE_BENCH), "--dff", "{dff}"],
+            "command": [*FAKE_BENCH_COMMAND, "--dff", "{dff}"],
             "timeout_s": 20,
             "dispatch_probe": {"regex": "path=fused"},
         },

@@ -10,7 +10,7 @@ import pytest
 from harness.analysis.comparison.regression import check_runs, verdict_flipped
 from harness.analysis.decision.pipeline import analyse_path, save_summary
 from harness.runs.formats import SAMPLE_COLUMNS
-from tests.support.helpers import run_cli
+from tests.support.helpers import cli, run_cli
 from tests.support.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
 
 CURVE = linear_curve([1024, 2048, 4096, 6144, 8192], 5000)
@@ -24,15 +24,16 @@ def _run(tmp_path, name, fused_scale=1.0, fallback_scale=1.0, seed=0, curve=CURV
     return write_run(tmp_path / name, samples, meta)
 
 
-def _check(baseline, current, *extra):
-    done = run_cli("check", "--baseline", baseline, "--current", current, "--json", *extra)
+def _check(baseline, current, *extra, run=cli):
+    """`moecal check --json` in-process (cli); run=run_cli: in a process of its own, as a user runs it."""
+    done = run("check", "--baseline", baseline, "--current", current, "--json", *extra)
     return done.returncode, (json.loads(done.stdout) if done.stdout.strip() else None), done.stderr
 
 
 def test_same_sweep_again_passes_and_a_uniform_improvement_passes(tmp_path):
     baseline = _run(tmp_path, "base", seed=1)
     assert check_runs(analyse_path(baseline), analyse_path(_run(tmp_path, "again", seed=1))).exit_code == 0
-    code, result, _ = _check(baseline, _run(tmp_path, "faster", 1.1, 1.1, seed=1))
+    code, result, _ = _check(baseline, _run(tmp_path, "faster", 1.1, 1.1, seed=1), run=run_cli)  # end to end once
     assert code == 0 and result["status"] == "ok"
     assert all(p["fused"]["change"] == pytest.approx(0.1) for p in result["points"])
     assert all(p["fused"]["significant"] for p in result["points"])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 
 import numpy as np
 import pandas as pd
@@ -19,7 +18,7 @@ from harness.analysis.comparison.knobs import Candidate, _choose, _compare
 from harness.analysis.decision.pipeline import analyse_path
 from harness.config import knobs as launch_knobs
 from tests.support.fake_models import CONFIGS, EMULATED_BENCH, write_models
-from tests.support.helpers import cli, final_table
+from tests.support.helpers import FIXTURE_PYTHON, cli, final_table
 
 SGY = launch_knobs.SGY
 
@@ -35,7 +34,7 @@ def _config(tmp_path, knobs: dict | None, rounds: int = 4, backend: str = "cuda"
         **({"current_default": cap} if cap is not None else {}),
         "workload": {
             "kind": "command",
-            "command": [sys.executable, "-I", str(EMULATED_BENCH), "-m", "{model_path}", "-p", "Hi", "-n", "40"],
+            "command": [*FIXTURE_PYTHON, str(EMULATED_BENCH), "-m", "{model_path}", "-p", "Hi", "-n", "40"],
             "env": {"EMULATED_MLXCEL_BACKEND": backend},
         },
         "models": [

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import pandas as pd
 import pytest
 import yaml
@@ -19,6 +17,7 @@ from harness.measure import sweep_loop as sweeps
 from harness.measure import sweep_setup
 from harness.runs.formats import read_samples
 from tests.support.fake_models import CONFIGS, text_generator_command, write_models
+from tests.support.helpers import FIXTURE_PYTHON
 
 
 def test_pieces_are_token_ids_or_words():
@@ -84,7 +83,7 @@ def test_parity_from_an_output_file(tmp_path):
     writer = "import sys; open(sys.argv[1], 'w').write('[5, 6, 7]'); print('Decode: 9.00 ms (111.1 tok/s)')"
     config_path, _ = _config(tmp_path, ["qwen3-30b-a3b-4bit"])
     data = yaml.safe_load(config_path.read_text())
-    data["workload"]["command"] = [sys.executable, "-I", "-c", writer, "{model_path}/generated.txt"]
+    data["workload"]["command"] = [*FIXTURE_PYTHON, "-c", writer, "{model_path}/generated.txt"]
     data["workload"]["parity"] = {"output_file": "{model_path}/generated.txt"}
     data["workload"].pop("dispatch_probe", None)
     config_path.write_text(yaml.safe_dump(data))

@@ -14,7 +14,7 @@ import pytest
 from harness.output.defaults.device_defaults import BEGIN, device_class
 from harness.output.mlxcel_source import SWITCH_LAYERS
 from tests.output.test_mlxcel_outputs import fixture_tree
-from tests.support.helpers import run_cli
+from tests.support.helpers import cli
 from tests.support.synthetic_sweeps import SYNTHETIC_META, linear_curve, synthetic_samples, write_run
 
 
@@ -56,7 +56,7 @@ def test_defaults_per_device_class_with_commits_and_rust_arms_that_apply_to_the_
     build = {"mlxcel_commit": "2fcdbe5f", "mlx_commit": "81ba1c6a"}
     metal = _run(tmp_path / "results" / "m3", "metal", "Apple M3 Max", 5000, 4096, build)
     cuda = _run(tmp_path / "results" / "gb10", "cuda", "NVIDIA GB10", 11000, 8192, build)
-    done = run_cli("report", metal, cuda, "--out", tmp_path / "reports", "--mlxcel-src", tree, cwd=tmp_path)
+    done = cli("report", metal, cuda, "--out", tmp_path / "reports", "--mlxcel-src", tree, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (addendum,) = (tmp_path / "reports").glob("*-dff-defaults.md")
     text = addendum.read_text()
@@ -75,7 +75,7 @@ def test_defaults_per_device_class_with_commits_and_rust_arms_that_apply_to_the_
     subprocess.run(["git", "-C", str(tree), "apply", str(patch)], check=True)
     patched = (tree / SWITCH_LAYERS).read_text()
     assert block in patched and "const FUSED_MOE_MAX_DFF_CUDA: i32 = 8192;" in patched
-    again = run_cli("report", metal, cuda, "--out", tmp_path / "again", "--mlxcel-src", tree, cwd=tmp_path)
+    again = cli("report", metal, cuda, "--out", tmp_path / "again", "--mlxcel-src", tree, cwd=tmp_path)
     assert again.returncode == 0 and not list((tmp_path / "again").glob("*-device-defaults.diff"))  # already there
 
 
@@ -87,7 +87,7 @@ def test_a_run_that_names_no_device_gets_no_device_class_row_arm_entry_or_replic
     build = {"mlxcel_commit": "2fcdbe5f", "mlx_commit": "81ba1c6a"}
     nameless = [_run(tmp_path / "results" / name, "cuda", "", 11000, 8192, build) for name in ("nodev-a", "nodev-b")]
     gb10 = _run(tmp_path / "results" / "gb10", "cuda", "NVIDIA GB10", 11000, 8192, build)
-    done = run_cli("report", *nameless, gb10, "--out", tmp_path / "reports", cwd=tmp_path)
+    done = cli("report", *nameless, gb10, "--out", tmp_path / "reports", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "cuda [FUSED_MOE_MAX_DFF_CUDA] (unknown device, NVIDIA GB10): raise 8192 → 10240" in done.stdout
     for name in ("nodev-a", "nodev-b"):
@@ -106,5 +106,5 @@ def test_a_run_that_names_no_device_gets_no_device_class_row_arm_entry_or_replic
     (entries,) = (tmp_path / "reports").glob("*-autotune.json")
     keys = [(e["level"], e["device"], e["architecture"]) for e in json.loads(entries.read_text())["entries"]]
     assert keys == [("device", "NVIDIA GB10", "cuda-sm121"), ("architecture", "", "cuda-sm121")]
-    checked = run_cli("check-reports", tmp_path / "reports", cwd=tmp_path)
+    checked = cli("check-reports", tmp_path / "reports", cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout
