@@ -47,17 +47,14 @@ def _direction(action: str, recommended: int | None, current: int | None) -> str
     return "keep" if recommended == current else "raise" if recommended > current else "lower"
 
 
-def same_device(run: RunResult) -> str | None:
-    """The device class when no finer one is given: the backend and the device's name (None: none recorded)."""
-    return f"{run.backend}-{run.device}" if run.device_recorded else None
+ClassOf = Callable[[RunResult], str | None]  # a run's device class; None: no known class
 
 
-def replication(
-    defaults: Defaults, class_of: Callable[[RunResult], str | None] = same_device
-) -> dict[str, Replication]:
+def replication(defaults: Defaults, class_of: ClassOf) -> dict[str, Replication]:
     """Per backend: whether its move is replicated across sessions of one device class (`class_of`: a run's class,
-    None for a run of no known class, which shares a class with no other; the report passes the device-class
-    table's, harness.output.defaults.device_defaults.run_class)."""
+    None for a run of no known class, which shares a class with no other). The caller passes the device-class
+    table's own (harness.output.defaults.device_defaults.run_class), so a replicated class is a row of that table:
+    no default of its own, which named classes the table did not."""
     out = {}
     for row in defaults.backends:
         move = _direction(row.action, row.recommended, row.current)
@@ -98,7 +95,7 @@ def replicated_caps(
     defaults: Defaults,
     changed: dict[str, int],
     unreplicated: bool,
-    class_of: Callable[[RunResult], str | None] = same_device,
+    class_of: ClassOf,
 ) -> dict[str, int]:
     """The changed caps a patch may carry: the replicated moves only, every move with `unreplicated`."""
     if unreplicated:
