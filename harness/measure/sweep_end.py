@@ -17,7 +17,7 @@ from harness.analysis.evidence.physics_prior import PointPhysics, predicted_cros
 from harness.analysis.points.inputs import samples_input
 from harness.analysis.rounds.run_options import policy_options
 from harness.measure.physics_points import sweep_physics
-from harness.measure.sweep_loop import NOTHING_RECORDED, no_ok_run, quick_table
+from harness.measure.sweep_loop import quick_table, recorded_samples, why_no_result
 from harness.runs.provenance_keys import UNTIL_DECIDED
 from harness.runs.rundir import RunDirectory
 
@@ -77,12 +77,11 @@ def conclude(plan: PreparedSweep, written: int) -> SweepEnd:
     """Read and analyse the finished sweep of `plan`, which wrote `written` new runs; writes nothing. samples.csv
     and meta.json are read once each, and what was read is handed to every check, the analysis and the table."""
     run = RunDirectory(plan.run_dir)
-    if not run.samples.exists():
-        return _stopped(plan, written, run, NOTHING_RECORDED)
-    samples = run.read_samples()
-    no_result = no_ok_run(samples)
-    if no_result:  # nothing to summarize: an addendum would state a decision no measurement supports
-        return _stopped(plan, written, run, no_result)
+    samples = recorded_samples(plan.run_dir)
+    if no_result := why_no_result(samples):  # nothing to summarize: an addendum would state an unsupported decision
+        message, failed = no_result
+        return _end(plan, written, run, NoResult(message=message, failed=failed))
+    assert samples is not None  # why_no_result names a run without samples.csv
     record = run.read_record()
     options = policy_options(record.policy, at_look_level=True)
     verification = dispatch_evidence.read_record(plan.run_dir)
@@ -98,11 +97,6 @@ def conclude(plan: PreparedSweep, written: int) -> SweepEnd:
         every_run_failed=every_run_failed(samples) if written else "",
     )
     return _end(plan, written, run, analysed)
-
-
-def _stopped(plan: PreparedSweep, written: int, run: RunDirectory, why: tuple[str, bool]) -> SweepEnd:
-    message, failed = why
-    return _end(plan, written, run, NoResult(message=message, failed=failed))
 
 
 def _end(plan: PreparedSweep, written: int, run: RunDirectory, outcome: AnalysedSweep | NoResult) -> SweepEnd:

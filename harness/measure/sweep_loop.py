@@ -106,7 +106,7 @@ def execute(
 
             default = sweep.config.current_default
             written += refine(sweep.run_dir, sweep.workload, sweep.points, measure, sweep.config.measure, default)
-        if sweep.config.measure.until_decided and why_no_result(sweep.run_dir) is None:
+        if sweep.config.measure.until_decided and why_no_result(recorded_samples(sweep.run_dir)) is None:
             record = _until_decided(sweep, plans[-1], writer, on_run, say or on_run, started)
             written += record.extra_runs
     if record is not None:
@@ -187,18 +187,18 @@ def verify_dispatch(sweep: PreparedSweep) -> None:
             point.skip_reason = f"{reason} (--measure-null measures it)"
 
 
-NOTHING_RECORDED = ("no run was recorded", False)  # why_no_result of a run without samples.csv
-
-
-def why_no_result(run_dir: Path) -> tuple[str, bool] | None:
-    """no_ok_run of the run directory's samples.csv (NOTHING_RECORDED without one)."""
+def recorded_samples(run_dir: Path) -> pd.DataFrame | None:
+    """The run's samples.csv, None when it has none (nothing was recorded)."""
     run = RunDirectory(run_dir)
-    return no_ok_run(run.read_samples()) if run.samples.exists() else NOTHING_RECORDED
+    return run.read_samples() if run.samples.exists() else None
 
 
-def no_ok_run(samples: pd.DataFrame) -> tuple[str, bool] | None:
-    """Why a finished sweep has nothing to analyse (not one ok run), as one line, and whether that is a failure
-    (some run failed) rather than every point skipped (nothing fits here); None when it has results."""
+def why_no_result(samples: pd.DataFrame | None) -> tuple[str, bool] | None:
+    """Why a finished sweep has nothing to analyse (no samples.csv, `samples` None, or not one ok run), as one line,
+    and whether that is a failure (some run failed) rather than every point skipped (nothing fits here); None when
+    it has results. The samples as the caller read them: the sweep's end reads the file once for every check."""
+    if samples is None:
+        return "no run was recorded", False
     statuses = samples["status"].value_counts()
     if statuses.get("ok", 0):
         return None
